@@ -1,0 +1,47 @@
+// A fixed pool of worker threads with a blocking ParallelFor. Passed explicitly, never global.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace primekv {
+
+class ThreadPool {
+ public:
+  // n_threads <= 0 means std::thread::hardware_concurrency(). The caller's thread also works,
+  // so n_threads - 1 workers are started.
+  explicit ThreadPool(int n_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Calls fn(begin, end, thread_index) over disjoint chunks covering [0, n); blocks until done.
+  // thread_index is in [0, size()) and lets callers use per-thread scratch.
+  void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
+                   int64_t min_chunk = 1);
+
+ private:
+  void WorkerLoop(int index);
+  void RunShare(int index);
+
+  int n_threads_ = 1;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable start_cv_;
+  std::condition_variable done_cv_;
+  const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
+  int64_t job_n_ = 0;
+  int64_t job_chunk_ = 1;
+  int64_t next_chunk_ = 0;  // guarded by mu_
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace primekv
