@@ -1,0 +1,56 @@
+// Attention over the ragged KV cache without ever forming a score matrix over the cache:
+// tiles of queries meet pages of keys with a running max and running sum per query row
+// (FlashAttention-style online softmax). Decode is the same kernel with one query row.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "primekv/kv_cache.h"
+#include "primekv/tensor.h"
+#include "primekv/thread_pool.h"
+
+namespace primekv {
+
+struct AttnShape {
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  float scale = 0;  // usually 1/sqrt(head_dim)
+  int group() const { return n_heads / n_kv_heads; }
+};
+
+// Per-thread scratch reused across calls, so decoding allocates nothing per token.
+// Its size depends on the tile shape only, never on the cache length.
+class AttentionWorkspace {
+ public:
+  static constexpr int kQueryTile = 32;  // query rows per task
+
+  // Grows buffers for `threads` workers; no-op when already large enough.
+  void Reserve(int threads, const AttnShape& shape, int page_tokens);
+  float* Buffer(int thread) { return buffers_[static_cast<size_t>(thread)].data(); }
+  size_t BytesPerThread() const { return floats_per_thread_ * sizeof(float); }
+  // Largest total scratch ever reserved (all threads), for tests of O(tile) memory.
+  size_t HighWaterBytes() const { return high_water_bytes_; }
+
+ private:
+  std::vector<std::vector<float>> buffers_;
+  size_t floats_per_thread_ = 0;
+  size_t high_water_bytes_ = 0;
+};
+
+// out[i] = softmax over cache entries e of `layer` with position(e) <= q_pos[i] of
+// scale * q_i . k_e, applied to v_e; query head h reads KV head h / group.
+// q and out are [n, n_heads * head_dim]; q_pos [n] ascending.
+void AttendCached(const AttnShape& shape, MatView<const float> q, std::span<const int32_t> q_pos,
+                  const KvCache& cache, int layer, MatView<float> out, ThreadPool& pool,
+                  AttentionWorkspace& workspace);
+
+// Test oracle: the same result by a two-pass softmax in double from copied rows.
+void AttendReference(const AttnShape& shape, MatView<const float> q,
+                     std::span<const int32_t> q_pos, const KvCache& cache, int layer,
+                     MatView<float> out);
+
+}  // namespace primekv

@@ -1,0 +1,150 @@
+// A Llama-family decoder loaded from GGUF: configuration as plain data, weights as views into
+// the memory-mapped file, and a forward pass over a KV cache.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "primekv/attention.h"
+#include "primekv/gguf.h"
+#include "primekv/kv_cache.h"
+#include "primekv/status.h"
+#include "primekv/tensor.h"
+#include "primekv/thread_pool.h"
+#include "primekv/tokenizer.h"
+
+namespace primekv {
+
+enum class Arch { kLlama, kQwen2, kQwen3 };
+// kAdjacent rotates (x[2i], x[2i+1]) (llama); kHalf rotates (x[i], x[i + n/2]) (NeoX: qwen2/3).
+enum class RopeStyle { kAdjacent, kHalf };
+
+struct ModelConfig {  // filled from "<arch>.*" GGUF keys
+  Arch arch = Arch::kLlama;
+  std::string arch_name;
+  std::string name;
+  int n_layers = 0;
+  int d_model = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int d_ff = 0;
+  int vocab_size = 0;
+  int max_context = 0;
+  int rope_dim = 0;
+  float rope_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  RopeStyle rope_style = RopeStyle::kAdjacent;
+  bool tied_embeddings = false;
+  bool qkv_bias = false;  // qwen2
+  bool qk_norm = false;   // qwen3
+  std::vector<float> rope_freq_factors;  // [rope_dim / 2]; empty = none (llama3 scaling)
+  int group() const { return n_heads / n_kv_heads; }
+  int q_width() const { return n_heads * head_dim; }
+  int kv_width() const { return n_kv_heads * head_dim; }
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [d_model]
+  WeightView wq;                 // [n_heads * head_dim, d_model]
+  WeightView wk;                 // [n_kv_heads * head_dim, d_model]
+  WeightView wv;                 // [n_kv_heads * head_dim, d_model]
+  WeightView wo;                 // [d_model, n_heads * head_dim]
+  std::vector<float> bq, bk, bv;        // qwen2 biases, else empty
+  std::vector<float> q_norm, k_norm;    // qwen3 per-head norms [head_dim], else empty
+  std::vector<float> ffn_norm;   // [d_model]
+  WeightView w_gate;             // [d_ff, d_model]
+  WeightView w_up;               // [d_ff, d_model]
+  WeightView w_down;             // [d_model, d_ff]
+};
+
+// Observation points for evaluation (fidelity, oracle, query-aware presses).
+class ForwardTap {
+ public:
+  virtual ~ForwardTap() = default;
+  // Post-RoPE queries of a layer: [n, n_heads * head_dim], positions [n].
+  virtual void OnQueries(int /*layer*/, std::span<const int32_t> /*pos*/,
+                         MatView<const float> /*q*/) {}
+  // Attention outputs before W_O: [n, n_heads * head_dim].
+  virtual void OnAttentionOutput(int /*layer*/, MatView<const float> /*o*/) {}
+};
+
+// Reusable buffers for Forward; after warm-up a decode step allocates nothing.
+struct ForwardWorkspace {
+  std::vector<float> x, h, q, k, v, attn, gate, up, logits_in;
+  std::vector<int32_t> positions;
+  AttentionWorkspace attention;
+};
+
+struct ForwardOptions {
+  bool all_logits = false;  // logits for every token, else only the last
+};
+
+class Model {
+ public:
+  static Result<Model> Load(const std::filesystem::path& path);
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const GgufFile& file() const { return *file_; }
+  const LayerWeights& layer(int l) const { return layers_[static_cast<size_t>(l)]; }
+
+  // A cache shaped for this model.
+  KvCache NewCache(KvCacheOptions options = {}) const;
+
+  // Runs `tokens` at positions cache.NextPosition() onward, appending their K/V to `cache`.
+  // logits: [1, vocab] (last token) or [n, vocab] with opts.all_logits.
+  Status Forward(std::span<const Token> tokens, KvCache& cache, const ForwardOptions& opts,
+                 MatView<float> logits, ThreadPool& pool, ForwardWorkspace& ws,
+                 ForwardTap* tap = nullptr) const;
+
+  // Rotates rows of x ([n, n_heads_x * head_dim]) in place for the given positions.
+  void ApplyRope(MatView<float> x, int n_heads_x, std::span<const int32_t> positions) const;
+  // Queries (post-RoPE, after q-norm) for hidden inputs already normed: used by query-aware
+  // presses that recompute window queries. h: [n, d_model], out: [n, n_heads * head_dim].
+  void ProjectQueries(int layer, MatView<const float> h, std::span<const int32_t> positions,
+                      MatView<float> out, ThreadPool& pool) const;
+  // W_O slice Gram matrix of one KV head's group: sum_{h in group} W_O^(h)T W_O^(h), [d, d]
+  // row-major in double-accumulated floats.
+  std::vector<float> OutputGram(int layer, int kv_head) const;
+
+ private:
+  Model() = default;
+  ModelConfig config_;
+  std::unique_ptr<GgufFile> file_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  WeightView token_embd_;  // [vocab, d_model]
+  WeightView output_;      // [vocab, d_model]
+  std::vector<float> output_norm_;
+  std::vector<LayerWeights> layers_;
+  std::vector<float> rope_inv_freq_;  // [rope_dim / 2]
+};
+
+// Writes a random-weight model of a given shape with a valid synthetic tokenizer.
+struct RandomModelSpec {
+  std::string arch = "llama";  // llama | qwen2 | qwen3
+  int n_layers = 2;
+  int d_model = 256;
+  int n_heads = 4;
+  int n_kv_heads = 2;
+  int head_dim = 64;
+  int d_ff = 688;
+  int vocab_size = 1024;
+  int context = 2048;
+  GgmlType type = GgmlType::kF32;
+  uint64_t seed = 1;
+  std::string tokenizer = "llama";  // llama | gpt2
+  float rope_base = 10000.0f;
+  bool llama3_rope_scaling = false;
+  bool tied_embeddings = false;
+};
+Status WriteRandomModel(const RandomModelSpec& spec, const std::filesystem::path& out);
+
+}  // namespace primekv

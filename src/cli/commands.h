@@ -1,0 +1,22 @@
+// Subcommands of the `primekv` binary: each registers its flags and a run callback.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace primekv::cli {
+
+// Each Add* registers one subcommand on `app`; `run` receives the callback that returns the
+// process exit code once the command line has parsed.
+using Runner = std::function<int()>;
+void AddInspect(CLI::App& app, Runner& run);
+void AddGenerate(CLI::App& app, Runner& run);
+void AddMakeModel(CLI::App& app, Runner& run);
+void AddLogits(CLI::App& app, Runner& run);
+void AddConvert(CLI::App& app, Runner& run);
+
+// Prints "primekv: <message>" to stderr and returns the exit code for errors.
+int Fail(const std::string& message);
+
+}  // namespace primekv::cli

@@ -1,0 +1,274 @@
+#include "primekv/kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "primekv/quant.h"
+
+namespace primekv {
+
+const char* KvDTypeName(KvDType t) { return t == KvDType::kF32 ? "f32" : "f16"; }
+
+namespace {
+size_t ElemBytes(KvDType t) { return t == KvDType::kF32 ? 4 : 2; }
+}  // namespace
+
+// Pages come from chunks of kPagesPerChunk; freed pages go on a free list and are reused first,
+// so compressing one head makes room for another head's growth.
+struct KvCache::Pool {
+  static constexpr int kPagesPerChunk = 64;
+  size_t page_bytes = 0;
+  size_t key_bytes = 0;  // bytes of the keys (and of the values) in one page
+  int page_tokens = 0;
+  std::vector<std::unique_ptr<uint8_t[]>> chunks;
+  std::vector<KvPage> pages;
+  std::vector<int> free_list;
+
+  int Acquire() {
+    if (free_list.empty()) {
+      chunks.emplace_back(new uint8_t[page_bytes * kPagesPerChunk]);
+      uint8_t* base = chunks.back().get();
+      const int first = static_cast<int>(pages.size());
+      for (int i = 0; i < kPagesPerChunk; ++i) {
+        uint8_t* p = base + page_bytes * static_cast<size_t>(i);
+        pages.push_back(KvPage{p, p + key_bytes, reinterpret_cast<int32_t*>(p + 2 * key_bytes)});
+      }
+      // Reverse order so the lowest page id is handed out first.
+      for (int i = kPagesPerChunk - 1; i >= 0; --i) free_list.push_back(first + i);
+    }
+    const int id = free_list.back();
+    free_list.pop_back();
+    return id;
+  }
+  void Release(int id) { free_list.push_back(id); }
+};
+
+KvCache::KvCache(int n_layers, int n_kv_heads, int head_dim, KvCacheOptions options)
+    : n_layers_(n_layers),
+      n_kv_heads_(n_kv_heads),
+      head_dim_(head_dim),
+      options_(options),
+      heads_(static_cast<size_t>(n_layers) * n_kv_heads),
+      pool_(std::make_unique<Pool>()) {
+  Check(n_layers > 0 && n_kv_heads > 0 && head_dim > 0, "KvCache shape must be positive");
+  Check(options_.page_tokens > 0, "page_tokens must be positive");
+  pool_->page_tokens = options_.page_tokens;
+  pool_->key_bytes = static_cast<size_t>(options_.page_tokens) * head_dim_ * ElemBytes(options_.dtype);
+  // Positions follow keys and values; keep each page 64-byte aligned for the kernels.
+  const size_t raw = 2 * pool_->key_bytes + sizeof(int32_t) * options_.page_tokens;
+  pool_->page_bytes = (raw + 63) / 64 * 64;
+}
+
+KvCache::KvCache(KvCache&&) noexcept = default;
+KvCache& KvCache::operator=(KvCache&&) noexcept = default;
+KvCache::~KvCache() = default;
+
+KvCache KvCache::Clone() const {
+  KvCache copy(n_layers_, n_kv_heads_, head_dim_, options_);
+  copy.next_position_ = next_position_;
+  for (int l = 0; l < n_layers_; ++l) {
+    for (int h = 0; h < n_kv_heads_; ++h) {
+      const HeadState& src = Head(l, h);
+      HeadState& dst = copy.Head(l, h);
+      dst.length = src.length;
+      for (int page : src.pages) {
+        int id = copy.pool_->Acquire();
+        // A page's keys pointer is the start of its block (keys, values, positions).
+        std::memcpy(copy.pool_->pages[id].keys, pool_->pages[page].keys, pool_->page_bytes);
+        dst.pages.push_back(id);
+      }
+    }
+  }
+  copy.live_entries_ = live_entries_;
+  copy.peak_bytes_in_use_ = copy.BytesInUse();
+  return copy;
+}
+
+int KvCache::Length(int layer, int kv_head) const { return Head(layer, kv_head).length; }
+
+int KvCache::MaxLength() const {
+  int m = 0;
+  for (const auto& h : heads_) m = std::max(m, h.length);
+  return m;
+}
+
+int64_t KvCache::TotalEntries() const { return live_entries_; }
+
+size_t KvCache::BytesPerEntry() const {
+  return 2 * static_cast<size_t>(head_dim_) * ElemBytes(options_.dtype) + sizeof(int32_t);
+}
+
+size_t KvCache::BytesInUse() const { return static_cast<size_t>(live_entries_) * BytesPerEntry(); }
+
+size_t KvCache::BytesReserved() const {
+  return (pool_->pages.size() - pool_->free_list.size()) * pool_->page_bytes;
+}
+
+void KvCache::TrackPeak() { peak_bytes_in_use_ = std::max(peak_bytes_in_use_, BytesInUse()); }
+
+void KvCache::WriteRow(const KvPage& page, int slot, const float* k, const float* v, int32_t pos) {
+  const size_t off = static_cast<size_t>(slot) * head_dim_;
+  if (options_.dtype == KvDType::kF32) {
+    std::memcpy(static_cast<float*>(page.keys) + off, k, sizeof(float) * head_dim_);
+    std::memcpy(static_cast<float*>(page.values) + off, v, sizeof(float) * head_dim_);
+  } else {
+    quant::QuantizeRow(GgmlType::kF16, k, static_cast<uint16_t*>(page.keys) + off, head_dim_);
+    quant::QuantizeRow(GgmlType::kF16, v, static_cast<uint16_t*>(page.values) + off, head_dim_);
+  }
+  page.positions[slot] = pos;
+}
+
+void KvCache::CopyRow(const KvPage& from, int from_slot, const KvPage& to, int to_slot) {
+  const size_t row = static_cast<size_t>(head_dim_) * ElemBytes(options_.dtype);
+  std::memmove(static_cast<uint8_t*>(to.keys) + row * to_slot,
+               static_cast<const uint8_t*>(from.keys) + row * from_slot, row);
+  std::memmove(static_cast<uint8_t*>(to.values) + row * to_slot,
+               static_cast<const uint8_t*>(from.values) + row * from_slot, row);
+  to.positions[to_slot] = from.positions[from_slot];
+}
+
+Status KvCache::Append(int layer, MatView<const float> k, MatView<const float> v,
+                       std::span<const int32_t> positions) {
+  Check(layer >= 0 && layer < n_layers_, "KvCache::Append: layer out of range");
+  Check(k.rows == v.rows && k.rows == static_cast<int64_t>(positions.size()),
+        "KvCache::Append: row counts differ");
+  Check(k.cols == static_cast<int64_t>(n_kv_heads_) * head_dim_ && v.cols == k.cols,
+        "KvCache::Append: width is not n_kv_heads * head_dim");
+  const int n = static_cast<int>(k.rows);
+  if (n == 0) return Status::Ok();
+  for (int i = 1; i < n; ++i) {
+    if (positions[i] <= positions[i - 1]) return Status::Error("KV append: positions not increasing");
+  }
+  const int pt = options_.page_tokens;
+  for (int h = 0; h < n_kv_heads_; ++h) {
+    HeadState& head = Head(layer, h);
+    if (options_.max_tokens_per_head > 0 && head.length + n > options_.max_tokens_per_head) {
+      return Status::Error("KV cache full: layer " + std::to_string(layer) + " head " +
+                           std::to_string(h) + " holds " + std::to_string(head.length) +
+                           " entries, limit " + std::to_string(options_.max_tokens_per_head));
+    }
+    if (head.length > 0 && PositionAt(layer, h, head.length - 1) >= positions[0]) {
+      return Status::Error("KV append: position " + std::to_string(positions[0]) +
+                           " is not after the cached positions");
+    }
+  }
+  for (int h = 0; h < n_kv_heads_; ++h) {
+    HeadState& head = Head(layer, h);
+    for (int i = 0; i < n; ++i) {
+      const int slot = head.length % pt;
+      if (slot == 0 && head.length / pt == static_cast<int>(head.pages.size())) {
+        head.pages.push_back(pool_->Acquire());
+      }
+      const KvPage& page = pool_->pages[head.pages[head.length / pt]];
+      WriteRow(page, slot, k.Row(i) + static_cast<int64_t>(h) * head_dim_,
+               v.Row(i) + static_cast<int64_t>(h) * head_dim_, positions[i]);
+      ++head.length;
+    }
+  }
+  live_entries_ += static_cast<int64_t>(n) * n_kv_heads_;
+  if (layer == n_layers_ - 1 || positions.back() + 1 > next_position_) {
+    next_position_ = std::max(next_position_, positions.back() + 1);
+  }
+  TrackPeak();
+  return Status::Ok();
+}
+
+void KvCache::Retain(int layer, int kv_head, std::span<const int32_t> kept_rows) {
+  HeadState& head = Head(layer, kv_head);
+  const int pt = options_.page_tokens;
+  int out = 0;
+  int prev = -1;
+  for (int32_t r : kept_rows) {
+    Check(r > prev && r < head.length, "KvCache::Retain: rows must be sorted, unique, in range");
+    prev = r;
+    if (r != out) {
+      CopyRow(pool_->pages[head.pages[r / pt]], r % pt, pool_->pages[head.pages[out / pt]],
+              out % pt);
+    }
+    ++out;
+  }
+  live_entries_ -= head.length - out;
+  head.length = out;
+  const size_t pages_needed = static_cast<size_t>((out + pt - 1) / pt);
+  while (head.pages.size() > pages_needed) {
+    pool_->Release(head.pages.back());
+    head.pages.pop_back();
+  }
+}
+
+void KvCache::TruncateFrom(int32_t pos) {
+  for (int l = 0; l < n_layers_; ++l) {
+    for (int h = 0; h < n_kv_heads_; ++h) {
+      HeadState& head = Head(l, h);
+      int keep = head.length;
+      while (keep > 0 && PositionAt(l, h, keep - 1) >= pos) --keep;
+      if (keep == head.length) continue;
+      std::vector<int32_t> rows(static_cast<size_t>(keep));
+      for (int i = 0; i < keep; ++i) rows[i] = i;
+      Retain(l, h, rows);
+    }
+  }
+  next_position_ = std::min(next_position_, pos);
+}
+
+void KvCache::Clear() {
+  for (auto& head : heads_) {
+    for (int p : head.pages) pool_->Release(p);
+    head.pages.clear();
+    head.length = 0;
+  }
+  live_entries_ = 0;
+  next_position_ = 0;
+}
+
+int KvCache::NumPages(int layer, int kv_head) const {
+  const HeadState& head = Head(layer, kv_head);
+  return (head.length + options_.page_tokens - 1) / options_.page_tokens;
+}
+
+const KvPage& KvCache::Page(int layer, int kv_head, int page) const {
+  return pool_->pages[Head(layer, kv_head).pages[page]];
+}
+
+int32_t KvCache::PositionAt(int layer, int kv_head, int row) const {
+  const int pt = options_.page_tokens;
+  return Page(layer, kv_head, row / pt).positions[row % pt];
+}
+
+void KvCache::PageKeysToFloat(const KvPage& page, int count, float* out) const {
+  const int64_t n = static_cast<int64_t>(count) * head_dim_;
+  if (options_.dtype == KvDType::kF32) {
+    std::memcpy(out, page.keys, sizeof(float) * n);
+  } else {
+    quant::DequantizeRow(GgmlType::kF16, page.keys, out, n);
+  }
+}
+
+void KvCache::PageValuesToFloat(const KvPage& page, int count, float* out) const {
+  const int64_t n = static_cast<int64_t>(count) * head_dim_;
+  if (options_.dtype == KvDType::kF32) {
+    std::memcpy(out, page.values, sizeof(float) * n);
+  } else {
+    quant::DequantizeRow(GgmlType::kF16, page.values, out, n);
+  }
+}
+
+void KvCache::ReadHead(int layer, int kv_head, std::vector<float>* keys,
+                       std::vector<float>* values, std::vector<int32_t>* positions) const {
+  const int len = Length(layer, kv_head);
+  const int pt = options_.page_tokens;
+  if (keys) keys->resize(static_cast<size_t>(len) * head_dim_);
+  if (values) values->resize(static_cast<size_t>(len) * head_dim_);
+  if (positions) positions->resize(static_cast<size_t>(len));
+  for (int p = 0; p < NumPages(layer, kv_head); ++p) {
+    const KvPage& page = Page(layer, kv_head, p);
+    const int count = std::min(pt, len - p * pt);
+    const size_t off = static_cast<size_t>(p) * pt * head_dim_;
+    if (keys) PageKeysToFloat(page, count, keys->data() + off);
+    if (values) PageValuesToFloat(page, count, values->data() + off);
+    if (positions) std::copy(page.positions, page.positions + count, positions->data() + p * pt);
+  }
+}
+
+}  // namespace primekv

@@ -1,0 +1,170 @@
+// The decoder forward pass: RMSNorm, QKV (+bias, +q/k norm), RoPE, cached attention, SwiGLU.
+#include <algorithm>
+#include <cmath>
+
+#include "primekv/matmul.h"
+#include "primekv/model.h"
+
+namespace primekv {
+
+namespace {
+
+void RmsNorm(const float* x, const float* w, int n, float eps, float* out) {
+  double ss = 0;
+  for (int i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float inv = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
+  for (int i = 0; i < n; ++i) out[i] = x[i] * inv * w[i];
+}
+
+void RmsNormRows(MatView<const float> x, const std::vector<float>& w, float eps, MatView<float> out) {
+  for (int64_t r = 0; r < x.rows; ++r) RmsNorm(x.Row(r), w.data(), static_cast<int>(x.cols), eps, out.Row(r));
+}
+
+template <typename T>
+void Grow(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+}  // namespace
+
+void Model::ApplyRope(MatView<float> x, int n_heads_x, std::span<const int32_t> positions) const {
+  const ModelConfig& c = config_;
+  const int half = c.rope_dim / 2;
+  for (int64_t r = 0; r < x.rows; ++r) {
+    const double pos = positions[static_cast<size_t>(r)];
+    for (int i = 0; i < half; ++i) {
+      const double theta = pos * rope_inv_freq_[static_cast<size_t>(i)];
+      const float cs = static_cast<float>(std::cos(theta));
+      const float sn = static_cast<float>(std::sin(theta));
+      for (int h = 0; h < n_heads_x; ++h) {
+        float* v = x.Row(r) + static_cast<int64_t>(h) * c.head_dim;
+        const int a = c.rope_style == RopeStyle::kAdjacent ? 2 * i : i;
+        const int b = c.rope_style == RopeStyle::kAdjacent ? 2 * i + 1 : i + half;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * cs - x1 * sn;
+        v[b] = x0 * sn + x1 * cs;
+      }
+    }
+  }
+}
+
+void Model::ProjectQueries(int layer, MatView<const float> h, std::span<const int32_t> positions,
+                           MatView<float> out, ThreadPool& pool) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& L = layers_[static_cast<size_t>(layer)];
+  MatMul(L.wq, h, out, pool);
+  for (int64_t r = 0; r < out.rows; ++r) {
+    float* q = out.Row(r);
+    if (!L.bq.empty()) {
+      for (int j = 0; j < c.q_width(); ++j) q[j] += L.bq[static_cast<size_t>(j)];
+    }
+    if (!L.q_norm.empty()) {
+      for (int hh = 0; hh < c.n_heads; ++hh) {
+        float* v = q + static_cast<int64_t>(hh) * c.head_dim;
+        RmsNorm(v, L.q_norm.data(), c.head_dim, c.rms_eps, v);
+      }
+    }
+  }
+  ApplyRope(out, c.n_heads, positions);
+}
+
+Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const ForwardOptions& opts,
+                      MatView<float> logits, ThreadPool& pool, ForwardWorkspace& ws,
+                      ForwardTap* tap) const {
+  const ModelConfig& c = config_;
+  const int n = static_cast<int>(tokens.size());
+  if (n == 0) return Status::Error("forward: no tokens");
+  const int n_out = opts.all_logits ? n : 1;
+  Check(logits.rows >= n_out && logits.cols == c.vocab_size, "forward: logits view too small");
+  if (cache.n_layers() != c.n_layers || cache.n_kv_heads() != c.n_kv_heads ||
+      cache.head_dim() != c.head_dim) {
+    return Status::Error("forward: KV cache shape does not match the model");
+  }
+  for (Token t : tokens) {
+    if (t < 0 || t >= c.vocab_size) {
+      return Status::Error("forward: token id " + std::to_string(t) + " outside vocabulary of " +
+                           std::to_string(c.vocab_size));
+    }
+  }
+  const int32_t p0 = cache.NextPosition();
+  if (c.max_context > 0 && p0 + n > c.max_context) {
+    // Beyond the trained context RoPE extrapolates; allowed, as other engines do, but bounded
+    // by int32 positions.
+    if (static_cast<int64_t>(p0) + n > int64_t{1} << 30) return Status::Error("forward: position overflow");
+  }
+  const size_t D = static_cast<size_t>(c.d_model);
+  const size_t N = static_cast<size_t>(n);
+  Grow(ws.x, N * D);
+  Grow(ws.h, N * std::max<size_t>(D, static_cast<size_t>(c.q_width())));
+  Grow(ws.q, N * c.q_width());
+  Grow(ws.k, N * c.kv_width());
+  Grow(ws.v, N * c.kv_width());
+  Grow(ws.attn, N * c.q_width());
+  Grow(ws.gate, N * c.d_ff);
+  Grow(ws.up, N * c.d_ff);
+  Grow(ws.positions, N);
+  for (int i = 0; i < n; ++i) ws.positions[static_cast<size_t>(i)] = p0 + i;
+  std::span<const int32_t> pos(ws.positions.data(), N);
+
+  MatView<float> x(ws.x.data(), n, c.d_model);
+  MatView<float> h(ws.h.data(), n, c.d_model);
+  MatView<float> q(ws.q.data(), n, c.q_width());
+  MatView<float> k(ws.k.data(), n, c.kv_width());
+  MatView<float> v(ws.v.data(), n, c.kv_width());
+  MatView<float> attn(ws.attn.data(), n, c.q_width());
+  MatView<float> gate(ws.gate.data(), n, c.d_ff);
+  MatView<float> up(ws.up.data(), n, c.d_ff);
+  for (int i = 0; i < n; ++i) GetRow(token_embd_, tokens[static_cast<size_t>(i)], x.Row(i));
+
+  const AttnShape shape{c.n_heads, c.n_kv_heads, c.head_dim,
+                        static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))};
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& L = layers_[static_cast<size_t>(l)];
+    RmsNormRows(x, L.attn_norm, c.rms_eps, h);
+    ProjectQueries(l, h, pos, q, pool);
+    MatMul(L.wk, h, k, pool);
+    MatMul(L.wv, h, v, pool);
+    for (int i = 0; i < n; ++i) {
+      float* kr = k.Row(i);
+      float* vr = v.Row(i);
+      if (!L.bk.empty()) {
+        for (int j = 0; j < c.kv_width(); ++j) {
+          kr[j] += L.bk[static_cast<size_t>(j)];
+          vr[j] += L.bv[static_cast<size_t>(j)];
+        }
+      }
+      if (!L.k_norm.empty()) {
+        for (int hh = 0; hh < c.n_kv_heads; ++hh) {
+          float* kv = kr + static_cast<int64_t>(hh) * c.head_dim;
+          RmsNorm(kv, L.k_norm.data(), c.head_dim, c.rms_eps, kv);
+        }
+      }
+    }
+    ApplyRope(k, c.n_kv_heads, pos);
+    if (Status s = cache.Append(l, k, v, pos); !s.ok()) return s;
+    if (tap) tap->OnQueries(l, pos, q);
+    AttendCached(shape, q, pos, cache, l, attn, pool, ws.attention);
+    if (tap) tap->OnAttentionOutput(l, attn);
+    MatMul(L.wo, attn, h, pool);
+    for (size_t i = 0; i < N * D; ++i) ws.x[i] += ws.h[i];
+
+    RmsNormRows(x, L.ffn_norm, c.rms_eps, h);
+    MatMul(L.w_gate, h, gate, pool);
+    MatMul(L.w_up, h, up, pool);
+    for (size_t i = 0; i < N * static_cast<size_t>(c.d_ff); ++i) {
+      const float g = ws.gate[i];
+      ws.gate[i] = g / (1.0f + std::exp(-g)) * ws.up[i];
+    }
+    MatMul(L.w_down, gate, h, pool);
+    for (size_t i = 0; i < N * D; ++i) ws.x[i] += ws.h[i];
+  }
+  cache.SetNextPosition(p0 + n);
+
+  MatView<const float> rows(x.Row(n - n_out), n_out, c.d_model);
+  MatView<float> normed(ws.h.data(), n_out, c.d_model);
+  RmsNormRows(rows, output_norm_, c.rms_eps, normed);
+  MatMul(output_, normed, MatView<float>(logits.data, n_out, c.vocab_size, logits.stride), pool);
+  return Status::Ok();
+}
+
+}  // namespace primekv

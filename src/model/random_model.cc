@@ -1,0 +1,190 @@
+// Random-weight GGUF models of real shapes, so tests and benchmarks need no downloads.
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <string>
+
+#include "primekv/gguf.h"
+#include "primekv/model.h"
+#include "primekv/quant.h"
+
+namespace primekv {
+
+namespace {
+
+// splitmix64 + Box-Muller: the same weights on every platform for a given seed.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double Uniform() { return (static_cast<double>(Next() >> 11) + 0.5) * 0x1.0p-53; }
+  double Normal() {
+    const double u1 = Uniform(), u2 = Uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+Status AddMatrix(GgufWriter& w, Rng& rng, const std::string& name, int64_t rows, int64_t cols,
+                 GgmlType type, double stddev) {
+  const size_t row_bytes = quant::RowBytes(type, cols);
+  std::vector<uint8_t> data(row_bytes * static_cast<size_t>(rows));
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& x : row) x = static_cast<float>(rng.Normal() * stddev);
+    quant::QuantizeRow(type, row.data(), data.data() + row_bytes * static_cast<size_t>(r), cols);
+  }
+  return w.AddTensor(name, type, {cols, rows}, std::move(data));
+}
+
+Status AddVector(GgufWriter& w, const std::string& name, const std::vector<float>& v) {
+  std::vector<uint8_t> data(v.size() * sizeof(float));
+  std::memcpy(data.data(), v.data(), data.size());
+  return w.AddTensor(name, GgmlType::kF32, {static_cast<int64_t>(v.size())}, std::move(data));
+}
+
+std::vector<float> NormWeights(Rng& rng, int n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = static_cast<float>(0.8 + 0.4 * rng.Uniform());
+  return v;
+}
+
+std::vector<float> Biases(Rng& rng, int n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = static_cast<float>(0.1 * rng.Normal());
+  return v;
+}
+
+// Llama 3.1's frequency scaling (factor 8, low 1, high 4, original context 8192), stored as
+// the per-pair divisors llama.cpp reads from rope_freqs.weight.
+std::vector<float> Llama3FreqFactors(int rope_dim, double base) {
+  const double factor = 8, low = 1, high = 4, orig = 8192;
+  std::vector<float> out(static_cast<size_t>(rope_dim / 2));
+  for (int i = 0; i < rope_dim / 2; ++i) {
+    const double freq = std::pow(base, -2.0 * i / rope_dim);
+    const double wavelen = 2 * std::numbers::pi / freq;
+    double f = 1;
+    if (wavelen > orig / low) {
+      f = factor;
+    } else if (wavelen >= orig / high) {
+      const double smooth = (orig / wavelen - low) / (high - low);
+      f = 1.0 / ((1 - smooth) / factor + smooth);
+    }
+    out[static_cast<size_t>(i)] = static_cast<float>(f);
+  }
+  return out;
+}
+
+void AddTokenizer(GgufWriter& w, const TokenizerSpec& t) {
+  w.Add("tokenizer.ggml.model", GgufValue::String(t.model));
+  if (!t.pre.empty()) w.Add("tokenizer.ggml.pre", GgufValue::String(t.pre));
+  w.Add("tokenizer.ggml.tokens", GgufValue::StringArray(t.tokens));
+  if (!t.scores.empty()) w.Add("tokenizer.ggml.scores", GgufValue::Float32Array(t.scores));
+  if (!t.token_types.empty()) w.Add("tokenizer.ggml.token_type", GgufValue::Int32Array(t.token_types));
+  if (!t.merges.empty()) w.Add("tokenizer.ggml.merges", GgufValue::StringArray(t.merges));
+  if (t.bos >= 0) w.Add("tokenizer.ggml.bos_token_id", GgufValue::Uint32(static_cast<uint32_t>(t.bos)));
+  if (t.eos >= 0) w.Add("tokenizer.ggml.eos_token_id", GgufValue::Uint32(static_cast<uint32_t>(t.eos)));
+  if (t.eot >= 0) w.Add("tokenizer.ggml.eot_token_id", GgufValue::Uint32(static_cast<uint32_t>(t.eot)));
+  if (t.unk >= 0) w.Add("tokenizer.ggml.unknown_token_id", GgufValue::Uint32(static_cast<uint32_t>(t.unk)));
+  w.Add("tokenizer.ggml.add_bos_token", GgufValue::Bool(t.add_bos));
+  if (t.model == "llama") w.Add("tokenizer.ggml.add_space_prefix", GgufValue::Bool(t.add_space_prefix));
+  if (!t.chat_template.empty()) w.Add("tokenizer.chat_template", GgufValue::String(t.chat_template));
+}
+
+}  // namespace
+
+Status WriteRandomModel(const RandomModelSpec& s, const std::filesystem::path& out) {
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
+    return Status::Error("make-model: unknown --arch '" + s.arch + "' (llama, qwen2, qwen3)");
+  }
+  if (s.n_layers <= 0 || s.d_model <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 ||
+      s.head_dim <= 0 || s.d_ff <= 0 || s.vocab_size <= 0 || s.context <= 0) {
+    return Status::Error("make-model: every dimension must be positive");
+  }
+  if (s.n_heads % s.n_kv_heads != 0) {
+    return Status::Error("make-model: --heads must be a multiple of --kv-heads");
+  }
+  if (s.head_dim % 2 != 0) return Status::Error("make-model: --head-dim must be even");
+  auto info = TypeInfo(s.type);
+  if (!info || !info->computable) return Status::Error("make-model: unsupported --type");
+  for (int cols : {s.d_model, s.n_heads * s.head_dim, s.d_ff}) {
+    if (cols % info->block_size != 0) {
+      return Status::Error("make-model: type " + std::string(info->name) + " needs row lengths that are multiples of " +
+                           std::to_string(info->block_size) + " (got " + std::to_string(cols) + ")");
+    }
+  }
+  auto tok = MakeSyntheticTokenizerSpec(s.tokenizer, s.vocab_size);
+  if (!tok.ok()) return Status::Error("make-model: " + tok.message());
+
+  GgufWriter w;
+  const std::string a = s.arch;
+  w.Add("general.architecture", GgufValue::String(a));
+  w.Add("general.name", GgufValue::String("primekv-random-" + a));
+  w.Add(a + ".block_count", GgufValue::Uint32(static_cast<uint32_t>(s.n_layers)));
+  w.Add(a + ".context_length", GgufValue::Uint32(static_cast<uint32_t>(s.context)));
+  w.Add(a + ".embedding_length", GgufValue::Uint32(static_cast<uint32_t>(s.d_model)));
+  w.Add(a + ".feed_forward_length", GgufValue::Uint32(static_cast<uint32_t>(s.d_ff)));
+  w.Add(a + ".attention.head_count", GgufValue::Uint32(static_cast<uint32_t>(s.n_heads)));
+  w.Add(a + ".attention.head_count_kv", GgufValue::Uint32(static_cast<uint32_t>(s.n_kv_heads)));
+  w.Add(a + ".attention.key_length", GgufValue::Uint32(static_cast<uint32_t>(s.head_dim)));
+  w.Add(a + ".attention.value_length", GgufValue::Uint32(static_cast<uint32_t>(s.head_dim)));
+  w.Add(a + ".rope.dimension_count", GgufValue::Uint32(static_cast<uint32_t>(s.head_dim)));
+  w.Add(a + ".rope.freq_base", GgufValue::Float32(s.rope_base));
+  w.Add(a + ".attention.layer_norm_rms_epsilon", GgufValue::Float32(a == "llama" ? 1e-5f : 1e-6f));
+  w.Add(a + ".vocab_size", GgufValue::Uint32(static_cast<uint32_t>(s.vocab_size)));
+  AddTokenizer(w, *tok);
+
+  Rng rng(s.seed);
+  const int qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim;
+  const double in_std = 1.0 / std::sqrt(static_cast<double>(s.d_model));
+  Status st = AddMatrix(w, rng, "token_embd.weight", s.vocab_size, s.d_model, s.type, 1.0);
+  if (!st.ok()) return st;
+  if (!s.tied_embeddings) {
+    st = AddMatrix(w, rng, "output.weight", s.vocab_size, s.d_model, s.type, in_std);
+    if (!st.ok()) return st;
+  }
+  if (!(st = AddVector(w, "output_norm.weight", NormWeights(rng, s.d_model))).ok()) return st;
+  if (s.llama3_rope_scaling) {
+    st = AddVector(w, "rope_freqs.weight", Llama3FreqFactors(s.head_dim, s.rope_base));
+    if (!st.ok()) return st;
+  }
+  for (int l = 0; l < s.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (Status x : {AddVector(w, p + "attn_norm.weight", NormWeights(rng, s.d_model)),
+                     AddMatrix(w, rng, p + "attn_q.weight", qw, s.d_model, s.type, in_std),
+                     AddMatrix(w, rng, p + "attn_k.weight", kw, s.d_model, s.type, in_std),
+                     AddMatrix(w, rng, p + "attn_v.weight", kw, s.d_model, s.type, in_std),
+                     AddMatrix(w, rng, p + "attn_output.weight", s.d_model, qw, s.type,
+                               1.0 / std::sqrt(static_cast<double>(qw))),
+                     AddVector(w, p + "ffn_norm.weight", NormWeights(rng, s.d_model)),
+                     AddMatrix(w, rng, p + "ffn_gate.weight", s.d_ff, s.d_model, s.type, in_std),
+                     AddMatrix(w, rng, p + "ffn_up.weight", s.d_ff, s.d_model, s.type, in_std),
+                     AddMatrix(w, rng, p + "ffn_down.weight", s.d_model, s.d_ff, s.type,
+                               1.0 / std::sqrt(static_cast<double>(s.d_ff)))}) {
+      if (!x.ok()) return x;
+    }
+    if (a == "qwen2") {
+      for (Status x : {AddVector(w, p + "attn_q.bias", Biases(rng, qw)),
+                       AddVector(w, p + "attn_k.bias", Biases(rng, kw)),
+                       AddVector(w, p + "attn_v.bias", Biases(rng, kw))}) {
+        if (!x.ok()) return x;
+      }
+    }
+    if (a == "qwen3") {
+      for (Status x : {AddVector(w, p + "attn_q_norm.weight", NormWeights(rng, s.head_dim)),
+                       AddVector(w, p + "attn_k_norm.weight", NormWeights(rng, s.head_dim))}) {
+        if (!x.ok()) return x;
+      }
+    }
+  }
+  return w.WriteFile(out);
+}
+
+}  // namespace primekv

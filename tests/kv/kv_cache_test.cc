@@ -1,0 +1,115 @@
+#include "primekv/kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace primekv {
+namespace {
+
+// Fills [n, heads*d] rows whose values encode (position, head, column) so moves are checkable.
+std::vector<float> Rows(int n, int heads, int d, int32_t first_pos, float salt) {
+  std::vector<float> v(static_cast<size_t>(n) * heads * d);
+  for (int i = 0; i < n; ++i)
+    for (int h = 0; h < heads; ++h)
+      for (int c = 0; c < d; ++c)
+        v[(static_cast<size_t>(i) * heads + h) * d + c] = salt + (first_pos + i) + 0.001f * h + 1e-5f * c;
+  return v;
+}
+
+TEST(KvCache, AppendRetainKeepsRowsAndPositions) {
+  for (KvDType dt : {KvDType::kF32, KvDType::kF16}) {
+    const int heads = 2, d = 8, n = 100;
+    KvCache cache(1, heads, d, {dt, 16, 0});
+    auto k = Rows(n, heads, d, 0, 0.0f), v = Rows(n, heads, d, 0, 0.5f);
+    std::vector<int32_t> pos(n);
+    std::iota(pos.begin(), pos.end(), 0);
+    ASSERT_TRUE(cache.Append(0, {k.data(), n, heads * d}, {v.data(), n, heads * d}, pos).ok());
+    EXPECT_EQ(cache.Length(0, 0), n);
+    EXPECT_EQ(cache.NextPosition(), n);
+    EXPECT_EQ(cache.BytesInUse(), static_cast<size_t>(n) * heads * cache.BytesPerEntry());
+    // Head 0 keeps the even rows, head 1 the multiples of 7.
+    std::vector<int32_t> even, seven;
+    for (int i = 0; i < n; ++i) {
+      if (i % 2 == 0) even.push_back(i);
+      if (i % 7 == 0) seven.push_back(i);
+    }
+    const size_t reserved_before = cache.BytesReserved();
+    cache.Retain(0, 0, even);
+    cache.Retain(0, 1, seven);
+    EXPECT_LT(cache.BytesReserved(), reserved_before);
+    EXPECT_EQ(cache.Length(0, 0), 50);
+    EXPECT_EQ(cache.Length(0, 1), 15);
+    EXPECT_EQ(cache.NextPosition(), n) << "compression must not move the next position";
+    std::vector<float> keys, values;
+    std::vector<int32_t> p;
+    cache.ReadHead(0, 1, &keys, &values, &p);
+    for (int r = 0; r < 15; ++r) {
+      EXPECT_EQ(p[r], 7 * r);
+      EXPECT_NEAR(keys[static_cast<size_t>(r) * d], 7 * r + 0.001f, 0.05f);
+      EXPECT_NEAR(values[static_cast<size_t>(r) * d + 3], 7 * r + 0.5f + 0.001f + 3e-5f, 0.05f);
+    }
+    // Appending after compression continues from the original length.
+    auto k2 = Rows(3, heads, d, n, 0.0f);
+    std::vector<int32_t> pos2{n, n + 1, n + 2};
+    ASSERT_TRUE(cache.Append(0, {k2.data(), 3, heads * d}, {k2.data(), 3, heads * d}, pos2).ok());
+    EXPECT_EQ(cache.Length(0, 1), 18);
+    EXPECT_EQ(cache.PositionAt(0, 1, 17), n + 2);
+    EXPECT_EQ(cache.NextPosition(), n + 3);
+  }
+}
+
+TEST(KvCache, RejectsNonIncreasingPositionsAndOverflow) {
+  KvCache cache(1, 1, 4, {KvDType::kF32, 4, 5});
+  std::vector<float> r(4 * 6, 1.0f);
+  std::vector<int32_t> p{0, 1, 2};
+  ASSERT_TRUE(cache.Append(0, {r.data(), 3, 4}, {r.data(), 3, 4}, p).ok());
+  std::vector<int32_t> back{2};
+  EXPECT_FALSE(cache.Append(0, {r.data(), 1, 4}, {r.data(), 1, 4}, back).ok());
+  std::vector<int32_t> three{3, 4, 5};
+  Status s = cache.Append(0, {r.data(), 3, 4}, {r.data(), 3, 4}, three);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("KV cache full"), std::string::npos);
+}
+
+TEST(KvCache, FreedPagesAreReused) {
+  KvCache cache(1, 2, 4, {KvDType::kF16, 8, 0});
+  std::vector<float> r(64 * 8, 0.25f);
+  std::vector<int32_t> p(64);
+  std::iota(p.begin(), p.end(), 0);
+  ASSERT_TRUE(cache.Append(0, {r.data(), 64, 8}, {r.data(), 64, 8}, p).ok());
+  const size_t full = cache.BytesReserved();
+  std::vector<int32_t> keep{0, 1, 2, 3};
+  cache.Retain(0, 0, keep);
+  cache.Retain(0, 1, keep);
+  // Growing again up to the old size must not take more pages than before.
+  std::vector<int32_t> p2(60);
+  std::iota(p2.begin(), p2.end(), 64);
+  ASSERT_TRUE(cache.Append(0, {r.data(), 60, 8}, {r.data(), 60, 8}, p2).ok());
+  EXPECT_LE(cache.BytesReserved(), full);
+}
+
+TEST(KvCache, CloneIsDeepAndTruncateUndoes) {
+  KvCache cache(2, 1, 4, {KvDType::kF32, 4, 0});
+  std::vector<float> r(10 * 4);
+  std::iota(r.begin(), r.end(), 0.0f);
+  std::vector<int32_t> p(10);
+  std::iota(p.begin(), p.end(), 0);
+  for (int l = 0; l < 2; ++l) ASSERT_TRUE(cache.Append(l, {r.data(), 10, 4}, {r.data(), 10, 4}, p).ok());
+  KvCache copy = cache.Clone();
+  std::vector<int32_t> keep{1, 5};
+  cache.Retain(0, 0, keep);
+  EXPECT_EQ(copy.Length(0, 0), 10);
+  EXPECT_EQ(cache.Length(0, 0), 2);
+  copy.TruncateFrom(6);
+  EXPECT_EQ(copy.Length(1, 0), 6);
+  EXPECT_EQ(copy.NextPosition(), 6);
+  std::vector<float> keys;
+  copy.ReadHead(1, 0, &keys, nullptr, nullptr);
+  EXPECT_EQ(keys[5 * 4 + 2], 22.0f);
+}
+
+}  // namespace
+}  // namespace primekv
