@@ -114,6 +114,8 @@ class Model {
   // W_O slice Gram matrix of one KV head's group: sum_{h in group} W_O^(h)T W_O^(h), [d, d]
   // row-major in double-accumulated floats.
   std::vector<float> OutputGram(int layer, int kv_head) const;
+  // RoPE inverse frequencies per rotated pair [rope_dim / 2], after any llama3 scaling.
+  std::span<const float> rope_inv_freq() const { return rope_inv_freq_; }
 
  private:
   Model() = default;

@@ -1,0 +1,81 @@
+// Runs a press on a model's KV cache: gathers what the scorer needs (window queries, query
+// statistics, W_O Gram matrices, future queries), scores each layer, selects, and compacts.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "primekv/model.h"
+#include "primekv/press.h"
+
+namespace primekv {
+
+// A ForwardTap that keeps what presses read from the forward pass: the last `window` query
+// rows per layer, running statistics of pre-RoPE queries, and (when recording) future queries.
+class PressCapture : public ForwardTap {
+ public:
+  PressCapture(const Model& model, const PressNeeds& needs);
+  void OnQueries(int layer, std::span<const int32_t> pos, MatView<const float> q) override;
+
+  // Future-query recording for the oracle: while on, queries go to the future buffer instead.
+  void RecordFuture(bool on) { recording_future_ = on; }
+  void ClearFuture();
+  void Clear();  // drop everything (a new context)
+
+  int window() const { return needs_.window_queries; }
+  MatView<const float> Window(int layer) const;
+  std::span<const int32_t> WindowPositions(int layer) const;
+  const QueryStats* Stats(int layer) const;
+  MatView<const float> Future(int layer) const;
+
+ private:
+  static constexpr int kStatsSinks = 4;  // ExpectedAttention's n_sink: sinks are left out
+  const Model& model_;
+  PressNeeds needs_;
+  bool recording_future_ = false;
+  struct Layer {
+    std::vector<float> window;  // ring of the last rows, [<= w, n_heads * d], oldest first
+    std::vector<int32_t> window_pos;
+    QueryStats stats;
+    std::vector<float> future;  // [t, n_heads * d]
+  };
+  std::vector<Layer> layers_;
+  std::vector<float> scratch_;
+};
+
+struct CompressStats {
+  size_t bytes_before = 0;
+  size_t bytes_after = 0;
+  std::vector<int64_t> kept_per_layer;  // entries kept, summed over KV heads
+  double score_ms = 0;                  // scoring + selection time
+};
+
+class Compressor {
+ public:
+  Compressor(const Model& model, Press press);
+  const Press& press() const { return press_; }
+  PressNeeds Needs() const;
+  bool enabled() const { return press_.scorer != nullptr; }
+
+  // Removes the fraction `ratio` of each head's entries (KVPress semantics).
+  Status Compress(KvCache& cache, double ratio, const PressCapture* capture, ThreadPool& pool,
+                  CompressStats* stats = nullptr) const;
+  // Compresses every head longer than `target` entries down to `target` (multi-turn, chunked
+  // and decode-time budgets). Heads at or under the target are untouched.
+  Status CompressTo(KvCache& cache, int target, const PressCapture* capture, ThreadPool& pool,
+                    CompressStats* stats = nullptr) const;
+
+ private:
+  Status Run(KvCache& cache, double ratio, int target, const PressCapture* capture, ThreadPool& pool,
+             CompressStats* stats) const;
+  std::span<const float> Gram(int layer) const;  // [n_kv_heads, d, d], computed once
+
+  const Model& model_;
+  Press press_;
+  std::vector<float> rope_inv_freq_;
+  mutable std::vector<std::vector<float>> grams_;
+  mutable std::vector<std::once_flag> gram_once_;
+};
+
+}  // namespace primekv

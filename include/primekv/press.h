@@ -1,0 +1,128 @@
+// KV-cache compression ("presses"): a scorer gives every cached entry of a layer a score per KV
+// head, a budget policy decides how many entries each head keeps, and a pure top-k selection
+// picks them (ties broken by lower position). One scorer per file in src/press/; the only list
+// of methods is the table in src/press/registry.cc.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "primekv/kv_cache.h"
+#include "primekv/status.h"
+#include "primekv/tensor.h"
+
+namespace primekv {
+
+struct ModelConfig;
+
+// What a scorer needs besides keys; the engine gathers only what some scorer asks for.
+struct PressNeeds {
+  int window_queries = 0;       // post-RoPE queries of the last w context tokens
+  bool values = false;          // dequantised values
+  bool output_gram = false;     // M = sum_{h in group} W_O^(h)T W_O^(h), per KV head
+  bool query_stats = false;     // mean and covariance of pre-RoPE context queries per query head
+  bool future_queries = false;  // true future queries (oracle, evaluation only)
+};
+
+// One KV head's entries as floats: keys/values [n, d] row-major, positions [n] ascending.
+struct HeadEntries {
+  std::vector<float> keys;
+  std::vector<float> values;
+  std::vector<int32_t> positions;
+  int size() const { return static_cast<int>(positions.size()); }
+};
+
+// Per query head statistics of pre-RoPE queries over the context (ExpectedAttention).
+struct QueryStats {
+  int64_t count = 0;
+  std::vector<double> sum;     // [n_heads, d]
+  std::vector<double> sum_sq;  // [n_heads, d, d] sum of outer products
+};
+
+// Everything a scorer may read for one layer.
+struct LayerInput {
+  int layer = 0;
+  int n_layers = 0;
+  int n_heads = 0;     // query heads
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  float rope_base = 10000.0f;
+  bool rope_half = false;  // NeoX element order
+  std::span<const float> rope_inv_freq;       // [head_dim / 2] (after any scaling)
+  std::span<const HeadEntries> heads;         // [n_kv_heads]
+  MatView<const float> window_queries;        // [w, n_heads * d], post-RoPE
+  std::span<const int32_t> window_positions;  // [w]
+  std::span<const float> output_gram;         // [n_kv_heads, d, d]
+  const QueryStats* query_stats = nullptr;
+  MatView<const float> future_queries;        // [t, n_heads * d], post-RoPE
+  std::span<const float> wo_rows;             // oracle: W_O [d_model, n_heads * d] as floats
+  int d_model = 0;
+  int32_t next_position = 0;                  // position the next token will get
+  int group() const { return n_heads / n_kv_heads; }
+};
+
+// scores[h][i]: higher = keep; one row per KV head, length heads[h].size().
+using HeadScores = std::vector<std::vector<float>>;
+
+class Scorer {
+ public:
+  virtual ~Scorer() = default;
+  virtual PressNeeds Needs() const { return {}; }
+  virtual void Score(const LayerInput& in, HeadScores& out) const = 0;
+  // True when scores are probabilities comparable across heads (head-adaptive budgets use them
+  // raw); otherwise each head's scores are normalised to sum to one first.
+  virtual bool ComparableAcrossHeads() const { return false; }
+};
+
+enum class BudgetKind { kUniform, kPyramid, kAdaptive };
+
+struct BudgetOptions {
+  BudgetKind kind = BudgetKind::kUniform;
+  int pyramid_window = 64;  // PyramidKV: observation window w
+  double pyramid_beta = 20;
+  double adaptive_alpha = 0.2;  // AdaKV safeguard: each head keeps at least alpha * keep
+};
+
+// KVPress's per-head count: max(1, floor(n * (1 - ratio))).
+int KeepCount(int n, double ratio);
+// PyramidKV's schedule for one layer (falls back to KeepCount when the chain fails).
+int PyramidKeep(int n, double ratio, int layer, int n_layers, int window, double beta);
+// Indices of the `keep` highest scores, returned sorted ascending; ties -> lower index.
+std::vector<int32_t> SelectTopK(std::span<const float> scores, int keep);
+// Kept rows per head for a layer under a budget policy.
+std::vector<std::vector<int32_t>> SelectForLayer(const HeadScores& scores, double ratio,
+                                                 const BudgetOptions& budget, bool comparable,
+                                                 int layer, int n_layers);
+
+using PressParams = std::map<std::string, std::string>;
+
+// A parsed --press value: "name" or "name:key=value,key=value", and "adakv:<scorer>".
+struct PressSpec {
+  std::string name;
+  PressParams params;
+  std::string Text() const;
+};
+Result<PressSpec> ParsePressSpec(const std::string& text);
+
+struct Press {
+  std::string name;  // registry name as given
+  std::unique_ptr<Scorer> scorer;  // null for "none"
+  BudgetOptions budget;
+  bool query_free = true;  // usable for chunked prefill and before the question is known
+};
+
+struct PressInfo {
+  std::string name;
+  std::string summary;
+  std::string source;  // paper / reference implementation the defaults come from
+  bool query_free;
+};
+// The registry table, in display order.
+std::span<const PressInfo> ListPresses();
+Result<Press> MakePress(const PressSpec& spec);
+
+}  // namespace primekv

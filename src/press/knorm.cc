@@ -1,0 +1,29 @@
+// KnormPress (Devoto et al., arXiv 2406.11430; kvpress presses/knorm_press.py): keys with a
+// LOW L2 norm draw more attention, so the score is -|k|. RoPE preserves the norm.
+#include "press/scorer_util.h"
+#include "press/scorers.h"
+
+namespace primekv::press_internal {
+namespace {
+
+class KnormScorer : public Scorer {
+ public:
+  void Score(const LayerInput& in, HeadScores& out) const override {
+    for (int h = 0; h < in.n_kv_heads; ++h) {
+      const HeadEntries& e = in.heads[static_cast<size_t>(h)];
+      for (int j = 0; j < e.size(); ++j) {
+        out[static_cast<size_t>(h)][static_cast<size_t>(j)] =
+            static_cast<float>(-Norm(e.keys.data() + static_cast<size_t>(j) * in.head_dim, in.head_dim));
+      }
+    }
+  }
+};
+
+}  // namespace
+
+ScorerResult MakeKnormScorer(const PressParams& p) {
+  if (Status s = ParamReader(p).Finish("knorm"); !s.ok()) return s;
+  return std::unique_ptr<Scorer>(new KnormScorer());
+}
+
+}  // namespace primekv::press_internal

@@ -1,0 +1,39 @@
+// RandomPress (kvpress presses/random_press.py): i.i.d. uniform scores, the floor every method
+// must beat. Seeded per (seed, layer, head) so runs repeat.
+#include "press/scorer_util.h"
+#include "press/scorers.h"
+
+namespace primekv::press_internal {
+namespace {
+
+class RandomScorer : public Scorer {
+ public:
+  explicit RandomScorer(uint64_t seed) : seed_(seed) {}
+  void Score(const LayerInput& in, HeadScores& out) const override {
+    for (int h = 0; h < in.n_kv_heads; ++h) {
+      uint64_t state = seed_ * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(in.layer) * 0x100000001B3ull +
+                       static_cast<uint64_t>(h) * 0xC2B2AE3D27D4EB4Full;
+      auto& s = out[static_cast<size_t>(h)];
+      for (auto& x : s) {
+        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        x = static_cast<float>(static_cast<double>((z ^ (z >> 31)) >> 40) * 0x1.0p-24);
+      }
+    }
+  }
+
+ private:
+  uint64_t seed_;
+};
+
+}  // namespace
+
+ScorerResult MakeRandomScorer(const PressParams& p) {
+  ParamReader r(p);
+  const auto seed = static_cast<uint64_t>(r.Number("seed", 42));
+  if (Status s = r.Finish("random"); !s.ok()) return s;
+  return std::unique_ptr<Scorer>(new RandomScorer(seed));
+}
+
+}  // namespace primekv::press_internal

@@ -1,0 +1,113 @@
+// Budgets and top-k selection, shared by every press.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "primekv/press.h"
+
+namespace primekv {
+
+int KeepCount(int n, double ratio) {
+  if (n <= 0) return 0;
+  const int keep = static_cast<int>(std::floor(n * (1.0 - ratio)));
+  return std::clamp(keep, 1, n);
+}
+
+// KVCache-Factory's PyramidKV schedule as kvpress rescales it: the mean over layers is n(1-r).
+int PyramidKeep(int n, double ratio, int layer, int n_layers, int window, double beta) {
+  const double cap = window + n * (1.0 - ratio);
+  double min_b = (cap - window) / beta;
+  double max_b = 2 * (cap - window) - min_b;
+  if (max_b >= n - window) {
+    max_b = n - window;
+    min_b = 2 * (cap - window) - max_b;
+  }
+  if (!(n >= max_b && max_b >= min_b && min_b >= window) || n_layers < 2) return KeepCount(n, ratio);
+  const double b = max_b - layer * (max_b - min_b) / (n_layers - 1);
+  return std::clamp(static_cast<int>(std::lround(b)), 1, n);
+}
+
+std::vector<int32_t> SelectTopK(std::span<const float> scores, int keep) {
+  const int n = static_cast<int>(scores.size());
+  keep = std::clamp(keep, 0, n);
+  std::vector<int32_t> idx(static_cast<size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0);
+  auto better = [&](int32_t a, int32_t b) {
+    const float sa = scores[static_cast<size_t>(a)], sb = scores[static_cast<size_t>(b)];
+    // NaN ranks last so a broken score never evicts a finite one.
+    const bool na = std::isnan(sa), nb = std::isnan(sb);
+    if (na != nb) return nb;
+    if (!na && sa != sb) return sa > sb;
+    return a < b;
+  };
+  std::nth_element(idx.begin(), idx.begin() + keep, idx.end(), better);
+  idx.resize(static_cast<size_t>(keep));
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+std::vector<std::vector<int32_t>> SelectForLayer(const HeadScores& scores, double ratio,
+                                                 const BudgetOptions& budget, bool comparable,
+                                                 int layer, int n_layers) {
+  const int heads = static_cast<int>(scores.size());
+  std::vector<std::vector<int32_t>> kept(static_cast<size_t>(heads));
+  if (budget.kind != BudgetKind::kAdaptive) {
+    for (int h = 0; h < heads; ++h) {
+      const int n = static_cast<int>(scores[static_cast<size_t>(h)].size());
+      const int keep = budget.kind == BudgetKind::kPyramid
+                           ? PyramidKeep(n, ratio, layer, n_layers, budget.pyramid_window, budget.pyramid_beta)
+                           : KeepCount(n, ratio);
+      kept[static_cast<size_t>(h)] = SelectTopK(scores[static_cast<size_t>(h)], keep);
+    }
+    return kept;
+  }
+  // AdaKV: each head keeps its top floor(alpha * keep) unconditionally, then one top-k across
+  // the layer's heads fills the total of heads * keep.
+  struct Entry {
+    float score;
+    int head;
+    int32_t row;
+  };
+  std::vector<Entry> all;
+  int total_keep = 0;
+  for (int h = 0; h < heads; ++h) {
+    const auto& s = scores[static_cast<size_t>(h)];
+    const int n = static_cast<int>(s.size());
+    const int keep = KeepCount(n, ratio);
+    total_keep += keep;
+    const int safe = static_cast<int>(std::floor(budget.adaptive_alpha * keep));
+    // Scores that are not probabilities are shifted to a zero minimum and scaled to sum to one
+    // per head, so heads compete on shares rather than on raw scales.
+    float lo = 0;
+    double sum = 0;
+    if (!comparable && n > 0) {
+      lo = *std::min_element(s.begin(), s.end());
+      for (float x : s) sum += static_cast<double>(x) - lo;
+    }
+    const auto forced = SelectTopK(s, safe);
+    std::vector<char> is_forced(static_cast<size_t>(n), 0);
+    for (int32_t r : forced) is_forced[static_cast<size_t>(r)] = 1;
+    for (int32_t r = 0; r < n; ++r) {
+      float v = s[static_cast<size_t>(r)];
+      if (!comparable) v = sum > 0 ? static_cast<float>((static_cast<double>(v) - lo) / sum) : 0.0f;
+      if (is_forced[static_cast<size_t>(r)]) v = std::numeric_limits<float>::max();
+      all.push_back({v, h, r});
+    }
+  }
+  const size_t k = std::min(all.size(), static_cast<size_t>(total_keep));
+  std::nth_element(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end(),
+                   [](const Entry& a, const Entry& b) {
+                     if (a.score != b.score) return a.score > b.score;
+                     if (a.row != b.row) return a.row < b.row;
+                     return a.head < b.head;
+                   });
+  for (size_t i = 0; i < k; ++i) kept[static_cast<size_t>(all[i].head)].push_back(all[i].row);
+  for (auto& v : kept) {
+    std::sort(v.begin(), v.end());
+    if (v.empty() && heads > 0) v.push_back(0);  // a head is never left empty
+  }
+  return kept;
+}
+
+}  // namespace primekv
