@@ -15,6 +15,7 @@ void AddGenerate(CLI::App& app, Runner& run);
 void AddMakeModel(CLI::App& app, Runner& run);
 void AddLogits(CLI::App& app, Runner& run);
 void AddConvert(CLI::App& app, Runner& run);
+void AddListPresses(CLI::App& app, Runner& run);
 
 // Prints "primekv: <message>" to stderr and returns the exit code for errors.
 int Fail(const std::string& message);

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   primekv::cli::AddMakeModel(app, run);
   primekv::cli::AddLogits(app, run);
   primekv::cli::AddConvert(app, run);
+  primekv::cli::AddListPresses(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,65 @@
+// When compression happens (docs/design.md §4): a context, then one or more questions, run
+// under one of five modes over a compressed KV cache.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "primekv/compressor.h"
+#include "primekv/model.h"
+#include "primekv/sampler.h"
+
+namespace primekv {
+
+enum class CompressionMode {
+  kContext,    // compress after the context, before any question (default)
+  kQuestion,   // each question is prefilled with the context, then compressed
+  kMultiTurn,  // questions in turns; answers stay; re-compress when over budget
+  kChunked,    // prefill the context in chunks, compressing after each one
+  kDecode,     // like kContext, and re-compress every `interval` generated tokens
+};
+std::optional<CompressionMode> ParseCompressionMode(std::string_view s);
+std::string_view CompressionModeName(CompressionMode m);
+
+struct PipelineOptions {
+  double ratio = 0.0;
+  CompressionMode mode = CompressionMode::kContext;
+  int chunk = 512;       // kChunked: tokens per prefill chunk
+  int interval = 512;    // kDecode: generated tokens between compressions
+  int max_new_tokens = 64;
+  SamplerOptions sampler{0.0f, 0, 1.0f, 0};  // greedy unless told otherwise
+  KvCacheOptions kv;
+  // Called after each generated token of a turn; return false to stop that turn.
+  std::function<bool(int turn, Token)> on_token;
+};
+
+struct TurnResult {
+  std::vector<Token> tokens;  // generated ids, without the end-of-generation token
+  bool stopped_at_end = false;
+  double prefill_ms = 0;  // question prefill
+  double decode_ms = 0;
+};
+
+struct PipelineReport {
+  std::vector<TurnResult> turns;
+  int context_tokens = 0;
+  size_t kv_bytes_full = 0;        // bytes the uncompressed context would take
+  size_t kv_bytes_compressed = 0;  // after the first compression
+  size_t kv_bytes_peak = 0;
+  std::vector<int64_t> kept_per_layer;  // after the first compression, summed over KV heads
+  double context_prefill_ms = 0;
+  double score_ms = 0;  // all scoring and selection
+  int compressions = 0;
+};
+
+// Runs one conversation: `context` (with BOS if wanted) then each question in order.
+// kContext and kChunked answer questions independently from the same compressed context;
+// kMultiTurn keeps each question and answer in the cache for the next turn.
+Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compressor,
+                                   const PipelineOptions& options, std::span<const Token> context,
+                                   const std::vector<std::vector<Token>>& questions, ThreadPool& pool);
+
+}  // namespace primekv

@@ -1,0 +1,23 @@
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "primekv/press.h"
+
+namespace primekv::cli {
+
+void AddListPresses(CLI::App& app, Runner& run) {
+  auto* cmd = app.add_subcommand("list-presses", "List the compression methods");
+  cmd->callback([&run] {
+    run = [] {
+      std::printf("%-20s %-11s %s\n", "press", "query-free", "what (source)");
+      for (const PressInfo& p : ListPresses()) {
+        std::printf("%-20s %-11s %s (%s)\n", p.name.c_str(), p.query_free ? "yes" : "no", p.summary.c_str(),
+                    p.source.c_str());
+      }
+      std::printf("\nParameters: NAME:key=value,... e.g. primekv:key=cosine,value=norm; adakv:<press> for head-adaptive budgets.\n");
+      return 0;
+    };
+  });
+}
+
+}  // namespace primekv::cli

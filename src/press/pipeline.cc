@@ -1,0 +1,190 @@
+#include "primekv/pipeline.h"
+
+#include <chrono>
+
+namespace primekv {
+
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct Runner {
+  const Model& model;
+  const Compressor& compressor;
+  const PipelineOptions& opt;
+  ThreadPool& pool;
+  KvCache cache;
+  ForwardWorkspace ws;
+  PressCapture capture;
+  std::vector<float> logits;
+  PipelineReport report;
+
+  Runner(const Model& m, const Compressor& c, const PipelineOptions& o, ThreadPool& p)
+      : model(m),
+        compressor(c),
+        opt(o),
+        pool(p),
+        cache(m.NewCache(o.kv)),
+        capture(m, c.Needs()),
+        logits(static_cast<size_t>(m.config().vocab_size)) {}
+
+  Status Forward(std::span<const Token> tokens) {
+    MatView<float> out(logits.data(), 1, model.config().vocab_size);
+    Status s = model.Forward(tokens, cache, {}, out, pool, ws, &capture);
+    report.kv_bytes_peak = std::max(report.kv_bytes_peak, cache.BytesInUse());
+    return s;
+  }
+
+  Status Account(const Status& s, const CompressStats& st, bool first) {
+    report.score_ms += st.score_ms;
+    ++report.compressions;
+    if (first) {
+      report.kv_bytes_compressed = st.bytes_after;
+      report.kept_per_layer = st.kept_per_layer;
+    }
+    return s;
+  }
+
+  Status CompressRatio(bool first) {
+    CompressStats st;
+    return Account(compressor.Compress(cache, opt.ratio, &capture, pool, &st), st, first);
+  }
+
+  Status CompressTo(int target, bool first) {
+    CompressStats st;
+    return Account(compressor.CompressTo(cache, target, &capture, pool, &st), st, first);
+  }
+
+  Status PrefillContext(std::span<const Token> context) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (opt.mode == CompressionMode::kChunked) {
+      const size_t chunk = static_cast<size_t>(std::max(1, opt.chunk));
+      for (size_t b = 0; b < context.size(); b += chunk) {
+        const size_t n = std::min(chunk, context.size() - b);
+        if (Status s = Forward(context.subspan(b, n)); !s.ok()) return s;
+        if (opt.ratio > 0 && compressor.enabled()) {
+          // The report's "compressed" figures describe the state after the last chunk.
+          const int target = KeepCount(static_cast<int>(b + n), opt.ratio);
+          if (Status s = CompressTo(target, b + n == context.size()); !s.ok()) return s;
+        }
+      }
+    } else {
+      if (Status s = Forward(context); !s.ok()) return s;
+      if (opt.ratio > 0 && compressor.enabled()) {
+        if (Status s = CompressRatio(true); !s.ok()) return s;
+      }
+    }
+    report.context_prefill_ms += MsSince(t0);
+    return Status::Ok();
+  }
+
+  // Prefills the question (if any) and decodes an answer.
+  Result<TurnResult> Answer(int turn, std::span<const Token> question) {
+    TurnResult r;
+    auto t0 = std::chrono::steady_clock::now();
+    if (!question.empty()) {
+      if (Status s = Forward(question); !s.ok()) return s;
+    }
+    r.prefill_ms = MsSince(t0);
+    t0 = std::chrono::steady_clock::now();
+    Sampler sampler(opt.sampler);
+    // In multi-turn mode the whole answer, end token included, stays in the cache.
+    const bool keep_answer = opt.mode == CompressionMode::kMultiTurn;
+    for (int i = 0; i < opt.max_new_tokens; ++i) {
+      const Token next = sampler.Sample(logits);
+      const bool end = model.tokenizer().IsEndOfGeneration(next);
+      if (!end) r.tokens.push_back(next);
+      const bool stop = end || (!end && opt.on_token && !opt.on_token(turn, next)) || i + 1 == opt.max_new_tokens;
+      r.stopped_at_end = end;
+      if (stop && !keep_answer) break;
+      if (Status s = Forward(std::span<const Token>(&next, 1)); !s.ok()) return s;
+      if (stop) break;
+      if (opt.mode == CompressionMode::kDecode && opt.ratio > 0 && compressor.enabled() &&
+          (i + 1) % std::max(1, opt.interval) == 0) {
+        if (Status s = CompressTo(KeepCount(cache.NextPosition(), opt.ratio), false); !s.ok()) return s;
+      }
+    }
+    r.decode_ms = MsSince(t0);
+    return r;
+  }
+};
+
+}  // namespace
+
+std::optional<CompressionMode> ParseCompressionMode(std::string_view s) {
+  if (s == "context") return CompressionMode::kContext;
+  if (s == "question") return CompressionMode::kQuestion;
+  if (s == "multiturn" || s == "multi-turn") return CompressionMode::kMultiTurn;
+  if (s == "chunked") return CompressionMode::kChunked;
+  if (s == "decode") return CompressionMode::kDecode;
+  return std::nullopt;
+}
+
+std::string_view CompressionModeName(CompressionMode m) {
+  switch (m) {
+    case CompressionMode::kContext: return "context";
+    case CompressionMode::kQuestion: return "question";
+    case CompressionMode::kMultiTurn: return "multiturn";
+    case CompressionMode::kChunked: return "chunked";
+    case CompressionMode::kDecode: return "decode";
+  }
+  return "?";
+}
+
+Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compressor,
+                                   const PipelineOptions& options, std::span<const Token> context,
+                                   const std::vector<std::vector<Token>>& questions, ThreadPool& pool) {
+  if (context.empty()) return Status::Error("pipeline: empty context");
+  if (!(options.ratio >= 0 && options.ratio < 1)) return Status::Error("pipeline: ratio must be in [0, 1)");
+  if (compressor.Needs().future_queries) {
+    return Status::Error("press " + compressor.press().name + " is for the fidelity protocol only");
+  }
+  if (options.mode == CompressionMode::kChunked && !compressor.press().query_free) {
+    return Status::Error("press " + compressor.press().name +
+                         " reads queries, so it cannot compress during chunked prefill; use a query-free press");
+  }
+  Runner run(model, compressor, options, pool);
+  const ModelConfig& c = model.config();
+  run.report.context_tokens = static_cast<int>(context.size());
+  run.report.kv_bytes_full = context.size() * static_cast<size_t>(c.n_layers) * c.n_kv_heads * run.cache.BytesPerEntry();
+  std::vector<std::vector<Token>> turns = questions;
+  if (turns.empty()) turns.emplace_back();
+
+  if (options.mode == CompressionMode::kQuestion) {
+    for (size_t t = 0; t < turns.size(); ++t) {
+      run.cache.Clear();
+      run.capture.Clear();
+      std::vector<Token> joined(context.begin(), context.end());
+      joined.insert(joined.end(), turns[t].begin(), turns[t].end());
+      if (Status s = run.PrefillContext(joined); !s.ok()) return s;
+      auto r = run.Answer(static_cast<int>(t), {});
+      if (!r.ok()) return r.status();
+      run.report.turns.push_back(std::move(r).value());
+    }
+    return run.report;
+  }
+
+  if (Status s = run.PrefillContext(context); !s.ok()) return s;
+  const int32_t context_end = run.cache.NextPosition();
+  const int budget = KeepCount(static_cast<int>(context.size()), options.ratio);
+  for (size_t t = 0; t < turns.size(); ++t) {
+    auto r = run.Answer(static_cast<int>(t), turns[t]);
+    if (!r.ok()) return r.status();
+    run.report.turns.push_back(std::move(r).value());
+    if (options.mode == CompressionMode::kMultiTurn) {
+      if (options.ratio > 0 && compressor.enabled() && run.cache.MaxLength() > budget) {
+        if (Status s = run.CompressTo(budget, false); !s.ok()) return s;
+      }
+    } else if (t + 1 < turns.size()) {
+      // Independent questions share the compressed context: drop this turn's entries.
+      run.cache.TruncateFrom(context_end);
+    }
+  }
+  run.report.kv_bytes_peak = std::max(run.report.kv_bytes_peak, run.cache.PeakBytesInUse());
+  if (run.report.kv_bytes_compressed == 0) run.report.kv_bytes_compressed = run.report.kv_bytes_full;
+  return run.report;
+}
+
+}  // namespace primekv
