@@ -40,7 +40,9 @@ struct GgmlTypeInfo {
 
 // Known ids (including types we can size but not compute); nullopt for unknown ids.
 std::optional<GgmlTypeInfo> TypeInfo(uint32_t type_id);
-inline std::optional<GgmlTypeInfo> TypeInfo(GgmlType t) { return TypeInfo(static_cast<uint32_t>(t)); }
+inline std::optional<GgmlTypeInfo> TypeInfo(GgmlType t) {
+  return TypeInfo(static_cast<uint32_t>(t));
+}
 // Parses "F32", "f16", "Q8_0", ... (case-insensitive).
 std::optional<GgmlType> ParseGgmlType(std::string_view name);
 

@@ -61,7 +61,22 @@ struct GgufValue {
   static GgufValue StringArray(const std::vector<std::string>& v);
   static GgufValue Float32Array(const std::vector<float>& v);
   static GgufValue Int32Array(const std::vector<int32_t>& v);
+  static GgufValue Uint8(uint8_t v);
+  static GgufValue Int8(int8_t v);
+  static GgufValue Uint16(uint16_t v);
+  static GgufValue Int16(int16_t v);
+  static GgufValue Int64(int64_t v);
+  static GgufValue Float64(double v);
+  // Any element type, including kArray (nested arrays); every element must have that type.
+  static GgufValue Array(GgufType element_type, std::vector<GgufValue> elements);
+
+  bool operator==(const GgufValue&) const = default;
 };
+
+// Reader limits: longer strings, deeper arrays or bigger counts are reported as corrupt.
+inline constexpr uint64_t kGgufMaxStringLength = uint64_t{1} << 30;
+inline constexpr int kGgufMaxArrayDepth = 8;
+inline constexpr uint32_t kGgufDefaultAlignment = 32;
 
 struct GgufKv {
   std::string key;
@@ -81,7 +96,8 @@ class GgufFile {
  public:
   // Memory-maps `path`; every count, size and offset is checked against the file.
   static Result<GgufFile> Open(const std::filesystem::path& path);
-  // Parses bytes owned by the caller, who keeps them alive as long as the GgufFile (fuzzing, tests).
+  // Parses bytes owned by the caller, who keeps them alive as long as the GgufFile (fuzzing,
+  // tests). Same checks and messages as Open.
   static Result<GgufFile> FromMemory(std::span<const uint8_t> bytes, std::string display_name);
 
   GgufFile(GgufFile&&) noexcept;
@@ -91,7 +107,9 @@ class GgufFile {
   const std::string& display_name() const;
   uint32_t version() const;
   uint64_t alignment() const;
-  uint64_t data_offset() const;  // absolute byte offset of the tensor data section
+  // Absolute byte offset of the tensor data section: the end of the tensor infos rounded up to
+  // alignment(). Only a file without tensors may end before it (trailing padding is optional).
+  uint64_t data_offset() const;
   uint64_t file_size() const;
 
   const std::vector<GgufKv>& metadata() const;
@@ -121,7 +139,9 @@ class GgufWriter {
  public:
   void SetVersion(uint32_t version);      // 2 or 3 (default 3)
   void SetAlignment(uint32_t alignment);  // power of two; also written as general.alignment
-  void Add(std::string key, GgufValue value);  // replaces an existing key
+  // Replaces an existing key. A u32 power-of-two "general.alignment" acts like SetAlignment; any
+  // other value for that key is written verbatim (tests use this to build invalid files).
+  void Add(std::string key, GgufValue value);
   // `data` must hold exactly the bytes of `ne` elements of `type`.
   Status AddTensor(std::string name, GgmlType type, std::vector<int64_t> ne,
                    std::vector<uint8_t> data);

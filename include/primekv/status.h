@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
-#include <source_location>
 #include <string>
 #include <utility>
 #include <variant>
@@ -56,11 +55,11 @@ class [[nodiscard]] Result {
 };
 
 // Programmer-error check: prints where and why, then aborts. Not for input validation.
-inline void Check(bool condition, const char* what,
-                  std::source_location loc = std::source_location::current()) {
+// (__builtin_FILE/LINE rather than std::source_location, which clang 14 lacks with libstdc++.)
+inline void Check(bool condition, const char* what, const char* file = __builtin_FILE(),
+                  unsigned line = __builtin_LINE()) {
   if (!condition) {
-    std::fprintf(stderr, "primekv: internal check failed at %s:%u: %s\n", loc.file_name(),
-                 static_cast<unsigned>(loc.line()), what);
+    std::fprintf(stderr, "primekv: internal check failed at %s:%u: %s\n", file, line, what);
     std::abort();
   }
 }

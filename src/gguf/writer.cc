@@ -1,0 +1,238 @@
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "gguf/layout.h"
+#include "primekv/gguf.h"
+
+namespace primekv {
+
+static_assert(std::endian::native == std::endian::little,
+              "the GGUF writer assumes a little-endian host");
+
+namespace {
+
+using gguf_internal::AlignUp;
+using gguf_internal::IsPowerOfTwo;
+
+template <typename T>
+void Put(std::vector<uint8_t>& out, T v) {
+  const size_t at = out.size();
+  out.resize(at + sizeof(T));
+  std::memcpy(out.data() + at, &v, sizeof(T));
+}
+
+void PutString(std::vector<uint8_t>& out, std::string_view s) {
+  Put<uint64_t>(out, s.size());
+  out.insert(out.end(), s.begin(), s.end());
+}
+
+// Programmer errors only: a value whose fields disagree with its declared type.
+void CheckValue(const GgufValue& v) {
+  auto fits_unsigned = [&](uint64_t max) { Check(v.u <= max, "GgufValue: unsigned out of range"); };
+  auto fits_signed = [&](int64_t min, int64_t max) {
+    Check(v.i >= min && v.i <= max, "GgufValue: signed out of range");
+  };
+  switch (v.type) {
+    case GgufType::kUint8:
+      return fits_unsigned(std::numeric_limits<uint8_t>::max());
+    case GgufType::kUint16:
+      return fits_unsigned(std::numeric_limits<uint16_t>::max());
+    case GgufType::kUint32:
+      return fits_unsigned(std::numeric_limits<uint32_t>::max());
+    case GgufType::kBool:
+      return fits_unsigned(1);
+    case GgufType::kInt8:
+      return fits_signed(std::numeric_limits<int8_t>::min(), std::numeric_limits<int8_t>::max());
+    case GgufType::kInt16:
+      return fits_signed(std::numeric_limits<int16_t>::min(), std::numeric_limits<int16_t>::max());
+    case GgufType::kInt32:
+      return fits_signed(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
+    case GgufType::kUint64:
+    case GgufType::kInt64:
+    case GgufType::kFloat32:
+    case GgufType::kFloat64:
+    case GgufType::kString:
+      return;
+    case GgufType::kArray:
+      for (const GgufValue& e : v.array) {
+        Check(e.type == v.array_type, "GgufValue: array element type differs from array_type");
+        CheckValue(e);
+      }
+      return;
+  }
+  Check(false, "GgufValue: unknown type");
+}
+
+void PutValue(std::vector<uint8_t>& out, const GgufValue& v) {
+  switch (v.type) {
+    case GgufType::kUint8:
+    case GgufType::kBool:
+      return Put(out, static_cast<uint8_t>(v.u));
+    case GgufType::kUint16:
+      return Put(out, static_cast<uint16_t>(v.u));
+    case GgufType::kUint32:
+      return Put(out, static_cast<uint32_t>(v.u));
+    case GgufType::kUint64:
+      return Put(out, v.u);
+    case GgufType::kInt8:
+      return Put(out, static_cast<int8_t>(v.i));
+    case GgufType::kInt16:
+      return Put(out, static_cast<int16_t>(v.i));
+    case GgufType::kInt32:
+      return Put(out, static_cast<int32_t>(v.i));
+    case GgufType::kInt64:
+      return Put(out, v.i);
+    case GgufType::kFloat32:
+      return Put(out, static_cast<float>(v.f));
+    case GgufType::kFloat64:
+      return Put(out, v.f);
+    case GgufType::kString:
+      return PutString(out, v.s);
+    case GgufType::kArray:
+      Put(out, static_cast<uint32_t>(v.array_type));
+      Put<uint64_t>(out, v.array.size());
+      for (const GgufValue& e : v.array) PutValue(out, e);
+      return;
+  }
+}
+
+void PadTo(std::vector<uint8_t>& out, uint64_t alignment) {
+  std::optional<uint64_t> end = AlignUp(out.size(), alignment);
+  out.resize(*end, 0);
+}
+
+std::string ErrnoMessage(int err) { return std::system_category().message(err); }
+
+Status WriteAll(int fd, std::span<const uint8_t> bytes, const std::string& name) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::Error(name + ": write failed: " + ErrnoMessage(errno));
+    }
+    bytes = bytes.subspan(static_cast<size_t>(n));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void GgufWriter::SetVersion(uint32_t version) {
+  Check(version == 2 || version == 3, "GgufWriter::SetVersion: only versions 2 and 3");
+  version_ = version;
+}
+
+void GgufWriter::SetAlignment(uint32_t alignment) {
+  Check(IsPowerOfTwo(alignment), "GgufWriter::SetAlignment: alignment must be a power of two");
+  Add(gguf_internal::kAlignmentKey, GgufValue::Uint32(alignment));
+}
+
+void GgufWriter::Add(std::string key, GgufValue value) {
+  CheckValue(value);
+  if (key == gguf_internal::kAlignmentKey && value.type == GgufType::kUint32 &&
+      IsPowerOfTwo(value.u)) {
+    alignment_ = static_cast<uint32_t>(value.u);
+    alignment_written_ = true;
+  }
+  for (GgufKv& kv : kvs_) {
+    if (kv.key == key) {
+      kv.value = std::move(value);
+      return;
+    }
+  }
+  kvs_.push_back(GgufKv{std::move(key), std::move(value)});
+}
+
+Status GgufWriter::AddTensor(std::string name, GgmlType type, std::vector<int64_t> ne,
+                             std::vector<uint8_t> data) {
+  if (name.empty()) return Status::Error("GgufWriter: tensor name is empty");
+  for (const Tensor& t : tensors_) {
+    if (t.name == name) return Status::Error("GgufWriter: duplicate tensor name '" + name + "'");
+  }
+  Result<gguf_internal::TensorSize> size = gguf_internal::SizeTensor(type, ne);
+  if (!size.ok()) return Status::Error("GgufWriter: tensor '" + name + "': " + size.message());
+  if (data.size() != size->n_bytes) {
+    return Status::Error("GgufWriter: tensor '" + name + "' has " + std::to_string(data.size()) +
+                         " bytes of data but its type and shape need " +
+                         std::to_string(size->n_bytes));
+  }
+  tensors_.push_back(Tensor{std::move(name), type, std::move(ne), std::move(data)});
+  return Status::Ok();
+}
+
+namespace {
+
+// Header, metadata, tensor infos and the padding up to the data section. `Tensors` is the
+// writer's private tensor list (name, type, ne, data).
+template <typename Tensors>
+std::vector<uint8_t> SerializeHead(uint32_t version, uint32_t alignment,
+                                   const std::vector<GgufKv>& kvs, const Tensors& tensors) {
+  std::vector<uint8_t> out(std::begin(gguf_internal::kMagic), std::end(gguf_internal::kMagic));
+  Put(out, version);
+  Put<uint64_t>(out, tensors.size());
+  Put<uint64_t>(out, kvs.size());
+  for (const GgufKv& kv : kvs) {
+    PutString(out, kv.key);
+    Put(out, static_cast<uint32_t>(kv.value.type));
+    PutValue(out, kv.value);
+  }
+  uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    PutString(out, t.name);
+    Put(out, static_cast<uint32_t>(t.ne.size()));
+    for (int64_t d : t.ne) Put(out, static_cast<uint64_t>(d));
+    Put(out, static_cast<uint32_t>(t.type));
+    Put(out, offset);
+    offset = *AlignUp(offset + t.data.size(), alignment);
+  }
+  PadTo(out, alignment);
+  return out;
+}
+
+}  // namespace
+
+std::vector<uint8_t> GgufWriter::Serialize() const {
+  std::vector<uint8_t> out = SerializeHead(version_, alignment_, kvs_, tensors_);
+  for (const Tensor& t : tensors_) {
+    out.insert(out.end(), t.data.begin(), t.data.end());
+    PadTo(out, alignment_);
+  }
+  return out;
+}
+
+Status GgufWriter::WriteFile(const std::filesystem::path& path) const {
+  const std::string name = path.string();
+  // Write beside the target and rename, so readers never see a half-written file.
+  const std::string tmp = name + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Error(tmp + ": cannot create: " + ErrnoMessage(errno));
+
+  Status status = WriteAll(fd, SerializeHead(version_, alignment_, kvs_, tensors_), tmp);
+  const std::vector<uint8_t> zeros(alignment_, 0);
+  for (size_t t = 0; t < tensors_.size() && status.ok(); ++t) {
+    const std::vector<uint8_t>& data = tensors_[t].data;
+    status = WriteAll(fd, data, tmp);
+    const uint64_t padding = *AlignUp(data.size(), alignment_) - data.size();
+    if (status.ok()) status = WriteAll(fd, std::span(zeros).first(padding), tmp);
+  }
+  if (::close(fd) != 0 && status.ok()) {
+    status = Status::Error(tmp + ": close failed: " + ErrnoMessage(errno));
+  }
+  if (status.ok() && std::rename(tmp.c_str(), name.c_str()) != 0) {
+    status = Status::Error(name + ": cannot rename from " + tmp + ": " + ErrnoMessage(errno));
+  }
+  if (!status.ok()) ::unlink(tmp.c_str());
+  return status;
+}
+
+}  // namespace primekv

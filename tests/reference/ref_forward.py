@@ -1,0 +1,293 @@
+#!/usr/bin/python3
+"""Independent float64 numpy forward pass for Llama-family GGUF models (llama, qwen2, qwen3).
+
+It is the oracle for the C++ engine's logits, so it is written to read like the maths rather
+than to be fast: every position is recomputed from scratch with a full causal mask.
+
+Usage: ref_forward.py --model M.gguf --tokens 1,2,3 [--out logits.npy]
+"""
+
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gguf_read import GGUFFile  # noqa: E402
+
+# Architectures whose RoPE rotates (x[i], x[i + rope_dim/2]) instead of (x[2i], x[2i+1]).
+NEOX_ROPE_ARCHS = {"qwen2", "qwen3"}
+SUPPORTED_ARCHS = {"llama", "qwen2", "qwen3"}
+
+
+class Config:
+    """Hyper-parameters read from the `<arch>.*` GGUF keys, with the usual defaults."""
+
+    def __init__(self, meta, vocab_size):
+        self.arch = meta["general.architecture"]
+        if self.arch not in SUPPORTED_ARCHS:
+            raise ValueError(f"unsupported architecture {self.arch!r}")
+        a = self.arch
+
+        def get(key, default=None):
+            full = f"{a}.{key}"
+            if full in meta:
+                return meta[full]
+            if default is None:
+                raise KeyError(f"missing required key {full}")
+            return default
+
+        self.n_layers = int(get("block_count"))
+        self.d_model = int(get("embedding_length"))
+        self.d_ff = int(get("feed_forward_length"))
+        self.n_heads = int(get("attention.head_count"))
+        self.n_kv_heads = int(get("attention.head_count_kv", self.n_heads))
+        self.head_dim = int(get("attention.key_length", self.d_model // self.n_heads))
+        self.rms_eps = float(get("attention.layer_norm_rms_epsilon", 1e-5))
+        self.rope_base = float(get("rope.freq_base", 10000.0))
+        self.rope_dim = int(get("rope.dimension_count", self.head_dim))
+        self.rope_neox = a in NEOX_ROPE_ARCHS
+        self.rope_scaling = str(get("rope.scaling.type", "none"))
+        self.rope_scaling_factor = float(get("rope.scaling.factor", 1.0))
+        self.rope_low_freq_factor = float(get("rope.scaling.low_freq_factor", 1.0))
+        self.rope_high_freq_factor = float(get("rope.scaling.high_freq_factor", 4.0))
+        self.rope_orig_ctx = float(get("rope.scaling.original_context_length", 8192))
+        self.vocab_size = vocab_size
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError("head_count must be a multiple of head_count_kv")
+        if self.rope_dim % 2 or self.rope_dim > self.head_dim:
+            raise ValueError(f"bad rope dimension {self.rope_dim}")
+
+
+def llama3_freq_divisors(cfg, freqs):
+    """Per-pair divisors of the llama3 ("rope_freqs") scaling rule, computed from the keys.
+
+    Long wavelengths are slowed by `factor`, short ones are untouched, and the band between
+    is interpolated linearly in 1/wavelength.
+    """
+    factor = cfg.rope_scaling_factor
+    lo, hi = cfg.rope_low_freq_factor, cfg.rope_high_freq_factor
+    wavelen = 2.0 * math.pi / freqs
+    low_wavelen = cfg.rope_orig_ctx / lo
+    high_wavelen = cfg.rope_orig_ctx / hi
+    out = np.ones_like(freqs)
+    for i, (f, w) in enumerate(zip(freqs, wavelen)):
+        if w < high_wavelen:
+            new = f
+        elif w > low_wavelen:
+            new = f / factor
+        else:
+            t = (cfg.rope_orig_ctx / w - lo) / (hi - lo)
+            new = (1.0 - t) * f / factor + t * f
+        out[i] = f / new
+    return out
+
+
+def rope_frequencies(cfg, rope_freqs=None):
+    """theta_i = base^(-2i/rope_dim) for each of the rope_dim/2 pairs, after any scaling."""
+    i = np.arange(cfg.rope_dim // 2, dtype=np.float64)
+    freqs = cfg.rope_base ** (-2.0 * i / cfg.rope_dim)
+    if rope_freqs is not None:
+        # The file carries the per-pair divisors explicitly (llama3-style scaling).
+        rope_freqs = np.asarray(rope_freqs, dtype=np.float64).reshape(-1)
+        if rope_freqs.size != freqs.size:
+            raise ValueError(f"rope_freqs has {rope_freqs.size} entries, want {freqs.size}")
+        return freqs / rope_freqs
+    if cfg.rope_scaling == "linear" and cfg.rope_scaling_factor > 0:
+        return freqs / cfg.rope_scaling_factor
+    if cfg.rope_scaling == "llama3":
+        return freqs / llama3_freq_divisors(cfg, freqs)
+    if cfg.rope_scaling not in ("none", "", "linear"):
+        raise ValueError(f"unsupported rope scaling {cfg.rope_scaling!r}")
+    return freqs
+
+
+def apply_rope(x, positions, freqs, rope_dim, neox):
+    """Rotates the first rope_dim dims of each head. x: [n_tokens, n_heads, head_dim]."""
+    x = x.copy()
+    half = rope_dim // 2
+    angle = np.outer(np.asarray(positions, dtype=np.float64), freqs)  # [n_tokens, half]
+    cos = np.cos(angle)[:, None, :]
+    sin = np.sin(angle)[:, None, :]
+    if neox:
+        a_idx = np.arange(half)
+        b_idx = a_idx + half
+    else:
+        a_idx = 2 * np.arange(half)
+        b_idx = a_idx + 1
+    a = x[:, :, a_idx]
+    b = x[:, :, b_idx]
+    x[:, :, a_idx] = a * cos - b * sin
+    x[:, :, b_idx] = a * sin + b * cos
+    return x
+
+
+def rms_norm(x, weight, eps):
+    """x / sqrt(mean(x^2) + eps) * weight over the last axis."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def softmax(x, axis=-1):
+    m = np.max(x, axis=axis, keepdims=True)
+    e = np.exp(x - m)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def causal_attention(q, k, v, n_heads, n_kv_heads):
+    """q: [n, n_heads, d], k/v: [n, n_kv_heads, d] -> ([n, n_heads, d], probs [n_heads, n, n])."""
+    n, _, d = q.shape
+    group = n_heads // n_kv_heads
+    kv_of_head = np.arange(n_heads) // group
+    kh = k[:, kv_of_head, :]  # [n, n_heads, d]
+    vh = v[:, kv_of_head, :]
+    scores = np.einsum("qhd,khd->hqk", q, kh) / math.sqrt(d)
+    mask = np.triu(np.ones((n, n), dtype=bool), k=1)  # key after query
+    scores = np.where(mask[None, :, :], -np.inf, scores)
+    probs = softmax(scores, axis=-1)
+    out = np.einsum("hqk,khd->qhd", probs, vh)
+    return out, probs
+
+
+class Model:
+    def __init__(self, path):
+        self.file = GGUFFile(path)
+        self.meta = self.file.metadata
+        self._cache = {}
+        vocab = self.W("token_embd.weight").shape[0]
+        self.cfg = Config(self.meta, vocab)
+        self.tied = not self.file.has("output.weight")
+
+    def W(self, name):
+        if name not in self._cache:
+            self._cache[name] = self.file.tensor(name)
+        return self._cache[name]
+
+    def opt(self, name):
+        return self.W(name) if self.file.has(name) else None
+
+    @property
+    def bos_id(self):
+        return self.meta.get("tokenizer.ggml.bos_token_id")
+
+    def forward(self, tokens, tap=None):
+        """Logits [n_tokens, vocab] for every position of `tokens` (positions 0..n-1).
+
+        `tap(layer, name, array)`, when given, sees intermediate values for debugging.
+        """
+        cfg = self.cfg
+        tokens = np.asarray(tokens, dtype=np.int64)
+        if tokens.ndim != 1 or tokens.size == 0:
+            raise ValueError("need a non-empty 1-D token list")
+        if tokens.min() < 0 or tokens.max() >= cfg.vocab_size:
+            raise ValueError("token id out of range")
+        n = tokens.size
+        positions = np.arange(n)
+        freqs = rope_frequencies(cfg, self.opt("rope_freqs.weight"))
+        hd = cfg.head_dim
+        x = self.W("token_embd.weight")[tokens]  # [n, d_model]
+        for L in range(cfg.n_layers):
+            p = f"blk.{L}."
+            h = rms_norm(x, self.W(p + "attn_norm.weight"), cfg.rms_eps)
+            q = h @ self.W(p + "attn_q.weight").T
+            k = h @ self.W(p + "attn_k.weight").T
+            v = h @ self.W(p + "attn_v.weight").T
+            for name, t in (("attn_q.bias", "q"), ("attn_k.bias", "k"), ("attn_v.bias", "v")):
+                b = self.opt(p + name)
+                if b is not None:
+                    if t == "q":
+                        q = q + b
+                    elif t == "k":
+                        k = k + b
+                    else:
+                        v = v + b
+            q = q.reshape(n, cfg.n_heads, hd)
+            k = k.reshape(n, cfg.n_kv_heads, hd)
+            v = v.reshape(n, cfg.n_kv_heads, hd)
+            qn = self.opt(p + "attn_q_norm.weight")
+            kn = self.opt(p + "attn_k_norm.weight")
+            if qn is not None:
+                q = rms_norm(q, qn, cfg.rms_eps)
+            if kn is not None:
+                k = rms_norm(k, kn, cfg.rms_eps)
+            q = apply_rope(q, positions, freqs, cfg.rope_dim, cfg.rope_neox)
+            k = apply_rope(k, positions, freqs, cfg.rope_dim, cfg.rope_neox)
+            if tap:
+                tap(L, "k", k)
+                tap(L, "v", v)
+                tap(L, "q", q)
+            attn, _ = causal_attention(q, k, v, cfg.n_heads, cfg.n_kv_heads)
+            attn = attn.reshape(n, cfg.n_heads * hd)
+            x = x + attn @ self.W(p + "attn_output.weight").T
+            h = rms_norm(x, self.W(p + "ffn_norm.weight"), cfg.rms_eps)
+            gate = h @ self.W(p + "ffn_gate.weight").T
+            up = h @ self.W(p + "ffn_up.weight").T
+            x = x + (silu(gate) * up) @ self.W(p + "ffn_down.weight").T
+            if tap:
+                tap(L, "x", x)
+        x = rms_norm(x, self.W("output_norm.weight"), cfg.rms_eps)
+        out_w = self.W("token_embd.weight") if self.tied else self.W("output.weight")
+        return x @ out_w.T
+
+
+def decode_tokens(meta, ids):
+    """Eyeball-quality detokenisation from tokenizer.ggml.tokens (SentencePiece style)."""
+    vocab = meta["tokenizer.ggml.tokens"]
+    out = bytearray()
+    for i in ids:
+        piece = vocab[i]
+        if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+            out.append(int(piece[3:5], 16))
+        elif piece in ("<s>", "</s>", "<unk>"):
+            continue
+        else:
+            out.extend(piece.replace("\u2581", " ").encode("utf-8"))
+    return out.decode("utf-8", errors="replace")
+
+
+def greedy(model, prompt, n_new):
+    """Greedy continuation: ids of the n_new tokens that follow `prompt`."""
+    ids = list(prompt)
+    for _ in range(n_new):
+        logits = model.forward(ids)
+        ids.append(int(np.argmax(logits[-1])))
+    return ids[len(prompt):]
+
+
+def parse_tokens(text):
+    return [int(t) for t in text.replace(" ", "").split(",") if t]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--tokens", required=True, help="comma-separated token ids")
+    ap.add_argument("--out", help="save logits [n_tokens, vocab] as .npy")
+    ap.add_argument("--greedy", type=int, default=0,
+                    help="instead, print this many greedily decoded ids and their text")
+    args = ap.parse_args(argv)
+    model = Model(args.model)
+    tokens = parse_tokens(args.tokens)
+    if args.greedy:
+        ids = greedy(model, tokens, args.greedy)
+        print(",".join(map(str, ids)))
+        if "tokenizer.ggml.tokens" in model.meta:
+            print(repr(decode_tokens(model.meta, tokens + ids)))
+        return 0
+    logits = model.forward(tokens)
+    if args.out:
+        np.save(args.out, logits)
+    np.set_printoptions(precision=5, suppress=True, linewidth=120)
+    print(f"logits shape {logits.shape}, max |logit| {np.abs(logits).max():.6g}")
+    for i, row in enumerate(logits):
+        print(f"pos {i}: argmax {int(np.argmax(row))} first {row[:6]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
