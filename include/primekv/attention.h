@@ -26,7 +26,7 @@ struct AttnShape {
 // Its size depends on the tile shape only, never on the cache length.
 class AttentionWorkspace {
  public:
-  static constexpr int kQueryTile = 32;  // query rows per task
+  static constexpr int kQueryTile = 64;  // query rows per task
 
   // Grows buffers for `threads` workers; no-op when already large enough.
   void Reserve(int threads, const AttnShape& shape, int page_tokens);

@@ -34,9 +34,9 @@ struct TokenizerSpec {
   std::string model;  // "llama" or "gpt2"
   std::string pre;    // tokenizer.ggml.pre: "default", "llama-bpe", "llama3", "qwen2", ...
   std::vector<std::string> tokens;
-  std::vector<float> scores;        // llama: piece scores (higher merges first); may be empty
-  std::vector<int32_t> token_types; // TokenType values; empty means all normal
-  std::vector<std::string> merges;  // gpt2: "a b" in rank order
+  std::vector<float> scores;         // llama: piece scores (higher merges first); may be empty
+  std::vector<int32_t> token_types;  // TokenType values; empty means all normal
+  std::vector<std::string> merges;   // gpt2: "a b" in rank order
   Token bos = -1, eos = -1, eot = -1, unk = -1, pad = -1;
   bool add_bos = true;
   bool add_eos = false;
@@ -46,6 +46,9 @@ struct TokenizerSpec {
 
 // Reads tokenizer.ggml.* keys with the documented defaults.
 Result<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& file);
+// Checks what Tokenizer::Create relies on: a known model (and, for gpt2, a known pre-tokenizer and
+// well-formed merges), a non-empty vocabulary, scores/types matching it, special ids in range.
+Status ValidateTokenizerSpec(const TokenizerSpec& spec);
 
 class Tokenizer {
  public:
@@ -54,10 +57,13 @@ class Tokenizer {
   Tokenizer& operator=(Tokenizer&&) noexcept;
   ~Tokenizer();
 
-  // add_bos: prepend BOS if the spec says so (add_bos). parse_special: text such as
-  // "<|eot_id|>" that spells a control/user-defined token becomes that token.
+  // add_bos: prepend BOS if the spec says so (add_bos), and append EOS if it says add_eos.
+  // parse_special: text such as "<|eot_id|>" that spells a control/user-defined token becomes
+  // that token (longest match first). llama: the space prefix goes only before text that starts
+  // the input, not after a special token.
   std::vector<Token> Encode(std::string_view text, bool add_bos, bool parse_special = false) const;
-  // Concatenated pieces; control tokens decode to nothing, byte tokens to their byte.
+  // Concatenated pieces; control and unused tokens decode to nothing, byte tokens to their
+  // byte, the unknown token to U+FFFD.
   // The leading space that add_space_prefix inserted is removed when the first token is BOS or
   // the text starts at the beginning (strip_leading_space).
   std::string Decode(std::span<const Token> tokens, bool strip_leading_space = true) const;
@@ -72,6 +78,9 @@ class Tokenizer {
   Token eos() const;
   Token eot() const;
   bool IsEndOfGeneration(Token t) const;  // EOS, EOT, or another end-of-turn control token
+  // The token's type (byte tokens of a llama vocabulary without types are reported as kByte);
+  // kUndefined for ids outside the vocabulary.
+  TokenType token_type(Token t) const;
 
  private:
   struct Impl;

@@ -2,9 +2,8 @@
 #include <cmath>
 #include <limits>
 
-#include <cblas.h>
-
 #include "primekv/attention.h"
+#include "primekv/dense.h"
 
 namespace primekv {
 
@@ -13,7 +12,7 @@ namespace {
 // Scratch layout per thread, for R = group * kQueryTile query rows and T = page_tokens keys.
 struct TileScratch {
   float* q;       // [R, d] gathered queries of the group
-  float* keys;    // [T, d]
+  float* keys;    // [d, T] transposed, so score rows vectorise over keys
   float* values;  // [T, d]
   float* scores;  // [R, T]
   float* acc;     // [R, d]
@@ -25,7 +24,7 @@ size_t ScratchFloats(const AttnShape& s, int page_tokens) {
   const size_t r = static_cast<size_t>(s.group()) * AttentionWorkspace::kQueryTile;
   const size_t d = static_cast<size_t>(s.head_dim);
   const size_t t = static_cast<size_t>(page_tokens);
-  return r * d + 2 * t * d + r * t + r * d + 2 * r;
+  return r * d + 3 * t * d + r * t + r * d + 2 * r;
 }
 
 TileScratch Carve(float* base, const AttnShape& s, int page_tokens) {
@@ -36,7 +35,7 @@ TileScratch Carve(float* base, const AttnShape& s, int page_tokens) {
   ts.q = base;
   ts.keys = ts.q + r * d;
   ts.values = ts.keys + t * d;
-  ts.scores = ts.values + t * d;
+  ts.scores = ts.values + 2 * t * d;  // values, then rows of keys before transposing
   ts.acc = ts.scores + r * t;
   ts.m = ts.acc + r * d;
   ts.l = ts.m + r;
@@ -93,11 +92,12 @@ void AttendCached(const AttnShape& shape, MatView<const float> q, std::span<cons
         const KvPage& page = cache.Page(layer, kvh, p);
         const int count = std::min(pt, len - p * pt);
         if (page.positions[0] > max_pos) break;  // positions ascend: nothing visible further on
-        cache.PageKeysToFloat(page, count, ts.keys);
+        float* key_rows = ts.values + static_cast<size_t>(pt) * d;
+        cache.PageKeysToFloat(page, count, key_rows);
+        dense::Transpose(key_rows, count, d, d, ts.keys, pt);
         cache.PageValuesToFloat(page, count, ts.values);
         // scores[rows, count] = scale * Q K^T
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, count, d, shape.scale, ts.q, d,
-                    ts.keys, d, 0.0f, ts.scores, pt);
+        dense::GemmNN(rows, count, d, shape.scale, ts.q, d, ts.keys, pt, 0.0f, ts.scores, pt);
         for (int r = 0; r < rows; ++r) {
           const int32_t pos = q_pos[q0 + r % qn];
           float* s = ts.scores + static_cast<size_t>(r) * pt;
@@ -124,8 +124,7 @@ void AttendCached(const AttnShape& shape, MatView<const float> q, std::span<cons
           }
         }
         // acc[rows, d] += P V
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, count, 1.0f, ts.scores,
-                    pt, ts.values, d, 1.0f, ts.acc, d);
+        dense::GemmNN(rows, d, count, 1.0f, ts.scores, pt, ts.values, d, 1.0f, ts.acc, d);
       }
       for (int g = 0; g < group; ++g) {
         const int64_t col = static_cast<int64_t>(kvh * group + g) * d;

@@ -164,7 +164,7 @@ int RunGenerate(const GenerateArgs& a) {
                     {"decode_ms", decode_ms},
                     {"prefill_tokens_per_s", r.context_prefill_ms > 0 ? ctx_ids.size() / (r.context_prefill_ms / 1e3) : 0.0},
                     {"decode_tokens_per_s", decode_ms > 0 ? n_dec / (decode_ms / 1e3) : 0.0}};
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::fputs("\n", stdout);
     std::fprintf(stderr, "\ncontext %d tokens, prefill %.1f ms; KV %zu -> %zu bytes (press %s, ratio %.2f, %s)\n",

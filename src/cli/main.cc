@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   primekv::cli::AddLogits(app, run);
   primekv::cli::AddConvert(app, run);
   primekv::cli::AddListPresses(app, run);
+  primekv::cli::AddPressScores(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <string>
 
+#include "primekv/dense.h"
 #include "primekv/matmul.h"
 #include "primekv/model.h"
 #include "primekv/quant.h"
@@ -262,15 +263,18 @@ std::vector<float> Model::OutputGram(int layer, int kv_head) const {
   const ModelConfig& c = config_;
   const int d = c.head_dim;
   const WeightView& wo = layers_[static_cast<size_t>(layer)].wo;  // [d_model, n_heads * d]
+  const int width = static_cast<int>(wo.cols);
+  constexpr int kRows = 256;
   std::vector<double> acc(static_cast<size_t>(d) * d, 0.0);
-  std::vector<float> row(static_cast<size_t>(wo.cols));
-  for (int64_t r = 0; r < wo.rows; ++r) {
-    GetRow(wo, r, row.data());
+  std::vector<float> block(static_cast<size_t>(kRows) * width), part(static_cast<size_t>(d) * d);
+  // Float products over row blocks, summed in double: sum_rows w_a w_b for each head slice.
+  for (int64_t r0 = 0; r0 < wo.rows; r0 += kRows) {
+    const int rows = static_cast<int>(std::min<int64_t>(kRows, wo.rows - r0));
+    for (int i = 0; i < rows; ++i) GetRow(wo, r0 + i, block.data() + static_cast<size_t>(i) * width);
     for (int g = 0; g < c.group(); ++g) {
-      const float* w = row.data() + static_cast<size_t>(kv_head * c.group() + g) * d;
-      for (int a = 0; a < d; ++a) {
-        for (int b = 0; b < d; ++b) acc[static_cast<size_t>(a) * d + b] += static_cast<double>(w[a]) * w[b];
-      }
+      const float* slice = block.data() + static_cast<size_t>(kv_head * c.group() + g) * d;
+      dense::GemmTN(d, d, rows, 1.0f, slice, width, slice, width, 0.0f, part.data(), d);
+      for (size_t t = 0; t < acc.size(); ++t) acc[t] += part[t];
     }
   }
   return std::vector<float>(acc.begin(), acc.end());

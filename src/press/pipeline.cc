@@ -183,6 +183,7 @@ Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compres
     }
   }
   run.report.kv_bytes_peak = std::max(run.report.kv_bytes_peak, run.cache.PeakBytesInUse());
+  run.report.kv_bytes_final = run.cache.BytesInUse();
   if (run.report.kv_bytes_compressed == 0) run.report.kv_bytes_compressed = run.report.kv_bytes_full;
   return run.report;
 }

@@ -5,8 +5,7 @@
 //   score = r_i * c_i
 // Each factor can be swapped: key=leverage|cosine|none, value=wo_centered|wo|centered|norm|none.
 // Cost per KV head is O(n d^2): a d x d Gram, a Cholesky factor, and two n x d x d products.
-#include <cblas.h>
-
+#include "primekv/dense.h"
 #include "press/scorer_util.h"
 #include "press/scorers.h"
 
@@ -44,8 +43,8 @@ void Leverage(const std::vector<float>& kc, int n, int d, std::vector<double>& r
   constexpr int kRows = 512;
   for (int i0 = 0; i0 < n; i0 += kRows) {
     const int rows = std::min(kRows, n - i0);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, d, rows, 1.0f, kc.data() + static_cast<size_t>(i0) * d, d,
-                kc.data() + static_cast<size_t>(i0) * d, d, 0.0f, block.data(), d);
+    dense::GemmTN(d, d, rows, 1.0f, kc.data() + static_cast<size_t>(i0) * d, d,
+                  kc.data() + static_cast<size_t>(i0) * d, d, 0.0f, block.data(), d);
     for (size_t t = 0; t < g.size(); ++t) g[t] += block[t];
   }
   double trace = 0;
@@ -73,14 +72,16 @@ void Leverage(const std::vector<float>& kc, int n, int d, std::vector<double>& r
       linv[static_cast<size_t>(i) * d + col] = t / g[static_cast<size_t>(i) * d + i];
     }
   }
-  std::vector<float> linv_f(linv.begin(), linv.end());
+  std::vector<float> linv_t(static_cast<size_t>(d) * d);  // Linv^T
+  for (int a = 0; a < d; ++a)
+    for (int b = 0; b < d; ++b) linv_t[static_cast<size_t>(b) * d + a] = static_cast<float>(linv[static_cast<size_t>(a) * d + b]);
   // W = Kc Linv^T, r_i = |w_i|^2, in row blocks to bound scratch.
   std::vector<float> w(static_cast<size_t>(kRows) * d);
   r.assign(static_cast<size_t>(n), 0.0);
   for (int i0 = 0; i0 < n; i0 += kRows) {
     const int rows = std::min(kRows, n - i0);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, d, d, 1.0f, kc.data() + static_cast<size_t>(i0) * d, d,
-                linv_f.data(), d, 0.0f, w.data(), d);
+    dense::GemmNN(rows, d, d, 1.0f, kc.data() + static_cast<size_t>(i0) * d, d, linv_t.data(), d, 0.0f,
+                  w.data(), d);
     for (int i = 0; i < rows; ++i) {
       double s = 0;
       for (int c = 0; c < d; ++c) s += static_cast<double>(w[static_cast<size_t>(i) * d + c]) * w[static_cast<size_t>(i) * d + c];
@@ -96,8 +97,7 @@ void QuadraticNorms(const std::vector<float>& x, int n, int d, std::span<const f
   c.assign(static_cast<size_t>(n), 0.0);
   for (int i0 = 0; i0 < n; i0 += kRows) {
     const int rows = std::min(kRows, n - i0);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, d, 1.0f, x.data() + static_cast<size_t>(i0) * d, d,
-                m.data(), d, 0.0f, u.data(), d);
+    dense::GemmNN(rows, d, d, 1.0f, x.data() + static_cast<size_t>(i0) * d, d, m.data(), d, 0.0f, u.data(), d);
     for (int i = 0; i < rows; ++i) {
       double s = 0;
       for (int k = 0; k < d; ++k) s += static_cast<double>(u[static_cast<size_t>(i) * d + k]) * x[static_cast<size_t>(i0 + i) * d + k];

@@ -1,0 +1,186 @@
+// Row kernels and MatMul per weight type.
+//   bm_quant --benchmark_filter=DotRow      in-cache kernel speed per ISA (bytes of weights/s)
+//   bm_quant --benchmark_filter=MatVec      MatMul n = 1, 4096 x 4096 (weights mostly in L3)
+//   bm_quant --benchmark_filter=MatVecDram  MatMul n = 1 over ~1 GiB of weights (DRAM-bound)
+//   bm_quant --benchmark_filter=BM_Gemm/    MatMul n = 128, 4096 x 4096 (FLOP/s), built-in
+//                                           kernel vs OpenBLAS
+// Sweeps behind MatMul's defaults: GemmTiling (panel sizes), SmallBatch (dot vs GEMM path),
+// BlasThreads (one F32 sgemm on OpenBLAS's own threads).
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "primekv/matmul.h"
+#include "primekv/quant.h"
+#include "quant/kernels.h"
+#include "quant/matmul_internal.h"
+
+namespace primekv {
+namespace {
+
+constexpr GgmlType kTypes[] = {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                               GgmlType::kQ4_0};
+constexpr const char* kTypeNames[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0"};
+
+std::vector<float> RandomFloats(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// rows x cols weights: 64 distinct random rows, repeated (memory traffic is what matters).
+struct BenchWeight {
+  std::vector<uint8_t> bytes;
+  WeightView view;
+};
+
+BenchWeight MakeWeight(GgmlType type, int64_t rows, int64_t cols) {
+  BenchWeight w;
+  const size_t row_bytes = quant::RowBytes(type, cols);
+  w.bytes.resize(row_bytes * static_cast<size_t>(rows));
+  const int64_t distinct = std::min<int64_t>(rows, 64);
+  const std::vector<float> src = RandomFloats(distinct * cols, 7);
+  for (int64_t r = 0; r < distinct; ++r) {
+    quant::QuantizeRow(type, src.data() + r * cols, w.bytes.data() + r * row_bytes, cols);
+  }
+  for (int64_t r = distinct; r < rows; ++r) {
+    std::memcpy(w.bytes.data() + r * row_bytes, w.bytes.data() + (r % distinct) * row_bytes,
+                row_bytes);
+  }
+  w.view = WeightView{type, rows, cols, row_bytes, w.bytes.data()};
+  return w;
+}
+
+// Args: type index, ISA (0 scalar, 1 avx2, 2 avx512). One 4096-element row, in L1/L2.
+void BM_DotRow(benchmark::State& state) {
+  const auto type_index = static_cast<size_t>(state.range(0));
+  const auto isa = static_cast<quant::internal::Isa>(state.range(1));
+  const quant::internal::KernelTable* table = nullptr;
+  for (const auto* t : quant::internal::SupportedKernels()) {
+    if (t->isa == isa) table = t;
+  }
+  if (table == nullptr) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  const GgmlType type = kTypes[type_index];
+  const int64_t n = 4096;
+  const BenchWeight w = MakeWeight(type, 1, n);
+  const std::vector<float> x = RandomFloats(n, 3);
+  const quant::internal::DotFn dot = quant::internal::Find(*table, type)->dot;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(dot(w.bytes.data(), x.data(), n));
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.view.row_bytes));
+  state.SetLabel(std::string(kTypeNames[type_index]) + " " + quant::internal::IsaName(isa));
+}
+BENCHMARK(BM_DotRow)->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1, 2}});
+
+void RunMatVec(benchmark::State& state, int64_t rows, int64_t cols) {
+  const auto type_index = static_cast<size_t>(state.range(0));
+  ThreadPool pool(static_cast<int>(state.range(1)));
+  const BenchWeight w = MakeWeight(kTypes[type_index], rows, cols);
+  const std::vector<float> x = RandomFloats(cols, 3);
+  std::vector<float> y(static_cast<size_t>(rows));
+  for (auto _ : state) {
+    MatMul(w.view, MatView<const float>(x.data(), 1, cols), MatView<float>(y.data(), 1, rows),
+           pool);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.bytes.size()));
+  state.SetLabel(kTypeNames[type_index]);
+}
+
+// Args: type index, threads.
+void BM_MatVec(benchmark::State& state) { RunMatVec(state, 4096, 4096); }
+BENCHMARK(BM_MatVec)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}})->UseRealTime();
+
+void BM_MatVecDram(benchmark::State& state) {
+  const size_t row_bytes = quant::RowBytes(kTypes[state.range(0)], 4096);
+  RunMatVec(state, static_cast<int64_t>((size_t{1} << 30) / row_bytes), 4096);
+}
+BENCHMARK(BM_MatVecDram)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}})->UseRealTime();
+
+void RunGemm(benchmark::State& state, GgmlType type, int64_t n, int threads,
+             const internal::MatMulTiling& tiling) {
+  const int64_t rows = 4096, cols = 4096;
+  ThreadPool pool(threads);
+  const BenchWeight w = MakeWeight(type, rows, cols);
+  const std::vector<float> x = RandomFloats(n * cols, 3);
+  std::vector<float> y(static_cast<size_t>(n * rows));
+  for (auto _ : state) {
+    internal::MatMulTiled(w.view, MatView<const float>(x.data(), n, cols),
+                          MatView<float>(y.data(), n, rows), pool, tiling);
+    benchmark::ClobberMemory();
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(n * rows * cols),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Args: type index, threads, GEMM (0 built-in kernel, 1 dequantised panels through cblas_sgemm).
+void BM_Gemm(benchmark::State& state) {
+  internal::MatMulTiling tiling;
+  tiling.use_blas = state.range(2) == 1;
+  RunGemm(state, kTypes[state.range(0)], 128, static_cast<int>(state.range(1)), tiling);
+  state.SetLabel(std::string(kTypeNames[state.range(0)]) + (tiling.use_blas ? " blas" : ""));
+}
+BENCHMARK(BM_Gemm)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {0, 1}})->UseRealTime();
+
+// Args: type index, panel rows, panel cols (K chunk); built-in kernel, 2 threads, n = 128.
+void BM_GemmTiling(benchmark::State& state) {
+  internal::MatMulTiling tiling;
+  tiling.panel_rows = state.range(1);
+  tiling.panel_cols = state.range(2);
+  RunGemm(state, kTypes[state.range(0)], 128, 2, tiling);
+  state.SetLabel(kTypeNames[state.range(0)]);
+}
+BENCHMARK(BM_GemmTiling)
+    ->ArgsProduct({{0, 3}, {48, 96, 192, 384}, {256, 512, 1024, 2048}})
+    ->UseRealTime();
+
+// Args: type index, n, path (0 dots, 1 GEMM); 2 threads.
+void BM_SmallBatch(benchmark::State& state) {
+  internal::MatMulTiling tiling;
+  tiling.small_batch = state.range(2) == 0 ? 1 << 30 : 1;
+  RunGemm(state, kTypes[state.range(0)], state.range(1), 2, tiling);
+  state.SetLabel(std::string(kTypeNames[state.range(0)]) + (state.range(2) ? " gemm" : " dots"));
+}
+BENCHMARK(BM_SmallBatch)->ArgsProduct({{0, 3, 4}, {2, 3, 4, 6, 8, 16}, {0, 1}})->UseRealTime();
+
+// One F32 sgemm (n = 128, 4096 x 4096) on OpenBLAS's own threads; compare with BM_Gemm/0/T/1.
+// Arg: OpenBLAS threads. Restores the single-threaded setting MatMul relies on.
+void BM_BlasThreads(benchmark::State& state) {
+  const int64_t n = 128, rows = 4096, cols = 4096;
+  const BenchWeight w = MakeWeight(GgmlType::kF32, rows, cols);
+  const std::vector<float> x = RandomFloats(n * cols, 3);
+  std::vector<float> y(static_cast<size_t>(n * rows));
+  openblas_set_num_threads(static_cast<int>(state.range(0)));
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n),
+                static_cast<int>(rows), static_cast<int>(cols), 1.0f, x.data(),
+                static_cast<int>(cols), reinterpret_cast<const float*>(w.bytes.data()),
+                static_cast<int>(cols), 0.0f, y.data(), static_cast<int>(rows));
+    benchmark::ClobberMemory();
+  }
+  openblas_set_num_threads(1);
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(n * rows * cols),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_BlasThreads)->Arg(1)->Arg(2)->UseRealTime();
+
+// OpenBLAS picks its kernels from the CPU model at load time; an unknown model gets a generic
+// core (e.g. "Prescott"), which the BLAS numbers above then reflect.
+const bool kContextAdded = [] {
+  benchmark::AddCustomContext("openblas_core", openblas_get_corename());
+  benchmark::AddCustomContext("quant_isa",
+                              quant::internal::IsaName(quant::internal::BestKernels().isa));
+  return true;
+}();
+
+}  // namespace
+}  // namespace primekv

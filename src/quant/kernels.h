@@ -1,0 +1,65 @@
+// Internal: per-ISA row kernels behind quant.h, selected once at run time.
+// The scalar table is the plain twin of every SIMD kernel; tests run all tables that the CPU
+// supports against an independent reference.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "primekv/ggml_type.h"
+
+namespace primekv::quant::internal {
+
+// Block layouts of the quantised formats (ggml's): an fp16 scale d, then the quants.
+inline constexpr int kQ8_0Block = 32;       // elements per block
+inline constexpr int kQ8_0BlockBytes = 34;  // d, then 32 int8; value = d * q
+inline constexpr int kQ4_0Block = 32;
+inline constexpr int kQ4_0BlockBytes = 18;  // d, then 16 bytes; element j is the low nibble of
+                                            // byte j, element j + 16 the high one; d * (q - 8)
+
+enum class Isa { kScalar, kAvx2, kAvx512 };
+const char* IsaName(Isa isa);
+
+using DotFn = float (*)(const void* row, const float* x, int64_t n);
+using DequantizeFn = void (*)(const void* src, float* dst, int64_t n);
+using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
+
+struct TypeKernels {
+  DotFn dot = nullptr;
+  DequantizeFn dequantize = nullptr;
+  QuantizeFn quantize = nullptr;
+};
+
+// One tile of the prefill GEMM: acc[j][t] (+)= sum_k w[j * ldw + k] * xp[k * group + t] for
+// j < rows (<= gemm_rows) weight rows and the `group` tokens of a packed activation block
+// xp = [kc][group] (tokens beyond the real ones are zero). acc is [rows][group]; it is
+// overwritten unless `accumulate`. `tokens` (<= group) lets a kernel skip all-padding vectors.
+using GemmTileFn = void (*)(const float* xp, int tokens, const float* w, int64_t ldw, int rows,
+                            int64_t kc, float* acc, bool accumulate);
+
+struct KernelTable {
+  Isa isa = Isa::kScalar;
+  TypeKernels f32, f16, bf16, q8_0, q4_0;
+  GemmTileFn gemm_tile = nullptr;
+  int gemm_group = 0;  // tokens per packed activation block
+  int gemm_rows = 0;   // most weight rows per tile
+};
+
+const KernelTable& ScalarKernels();
+// Null when this build has no such table (non-x86 targets).
+const KernelTable* Avx2Kernels();
+const KernelTable* Avx512Kernels();
+
+// Tables usable on this CPU, scalar first and the fastest last.
+std::span<const KernelTable* const> SupportedKernels();
+// The fastest supported table; decided once per process.
+const KernelTable& BestKernels();
+
+// Kernels of `type` in `table`, or null for a type quant cannot compute.
+const TypeKernels* Find(const KernelTable& table, GgmlType type);
+
+// Block size (elements) and block bytes of the computable types; 0 for the others.
+int BlockSize(GgmlType type);
+int BlockBytes(GgmlType type);
+
+}  // namespace primekv::quant::internal

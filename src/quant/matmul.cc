@@ -1,0 +1,241 @@
+// y = x * W^T over GGUF weight rows.
+//
+// Small n (decode): every output element is one DotRow over an encoded row, threaded over rows.
+// This is bandwidth-bound, so the rows are read once and never expanded to float.
+//
+// Larger n (prefill): the pool's threads take panels of weight rows; each dequantises its panel
+// a column chunk at a time into per-thread scratch (F32 rows are read in place) and multiplies it
+// with the activations, packed once per call, using the register-tiled kernel of the best
+// kernel table (kernels_avx512.cc: 32 tokens x 12 rows per tile).
+//
+// Why not cblas_sgemm per panel (still available as MatMulTiling::use_blas, for comparison):
+// OpenBLAS 0.3.21 picks its kernels from the CPU model at load time, and on our machines
+// (family 6, model 207) it falls back to its generic "Prescott" core, about 4x slower than this
+// kernel (bench/bm_quant.cc BM_Gemm, n = 128, 4096 x 4096). With OPENBLAS_CORETYPE=SkylakeX
+// forced, OpenBLAS was within noise of this kernel. The built-in kernel also keeps OpenBLAS's
+// process-wide thread setting out of the way. Threads: only our pool; the BLAS path, when asked
+// for, runs OpenBLAS single-threaded so that pool threads calling it concurrently do not
+// oversubscribe the cores.
+#include "primekv/matmul.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "primekv/quant.h"
+#include "quant/kernels.h"
+#include "quant/matmul_internal.h"
+
+namespace primekv {
+namespace internal {
+namespace {
+
+// OpenBLAS's thread count is process-wide; the BLAS path sets it to 1 on first use since the
+// parallelism comes from the pool (see above). Anything else in the process that calls BLAS
+// inherits this.
+void UseSingleThreadedBlas() {
+  static const bool done = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)done;
+}
+
+void CheckShapes(const WeightView& w, MatView<const float> x, MatView<float> y) {
+  Check(w.data != nullptr || w.rows == 0, "MatMul: weight has no data");
+  Check(x.cols == w.cols, "MatMul: x.cols != w.cols");
+  Check(y.rows == x.rows, "MatMul: y.rows != x.rows");
+  Check(y.cols == w.rows, "MatMul: y.cols != w.rows");
+  Check(x.stride >= x.cols && y.stride >= y.cols, "MatMul: stride smaller than cols");
+  Check(w.row_bytes >= quant::RowBytes(w.type, w.cols), "MatMul: row_bytes too small");
+}
+
+const quant::internal::KernelTable& TableFor(const MatMulTiling& tiling) {
+  return tiling.kernels != nullptr ? *tiling.kernels : quant::internal::BestKernels();
+}
+
+void MatVec(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,
+            const MatMulTiling& tiling) {
+  const quant::internal::TypeKernels* kernels = quant::internal::Find(TableFor(tiling), w.type);
+  Check(kernels != nullptr, "MatMul: element type is not computable");
+  const quant::internal::DotFn dot = kernels->dot;
+  // Chunks of at least ~64 KiB of weights keep the pool's hand-off cost negligible; small
+  // matrices run on the calling thread.
+  const int64_t min_rows =
+      std::max<int64_t>(1, (int64_t{1} << 16) / std::max<size_t>(1, w.row_bytes));
+  pool.ParallelFor(
+      w.rows,
+      [&](int64_t begin, int64_t end, int) {
+        for (int64_t r = begin; r < end; ++r) {
+          const uint8_t* row = w.Row(r);
+          for (int64_t i = 0; i < x.rows; ++i) y(i, r) = dot(row, x.Row(i), w.cols);
+        }
+      },
+      min_rows);
+}
+
+void GemmBlas(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,
+              const MatMulTiling& tiling) {
+  UseSingleThreadedBlas();
+  const quant::internal::TypeKernels* kernels = quant::internal::Find(TableFor(tiling), w.type);
+  Check(kernels != nullptr, "MatMul: element type is not computable");
+  const int64_t block = quant::internal::BlockSize(w.type);
+  const int64_t panel_rows = std::max<int64_t>(1, tiling.panel_rows);
+  const int64_t panel_cols = std::min(w.cols, std::max(block, tiling.panel_cols / block * block));
+  const int64_t n_panels = (w.rows + panel_rows - 1) / panel_rows;
+  const bool direct = w.type == GgmlType::kF32 && w.row_bytes % sizeof(float) == 0;
+  const auto m = static_cast<int>(x.rows);
+  std::vector<std::vector<float>> scratch(static_cast<size_t>(pool.size()));
+  pool.ParallelFor(n_panels, [&](int64_t begin, int64_t end, int thread) {
+    std::vector<float>& panel = scratch[static_cast<size_t>(thread)];
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t r0 = p * panel_rows;
+      const auto rows = static_cast<int>(std::min(panel_rows, w.rows - r0));
+      if (direct) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rows, static_cast<int>(w.cols),
+                    1.0f, x.data, static_cast<int>(x.stride),
+                    reinterpret_cast<const float*>(w.Row(r0)),
+                    static_cast<int>(w.row_bytes / sizeof(float)), 0.0f, y.data + r0,
+                    static_cast<int>(y.stride));
+        continue;
+      }
+      panel.resize(static_cast<size_t>(panel_rows * panel_cols));
+      for (int64_t c0 = 0; c0 < w.cols; c0 += panel_cols) {
+        const int64_t cols = std::min(panel_cols, w.cols - c0);
+        const size_t offset = quant::RowBytes(w.type, c0);
+        for (int r = 0; r < rows; ++r) {
+          kernels->dequantize(w.Row(r0 + r) + offset, panel.data() + r * cols, cols);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rows, static_cast<int>(cols), 1.0f,
+                    x.data + c0, static_cast<int>(x.stride), panel.data(), static_cast<int>(cols),
+                    c0 == 0 ? 0.0f : 1.0f, y.data + r0, static_cast<int>(y.stride));
+      }
+    }
+  });
+}
+
+// x rows [t0, t0 + tokens) as blocks of `group` tokens, each [cols][group] with zero padding.
+void PackActivations(MatView<const float> x, int64_t t0, int64_t tokens, int group,
+                     std::vector<float>& packed, ThreadPool& pool) {
+  const int64_t groups = (tokens + group - 1) / group;
+  packed.assign(static_cast<size_t>(groups * x.cols * group), 0.0f);
+  pool.ParallelFor(groups, [&](int64_t begin, int64_t end, int) {
+    for (int64_t g = begin; g < end; ++g) {
+      float* dst = packed.data() + g * x.cols * group;
+      const int64_t count = std::min<int64_t>(group, tokens - g * group);
+      for (int64_t t = 0; t < count; ++t) {
+        const float* src = x.Row(t0 + g * group + t);
+        for (int64_t k = 0; k < x.cols; ++k) dst[k * group + t] = src[k];
+      }
+    }
+  });
+}
+
+// Per panel task: for each column chunk, dequantise the panel's rows (F32 rows are used in place)
+// and run the tile kernel over every token block, accumulating into acc = [groups][rows][group];
+// then write acc out transposed into y.
+void GemmPacked(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,
+                const MatMulTiling& tiling) {
+  const quant::internal::KernelTable& table = TableFor(tiling);
+  const quant::internal::TypeKernels* kernels = quant::internal::Find(table, w.type);
+  Check(kernels != nullptr, "MatMul: element type is not computable");
+  const int group = table.gemm_group;
+  const int tile_rows = table.gemm_rows;
+  const int64_t block = quant::internal::BlockSize(w.type);
+  // Panels of whole tiles, small enough that every thread gets about two of them.
+  const auto round_up = [](int64_t v, int64_t m) { return (v + m - 1) / m * m; };
+  const int64_t share = round_up((w.rows + 2 * pool.size() - 1) / (2 * pool.size()), tile_rows);
+  const int64_t panel_rows =
+      std::max<int64_t>(tile_rows, std::min(tiling.panel_rows / tile_rows * tile_rows, share));
+  const int64_t panel_cols = std::min(w.cols, std::max(block, tiling.panel_cols / block * block));
+  const int64_t token_block = std::max<int64_t>(group, tiling.token_block / group * group);
+  const int64_t n_panels = (w.rows + panel_rows - 1) / panel_rows;
+  const bool direct = w.type == GgmlType::kF32 && w.row_bytes % sizeof(float) == 0;
+
+  struct Scratch {
+    std::vector<float> panel;  // [panel_rows, panel_cols] dequantised weights
+    std::vector<float> acc;    // [groups, panel_rows, group] partial products
+  };
+  std::vector<Scratch> scratch(static_cast<size_t>(pool.size()));
+  std::vector<float> packed;
+  for (int64_t t0 = 0; t0 < x.rows; t0 += token_block) {
+    const int64_t tokens = std::min(token_block, x.rows - t0);
+    const int64_t groups = (tokens + group - 1) / group;
+    PackActivations(x, t0, tokens, group, packed, pool);
+    pool.ParallelFor(n_panels, [&](int64_t begin, int64_t end, int thread) {
+      Scratch& s = scratch[static_cast<size_t>(thread)];
+      s.acc.resize(static_cast<size_t>(groups * panel_rows * group));
+      if (!direct) s.panel.resize(static_cast<size_t>(panel_rows * panel_cols));
+      for (int64_t p = begin; p < end; ++p) {
+        const int64_t r0 = p * panel_rows;
+        const int64_t rows = std::min(panel_rows, w.rows - r0);
+        for (int64_t c0 = 0; c0 < w.cols; c0 += panel_cols) {
+          const int64_t cols = std::min(panel_cols, w.cols - c0);
+          const float* panel;
+          int64_t ldw;
+          if (direct) {
+            panel = reinterpret_cast<const float*>(w.Row(r0)) + c0;
+            ldw = static_cast<int64_t>(w.row_bytes / sizeof(float));
+          } else {
+            const size_t offset = quant::RowBytes(w.type, c0);
+            for (int64_t r = 0; r < rows; ++r) {
+              kernels->dequantize(w.Row(r0 + r) + offset, s.panel.data() + r * cols, cols);
+            }
+            panel = s.panel.data();
+            ldw = cols;
+          }
+          for (int64_t g = 0; g < groups; ++g) {
+            const float* xp = packed.data() + (g * w.cols + c0) * group;
+            const auto valid = static_cast<int>(std::min<int64_t>(group, tokens - g * group));
+            for (int64_t j0 = 0; j0 < rows; j0 += tile_rows) {
+              table.gemm_tile(xp, valid, panel + j0 * ldw, ldw,
+                              static_cast<int>(std::min<int64_t>(tile_rows, rows - j0)), cols,
+                              s.acc.data() + (g * panel_rows + j0) * group, c0 > 0);
+            }
+          }
+        }
+        for (int64_t g = 0; g < groups; ++g) {
+          const int64_t valid = std::min<int64_t>(group, tokens - g * group);
+          for (int64_t t = 0; t < valid; ++t) {
+            float* out = y.Row(t0 + g * group + t) + r0;
+            const float* src = s.acc.data() + g * panel_rows * group + t;
+            for (int64_t j = 0; j < rows; ++j) out[j] = src[j * group];
+          }
+        }
+      }
+    });
+  }
+}
+
+}  // namespace
+
+void MatMulTiled(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,
+                 const MatMulTiling& tiling) {
+  CheckShapes(w, x, y);
+  if (x.rows == 0 || w.rows == 0) return;
+  if (w.cols == 0) {
+    for (int64_t i = 0; i < y.rows; ++i) std::fill_n(y.Row(i), y.cols, 0.0f);
+    return;
+  }
+  if (x.rows < tiling.small_batch) {
+    MatVec(w, x, y, pool, tiling);
+  } else if (tiling.use_blas) {
+    GemmBlas(w, x, y, pool, tiling);
+  } else {
+    GemmPacked(w, x, y, pool, tiling);
+  }
+}
+
+}  // namespace internal
+
+void MatMul(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool) {
+  internal::MatMulTiled(w, x, y, pool, internal::MatMulTiling{});
+}
+
+void GetRow(const WeightView& w, int64_t row, float* out) {
+  Check(row >= 0 && row < w.rows, "GetRow: row out of range");
+  quant::DequantizeRow(w.type, w.Row(row), out, w.cols);
+}
+
+}  // namespace primekv

@@ -1,0 +1,27 @@
+// Internal: the tuning knobs of MatMul, exposed so the benchmark can sweep them.
+#pragma once
+
+#include <cstdint>
+
+#include "primekv/tensor.h"
+#include "primekv/thread_pool.h"
+#include "quant/kernels.h"
+
+namespace primekv::internal {
+
+// Defaults measured with bench/bm_quant.cc (BM_SmallBatch, BM_GemmTiling) on the 2-core machines:
+// dots win below n = 6 and the GEMM from n = 8 (about even at 6); panel sizes from 48 x 256 to
+// 192 x 2048 were within noise of each other.
+struct MatMulTiling {
+  int64_t small_batch = 6;    // n below this: one dot per (token, row), no GEMM
+  int64_t panel_rows = 96;    // most weight rows per panel (one task; rounded to whole tiles)
+  int64_t panel_cols = 512;   // columns (K) per dequantised chunk; bounds the per-thread scratch
+  int64_t token_block = 512;  // tokens packed at a time; bounds the per-thread accumulators
+  bool use_blas = false;      // cblas_sgemm per panel instead of the built-in kernel (for A/B)
+  const quant::internal::KernelTable* kernels = nullptr;  // null: the best for this CPU
+};
+
+void MatMulTiled(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,
+                 const MatMulTiling& tiling);
+
+}  // namespace primekv::internal

@@ -1,0 +1,175 @@
+#include "tokenizer/pretokenizer.h"
+
+#include <array>
+#include <cstddef>
+
+#include "tokenizer/unicode.h"
+
+namespace primekv {
+namespace {
+
+struct NamedKind {
+  std::string_view name;
+  PreTokenizerKind kind;
+};
+constexpr std::array<NamedKind, 8> kNames = {{
+    {"default", PreTokenizerKind::kGpt2},
+    {"gpt2", PreTokenizerKind::kGpt2},
+    {"llama3", PreTokenizerKind::kLlama3},
+    {"llama-bpe", PreTokenizerKind::kLlama3},
+    {"llama-v3", PreTokenizerKind::kLlama3},
+    {"smaug-bpe", PreTokenizerKind::kLlama3},
+    {"qwen2", PreTokenizerKind::kQwen2},
+    {"deepseek-r1-qwen", PreTokenizerKind::kQwen2},
+}};
+
+struct Char {
+  size_t offset;
+  uint32_t cp;  // raw byte for invalid UTF-8 (classified kOther, so never matched as a letter)
+  CharClass cls;
+};
+
+// The text as characters, with a sentinel at the end so look-ahead needs no bounds checks.
+class CharSeq {
+ public:
+  explicit CharSeq(std::string_view text) {
+    for (size_t pos = 0; pos < text.size();) {
+      const Utf8Char c = DecodeUtf8(text, pos);
+      chars_.push_back({pos, c.valid ? c.cp : 0xFFFFFFFFu, ClassifyChar(c)});
+      pos += static_cast<size_t>(c.len);
+    }
+    size_ = chars_.size();
+    chars_.push_back({text.size(), 0xFFFFFFFFu, CharClass::kOther});
+  }
+  size_t size() const { return size_; }
+  const Char& operator[](size_t i) const { return chars_[i < size_ ? i : size_]; }
+  bool Is(size_t i, CharClass cls) const { return i < size_ && chars_[i].cls == cls; }
+  bool IsCp(size_t i, uint32_t cp) const { return i < size_ && chars_[i].cp == cp; }
+  bool IsNewline(size_t i) const { return IsCp(i, '\r') || IsCp(i, '\n'); }
+  // End of the run of `cls` characters starting at i.
+  size_t RunEnd(size_t i, CharClass cls) const {
+    while (Is(i, cls)) ++i;
+    return i;
+  }
+
+ private:
+  std::vector<Char> chars_;
+  size_t size_ = 0;
+};
+
+uint32_t AsciiLower(uint32_t cp) { return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp; }
+
+// 's 't 're 've 'm 'll 'd; returns the match length in characters or 0.
+size_t MatchContraction(const CharSeq& s, size_t i, bool ignore_case) {
+  if (!s.IsCp(i, '\'')) return 0;
+  auto at = [&](size_t k) {
+    const uint32_t cp = s[i + k].cp;
+    return ignore_case ? AsciiLower(cp) : cp;
+  };
+  if (i + 1 >= s.size()) return 0;
+  const uint32_t c1 = at(1);
+  if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return 2;
+  if (i + 2 >= s.size()) return 0;
+  const uint32_t c2 = at(2);
+  if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) return 3;
+  return 0;
+}
+
+// \s+(?!\S) then \s+: a whitespace run, leaving its last character to the next piece when a
+// non-space follows (unless the run is a single character).
+size_t MatchSpaceRun(const CharSeq& s, size_t i) {
+  const size_t end = s.RunEnd(i, CharClass::kSpace);
+  if (end < s.size() && end - i > 1) return end - i - 1;
+  return end - i;
+}
+
+size_t MatchGpt2(const CharSeq& s, size_t i) {
+  if (size_t n = MatchContraction(s, i, /*ignore_case=*/false)) return n;
+  const size_t j = s.IsCp(i, ' ') ? i + 1 : i;  // optional leading space
+  if (s.Is(j, CharClass::kLetter)) return s.RunEnd(j, CharClass::kLetter) - i;
+  if (s.Is(j, CharClass::kNumber)) return s.RunEnd(j, CharClass::kNumber) - i;
+  if (s.Is(j, CharClass::kOther)) return s.RunEnd(j, CharClass::kOther) - i;
+  if (s.Is(i, CharClass::kSpace)) return MatchSpaceRun(s, i);
+  return 1;
+}
+
+size_t MatchLlama3(const CharSeq& s, size_t i, size_t max_digits) {
+  if (size_t n = MatchContraction(s, i, /*ignore_case=*/true)) return n;
+  // [^\r\n\p{L}\p{N}]?\p{L}+
+  const Char& c = s[i];
+  if (c.cls == CharClass::kLetter) return s.RunEnd(i, CharClass::kLetter) - i;
+  if (c.cls != CharClass::kNumber && !s.IsNewline(i) && s.Is(i + 1, CharClass::kLetter)) {
+    return s.RunEnd(i + 1, CharClass::kLetter) - i;
+  }
+  // \p{N}{1,max_digits}
+  if (c.cls == CharClass::kNumber) {
+    size_t n = 0;
+    while (n < max_digits && s.Is(i + n, CharClass::kNumber)) ++n;
+    return n;
+  }
+  // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
+  const size_t j = s.IsCp(i, ' ') ? i + 1 : i;
+  if (s.Is(j, CharClass::kOther)) {
+    size_t end = s.RunEnd(j, CharClass::kOther);
+    while (s.IsNewline(end)) ++end;
+    return end - i;
+  }
+  if (c.cls == CharClass::kSpace) {
+    // \s*[\r\n]+ : through the last newline of the whitespace run.
+    const size_t end = s.RunEnd(i, CharClass::kSpace);
+    for (size_t k = end; k > i; --k) {
+      if (s.IsNewline(k - 1)) return k - i;
+    }
+    return MatchSpaceRun(s, i);
+  }
+  return 1;
+}
+
+}  // namespace
+
+Result<PreTokenizerKind> PreTokenizerFromName(std::string_view pre) {
+  for (const NamedKind& n : kNames) {
+    if (n.name == pre) return n.kind;
+  }
+  return Status::Error("unsupported tokenizer.ggml.pre \"" + std::string(pre) +
+                       "\"; supported: " + SupportedPreTokenizerNames());
+}
+
+std::string SupportedPreTokenizerNames() {
+  std::string out;
+  for (const NamedKind& n : kNames) {
+    if (!out.empty()) out += ", ";
+    out += n.name;
+  }
+  return out;
+}
+
+bool PreTokenizerIgnoresMerges(std::string_view pre) {
+  return pre == "llama3" || pre == "llama-bpe" || pre == "llama-v3";
+}
+
+std::vector<std::string_view> PreTokenize(PreTokenizerKind kind, std::string_view text) {
+  const CharSeq s(text);
+  std::vector<std::string_view> out;
+  for (size_t i = 0; i < s.size();) {
+    size_t n = 0;
+    switch (kind) {
+      case PreTokenizerKind::kGpt2:
+        n = MatchGpt2(s, i);
+        break;
+      case PreTokenizerKind::kLlama3:
+        n = MatchLlama3(s, i, 3);
+        break;
+      case PreTokenizerKind::kQwen2:
+        n = MatchLlama3(s, i, 1);
+        break;
+    }
+    if (n == 0) n = 1;
+    const size_t begin = s[i].offset;
+    out.push_back(text.substr(begin, s[i + n].offset - begin));
+    i += n;
+  }
+  return out;
+}
+
+}  // namespace primekv

@@ -1,0 +1,523 @@
+#include "primekv/tokenizer.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <functional>
+#include <queue>
+#include <unordered_map>
+#include <utility>
+
+#include "tokenizer/internal.h"
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/unicode.h"
+
+namespace primekv {
+namespace {
+
+using tokenizer_internal::kSpaceMarker;
+
+// Keys view the strings of Impl::spec.tokens, which never change after Build().
+using TextMap = std::unordered_map<std::string_view, Token>;
+
+constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD, what <unk> decodes to
+
+uint64_t PairKey(Token a, Token b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
+
+struct BpeMerge {
+  int32_t rank;
+  Token merged;
+};
+
+// A run of text that is either plain text to tokenize or one special token.
+struct Fragment {
+  std::string_view text;
+  Token token = -1;  // >= 0: a special token
+  bool at_start = false;
+};
+
+std::string IdError(std::string_view name, Token id, size_t n) {
+  return std::string(name) + " token id " + std::to_string(id) + " is out of range (vocab size " +
+         std::to_string(n) + ")";
+}
+
+}  // namespace
+
+Status ValidateTokenizerSpec(const TokenizerSpec& spec) {
+  if (spec.model != "llama" && spec.model != "gpt2") {
+    return Status::Error("unsupported tokenizer model \"" + spec.model +
+                         "\"; supported: llama, gpt2");
+  }
+  const size_t n = spec.tokens.size();
+  if (n == 0) return Status::Error("tokenizer has no tokens (tokenizer.ggml.tokens is empty)");
+  if (n > static_cast<size_t>(INT32_MAX)) return Status::Error("tokenizer has too many tokens");
+  if (!spec.scores.empty() && spec.scores.size() != n) {
+    return Status::Error("tokenizer.ggml.scores has " + std::to_string(spec.scores.size()) +
+                         " entries but there are " + std::to_string(n) + " tokens");
+  }
+  for (size_t i = 0; i < spec.scores.size(); ++i) {
+    if (std::isnan(spec.scores[i])) {
+      return Status::Error("tokenizer.ggml.scores[" + std::to_string(i) + "] is NaN");
+    }
+  }
+  if (!spec.token_types.empty() && spec.token_types.size() != n) {
+    return Status::Error("tokenizer.ggml.token_type has " +
+                         std::to_string(spec.token_types.size()) + " entries but there are " +
+                         std::to_string(n) + " tokens");
+  }
+  for (size_t i = 0; i < spec.token_types.size(); ++i) {
+    const int32_t t = spec.token_types[i];
+    if (t < 0 || t > static_cast<int32_t>(TokenType::kByte)) {
+      return Status::Error("tokenizer.ggml.token_type[" + std::to_string(i) +
+                           "] = " + std::to_string(t) + " is not a valid token type (0..6)");
+    }
+  }
+  const std::pair<std::string_view, Token> ids[] = {{"bos", spec.bos},
+                                                    {"eos", spec.eos},
+                                                    {"eot", spec.eot},
+                                                    {"unknown", spec.unk},
+                                                    {"padding", spec.pad}};
+  for (const auto& [name, id] : ids) {
+    if (id < -1 || id >= static_cast<Token>(n)) return Status::Error(IdError(name, id, n));
+  }
+  if (spec.model == "gpt2") {
+    auto pre = PreTokenizerFromName(spec.pre);
+    if (!pre.ok()) return pre.status();
+    for (size_t i = 0; i < spec.merges.size(); ++i) {
+      const std::string& m = spec.merges[i];
+      const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
+      if (sp == std::string::npos || sp + 1 >= m.size()) {
+        return Status::Error("tokenizer.ggml.merges[" + std::to_string(i) + "] = \"" + m +
+                             "\" is not two space-separated tokens");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+struct Tokenizer::Impl {
+  TokenizerSpec spec;
+  bool gpt2 = false;
+  PreTokenizerKind pre = PreTokenizerKind::kGpt2;
+  std::vector<TokenType> types;
+  TextMap token_ids;  // every token text -> its lowest id
+  TextMap piece_ids;  // llama: texts BPE may produce (normal, user-defined, undefined)
+  std::array<Token, 256> byte_tokens{};
+  std::unordered_map<uint64_t, BpeMerge> merges;       // gpt2: (left, right) -> merge
+  std::unordered_map<uint32_t, uint8_t> char_to_byte;  // gpt2: inverse byte map
+  std::array<uint32_t, 256> byte_cp = tokenizer_internal::ByteToCodepoint();  // gpt2 byte map
+  bool ignore_merges = false;  // gpt2: a pre-token that is itself a token skips BPE
+  // Special tokens by text, and for each first byte the lengths they come in, longest first
+  // (vocabularies may hold hundreds of thousands of <|reserved_N|> tokens).
+  TextMap special_ids;
+  std::array<std::vector<size_t>, 256> special_lengths;
+  std::vector<Token> end_tokens;
+
+  void Build();
+  std::vector<Fragment> SplitSpecial(std::string_view text, bool parse_special) const;
+  void EncodeLlama(std::string_view text, bool at_start, std::vector<Token>& out) const;
+  void EncodeGpt2(std::string_view text, std::vector<Token>& out) const;
+  void EncodeBpePiece(std::string_view piece, std::vector<Token>& out) const;
+  void AppendPiece(Token t, std::string& out) const;
+};
+
+void Tokenizer::Impl::Build() {
+  const size_t n = spec.tokens.size();
+  gpt2 = spec.model == "gpt2";
+  if (gpt2) {
+    pre = PreTokenizerFromName(spec.pre).value();
+    ignore_merges = PreTokenizerIgnoresMerges(spec.pre);
+  }
+  types.assign(n, TokenType::kNormal);
+  for (size_t i = 0; i < spec.token_types.size(); ++i) {
+    types[i] = static_cast<TokenType>(spec.token_types[i]);
+  }
+  token_ids.reserve(n);
+  for (size_t i = 0; i < n; ++i) token_ids.emplace(spec.tokens[i], static_cast<Token>(i));
+  byte_tokens.fill(-1);
+  if (!gpt2) {
+    for (size_t i = 0; i < n; ++i) {
+      const std::string& text = spec.tokens[i];
+      // Without token types, SentencePiece's "<0xAB>" spelling is what marks byte tokens.
+      if (spec.token_types.empty() && tokenizer_internal::ParseByteTokenText(text) >= 0) {
+        types[i] = TokenType::kByte;
+      }
+      const TokenType t = types[i];
+      if (t == TokenType::kByte) {
+        const int b = tokenizer_internal::ParseByteTokenText(text);
+        if (b >= 0 && byte_tokens[static_cast<size_t>(b)] < 0) {
+          byte_tokens[static_cast<size_t>(b)] = static_cast<Token>(i);
+        }
+      } else if (t == TokenType::kNormal || t == TokenType::kUserDefined ||
+                 t == TokenType::kUndefined) {
+        piece_ids.emplace(text, static_cast<Token>(i));
+      }
+    }
+  } else {
+    for (size_t b = 0; b < 256; ++b) {
+      char_to_byte.emplace(byte_cp[b], static_cast<uint8_t>(b));
+      auto it = token_ids.find(tokenizer_internal::ByteLevelChar(static_cast<uint8_t>(b)));
+      if (it != token_ids.end()) byte_tokens[b] = it->second;
+    }
+    merges.reserve(spec.merges.size());
+    std::string joined;
+    for (size_t r = 0; r < spec.merges.size(); ++r) {
+      const std::string& m = spec.merges[r];
+      const size_t sp = m.find(' ', 1);
+      const std::string_view left(m.data(), sp), right(m.data() + sp + 1, m.size() - sp - 1);
+      joined.assign(left);
+      joined.append(right);
+      auto l = token_ids.find(left), rt = token_ids.find(right), j = token_ids.find(joined);
+      // Merges whose parts or result are not tokens can never fire; skip them.
+      if (l == token_ids.end() || rt == token_ids.end() || j == token_ids.end()) continue;
+      merges.emplace(PairKey(l->second, rt->second), BpeMerge{static_cast<int32_t>(r), j->second});
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& text = spec.tokens[i];
+    if (text.empty() || (types[i] != TokenType::kControl && types[i] != TokenType::kUserDefined)) {
+      continue;
+    }
+    if (special_ids.emplace(text, static_cast<Token>(i)).second) {
+      special_lengths[static_cast<unsigned char>(text[0])].push_back(text.size());
+    }
+  }
+  for (auto& lengths : special_lengths) {
+    std::sort(lengths.begin(), lengths.end(), std::greater<>());
+    lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+  }
+  for (Token t : {spec.eos, spec.eot}) {
+    if (t >= 0) end_tokens.push_back(t);
+  }
+  for (std::string_view text : {"<|im_end|>", "<|eot_id|>", "<|end_of_text|>"}) {
+    auto it = token_ids.find(text);
+    if (it != token_ids.end()) end_tokens.push_back(it->second);
+  }
+}
+
+std::vector<Fragment> Tokenizer::Impl::SplitSpecial(std::string_view text,
+                                                    bool parse_special) const {
+  std::vector<Fragment> out;
+  if (!parse_special) {
+    out.push_back({text, -1, true});
+    return out;
+  }
+  size_t plain_begin = 0;
+  for (size_t i = 0; i < text.size();) {
+    Token found = -1;
+    for (size_t len : special_lengths[static_cast<unsigned char>(text[i])]) {
+      if (len > text.size() - i) continue;
+      auto it = special_ids.find(text.substr(i, len));
+      if (it != special_ids.end()) {
+        found = it->second;
+        break;
+      }
+    }
+    if (found < 0) {
+      ++i;
+      continue;
+    }
+    if (i > plain_begin) {
+      out.push_back({text.substr(plain_begin, i - plain_begin), -1, plain_begin == 0});
+    }
+    out.push_back({{}, found, false});
+    i += spec.tokens[static_cast<size_t>(found)].size();
+    plain_begin = i;
+  }
+  if (plain_begin < text.size() || text.empty()) {
+    out.push_back({text.substr(plain_begin), -1, plain_begin == 0});
+  }
+  return out;
+}
+
+// SentencePiece-style BPE: start from characters and repeatedly join the adjacent pair whose
+// concatenation is the highest-scoring piece (leftmost on ties).
+void Tokenizer::Impl::EncodeLlama(std::string_view text, bool at_start,
+                                  std::vector<Token>& out) const {
+  if (text.empty()) return;
+  std::string norm;
+  // Where a space became U+2581, so byte fallback can emit the space itself (<0x20>).
+  std::vector<bool> escaped_space;
+  norm.reserve(text.size() + text.size() / 2 + 3);
+  auto add_space = [&] {
+    escaped_space.resize(norm.size() + kSpaceMarker.size(), false);
+    escaped_space[norm.size()] = true;
+    norm += kSpaceMarker;
+  };
+  if (spec.add_space_prefix && at_start) add_space();
+  for (char c : text) {
+    if (c == ' ') {
+      add_space();
+    } else {
+      norm += c;
+    }
+  }
+  escaped_space.resize(norm.size(), false);
+
+  struct Symbol {
+    size_t start, len;
+    int prev, next;
+  };
+  std::vector<Symbol> sym;
+  for (size_t pos = 0; pos < norm.size();) {
+    const size_t len = static_cast<size_t>(DecodeUtf8(norm, pos).len);
+    const int idx = static_cast<int>(sym.size());
+    sym.push_back({pos, len, idx - 1, -1});
+    if (idx > 0) sym[static_cast<size_t>(idx - 1)].next = idx;
+    pos += len;
+  }
+
+  struct Candidate {
+    float score;
+    size_t start;  // of the left symbol: smaller wins ties
+    int left, right;
+    size_t len;
+  };
+  auto lower = [](const Candidate& a, const Candidate& b) {
+    return a.score < b.score || (a.score == b.score && a.start > b.start);
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(lower)> queue(lower);
+  auto score_of = [&](Token t) {
+    return spec.scores.empty() ? 0.0f : spec.scores[static_cast<size_t>(t)];
+  };
+  auto push = [&](int l, int r) {
+    if (l < 0 || r < 0) return;
+    const Symbol& a = sym[static_cast<size_t>(l)];
+    const Symbol& b = sym[static_cast<size_t>(r)];
+    auto it = piece_ids.find(std::string_view(norm).substr(a.start, a.len + b.len));
+    if (it == piece_ids.end()) return;
+    queue.push({score_of(it->second), a.start, l, r, a.len + b.len});
+  };
+  for (size_t i = 1; i < sym.size(); ++i) push(static_cast<int>(i - 1), static_cast<int>(i));
+
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    Symbol& l = sym[static_cast<size_t>(c.left)];
+    Symbol& r = sym[static_cast<size_t>(c.right)];
+    if (l.len == 0 || r.len == 0 || l.next != c.right || l.len + r.len != c.len) continue;
+    l.len += r.len;
+    r.len = 0;
+    l.next = r.next;
+    if (r.next >= 0) sym[static_cast<size_t>(r.next)].prev = c.left;
+    push(l.prev, c.left);
+    push(c.left, l.next);
+  }
+
+  for (int i = 0; i >= 0; i = sym[static_cast<size_t>(i)].next) {
+    const Symbol& s = sym[static_cast<size_t>(i)];
+    const std::string_view piece = std::string_view(norm).substr(s.start, s.len);
+    auto it = piece_ids.find(piece);
+    if (it != piece_ids.end()) {
+      out.push_back(it->second);
+      continue;
+    }
+    std::string raw;
+    for (size_t k = 0; k < piece.size();) {
+      if (escaped_space[s.start + k]) {
+        raw.push_back(' ');
+        k += kSpaceMarker.size();
+      } else {
+        raw.push_back(piece[k++]);
+      }
+    }
+    const bool all_bytes = std::all_of(raw.begin(), raw.end(), [&](char ch) {
+      return byte_tokens[static_cast<unsigned char>(ch)] >= 0;
+    });
+    if (all_bytes) {
+      for (char ch : raw) out.push_back(byte_tokens[static_cast<unsigned char>(ch)]);
+    } else if (spec.unk >= 0) {
+      out.push_back(spec.unk);
+    }
+  }
+}
+
+void Tokenizer::Impl::EncodeGpt2(std::string_view text, std::vector<Token>& out) const {
+  for (std::string_view piece : PreTokenize(pre, text)) EncodeBpePiece(piece, out);
+}
+
+// Byte-level BPE within one pre-token: apply the lowest-ranked applicable merge first.
+void Tokenizer::Impl::EncodeBpePiece(std::string_view piece, std::vector<Token>& out) const {
+  if (ignore_merges && piece.size() > 1) {
+    std::string mapped;
+    for (char c : piece) AppendUtf8(byte_cp[static_cast<unsigned char>(c)], mapped);
+    auto it = token_ids.find(mapped);
+    if (it != token_ids.end() && types[static_cast<size_t>(it->second)] == TokenType::kNormal) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  struct Symbol {
+    Token id;
+    int prev, next;
+  };
+  std::vector<Symbol> sym(piece.size());
+  for (size_t i = 0; i < piece.size(); ++i) {
+    sym[i] = {byte_tokens[static_cast<unsigned char>(piece[i])], static_cast<int>(i) - 1,
+              i + 1 < piece.size() ? static_cast<int>(i) + 1 : -1};
+  }
+  struct Candidate {
+    int32_t rank;
+    int left, right;
+    Token left_id, right_id, merged;
+  };
+  auto lower = [](const Candidate& a, const Candidate& b) {
+    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(lower)> queue(lower);
+  auto push = [&](int l, int r) {
+    if (l < 0 || r < 0) return;
+    const Token a = sym[static_cast<size_t>(l)].id, b = sym[static_cast<size_t>(r)].id;
+    if (a < 0 || b < 0) return;
+    auto it = merges.find(PairKey(a, b));
+    if (it == merges.end()) return;
+    queue.push({it->second.rank, l, r, a, b, it->second.merged});
+  };
+  for (size_t i = 1; i < sym.size(); ++i) push(static_cast<int>(i - 1), static_cast<int>(i));
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    Symbol& l = sym[static_cast<size_t>(c.left)];
+    Symbol& r = sym[static_cast<size_t>(c.right)];
+    if (l.next != c.right || l.id != c.left_id || r.id != c.right_id) continue;
+    l.id = c.merged;
+    l.next = r.next;
+    r.id = -2;  // dead
+    if (r.next >= 0) sym[static_cast<size_t>(r.next)].prev = c.left;
+    push(l.prev, c.left);
+    push(c.left, l.next);
+  }
+  for (int i = sym.empty() ? -1 : 0; i >= 0; i = sym[static_cast<size_t>(i)].next) {
+    const Token id = sym[static_cast<size_t>(i)].id;
+    if (id >= 0) {
+      out.push_back(id);
+    } else if (spec.unk >= 0) {
+      out.push_back(spec.unk);
+    }
+  }
+}
+
+void Tokenizer::Impl::AppendPiece(Token t, std::string& out) const {
+  if (t < 0 || t >= static_cast<Token>(spec.tokens.size())) return;
+  const std::string& text = spec.tokens[static_cast<size_t>(t)];
+  switch (types[static_cast<size_t>(t)]) {
+    case TokenType::kControl:
+    case TokenType::kUnused:
+      return;
+    case TokenType::kUnknown:
+      out += kReplacementChar;
+      return;
+    case TokenType::kByte: {
+      const int b = tokenizer_internal::ParseByteTokenText(text);
+      if (b >= 0) {
+        out.push_back(static_cast<char>(b));
+      } else {
+        out += text;
+      }
+      return;
+    }
+    case TokenType::kUserDefined:
+      if (gpt2) {
+        out += text;
+        return;
+      }
+      break;
+    case TokenType::kNormal:
+    case TokenType::kUndefined:
+      break;
+  }
+  if (!gpt2) {
+    for (size_t pos = 0; pos < text.size();) {
+      if (std::string_view(text).substr(pos).starts_with(kSpaceMarker)) {
+        out.push_back(' ');
+        pos += kSpaceMarker.size();
+      } else {
+        out.push_back(text[pos++]);
+      }
+    }
+    return;
+  }
+  for (size_t pos = 0; pos < text.size();) {
+    const Utf8Char c = DecodeUtf8(text, pos);
+    auto it = c.valid ? char_to_byte.find(c.cp) : char_to_byte.end();
+    if (it != char_to_byte.end()) {
+      out.push_back(static_cast<char>(it->second));
+    } else {
+      out.append(text, pos, static_cast<size_t>(c.len));
+    }
+    pos += static_cast<size_t>(c.len);
+  }
+}
+
+Result<Tokenizer> Tokenizer::Create(TokenizerSpec spec) {
+  if (Status s = ValidateTokenizerSpec(spec); !s.ok()) return s;
+  auto impl = std::make_unique<Impl>();
+  impl->spec = std::move(spec);
+  impl->Build();
+  return Tokenizer(std::move(impl));
+}
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+std::vector<Token> Tokenizer::Encode(std::string_view text, bool add_bos,
+                                     bool parse_special) const {
+  const TokenizerSpec& spec = impl_->spec;
+  std::vector<Token> out;
+  out.reserve(text.size() / 3 + 2);
+  if (add_bos && spec.add_bos && spec.bos >= 0) out.push_back(spec.bos);
+  for (const Fragment& f : impl_->SplitSpecial(text, parse_special)) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+    } else if (impl_->gpt2) {
+      impl_->EncodeGpt2(f.text, out);
+    } else {
+      impl_->EncodeLlama(f.text, f.at_start, out);
+    }
+  }
+  if (add_bos && spec.add_eos && spec.eos >= 0) out.push_back(spec.eos);
+  return out;
+}
+
+std::string Tokenizer::Decode(std::span<const Token> tokens, bool strip_leading_space) const {
+  std::string out;
+  for (Token t : tokens) impl_->AppendPiece(t, out);
+  const bool strip = strip_leading_space || (!tokens.empty() && tokens[0] == impl_->spec.bos);
+  if (!impl_->gpt2 && impl_->spec.add_space_prefix && strip && !out.empty() && out[0] == ' ') {
+    out.erase(0, 1);
+  }
+  return out;
+}
+
+std::string Tokenizer::TokenToPiece(Token token) const {
+  std::string out;
+  impl_->AppendPiece(token, out);
+  return out;
+}
+
+Token Tokenizer::FindToken(std::string_view text) const {
+  auto it = impl_->token_ids.find(text);
+  return it == impl_->token_ids.end() ? -1 : it->second;
+}
+
+const TokenizerSpec& Tokenizer::spec() const { return impl_->spec; }
+int Tokenizer::vocab_size() const { return static_cast<int>(impl_->spec.tokens.size()); }
+Token Tokenizer::bos() const { return impl_->spec.bos; }
+Token Tokenizer::eos() const { return impl_->spec.eos; }
+Token Tokenizer::eot() const { return impl_->spec.eot; }
+
+bool Tokenizer::IsEndOfGeneration(Token t) const {
+  return t >= 0 && std::find(impl_->end_tokens.begin(), impl_->end_tokens.end(), t) !=
+                       impl_->end_tokens.end();
+}
+
+TokenType Tokenizer::token_type(Token t) const {
+  if (t < 0 || t >= vocab_size()) return TokenType::kUndefined;
+  return impl_->types[static_cast<size_t>(t)];
+}
+
+}  // namespace primekv

@@ -1,0 +1,42 @@
+// UTF-8 decoding and the few Unicode classes the pre-tokenizers need (letter, number, space).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace primekv {
+
+namespace unicode_internal {
+struct CodepointRange {
+  uint32_t lo, hi;  // inclusive
+};
+std::span<const CodepointRange> LetterRanges();
+std::span<const CodepointRange> NumberRanges();
+}  // namespace unicode_internal
+
+// One decoded character. Invalid UTF-8 decodes byte by byte: `valid` is false, `len` is 1 and
+// `cp` is the raw byte, so every input splits into characters that cover it exactly.
+struct Utf8Char {
+  uint32_t cp = 0;
+  int len = 1;
+  bool valid = true;
+};
+
+// Decodes the character starting at text[pos] (pos < text.size()). Rejects overlong forms,
+// surrogates, truncated sequences and values above U+10FFFF.
+Utf8Char DecodeUtf8(std::string_view text, size_t pos);
+// Appends the UTF-8 encoding of `cp` (which must be a valid scalar value).
+void AppendUtf8(uint32_t cp, std::string& out);
+
+enum class CharClass : uint8_t { kLetter, kNumber, kSpace, kOther };
+
+bool IsUnicodeLetter(uint32_t cp);  // general category L*
+bool IsUnicodeNumber(uint32_t cp);  // general category N*
+bool IsUnicodeSpace(uint32_t cp);   // White_Space property (regex \s)
+// Class of a decoded character; invalid bytes are kOther.
+CharClass ClassifyChar(const Utf8Char& c);
+
+}  // namespace primekv

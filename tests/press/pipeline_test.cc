@@ -1,0 +1,225 @@
+// The press machinery on a real (random-weight) model: identities, budgets, positions, modes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <random>
+
+#include "primekv/compressor.h"
+#include "primekv/pipeline.h"
+
+namespace primekv {
+namespace {
+
+const Model& LoadRandom(const RandomModelSpec& spec, const char* name) {
+  const auto path = std::filesystem::temp_directory_path() / name;
+  Status s = WriteRandomModel(spec, path);
+  Check(s.ok(), "random model");
+  auto m = Model::Load(path);
+  Check(m.ok(), "load random model");
+  return *new Model(std::move(m).value());
+}
+
+// Two layers, GQA 2:1: every press and mode has something to do.
+const Model& SmallModel() {
+  static const Model& model = [] {
+    RandomModelSpec spec;
+    spec.arch = "llama";
+    spec.n_layers = 2;
+    spec.d_model = 128;
+    spec.n_heads = 4;
+    spec.n_kv_heads = 2;
+    spec.head_dim = 32;
+    spec.d_ff = 256;
+    spec.vocab_size = 512;
+    spec.context = 32768;
+    spec.seed = 11;
+    return std::cref(LoadRandom(spec, "primekv_pipeline_small.gguf"));
+  }();
+  return model;
+}
+
+// The cheapest shape that still has a KV cache, for 16K-token prefills.
+const Model& TinyModel() {
+  static const Model& model = [] {
+    RandomModelSpec spec;
+    spec.arch = "llama";
+    spec.n_layers = 1;
+    spec.d_model = 32;
+    spec.n_heads = 2;
+    spec.n_kv_heads = 1;
+    spec.head_dim = 16;
+    spec.d_ff = 64;
+    spec.vocab_size = 512;
+    spec.context = 32768;
+    spec.seed = 12;
+    return std::cref(LoadRandom(spec, "primekv_pipeline_tiny.gguf"));
+  }();
+  return model;
+}
+
+std::vector<Token> RandomTokens(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(3, 500);
+  std::vector<Token> t(static_cast<size_t>(n));
+  for (auto& x : t) x = d(rng);
+  return t;
+}
+
+Press Make(const std::string& name) {
+  auto p = MakePress(*ParsePressSpec(name));
+  Check(p.ok(), "press");
+  return std::move(p).value();
+}
+
+const char* kPresses[] = {"primekv", "keydiff", "knorm", "streamingllm", "random", "lagkv",
+                          "snapkv", "pyramidkv", "tova", "expected_attention", "adakv:primekv",
+                          "primekv:key=cosine,value=norm"};
+
+TEST(Compression, RatioZeroReproducesLogitsExactly) {
+  const Model& m = SmallModel();
+  ThreadPool pool(2);
+  const auto ctx = RandomTokens(300, 1);
+  const auto next = RandomTokens(20, 2);
+  const int V = m.config().vocab_size;
+  std::vector<float> ref(next.size() * V), got(next.size() * V), last(V);
+  ForwardWorkspace ws;
+  KvCache full = m.NewCache();
+  ASSERT_TRUE(m.Forward(ctx, full, {}, {last.data(), 1, V}, pool, ws).ok());
+  ASSERT_TRUE(m.Forward(next, full, {true}, {ref.data(), 20, V}, pool, ws).ok());
+  for (const char* name : kPresses) {
+    Compressor comp(m, Make(name));
+    PressCapture cap(m, comp.Needs());
+    KvCache cache = m.NewCache();
+    ASSERT_TRUE(m.Forward(ctx, cache, {}, {last.data(), 1, V}, pool, ws, &cap).ok());
+    ASSERT_TRUE(comp.Compress(cache, 0.0, &cap, pool).ok()) << name;
+    ASSERT_TRUE(m.Forward(next, cache, {true}, {got.data(), 20, V}, pool, ws).ok());
+    EXPECT_EQ(got, ref) << name << ": ratio 0 must change nothing";
+  }
+}
+
+TEST(Compression, KeepsExactCountAndContinuesPositions) {
+  const Model& m = SmallModel();
+  ThreadPool pool(2);
+  const int n = 777;
+  const auto ctx = RandomTokens(n, 3);
+  const int V = m.config().vocab_size;
+  std::vector<float> logits(V);
+  ForwardWorkspace ws;
+  for (const char* name : kPresses) {
+    for (double r : {0.25, 0.5, 0.75, 0.9}) {
+      SCOPED_TRACE(::testing::Message() << name << " ratio " << r);
+      Press press = Make(name);
+      const BudgetKind kind = press.budget.kind;
+      Compressor comp(m, std::move(press));
+      PressCapture cap(m, comp.Needs());
+      KvCache cache = m.NewCache();
+      ASSERT_TRUE(m.Forward(ctx, cache, {}, {logits.data(), 1, V}, pool, ws, &cap).ok());
+      CompressStats st;
+      ASSERT_TRUE(comp.Compress(cache, r, &cap, pool, &st).ok());
+      int64_t total = 0;
+      for (int l = 0; l < m.config().n_layers; ++l) {
+        for (int h = 0; h < m.config().n_kv_heads; ++h) {
+          total += cache.Length(l, h);
+          if (kind == BudgetKind::kUniform) {
+            EXPECT_EQ(cache.Length(l, h), KeepCount(n, r));
+          }
+          std::vector<int32_t> pos;
+          cache.ReadHead(l, h, nullptr, nullptr, &pos);
+          EXPECT_TRUE(std::is_sorted(pos.begin(), pos.end()));
+        }
+      }
+      if (kind == BudgetKind::kAdaptive) {
+        EXPECT_EQ(total, int64_t{KeepCount(n, r)} * m.config().n_layers * m.config().n_kv_heads);
+      }
+      EXPECT_EQ(st.bytes_after, static_cast<size_t>(total) * cache.BytesPerEntry());
+      EXPECT_EQ(cache.NextPosition(), n);
+      const Token t = 42;
+      ASSERT_TRUE(m.Forward(std::span<const Token>(&t, 1), cache, {}, {logits.data(), 1, V}, pool, ws).ok());
+      for (int h = 0; h < m.config().n_kv_heads; ++h) {
+        EXPECT_EQ(cache.PositionAt(0, h, cache.Length(0, h) - 1), n) << "new token takes the original next position";
+      }
+    }
+  }
+}
+
+TEST(Compression, ChunkedPrefillKeepsPeakWithinBudgetPlusChunk) {
+  const Model& m = TinyModel();
+  ThreadPool pool(2);
+  const int n = 16384, chunk = 512;
+  const auto ctx = RandomTokens(n, 4);
+  for (const PressInfo& info : ListPresses()) {
+    if (info.name.find('<') != std::string::npos || info.name == "none") continue;
+    Press press = Make(info.name);
+    if (!press.query_free) continue;
+    SCOPED_TRACE(info.name);
+    Compressor comp(m, std::move(press));
+    PipelineOptions opt;
+    opt.ratio = 0.75;
+    opt.mode = CompressionMode::kChunked;
+    opt.chunk = chunk;
+    opt.max_new_tokens = 1;
+    auto r = RunPipeline(m, comp, opt, ctx, {}, pool);
+    ASSERT_TRUE(r.ok()) << r.message();
+    const size_t per_token = static_cast<size_t>(m.config().n_layers) * m.config().n_kv_heads *
+                             m.NewCache().BytesPerEntry();
+    const size_t bound = static_cast<size_t>(KeepCount(n, opt.ratio) + chunk + 1) * per_token;
+    EXPECT_LE(r->kv_bytes_peak, bound);
+    EXPECT_LT(r->kv_bytes_peak, r->kv_bytes_full / 3);
+  }
+  // Query-aware presses refuse chunked mode instead of silently doing something else.
+  Compressor snap(m, Make("snapkv"));
+  PipelineOptions opt;
+  opt.ratio = 0.5;
+  opt.mode = CompressionMode::kChunked;
+  EXPECT_FALSE(RunPipeline(m, snap, opt, ctx, {}, pool).ok());
+}
+
+TEST(Attention, SixteenThousandTokenPrefillUsesTileScratchOnly) {
+  const Model& m = TinyModel();
+  ThreadPool pool(2);
+  const int V = m.config().vocab_size;
+  std::vector<float> logits(V);
+  size_t small = 0;
+  for (int n : {1024, 16384}) {
+    ForwardWorkspace ws;
+    KvCache cache = m.NewCache();
+    ASSERT_TRUE(m.Forward(RandomTokens(n, 5), cache, {}, {logits.data(), 1, V}, pool, ws).ok());
+    if (small == 0) small = ws.attention.HighWaterBytes();
+    EXPECT_EQ(ws.attention.HighWaterBytes(), small) << "attention scratch must not grow with n";
+    EXPECT_LT(ws.attention.HighWaterBytes(), 1u << 20);
+  }
+}
+
+TEST(Pipeline, MultiTurnStaysNearBudgetAndAnswersEveryTurn) {
+  const Model& m = SmallModel();
+  ThreadPool pool(2);
+  Compressor comp(m, Make("primekv"));
+  PipelineOptions opt;
+  opt.ratio = 0.5;
+  opt.mode = CompressionMode::kMultiTurn;
+  opt.max_new_tokens = 8;
+  const auto ctx = RandomTokens(400, 6);
+  std::vector<std::vector<Token>> qs{RandomTokens(10, 7), RandomTokens(12, 8), RandomTokens(9, 9)};
+  auto r = RunPipeline(m, comp, opt, ctx, qs, pool);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->turns.size(), 3u);
+  EXPECT_GE(r->compressions, 2);
+  const size_t per_token = static_cast<size_t>(m.config().n_layers) * m.config().n_kv_heads *
+                           m.NewCache().BytesPerEntry();
+  EXPECT_LE(r->kv_bytes_final, static_cast<size_t>(KeepCount(400, 0.5)) * per_token)
+      << "every turn ends back at the context budget";
+  EXPECT_LE(r->kv_bytes_peak, 400 * per_token);
+}
+
+TEST(Pipeline, OracleIsRefusedOutsideFidelity) {
+  const Model& m = SmallModel();
+  ThreadPool pool(1);
+  Compressor comp(m, Make("oracle"));
+  PipelineOptions opt;
+  opt.ratio = 0.5;
+  EXPECT_FALSE(RunPipeline(m, comp, opt, RandomTokens(50, 1), {}, pool).ok());
+}
+
+}  // namespace
+}  // namespace primekv

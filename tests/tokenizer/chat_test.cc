@@ -1,0 +1,120 @@
+// Chat formats: detection and exact rendered prompts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "primekv/tokenizer.h"
+#include "test_vocabs.h"
+
+namespace primekv {
+namespace {
+
+const std::vector<ChatMessage> kConversation = {
+    {"system", "Be brief."}, {"user", "Hi!"}, {"assistant", "Hello."}, {"user", "2+2?"}};
+
+TEST(Chat, Llama3) {
+  EXPECT_EQ(ApplyChatTemplate(ChatFormat::kLlama3, kConversation, true),
+            "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(ApplyChatTemplate(ChatFormat::kLlama3, std::span(kConversation).first(1), false),
+            "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>");
+}
+
+TEST(Chat, ChatML) {
+  EXPECT_EQ(ApplyChatTemplate(ChatFormat::kChatML, kConversation, true),
+            "<|im_start|>system\nBe brief.<|im_end|>\n"
+            "<|im_start|>user\nHi!<|im_end|>\n"
+            "<|im_start|>assistant\nHello.<|im_end|>\n"
+            "<|im_start|>user\n2+2?<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  EXPECT_EQ(ApplyChatTemplate(ChatFormat::kChatML, {}, true), "<|im_start|>assistant\n");
+}
+
+TEST(Chat, Mistral) {
+  EXPECT_EQ(ApplyChatTemplate(ChatFormat::kMistral, kConversation, true),
+            "[INST] Be brief.\n\nHi! [/INST]Hello.</s>[INST] 2+2? [/INST]");
+  EXPECT_EQ(ApplyChatTemplate(ChatFormat::kMistral, kConversation, false),
+            "[INST] Be brief.\n\nHi! [/INST]Hello.</s>[INST] 2+2? [/INST]");
+  const std::vector<ChatMessage> only_system = {{"system", "S"}};
+  EXPECT_EQ(ApplyChatTemplate(ChatFormat::kMistral, only_system, true), "[INST] S [/INST]");
+}
+
+TEST(Chat, None) {
+  EXPECT_EQ(ApplyChatTemplate(ChatFormat::kNone, kConversation, true),
+            "Be brief.\nHi!\nHello.\n2+2?");
+  EXPECT_EQ(ApplyChatTemplate(ChatFormat::kNone, {}, true), "");
+}
+
+TEST(Chat, Names) {
+  EXPECT_EQ(ChatFormatName(ChatFormat::kNone), "none");
+  EXPECT_EQ(ChatFormatName(ChatFormat::kLlama3), "llama3");
+  EXPECT_EQ(ChatFormatName(ChatFormat::kChatML), "chatml");
+  EXPECT_EQ(ChatFormatName(ChatFormat::kMistral), "mistral");
+}
+
+Tokenizer WithTemplateAndTokens(std::string tmpl, std::vector<std::string> extra) {
+  TokenizerSpec spec = testing_tok::HandLlama::Spec();
+  spec.chat_template = std::move(tmpl);
+  for (std::string& t : extra) {
+    spec.tokens.push_back(std::move(t));
+    spec.scores.push_back(0);
+    spec.token_types.push_back(static_cast<int32_t>(TokenType::kControl));
+  }
+  return std::move(Tokenizer::Create(std::move(spec))).value();
+}
+
+TEST(Chat, Detection) {
+  // The template text decides first...
+  EXPECT_EQ(DetectChatFormat(WithTemplateAndTokens("{% for m in messages %}<|im_start|>", {})),
+            ChatFormat::kChatML);
+  EXPECT_EQ(DetectChatFormat(WithTemplateAndTokens("x <|start_header_id|> y", {"<|im_start|>"})),
+            ChatFormat::kLlama3);
+  EXPECT_EQ(DetectChatFormat(WithTemplateAndTokens("{{ '[INST] ' + m }}", {})),
+            ChatFormat::kMistral);
+  // ...then the vocabulary.
+  EXPECT_EQ(DetectChatFormat(WithTemplateAndTokens("", {"<|im_start|>", "<|im_end|>"})),
+            ChatFormat::kChatML);
+  EXPECT_EQ(DetectChatFormat(WithTemplateAndTokens("unrecognised", {"[INST]", "[/INST]"})),
+            ChatFormat::kMistral);
+  EXPECT_EQ(DetectChatFormat(WithTemplateAndTokens("", {})), ChatFormat::kNone);
+}
+
+TEST(Chat, EndOfGenerationTokens) {
+  const Tokenizer tok = WithTemplateAndTokens("", {"<|im_end|>", "<|eot_id|>", "<|end_of_text|>"});
+  const int n = tok.vocab_size();
+  EXPECT_TRUE(tok.IsEndOfGeneration(2));  // </s> (eos)
+  EXPECT_TRUE(tok.IsEndOfGeneration(n - 3));
+  EXPECT_TRUE(tok.IsEndOfGeneration(n - 2));
+  EXPECT_TRUE(tok.IsEndOfGeneration(n - 1));
+  EXPECT_FALSE(tok.IsEndOfGeneration(1));
+  EXPECT_FALSE(tok.IsEndOfGeneration(testing_tok::HandLlama::kEnd));  // not eot in this spec
+}
+
+TEST(Chat, RenderedPromptEncodesSpecials) {
+  auto spec = MakeSyntheticTokenizerSpec("gpt2", 1000);
+  ASSERT_TRUE(spec.ok());
+  const Tokenizer tok = std::move(Tokenizer::Create(*spec)).value();
+  ASSERT_EQ(DetectChatFormat(tok), ChatFormat::kLlama3);
+  const std::vector<ChatMessage> msgs = {{"user", "Hi"}};
+  const std::string prompt = ApplyChatTemplate(ChatFormat::kLlama3, msgs, true);
+  const std::vector<Token> ids = tok.Encode(prompt, true, true);
+  const Token header = tok.FindToken("<|start_header_id|>");
+  const Token header_end = tok.FindToken("<|end_header_id|>");
+  const Token eot = tok.FindToken("<|eot_id|>");
+  ASSERT_GE(ids.size(), 8u);
+  EXPECT_EQ(ids[0], tok.bos());
+  EXPECT_EQ(ids[1], header);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), header), 2);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), header_end), 2);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), eot), 1);
+  EXPECT_TRUE(tok.IsEndOfGeneration(eot));
+  // Control tokens decode to nothing; the rest survives.
+  EXPECT_EQ(tok.Decode(ids), "user\n\nHiassistant\n\n");
+}
+
+}  // namespace
+}  // namespace primekv
