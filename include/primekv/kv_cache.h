@@ -59,6 +59,10 @@ class KvCache {
   Status Append(int layer, MatView<const float> k, MatView<const float> v,
                 std::span<const int32_t> positions);
 
+  // Makes room for `extra` more entries in every head without allocating later: the pool gets
+  // enough free pages and each head's page table enough capacity (decode loops call this).
+  void Reserve(int extra);
+
   // Keeps only the entries at the given row indices (sorted ascending, unique) of one head,
   // compacting in place and returning emptied pages to the pool.
   void Retain(int layer, int kv_head, std::span<const int32_t> kept_rows);

@@ -3,7 +3,7 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
+#include <type_traits>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -22,11 +22,23 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Calls fn(begin, end, thread_index) over disjoint chunks covering [0, n); blocks until done.
-  // thread_index is in [0, size()) and lets callers use per-thread scratch.
-  void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
-                   int64_t min_chunk = 1);
+  // thread_index is in [0, size()) and lets callers use per-thread scratch. `fn` is borrowed,
+  // not copied, so a call allocates nothing (the decode loop relies on that).
+  template <typename Fn>
+  void ParallelFor(int64_t n, Fn&& fn, int64_t min_chunk = 1) {
+    using F = std::remove_reference_t<Fn>;
+    Run(n, RangeFn{const_cast<void*>(static_cast<const void*>(&fn)),
+                   [](void* f, int64_t b, int64_t e, int t) { (*static_cast<F*>(f))(b, e, t); }},
+        min_chunk);
+  }
 
  private:
+  struct RangeFn {  // a non-owning reference to a callable
+    void* object;
+    void (*call)(void*, int64_t, int64_t, int);
+    void operator()(int64_t b, int64_t e, int t) const { call(object, b, e, t); }
+  };
+  void Run(int64_t n, RangeFn fn, int64_t min_chunk);
   void WorkerLoop(int index);
   void RunShare(int index);
 
@@ -35,7 +47,7 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
-  const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
+  RangeFn job_{nullptr, nullptr};
   int64_t job_n_ = 0;
   int64_t job_chunk_ = 1;
   int64_t next_chunk_ = 0;  // guarded by mu_

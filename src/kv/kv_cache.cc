@@ -25,18 +25,22 @@ struct KvCache::Pool {
   std::vector<KvPage> pages;
   std::vector<int> free_list;
 
-  int Acquire() {
-    if (free_list.empty()) {
-      chunks.emplace_back(new uint8_t[page_bytes * kPagesPerChunk]);
-      uint8_t* base = chunks.back().get();
-      const int first = static_cast<int>(pages.size());
-      for (int i = 0; i < kPagesPerChunk; ++i) {
-        uint8_t* p = base + page_bytes * static_cast<size_t>(i);
-        pages.push_back(KvPage{p, p + key_bytes, reinterpret_cast<int32_t*>(p + 2 * key_bytes)});
-      }
-      // Reverse order so the lowest page id is handed out first.
-      for (int i = kPagesPerChunk - 1; i >= 0; --i) free_list.push_back(first + i);
+  void AddChunk() {
+    chunks.emplace_back(new uint8_t[page_bytes * kPagesPerChunk]);
+    uint8_t* base = chunks.back().get();
+    const int first = static_cast<int>(pages.size());
+    for (int i = 0; i < kPagesPerChunk; ++i) {
+      uint8_t* p = base + page_bytes * static_cast<size_t>(i);
+      pages.push_back(KvPage{p, p + key_bytes, reinterpret_cast<int32_t*>(p + 2 * key_bytes)});
     }
+    // Reverse order so the lowest page id is handed out first.
+    std::vector<int> fresh;
+    for (int i = kPagesPerChunk - 1; i >= 0; --i) fresh.push_back(first + i);
+    free_list.insert(free_list.begin(), fresh.begin(), fresh.end());
+  }
+
+  int Acquire() {
+    if (free_list.empty()) AddChunk();
     const int id = free_list.back();
     free_list.pop_back();
     return id;
@@ -172,6 +176,18 @@ Status KvCache::Append(int layer, MatView<const float> k, MatView<const float> v
   }
   TrackPeak();
   return Status::Ok();
+}
+
+void KvCache::Reserve(int extra) {
+  const int pt = options_.page_tokens;
+  size_t pages_needed = 0;
+  for (auto& head : heads_) {
+    const size_t want = static_cast<size_t>((head.length + extra + pt - 1) / pt);
+    if (want > head.pages.size()) pages_needed += want - head.pages.size();
+    head.pages.reserve(want);
+  }
+  while (pool_->free_list.size() < pages_needed) pool_->AddChunk();
+  pool_->free_list.reserve(pool_->pages.size());
 }
 
 void KvCache::Retain(int layer, int kv_head, std::span<const int32_t> kept_rows) {

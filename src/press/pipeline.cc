@@ -90,6 +90,8 @@ struct Runner {
     r.prefill_ms = MsSince(t0);
     t0 = std::chrono::steady_clock::now();
     Sampler sampler(opt.sampler);
+    cache.Reserve(opt.max_new_tokens + 1);  // the decode loop then allocates nothing
+    r.tokens.reserve(static_cast<size_t>(std::max(0, opt.max_new_tokens)));
     // In multi-turn mode the whole answer, end token included, stays in the cache.
     const bool keep_answer = opt.mode == CompressionMode::kMultiTurn;
     for (int i = 0; i < opt.max_new_tokens; ++i) {

@@ -28,7 +28,7 @@ void ThreadPool::RunShare(int index) {
       if (begin >= job_n_) return;
       ++next_chunk_;
     }
-    (*job_)(begin, std::min(job_n_, begin + job_chunk_), index);
+    job_(begin, std::min(job_n_, begin + job_chunk_), index);
   }
 }
 
@@ -49,8 +49,7 @@ void ThreadPool::WorkerLoop(int index) {
   }
 }
 
-void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
-                             int64_t min_chunk) {
+void ThreadPool::Run(int64_t n, RangeFn fn, int64_t min_chunk) {
   if (n <= 0) return;
   min_chunk = std::max<int64_t>(1, min_chunk);
   if (n_threads_ == 1 || n <= min_chunk) {
@@ -61,7 +60,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   const int64_t chunk = std::max(min_chunk, (n + 4 * n_threads_ - 1) / (4 * n_threads_));
   {
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
+    job_ = fn;
     job_n_ = n;
     job_chunk_ = chunk;
     next_chunk_ = 0;
@@ -72,7 +71,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
   RunShare(0);
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [&] { return pending_ == 0; });
-  job_ = nullptr;
+  job_ = RangeFn{nullptr, nullptr};
 }
 
 }  // namespace primekv
