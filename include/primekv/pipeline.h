@@ -56,11 +56,27 @@ struct PipelineReport {
   int compressions = 0;
 };
 
+// A context prefilled once with full cache, to be compressed by several presses in turn (the
+// evaluation harness shares one prefill across every press and ratio of a sample).
+struct PrefilledContext {
+  KvCache cache;
+  PressCapture capture;
+  std::vector<float> last_logits;  // [vocab] after the context's last token
+  double prefill_ms = 0;
+};
+// `needs` should cover every press that will compress this context (UnionNeeds).
+Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& needs, const KvCacheOptions& kv,
+                                        std::span<const Token> context, ThreadPool& pool);
+PressNeeds UnionNeeds(const PressNeeds& a, const PressNeeds& b);
+
 // Runs one conversation: `context` (with BOS if wanted) then each question in order.
 // kContext and kChunked answer questions independently from the same compressed context;
 // kMultiTurn keeps each question and answer in the cache for the next turn.
 Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compressor,
                                    const PipelineOptions& options, std::span<const Token> context,
-                                   const std::vector<std::vector<Token>>& questions, ThreadPool& pool);
+                                   const std::vector<std::vector<Token>>& questions, ThreadPool& pool,
+                                   const PrefilledContext* prefilled = nullptr);
+// With `prefilled` (modes context, multiturn, decode), the context is not prefilled again: a
+// clone of the prefilled cache is compressed instead; `context` must be the same tokens.
 
 }  // namespace primekv

@@ -1,5 +1,6 @@
 #include "primekv/compressor.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "primekv/matmul.h"
@@ -163,8 +164,11 @@ Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapt
         in.heads = heads;
         in.next_position = cache.NextPosition();
         if (capture) {
-          in.window_queries = capture->Window(l);
-          in.window_positions = capture->WindowPositions(l);
+          // A capture shared by several presses may hold more rows than this one reads.
+          const MatView<const float> win = capture->Window(l);
+          const int64_t rows = std::min<int64_t>(win.rows, needs.window_queries);
+          in.window_queries = {win.Row(win.rows - rows), rows, win.cols, win.stride};
+          in.window_positions = capture->WindowPositions(l).subspan(static_cast<size_t>(win.rows - rows));
           in.query_stats = capture->Stats(l);
           in.future_queries = capture->Future(l);
         }

@@ -21,14 +21,15 @@ struct Runner {
   std::vector<float> logits;
   PipelineReport report;
 
-  Runner(const Model& m, const Compressor& c, const PipelineOptions& o, ThreadPool& p)
+  Runner(const Model& m, const Compressor& c, const PipelineOptions& o, ThreadPool& p,
+         const PrefilledContext* pre)
       : model(m),
         compressor(c),
         opt(o),
         pool(p),
-        cache(m.NewCache(o.kv)),
-        capture(m, c.Needs()),
-        logits(static_cast<size_t>(m.config().vocab_size)) {}
+        cache(pre ? pre->cache.Clone() : m.NewCache(o.kv)),
+        capture(pre ? pre->capture : PressCapture(m, c.Needs())),
+        logits(pre ? pre->last_logits : std::vector<float>(static_cast<size_t>(m.config().vocab_size))) {}
 
   Status Forward(std::span<const Token> tokens) {
     MatView<float> out(logits.data(), 1, model.config().vocab_size);
@@ -115,6 +116,29 @@ struct Runner {
 
 }  // namespace
 
+PressNeeds UnionNeeds(const PressNeeds& a, const PressNeeds& b) {
+  PressNeeds n;
+  n.window_queries = std::max(a.window_queries, b.window_queries);
+  n.values = a.values || b.values;
+  n.output_gram = a.output_gram || b.output_gram;
+  n.query_stats = a.query_stats || b.query_stats;
+  n.future_queries = a.future_queries || b.future_queries;
+  return n;
+}
+
+Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& needs, const KvCacheOptions& kv,
+                                        std::span<const Token> context, ThreadPool& pool) {
+  if (context.empty()) return Status::Error("prefill: empty context");
+  PrefilledContext p{model.NewCache(kv), PressCapture(model, needs),
+                     std::vector<float>(static_cast<size_t>(model.config().vocab_size)), 0};
+  ForwardWorkspace ws;
+  const auto t0 = std::chrono::steady_clock::now();
+  MatView<float> out(p.last_logits.data(), 1, model.config().vocab_size);
+  if (Status s = model.Forward(context, p.cache, {}, out, pool, ws, &p.capture); !s.ok()) return s;
+  p.prefill_ms = MsSince(t0);
+  return p;
+}
+
 std::optional<CompressionMode> ParseCompressionMode(std::string_view s) {
   if (s == "context") return CompressionMode::kContext;
   if (s == "question") return CompressionMode::kQuestion;
@@ -137,7 +161,8 @@ std::string_view CompressionModeName(CompressionMode m) {
 
 Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compressor,
                                    const PipelineOptions& options, std::span<const Token> context,
-                                   const std::vector<std::vector<Token>>& questions, ThreadPool& pool) {
+                                   const std::vector<std::vector<Token>>& questions, ThreadPool& pool,
+                                   const PrefilledContext* prefilled) {
   if (context.empty()) return Status::Error("pipeline: empty context");
   if (!(options.ratio >= 0 && options.ratio < 1)) return Status::Error("pipeline: ratio must be in [0, 1)");
   if (compressor.Needs().future_queries) {
@@ -147,7 +172,9 @@ Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compres
     return Status::Error("press " + compressor.press().name +
                          " reads queries, so it cannot compress during chunked prefill; use a query-free press");
   }
-  Runner run(model, compressor, options, pool);
+  const bool reuse = prefilled != nullptr && options.mode != CompressionMode::kQuestion &&
+                     options.mode != CompressionMode::kChunked;
+  Runner run(model, compressor, options, pool, reuse ? prefilled : nullptr);
   const ModelConfig& c = model.config();
   run.report.context_tokens = static_cast<int>(context.size());
   run.report.kv_bytes_full = context.size() * static_cast<size_t>(c.n_layers) * c.n_kv_heads * run.cache.BytesPerEntry();
@@ -168,7 +195,14 @@ Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compres
     return run.report;
   }
 
-  if (Status s = run.PrefillContext(context); !s.ok()) return s;
+  if (reuse) {
+    run.report.kv_bytes_peak = run.cache.BytesInUse();
+    if (options.ratio > 0 && compressor.enabled()) {
+      if (Status s = run.CompressRatio(true); !s.ok()) return s;
+    }
+  } else if (Status s = run.PrefillContext(context); !s.ok()) {
+    return s;
+  }
   const int32_t context_end = run.cache.NextPosition();
   const int budget = KeepCount(static_cast<int>(context.size()), options.ratio);
   for (size_t t = 0; t < turns.size(); ++t) {

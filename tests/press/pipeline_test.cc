@@ -223,3 +223,35 @@ TEST(Pipeline, OracleIsRefusedOutsideFidelity) {
 
 }  // namespace
 }  // namespace primekv
+
+namespace primekv {
+namespace {
+
+TEST(Pipeline, SharedPrefillGivesTheSameAnswers) {
+  const Model& m = SmallModel();
+  ThreadPool pool(2);
+  const auto ctx = RandomTokens(500, 21);
+  std::vector<std::vector<Token>> qs{RandomTokens(8, 22), RandomTokens(8, 23)};
+  PressNeeds all;
+  for (const char* name : kPresses) all = UnionNeeds(all, Make(name).scorer->Needs());
+  auto pre = PrefillContext(m, all, {}, ctx, pool);
+  ASSERT_TRUE(pre.ok());
+  for (const char* name : kPresses) {
+    for (CompressionMode mode : {CompressionMode::kContext, CompressionMode::kMultiTurn}) {
+      SCOPED_TRACE(::testing::Message() << name << " " << CompressionModeName(mode));
+      Compressor comp(m, Make(name));
+      PipelineOptions opt;
+      opt.ratio = 0.6;
+      opt.mode = mode;
+      opt.max_new_tokens = 6;
+      auto a = RunPipeline(m, comp, opt, ctx, qs, pool);
+      auto b = RunPipeline(m, comp, opt, ctx, qs, pool, &*pre);
+      ASSERT_TRUE(a.ok() && b.ok());
+      for (size_t t = 0; t < qs.size(); ++t) EXPECT_EQ(a->turns[t].tokens, b->turns[t].tokens);
+      EXPECT_EQ(a->kept_per_layer, b->kept_per_layer);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace primekv
