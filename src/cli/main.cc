@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   primekv::cli::AddConvert(app, run);
   primekv::cli::AddListPresses(app, run);
   primekv::cli::AddPressScores(app, run);
+  primekv::cli::AddFidelity(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
