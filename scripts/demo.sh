@@ -15,4 +15,5 @@ if [ ! -f "$model" ]; then
   [ -f "$model" ] || "$bin" make-model --arch llama --layers 4 --d-model 256 --heads 4 --kv-heads 2 \
       --head-dim 64 --ffn 704 --vocab 2048 --context 4096 --type F16 --seed 7 -o "$model"
 fi
-"$bin" generate -m "$model" -p "Once upon a time" -n 48 --temp 0 --json
+"$bin" generate -m "$model" -p "Once upon a time there was a little robot who wanted to learn to read." \
+    -n 48 --temp 0 --press primekv --ratio 0.5 --json
