@@ -1,0 +1,124 @@
+// Bring-your-own jsonl and AIME files: valid lines become samples, malformed ones are reported
+// with their line numbers and skipped.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "primekv/eval.h"
+
+namespace primekv {
+namespace {
+
+const std::string kDir = std::string(PRIMEKV_SOURCE_DIR) + "/tests/eval/fixtures/";
+
+TEST(Jsonl, ValidLinesAndLineNumberedWarnings) {
+  const std::string path = kDir + "user_tasks.jsonl";
+  std::vector<std::string> warnings;
+  TaskOptions o;
+  o.warnings = &warnings;
+  auto r = GenerateTask("jsonl:" + path, o);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_EQ(r->size(), 3u);
+  const std::vector<std::string> expected = {
+      path + ":2: invalid JSON",
+      path + ":3: missing string \"context\"",
+      path +
+          ":5: unsupported metric \"bleu\" (use string_match_all, string_match_part, qa_f1, "
+          "rouge_l or exact_integer)",
+      path + ":7: \"turns\" must be a non-empty array",
+      path + ":8: turn 1: \"answers\" must hold only strings",
+      path + ":9: not a JSON object"};
+  EXPECT_EQ(warnings, expected);
+
+  const EvalSample& a = (*r)[0];
+  EXPECT_EQ(a.id, "a");
+  EXPECT_EQ(a.task, "jsonl");
+  EXPECT_EQ(a.metric, "string_match_all");
+  ASSERT_EQ(a.turns.size(), 2u);
+  EXPECT_EQ(a.turns[0].question, "Where is the key?");
+  EXPECT_EQ(a.turns[0].answer_prefix, "");
+  EXPECT_EQ(a.turns[0].max_new_tokens, 128);
+  EXPECT_EQ(a.turns[1].answer_prefix, "The car is in");
+  EXPECT_EQ(a.turns[1].max_new_tokens, 16);
+  EXPECT_DOUBLE_EQ(ScoreTurn(a, 0, "It is Under the blue pot."), 1.0);
+  EXPECT_DOUBLE_EQ(ScoreTurn(a, 1, "lot 7"), 1.0);
+  EXPECT_DOUBLE_EQ(ScoreTurn(a, 1, "lot 8"), 0.0);
+
+  const EvalSample& b = (*r)[1];
+  EXPECT_EQ(b.id, "7");
+  EXPECT_DOUBLE_EQ(ScoreTurn(b, 0, "Tuesday"), 1.0);
+  // [on monday] vs [on tuesday]: P = R = 1/2; vs [tuesday]: 0.
+  EXPECT_DOUBLE_EQ(ScoreTurn(b, 0, "on Monday"), 0.5);
+
+  const EvalSample& g = (*r)[2];
+  EXPECT_EQ(g.metric, "exact_integer");
+  EXPECT_DOUBLE_EQ(ScoreTurn(g, 0, "\\boxed{3}"), 1.0);
+  EXPECT_DOUBLE_EQ(ScoreTurn(g, 0, "2, then 4"), 0.0);
+}
+
+TEST(Jsonl, OptionsLimitAndOverride) {
+  TaskOptions o;
+  o.file_samples = 1;
+  o.max_new_tokens = 5;
+  auto r = GenerateTask("jsonl:" + kDir + "user_tasks.jsonl", o);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_EQ(r->size(), 1u);
+  for (const EvalTurn& t : (*r)[0].turns) EXPECT_EQ(t.max_new_tokens, 5);
+}
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = (std::filesystem::path(testing::TempDir()) / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Jsonl, FileWithoutValidLineIsAnError) {
+  const std::string bad = WriteTemp("all_bad.jsonl", "\n{oops\n{\"id\": \"x\"}\n");
+  auto r = GenerateTask("jsonl:" + bad, TaskOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("no valid sample (2 bad lines; first: " + bad + ":2: invalid JSON)"),
+            std::string::npos)
+      << r.message();
+  const std::string empty = WriteTemp("empty.jsonl", "");
+  r = GenerateTask("jsonl:" + empty, TaskOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("empty file"), std::string::npos) << r.message();
+  r = GenerateTask("jsonl:/nonexistent/x.jsonl", TaskOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("cannot open"), std::string::npos) << r.message();
+  std::filesystem::remove(bad);
+  std::filesystem::remove(empty);
+}
+
+TEST(Aime, ProblemsWithBoxedIntegerAnswers) {
+  const std::string path = kDir + "aime_sample.jsonl";
+  std::vector<std::string> warnings;
+  TaskOptions o;
+  o.warnings = &warnings;
+  auto r = GenerateTask("aime:" + path, o);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_EQ(warnings, (std::vector<std::string>{path + ":3: \"answer\" must be an integer",
+                                                path + ":4: missing string \"problem\""}));
+  const EvalSample& first = (*r)[0];
+  EXPECT_EQ(first.id, "2025-I-1");
+  EXPECT_EQ(first.task, "aime");
+  EXPECT_EQ(first.metric, "exact_integer");
+  EXPECT_NE(first.context.find("17 in base b divides 97 in base b"), std::string::npos);
+  ASSERT_EQ(first.turns.size(), 1u);
+  EXPECT_NE(first.turns[0].question.find("\\boxed{}"), std::string::npos);
+  EXPECT_EQ(first.turns[0].max_new_tokens, 2048);
+  EXPECT_EQ(first.turns[0].answers, std::vector<std::string>{"70"});
+  EXPECT_DOUBLE_EQ(ScoreTurn(first, 0, "Bases 21 and 49 work, so the sum is \\boxed{70}."), 1.0);
+  EXPECT_DOUBLE_EQ(ScoreTurn(first, 0, "\\boxed{49}"), 0.0);
+  const EvalSample& second = (*r)[1];
+  EXPECT_EQ(second.id, "2");
+  EXPECT_EQ(second.turns[0].answers, std::vector<std::string>{"33"});
+  EXPECT_DOUBLE_EQ(ScoreTurn(second, 0, "11 * 3 = 33"), 1.0);
+}
+
+}  // namespace
+}  // namespace primekv
