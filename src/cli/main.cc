@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   primekv::cli::AddListPresses(app, run);
   primekv::cli::AddPressScores(app, run);
   primekv::cli::AddFidelity(app, run);
+  primekv::cli::AddEval(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

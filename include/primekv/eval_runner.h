@@ -1,0 +1,44 @@
+// primekv eval: tasks x presses x ratios on one model, one shared prefill per sample, results
+// appended to DIR/results.jsonl as they finish (so an interrupted run resumes), then
+// DIR/results.csv, DIR/report.md and PNG plots.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "primekv/kv_cache.h"
+#include "primekv/model.h"
+#include "primekv/status.h"
+
+namespace primekv {
+
+struct EvalRunSpec {
+  std::vector<std::string> tasks;    // ListTasks() names, jsonl:PATH, longbench:PATH, aime:PATH
+  std::vector<std::string> presses;  // registry names; "none" runs once at ratio 0
+  std::vector<double> ratios;
+  int samples = 10;
+  int length = 1024;           // target tokens per generated sample
+  std::string mode = "context";  // context | question | multiturn | chunked | decode
+  uint64_t seed = 42;
+  int max_new_tokens = 0;      // > 0 overrides the tasks' defaults
+  int chunk = 512;
+  int interval = 512;
+  bool chat = false;           // wrap prompts in the model's chat template
+  KvDType kv_dtype = KvDType::kF16;
+  int threads = 0;
+  bool progress = true;
+  std::filesystem::path out;
+};
+
+struct EvalRunSummary {
+  int computed = 0;  // (sample, press, ratio) units run now
+  int skipped = 0;   // units found finished in results.jsonl
+  std::vector<std::string> warnings;
+};
+
+Result<EvalRunSummary> RunEvaluation(const Model& model, const EvalRunSpec& spec);
+// Rebuilds results.csv, report.md and plots from DIR/results.jsonl.
+Status WriteEvalReport(const std::filesystem::path& dir);
+
+}  // namespace primekv

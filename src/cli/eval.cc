@@ -1,0 +1,59 @@
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "primekv/eval.h"
+#include "primekv/eval_runner.h"
+
+namespace primekv::cli {
+
+void AddEval(CLI::App& app, Runner& run) {
+  struct Args {
+    std::string model;
+    EvalRunSpec spec;
+    std::string kv_type = "f16";
+    std::string out;
+    bool quiet = false;
+  };
+  auto a = std::make_shared<Args>();
+  a->spec.tasks = ListTasks();
+  a->spec.presses = {"none", "primekv", "keydiff", "knorm", "streamingllm", "random", "lagkv",
+                     "snapkv", "pyramidkv", "tova", "expected_attention"};
+  a->spec.ratios = {0.25, 0.5, 0.75, 0.9};
+  auto* cmd = app.add_subcommand("eval", "Run tasks x presses x ratios; results.jsonl/csv, report.md, plots");
+  cmd->add_option("-m,--model", a->model)->required();
+  cmd->add_option("--tasks", a->spec.tasks, "Task names, jsonl:PATH, longbench:PATH, aime:PATH")->delimiter(',')->capture_default_str();
+  cmd->add_option("--presses", a->spec.presses)->delimiter(',')->capture_default_str();
+  cmd->add_option("--ratios", a->spec.ratios)->delimiter(',')->capture_default_str();
+  cmd->add_option("--samples", a->spec.samples, "Samples per task")->capture_default_str();
+  cmd->add_option("--length", a->spec.length, "Target tokens per generated sample")->capture_default_str();
+  cmd->add_option("--mode", a->spec.mode, "context | question | multiturn | chunked | decode")->capture_default_str();
+  cmd->add_option("--seed", a->spec.seed)->capture_default_str();
+  cmd->add_option("--max-new-tokens", a->spec.max_new_tokens, "Override the tasks' answer lengths (0 = task default)");
+  cmd->add_option("--chunk", a->spec.chunk)->capture_default_str();
+  cmd->add_option("--interval", a->spec.interval)->capture_default_str();
+  cmd->add_flag("--chat", a->spec.chat, "Use the model's chat template");
+  cmd->add_option("--kv-type", a->kv_type, "f16 | f32")->capture_default_str();
+  cmd->add_option("-t,--threads", a->spec.threads)->capture_default_str();
+  cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
+  cmd->add_option("--out", a->out, "Output directory (re-running resumes)")->required();
+  cmd->callback([&run, a] {
+    run = [a] {
+      if (a->kv_type != "f16" && a->kv_type != "f32") return Fail("--kv-type must be f16 or f32");
+      a->spec.kv_dtype = a->kv_type == "f32" ? KvDType::kF32 : KvDType::kF16;
+      a->spec.out = a->out;
+      a->spec.progress = !a->quiet;
+      auto model = Model::Load(a->model);
+      if (!model.ok()) return Fail(model.message());
+      auto summary = RunEvaluation(*model, a->spec);
+      if (!summary.ok()) return Fail(summary.message());
+      for (const auto& w : summary->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+      std::fprintf(stderr, "eval: %d units run, %d already done; report in %s/report.md\n", summary->computed,
+                   summary->skipped, a->out.c_str());
+      return 0;
+    };
+  });
+}
+
+}  // namespace primekv::cli

@@ -1,0 +1,162 @@
+// Report files from results.jsonl: results.csv, report.md and PNG plots (gnuplot).
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "primekv/eval_runner.h"
+
+namespace primekv {
+
+namespace {
+
+using nlohmann::json;
+
+struct Mean {
+  double sum = 0;
+  int n = 0;
+  void Add(double x) {
+    sum += x;
+    ++n;
+  }
+  double value() const { return n ? sum / n : 0.0; }
+};
+
+std::string Csv(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string Num(double x, const char* fmt = "%.1f") {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), fmt, x);
+  return buf;
+}
+
+bool HaveGnuplot() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
+
+std::string SafeName(const std::string& s) {
+  std::string o;
+  for (char c : s) o += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ? c : '_';
+  return o;
+}
+
+}  // namespace
+
+Status WriteEvalReport(const std::filesystem::path& dir) {
+  std::ifstream in(dir / "results.jsonl");
+  if (!in) return Status::Error("no results.jsonl in '" + dir.string() + "'");
+  std::ofstream csv(dir / "results.csv");
+  csv << "task,id,press,ratio,mode,seed,length,turn,score,kv_bytes_full,kv_bytes_compressed,prefill_ms,score_ms,"
+         "answer_ms,expected,prediction\n";
+  // task -> press -> ratio -> mean score; and per turn for multi-turn tasks.
+  std::map<std::string, std::map<std::string, std::map<double, Mean>>> table;
+  std::map<std::string, std::map<std::string, std::map<double, std::map<int, Mean>>>> per_turn;
+  std::map<std::string, std::map<double, Mean>> average;
+  std::set<double> ratios;
+  std::string line;
+  while (std::getline(in, line)) {
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const std::exception&) {
+      continue;  // an interrupted last line
+    }
+    const std::string task = j.value("task", ""), press = j.value("press", "");
+    const double ratio = j.value("ratio", 0.0), score = j.value("score", 0.0);
+    const int turn = j.value("turn", 0);
+    std::string expected;
+    for (const auto& e : j.value("expected", std::vector<std::string>{})) expected += (expected.empty() ? "" : " | ") + e;
+    csv << Csv(task) << "," << Csv(j.value("id", "")) << "," << Csv(press) << "," << ratio << "," << j.value("mode", "")
+        << "," << j.value("seed", 0) << "," << j.value("length", 0) << "," << turn << "," << score << ","
+        << j.value("kv_bytes_full", 0) << "," << j.value("kv_bytes_compressed", 0) << "," << j.value("prefill_ms", 0.0)
+        << "," << j.value("score_ms", 0.0) << "," << j.value("answer_ms", 0.0) << "," << Csv(expected) << ","
+        << Csv(j.value("prediction", "")) << "\n";
+    table[task][press][ratio].Add(score);
+    if (j.value("turns", 1) > 1) per_turn[task][press][ratio][turn].Add(score);
+    ratios.insert(ratio);
+  }
+  for (const auto& [task, presses] : table)
+    for (const auto& [press, rs] : presses)
+      for (const auto& [r, m] : rs) average[press][r].Add(m.value());
+
+  std::ofstream md(dir / "report.md");
+  md << "# Evaluation report\n\nScores are x100, averaged over samples (and turns). Full KV (`none`) is the "
+        "ratio-0 baseline. Regenerate with `primekv eval ... --out " << dir.string() << "`.\n\n";
+  auto write_table = [&](const std::string& title, const std::map<std::string, std::map<double, Mean>>& rows) {
+    md << "## " << title << "\n\n| press |";
+    for (double r : ratios) md << " " << r << " |";
+    md << "\n|---|";
+    for (size_t i = 0; i < ratios.size(); ++i) md << "---|";
+    md << "\n";
+    for (const auto& [press, rs] : rows) {
+      md << "| " << press << " |";
+      for (double r : ratios) {
+        auto it = rs.find(r);
+        md << " " << (it == rs.end() ? std::string("") : Num(100 * it->second.value())) << " |";
+      }
+      md << "\n";
+    }
+    md << "\n";
+  };
+  write_table("Average over tasks", average);
+  for (const auto& [task, rows] : table) write_table(task, rows);
+  for (const auto& [task, presses] : per_turn) {
+    md << "## " << task << " by turn (query drift)\n\n| press | ratio | turn scores |\n|---|---|---|\n";
+    for (const auto& [press, rs] : presses)
+      for (const auto& [r, turns] : rs) {
+        md << "| " << press << " | " << r << " |";
+        for (const auto& [t, m] : turns) md << " " << Num(100 * m.value()) << (t + 1 < static_cast<int>(turns.size()) ? " /" : "");
+        md << " |\n";
+      }
+    md << "\n";
+  }
+
+  // One plot per task plus the average: score against ratio, a line per press.
+  if (!HaveGnuplot()) {
+    md << "(gnuplot not found: no plots)\n";
+    return Status::Ok();
+  }
+  auto plot = [&](const std::string& name, const std::map<std::string, std::map<double, Mean>>& rows) {
+    const auto dat = dir / ("plot_" + SafeName(name) + ".dat");
+    const auto gp = dir / ("plot_" + SafeName(name) + ".gp");
+    const auto png = dir / ("plot_" + SafeName(name) + ".png");
+    std::ofstream d(dat);
+    std::ofstream g(gp);
+    g << "set terminal pngcairo size 900,600 noenhanced\nset output '" << png.string() << "'\n"
+      << "set title '" << name << "'\nset xlabel 'compression ratio'\nset ylabel 'score'\nset yrange [0:100]\n"
+      << "set key outside right\nset grid\nplot ";
+    int index = 0;
+    bool first = true;
+    double base = -1;
+    for (const auto& [press, rs] : rows) {
+      if (press == "none") {
+        base = 100 * rs.begin()->second.value();
+        continue;
+      }
+      for (const auto& [r, m] : rs) d << r << " " << 100 * m.value() << "\n";
+      d << "\n\n";
+      g << (first ? "" : ", ") << "'" << dat.string() << "' index " << index++ << " with linespoints title '" << press << "'";
+      first = false;
+    }
+    if (base >= 0) g << (first ? "" : ", ") << base << " with lines dashtype 2 lc rgb 'black' title 'full KV'";
+    g << "\n";
+    g.close();
+    d.close();
+    if (!first || base >= 0) {
+      if (std::system(("gnuplot '" + gp.string() + "' 2>/dev/null").c_str()) == 0) {
+        md << "![" << name << "](" << png.filename().string() << ")\n\n";
+      }
+    }
+  };
+  plot("average", average);
+  for (const auto& [task, rows] : table) plot(task, rows);
+  return Status::Ok();
+}
+
+}  // namespace primekv
