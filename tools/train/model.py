@@ -1,0 +1,221 @@
+"""Llama-architecture model matching what the PrimeKV engine loads (GGUF arch "llama").
+
+Per layer: RMSNorm -> q,k,v (no bias) -> RoPE on adjacent pairs (x[2i], x[2i+1]) ->
+causal softmax attention (scale 1/sqrt(head_dim), GQA: query head h reads kv head
+h // group) -> output projection -> residual; RMSNorm -> SwiGLU -> residual.
+Final RMSNorm and an output matrix (tied to the embedding or separate).
+"""
+
+import dataclasses
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    vocab_size: int = 2048
+    d_model: int = 256
+    n_layers: int = 4
+    n_heads: int = 4
+    n_kv_heads: int = 2
+    head_dim: int = 64
+    ffn_dim: int = 768
+    context_length: int = 2048
+    rope_base: float = 10000.0
+    norm_eps: float = 1e-5
+    tied_output: bool = False
+
+    @property
+    def group(self) -> int:
+        return self.n_heads // self.n_kv_heads
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (xf * self.weight.float()).to(x.dtype)
+
+
+def rope_tables(cfg: ModelConfig, positions: torch.Tensor):
+    """cos/sin of shape (T, head_dim/2) for integer positions."""
+    half = cfg.head_dim // 2
+    inv_freq = cfg.rope_base ** (-torch.arange(0, half, dtype=torch.float64) * 2.0 / cfg.head_dim)
+    ang = positions.to(torch.float64)[:, None] * inv_freq[None, :]
+    return torch.cos(ang).float(), torch.sin(ang).float()
+
+
+def apply_rope(x, cos, sin):
+    """x: (B, H, T, D); rotates adjacent pairs (x[2i], x[2i+1])."""
+    xf = x.float()
+    x0 = xf[..., 0::2]
+    x1 = xf[..., 1::2]
+    r0 = x0 * cos - x1 * sin
+    r1 = x0 * sin + x1 * cos
+    return torch.stack((r0, r1), dim=-1).flatten(-2).to(x.dtype)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        d, hd = cfg.d_model, cfg.head_dim
+        self.attn_norm = RMSNorm(d, cfg.norm_eps)
+        self.wq = nn.Linear(d, cfg.n_heads * hd, bias=False)
+        self.wk = nn.Linear(d, cfg.n_kv_heads * hd, bias=False)
+        self.wv = nn.Linear(d, cfg.n_kv_heads * hd, bias=False)
+        self.wo = nn.Linear(cfg.n_heads * hd, d, bias=False)
+        self.ffn_norm = RMSNorm(d, cfg.norm_eps)
+        self.w_gate = nn.Linear(d, cfg.ffn_dim, bias=False)
+        self.w_up = nn.Linear(d, cfg.ffn_dim, bias=False)
+        self.w_down = nn.Linear(cfg.ffn_dim, d, bias=False)
+
+    def attention(self, x, cos, sin, mask, cache):
+        cfg = self.cfg
+        B, T, _ = x.shape
+        hkv, g, hd = cfg.n_kv_heads, cfg.group, cfg.head_dim
+        q = self.wq(x).view(B, T, cfg.n_heads, hd).transpose(1, 2)
+        k = self.wk(x).view(B, T, hkv, hd).transpose(1, 2)
+        v = self.wv(x).view(B, T, hkv, hd).transpose(1, 2)
+        q = apply_rope(q, cos, sin) * (1.0 / math.sqrt(hd))
+        k = apply_rope(k, cos, sin)
+        if cache is not None:
+            if "k" in cache:
+                k = torch.cat((cache["k"], k), dim=2)
+                v = torch.cat((cache["v"], v), dim=2)
+            cache["k"], cache["v"] = k, v
+        S = k.shape[2]
+        # Stack the g query heads of each kv head along the row axis so one bmm serves
+        # the whole group without materialising repeated keys/values.
+        qg = q.reshape(B * hkv, g * T, hd)
+        kf = k.reshape(B * hkv, S, hd)
+        vf = v.reshape(B * hkv, S, hd).to(qg.dtype)
+        if mask is None:
+            scores = torch.bmm(qg, kf.transpose(1, 2).to(qg.dtype))
+        else:
+            scores = torch.baddbmm(mask.to(qg.dtype), qg, kf.transpose(1, 2).to(qg.dtype))
+        probs = torch.softmax(scores.float(), dim=-1).to(vf.dtype)
+        out = torch.bmm(probs, vf)  # (B*hkv, g*T, hd)
+        out = out.view(B, cfg.n_heads, T, hd).transpose(1, 2).reshape(B, T, cfg.n_heads * hd)
+        return self.wo(out)
+
+    def forward(self, x, cos, sin, mask, cache=None):
+        x = x + self.attention(self.attn_norm(x), cos, sin, mask, cache)
+        h = self.ffn_norm(x)
+        x = x + self.w_down(F.silu(self.w_gate(h)) * self.w_up(h))
+        return x
+
+
+class Llama(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.n_layers)])
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.output = None if cfg.tied_output else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self._mask_cache = {}
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        std = 0.02
+        for name, p in self.named_parameters():
+            if p.dim() == 2:
+                s = std
+                if name.endswith("wo.weight") or name.endswith("w_down.weight"):
+                    s = std / math.sqrt(2 * self.cfg.n_layers)
+                nn.init.normal_(p, mean=0.0, std=s)
+
+    def output_weight(self):
+        return self.tok_emb.weight if self.output is None else self.output.weight
+
+    def causal_mask(self, T, S, device):
+        """Additive mask (g*T, S) for T new queries at the end of S positions."""
+        key = (T, S)
+        m = self._mask_cache.get(key)
+        if m is None:
+            qpos = torch.arange(S - T, S)[:, None]
+            kpos = torch.arange(S)[None, :]
+            m = torch.zeros(T, S)
+            m.masked_fill_(kpos > qpos, float("-inf"))
+            m = m.repeat(self.cfg.group, 1).to(device)
+            if len(self._mask_cache) > 8:
+                self._mask_cache.clear()
+            self._mask_cache[key] = m
+        return m
+
+    def hidden(self, ids):
+        """Final-normed hidden states (B, T, d) for a full causal pass (training)."""
+        T = ids.shape[1]
+        cos, sin = rope_tables(self.cfg, torch.arange(T))
+        mask = self.causal_mask(T, T, ids.device)
+        x = self.tok_emb(ids)
+        for blk in self.blocks:
+            x = blk(x, cos, sin, mask)
+        return self.norm(x)
+
+    def forward(self, ids, caches=None, start_pos=0, last_only=False):
+        """ids (B, T) -> logits (B, T, V) in float32. With caches (list of dicts per layer)
+        the new keys/values are appended and attention covers all cached positions."""
+        B, T = ids.shape
+        pos = torch.arange(start_pos, start_pos + T)
+        cos, sin = rope_tables(self.cfg, pos)
+        S = start_pos + T
+        mask = self.causal_mask(T, S, ids.device) if T > 1 else None
+        x = self.tok_emb(ids)
+        for i, blk in enumerate(self.blocks):
+            x = blk(x, cos, sin, mask, None if caches is None else caches[i])
+        if last_only:
+            x = x[:, -1:]
+        x = self.norm(x)
+        return F.linear(x, self.output_weight().to(x.dtype)).float()
+
+    def num_params(self):
+        return sum(p.numel() for p in self.parameters())
+
+
+@torch.no_grad()
+def init_previous_token_head(model: Llama, layer: int = 0, q_head: int = 0, strength: float = 0.5, n_pairs: int = 16,
+                             out_gain: float = 4.0, seed: int = 0):
+    """Initialise one attention head to attend to the previous position, whatever the tokens.
+
+    Small models learn in-context copying only after a long plateau, because an induction
+    head needs a previous-token head below it and neither helps the loss alone.  This gives
+    the first half from the start (an initialisation only: every weight is still trained).
+
+    Every token embedding gets a shared component c, so the normed residual has a nearly
+    constant projection on c.  The head's query and key read only that projection; on RoPE
+    pair i (frequency theta_i) the query is sqrt(w)(1, 0) and the key sqrt(w)(cos theta_i,
+    sin theta_i), so the score is proportional to sum_i w cos(theta_i (t - s - 1)), largest
+    at t - s = 1.  Only the n_pairs fastest pairs are used, which sharpens the peak."""
+    cfg = model.cfg
+    g = torch.Generator().manual_seed(seed)
+    d, hd = cfg.d_model, cfg.head_dim
+    emb = model.tok_emb.weight
+    c = torch.randn(d, generator=g)
+    c = c / c.norm() * emb.norm(dim=1).mean()
+    emb.add_(c)
+    c_hat = c / c.norm()
+    blk = model.blocks[layer]
+    kv_head = q_head // cfg.group
+    theta = cfg.rope_base ** (-torch.arange(hd // 2, dtype=torch.float64) * 2.0 / hd)
+    w = torch.zeros(hd // 2, dtype=torch.float64)
+    w[:n_pairs] = strength
+    qv = torch.zeros(hd, dtype=torch.float64)
+    kv = torch.zeros(hd, dtype=torch.float64)
+    qv[0::2] = w.sqrt()
+    kv[0::2] = w.sqrt() * torch.cos(theta)
+    kv[1::2] = w.sqrt() * torch.sin(theta)
+    # x_hat . c_hat is about sqrt(d) * |c| / |e + c|; divide so the product is about 1.
+    proj = (d ** 0.5) * 0.7
+    blk.wq.weight[q_head * hd:(q_head + 1) * hd] = (qv[:, None] * c_hat[None, :].double() / proj * (hd ** 0.5)).float()
+    blk.wk.weight[kv_head * hd:(kv_head + 1) * hd] = (kv[:, None] * c_hat[None, :].double() / proj * (hd ** 0.5)).float()
+    blk.wo.weight[:, q_head * hd:(q_head + 1) * hd] *= out_gain
