@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Configures and builds one CMake preset (default: release). Usage: scripts/build.sh [preset]
+# Configures and builds one CMake preset (default: release), optionally only some targets.
+# Usage: scripts/build.sh [preset] [target ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-release}"
+shift || true
 cmake --preset "$preset" -G Ninja >/dev/null
-cmake --build --preset "$preset" 2>/dev/null || cmake --build "build/$preset" -j "$(nproc)"
+if [ $# -gt 0 ]; then
+  cmake --build "build/$preset" -j "$(nproc)" --target "$@"
+else
+  cmake --build "build/$preset" -j "$(nproc)"
+fi

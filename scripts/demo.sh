@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/build.sh release
+bash scripts/build.sh release primekv_cli
 bin=build/release/src/cli/primekv
 model=models/primekv-retrieval.gguf
 if [ ! -f "$model" ]; then
