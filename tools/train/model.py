@@ -219,3 +219,24 @@ def init_previous_token_head(model: Llama, layer: int = 0, q_head: int = 0, stre
     blk.wq.weight[q_head * hd:(q_head + 1) * hd] = (qv[:, None] * c_hat[None, :].double() / proj * (hd ** 0.5)).float()
     blk.wk.weight[kv_head * hd:(kv_head + 1) * hd] = (kv[:, None] * c_hat[None, :].double() / proj * (hd ** 0.5)).float()
     blk.wo.weight[:, q_head * hd:(q_head + 1) * hd] *= out_gain
+
+
+@torch.no_grad()
+def init_copy_circuits(model: Llama, from_layer: int = 1, gain: float = 1.0, seed: int = 1):
+    """Initialise the value/output maps of the heads in layers >= from_layer as copies of the
+    attended token (W_o W_v = gain * U U^T on a random 64-d subspace U per KV head) and the
+    output matrix as the embedding, so that attending to a token raises its logit.  With the
+    previous-token head this leaves only the query/key match of an induction head to learn."""
+    cfg = model.cfg
+    g = torch.Generator().manual_seed(seed)
+    d, hd = cfg.d_model, cfg.head_dim
+    for li in range(from_layer, cfg.n_layers):
+        blk = model.blocks[li]
+        for kvh in range(cfg.n_kv_heads):
+            u, _ = torch.linalg.qr(torch.randn(d, hd, generator=g))  # (d, hd) orthonormal columns
+            blk.wv.weight[kvh * hd:(kvh + 1) * hd] = u.T
+            for j in range(cfg.group):
+                qh = kvh * cfg.group + j
+                blk.wo.weight[:, qh * hd:(qh + 1) * hd] = u * (gain / cfg.group)
+    if model.output is not None:
+        model.output.weight.copy_(model.tok_emb.weight)
