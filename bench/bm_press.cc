@@ -38,7 +38,8 @@ Inputs MakeInputs(int n) {
   }
   x.gram.assign(static_cast<size_t>(kKvHeads) * kDim * kDim, 0.0f);
   for (int h = 0; h < kKvHeads; ++h)
-    for (int a = 0; a < kDim; ++a) x.gram[(static_cast<size_t>(h) * kDim + a) * kDim + a] = 1.0f + 0.01f * a;
+    for (int a = 0; a < kDim; ++a)
+      x.gram[(static_cast<size_t>(h) * kDim + a) * kDim + a] = 1.0f + 0.01f * a;
   const int w = 64;
   x.window.resize(static_cast<size_t>(w) * kHeads * kDim);
   for (auto& v : x.window) v = g(rng);
@@ -47,8 +48,10 @@ Inputs MakeInputs(int n) {
   x.stats.sum.assign(static_cast<size_t>(kHeads) * kDim, 0.0);
   x.stats.sum_sq.assign(static_cast<size_t>(kHeads) * kDim * kDim, 0.0);
   for (int h = 0; h < kHeads; ++h)
-    for (int a = 0; a < kDim; ++a) x.stats.sum_sq[(static_cast<size_t>(h) * kDim + a) * kDim + a] = n;
-  for (int i = 0; i < kDim / 2; ++i) x.inv_freq.push_back(static_cast<float>(std::pow(500000.0, -2.0 * i / kDim)));
+    for (int a = 0; a < kDim; ++a)
+      x.stats.sum_sq[(static_cast<size_t>(h) * kDim + a) * kDim + a] = n;
+  for (int i = 0; i < kDim / 2; ++i)
+    x.inv_freq.push_back(static_cast<float>(std::pow(500000.0, -2.0 * i / kDim)));
   x.in.n_layers = 32;
   x.in.n_heads = kHeads;
   x.in.n_kv_heads = kKvHeads;
@@ -71,7 +74,8 @@ void BM_PressScore(benchmark::State& state, const char* name) {
   HeadScores scores(kKvHeads, std::vector<float>(static_cast<size_t>(n)));
   for (auto _ : state) {
     press->scorer->Score(x.in, scores);
-    auto kept = SelectForLayer(scores, 0.5, press->budget, press->scorer->ComparableAcrossHeads(), 0, 32);
+    auto kept =
+        SelectForLayer(scores, 0.5, press->budget, press->scorer->ComparableAcrossHeads(), 0, 32);
     benchmark::DoNotOptimize(kept);
   }
   state.counters["tokens"] = n;

@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# The main job on the project's embedded default model: install, build, then generate with a
-# compressed KV cache and print the result as JSON.
+# The main job on the project's embedded default model (models/primekv-retrieval.gguf): install,
+# build, answer a question about a document from a PrimeKV-compressed KV cache (a quarter of the
+# cache removed), then compare PrimeKV with the full cache and StreamingLLM on a few generated
+# retrieval tasks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh release primekv_cli
 bin=build/release/src/cli/primekv
 model=models/primekv-retrieval.gguf
-if [ ! -f "$model" ]; then
-  # Until the trained reference model is committed, a random-weight model of a small
-  # Llama shape stands in (its text is noise; the pipeline is real).
-  model=build/release/models/random-llama.gguf
-  mkdir -p "$(dirname "$model")"
-  [ -f "$model" ] || "$bin" make-model --arch llama --layers 4 --d-model 256 --heads 4 --kv-heads 2 \
-      --head-dim 64 --ffn 704 --vocab 2048 --context 4096 --type F16 --seed 7 -o "$model"
-fi
-"$bin" generate -m "$model" -p "Once upon a time there was a little robot who wanted to learn to read." \
-    -n 48 --temp 0 --press primekv --ratio 0.5 --json
+
+echo "== Question answering over a compressed cache (press primekv, a quarter of the cache removed)"
+"$bin" generate -m "$model" --context-file examples/demo-context.txt \
+  --question "What is the special magic number for silver-lantern?" \
+  --answer-prefix "The special magic number for silver-lantern is" \
+  -n 12 --temp 0 --press primekv --ratio 0.25 --json
+
+echo "== Retrieval accuracy, full cache vs compressed (5 samples per task, 2048 tokens)"
+out=build/demo-eval
+"$bin" eval -m "$model" --tasks niah_single_1,niah_multikey_2,multiturn \
+  --presses none,primekv,streamingllm --ratios 0.5,0.75 --samples 5 --length 2048 \
+  --max-new-tokens 48 --out "$out"
+sed -n '/## Average over tasks/,/^## niah/p' "$out/report.md" | sed '$d'
+echo "Full report: $out/report.md"

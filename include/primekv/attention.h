@@ -49,8 +49,7 @@ void AttendCached(const AttnShape& shape, MatView<const float> q, std::span<cons
                   AttentionWorkspace& workspace);
 
 // Test oracle: the same result by a two-pass softmax in double from copied rows.
-void AttendReference(const AttnShape& shape, MatView<const float> q,
-                     std::span<const int32_t> q_pos, const KvCache& cache, int layer,
-                     MatView<float> out);
+void AttendReference(const AttnShape& shape, MatView<const float> q, std::span<const int32_t> q_pos,
+                     const KvCache& cache, int layer, MatView<float> out);
 
 }  // namespace primekv

@@ -67,8 +67,8 @@ class Compressor {
                     CompressStats* stats = nullptr) const;
 
  private:
-  Status Run(KvCache& cache, double ratio, int target, const PressCapture* capture, ThreadPool& pool,
-             CompressStats* stats) const;
+  Status Run(KvCache& cache, double ratio, int target, const PressCapture* capture,
+             ThreadPool& pool, CompressStats* stats) const;
   std::span<const float> Gram(int layer) const;  // [n_kv_heads, d, d], computed once
 
   const Model& model_;

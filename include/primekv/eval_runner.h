@@ -18,13 +18,13 @@ struct EvalRunSpec {
   std::vector<std::string> presses;  // registry names; "none" runs once at ratio 0
   std::vector<double> ratios;
   int samples = 10;
-  int length = 1024;           // target tokens per generated sample
+  int length = 1024;             // target tokens per generated sample
   std::string mode = "context";  // context | question | multiturn | chunked | decode
   uint64_t seed = 42;
-  int max_new_tokens = 0;      // > 0 overrides the tasks' defaults
+  int max_new_tokens = 0;  // > 0 overrides the tasks' defaults
   int chunk = 512;
   int interval = 512;
-  bool chat = false;           // wrap prompts in the model's chat template
+  bool chat = false;  // wrap prompts in the model's chat template
   KvDType kv_dtype = KvDType::kF16;
   int threads = 0;
   bool progress = true;

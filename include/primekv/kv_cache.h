@@ -26,8 +26,8 @@ struct KvCacheOptions {
 
 // One page of one (layer, KV head): up to page_tokens entries.
 struct KvPage {
-  void* keys = nullptr;       // [page_tokens, head_dim] in the cache dtype
-  void* values = nullptr;     // [page_tokens, head_dim]
+  void* keys = nullptr;          // [page_tokens, head_dim] in the cache dtype
+  void* values = nullptr;        // [page_tokens, head_dim]
   int32_t* positions = nullptr;  // [page_tokens]
 };
 

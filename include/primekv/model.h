@@ -40,8 +40,8 @@ struct ModelConfig {  // filled from "<arch>.*" GGUF keys
   float rms_eps = 1e-5f;
   RopeStyle rope_style = RopeStyle::kAdjacent;
   bool tied_embeddings = false;
-  bool qkv_bias = false;  // qwen2
-  bool qk_norm = false;   // qwen3
+  bool qkv_bias = false;                 // qwen2
+  bool qk_norm = false;                  // qwen3
   std::vector<float> rope_freq_factors;  // [rope_dim / 2]; empty = none (llama3 scaling)
   int group() const { return n_heads / n_kv_heads; }
   int q_width() const { return n_heads * head_dim; }
@@ -49,17 +49,17 @@ struct ModelConfig {  // filled from "<arch>.*" GGUF keys
 };
 
 struct LayerWeights {
-  std::vector<float> attn_norm;  // [d_model]
-  WeightView wq;                 // [n_heads * head_dim, d_model]
-  WeightView wk;                 // [n_kv_heads * head_dim, d_model]
-  WeightView wv;                 // [n_kv_heads * head_dim, d_model]
-  WeightView wo;                 // [d_model, n_heads * head_dim]
-  std::vector<float> bq, bk, bv;        // qwen2 biases, else empty
-  std::vector<float> q_norm, k_norm;    // qwen3 per-head norms [head_dim], else empty
-  std::vector<float> ffn_norm;   // [d_model]
-  WeightView w_gate;             // [d_ff, d_model]
-  WeightView w_up;               // [d_ff, d_model]
-  WeightView w_down;             // [d_model, d_ff]
+  std::vector<float> attn_norm;       // [d_model]
+  WeightView wq;                      // [n_heads * head_dim, d_model]
+  WeightView wk;                      // [n_kv_heads * head_dim, d_model]
+  WeightView wv;                      // [n_kv_heads * head_dim, d_model]
+  WeightView wo;                      // [d_model, n_heads * head_dim]
+  std::vector<float> bq, bk, bv;      // qwen2 biases, else empty
+  std::vector<float> q_norm, k_norm;  // qwen3 per-head norms [head_dim], else empty
+  std::vector<float> ffn_norm;        // [d_model]
+  WeightView w_gate;                  // [d_ff, d_model]
+  WeightView w_up;                    // [d_ff, d_model]
+  WeightView w_down;                  // [d_model, d_ff]
 };
 
 // Observation points for evaluation (fidelity, oracle, query-aware presses).

@@ -27,8 +27,8 @@ std::string_view CompressionModeName(CompressionMode m);
 struct PipelineOptions {
   double ratio = 0.0;
   CompressionMode mode = CompressionMode::kContext;
-  int chunk = 512;       // kChunked: tokens per prefill chunk
-  int interval = 512;    // kDecode: generated tokens between compressions
+  int chunk = 512;     // kChunked: tokens per prefill chunk
+  int interval = 512;  // kDecode: generated tokens between compressions
   int max_new_tokens = 64;
   SamplerOptions sampler{0.0f, 0, 1.0f, 0};  // greedy unless told otherwise
   KvCacheOptions kv;
@@ -49,7 +49,7 @@ struct PipelineReport {
   size_t kv_bytes_full = 0;        // bytes the uncompressed context would take
   size_t kv_bytes_compressed = 0;  // after the first compression
   size_t kv_bytes_peak = 0;
-  size_t kv_bytes_final = 0;       // when the last turn ends
+  size_t kv_bytes_final = 0;            // when the last turn ends
   std::vector<int64_t> kept_per_layer;  // after the first compression, summed over KV heads
   double context_prefill_ms = 0;
   double score_ms = 0;  // all scoring and selection
@@ -65,8 +65,9 @@ struct PrefilledContext {
   double prefill_ms = 0;
 };
 // `needs` should cover every press that will compress this context (UnionNeeds).
-Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& needs, const KvCacheOptions& kv,
-                                        std::span<const Token> context, ThreadPool& pool);
+Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& needs,
+                                        const KvCacheOptions& kv, std::span<const Token> context,
+                                        ThreadPool& pool);
 PressNeeds UnionNeeds(const PressNeeds& a, const PressNeeds& b);
 
 // Runs one conversation: `context` (with BOS if wanted) then each question in order.
@@ -74,8 +75,8 @@ PressNeeds UnionNeeds(const PressNeeds& a, const PressNeeds& b);
 // kMultiTurn keeps each question and answer in the cache for the next turn.
 Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compressor,
                                    const PipelineOptions& options, std::span<const Token> context,
-                                   const std::vector<std::vector<Token>>& questions, ThreadPool& pool,
-                                   const PrefilledContext* prefilled = nullptr);
+                                   const std::vector<std::vector<Token>>& questions,
+                                   ThreadPool& pool, const PrefilledContext* prefilled = nullptr);
 // With `prefilled` (modes context, multiturn, decode), the context is not prefilled again: a
 // clone of the prefilled cache is compressed instead; `context` must be the same tokens.
 

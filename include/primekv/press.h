@@ -47,21 +47,21 @@ struct QueryStats {
 struct LayerInput {
   int layer = 0;
   int n_layers = 0;
-  int n_heads = 0;     // query heads
+  int n_heads = 0;  // query heads
   int n_kv_heads = 0;
   int head_dim = 0;
   float rope_base = 10000.0f;
-  bool rope_half = false;  // NeoX element order
+  bool rope_half = false;                     // NeoX element order
   std::span<const float> rope_inv_freq;       // [head_dim / 2] (after any scaling)
   std::span<const HeadEntries> heads;         // [n_kv_heads]
   MatView<const float> window_queries;        // [w, n_heads * d], post-RoPE
   std::span<const int32_t> window_positions;  // [w]
   std::span<const float> output_gram;         // [n_kv_heads, d, d]
   const QueryStats* query_stats = nullptr;
-  MatView<const float> future_queries;        // [t, n_heads * d], post-RoPE
-  std::span<const float> wo_rows;             // oracle: W_O [d_model, n_heads * d] as floats
+  MatView<const float> future_queries;  // [t, n_heads * d], post-RoPE
+  std::span<const float> wo_rows;       // oracle: W_O [d_model, n_heads * d] as floats
   int d_model = 0;
-  int32_t next_position = 0;                  // position the next token will get
+  int32_t next_position = 0;  // position the next token will get
   int group() const { return n_heads / n_kv_heads; }
 };
 
@@ -109,7 +109,7 @@ struct PressSpec {
 Result<PressSpec> ParsePressSpec(const std::string& text);
 
 struct Press {
-  std::string name;  // registry name as given
+  std::string name;                // registry name as given
   std::unique_ptr<Scorer> scorer;  // null for "none"
   BudgetOptions budget;
   bool query_free = true;  // usable for chunked prefill and before the question is known

@@ -10,7 +10,11 @@ namespace primekv {
 class ProgressBar {
  public:
   ProgressBar(std::string label, int64_t total, bool enabled = true)
-      : label_(std::move(label)), total_(total), enabled_(enabled), start_(Clock::now()), last_(start_) {}
+      : label_(std::move(label)),
+        total_(total),
+        enabled_(enabled),
+        start_(Clock::now()),
+        last_(start_) {}
 
   void Update(int64_t done) {
     if (!enabled_) return;
@@ -24,9 +28,9 @@ class ProgressBar {
     const int filled = static_cast<int>(frac * kWidth);
     std::string bar(static_cast<size_t>(filled), '#');
     bar.resize(kWidth, '.');
-    std::fprintf(stderr, "\r%s [%s] %lld/%lld %3.0f%%  %s elapsed, ETA %s   ", label_.c_str(), bar.c_str(),
-                 static_cast<long long>(done), static_cast<long long>(total_), 100.0 * frac, Format(elapsed).c_str(),
-                 Format(eta).c_str());
+    std::fprintf(stderr, "\r%s [%s] %lld/%lld %3.0f%%  %s elapsed, ETA %s   ", label_.c_str(),
+                 bar.c_str(), static_cast<long long>(done), static_cast<long long>(total_),
+                 100.0 * frac, Format(elapsed).c_str(), Format(eta).c_str());
     if (done >= total_) std::fprintf(stderr, "\n");
     std::fflush(stderr);
   }

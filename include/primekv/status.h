@@ -33,9 +33,10 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : data_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : data_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : data_(std::move(status)) {  // NOLINT(google-explicit-constructor)
-    if (std::get<Status>(data_).ok()) data_ = Status::Error("internal: Result built from OK status");
+    if (std::get<Status>(data_).ok())
+      data_ = Status::Error("internal: Result built from OK status");
   }
 
   bool ok() const { return std::holds_alternative<T>(data_); }

@@ -3,9 +3,9 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <type_traits>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace primekv {
@@ -27,8 +27,9 @@ class ThreadPool {
   template <typename Fn>
   void ParallelFor(int64_t n, Fn&& fn, int64_t min_chunk = 1) {
     using F = std::remove_reference_t<Fn>;
-    Run(n, RangeFn{const_cast<void*>(static_cast<const void*>(&fn)),
-                   [](void* f, int64_t b, int64_t e, int t) { (*static_cast<F*>(f))(b, e, t); }},
+    Run(n,
+        RangeFn{const_cast<void*>(static_cast<const void*>(&fn)),
+                [](void* f, int64_t b, int64_t e, int t) { (*static_cast<F*>(f))(b, e, t); }},
         min_chunk);
   }
 

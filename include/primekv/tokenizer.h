@@ -109,4 +109,20 @@ std::string_view ChatFormatName(ChatFormat f);
 std::string ApplyChatTemplate(ChatFormat format, std::span<const ChatMessage> messages,
                               bool add_generation_prompt);
 
+// A long context followed by questions asked in turns, as token lists: the context (with BOS)
+// is prefilled and compressed once, then each turn's tokens are appended before its answer.
+struct ConversationTokens {
+  std::vector<Token> context;
+  std::vector<std::vector<Token>> turns;
+};
+// Without chat: the context as plain text, each turn "\n" + question + "\n" + answer prefix.
+// With chat: one user message holding the context and the first question (split so that the
+// context is its own prefix), later questions as new user messages; the answer prefix, if
+// any, follows the generation prompt so the reply continues it. answer_prefixes may be empty
+// or hold one string per question.
+ConversationTokens EncodeConversation(const Tokenizer& tokenizer, bool chat,
+                                      std::string_view context,
+                                      std::span<const std::string> questions,
+                                      std::span<const std::string> answer_prefixes = {});
+
 }  // namespace primekv

@@ -140,9 +140,8 @@ void AttendCached(const AttnShape& shape, MatView<const float> q, std::span<cons
   });
 }
 
-void AttendReference(const AttnShape& shape, MatView<const float> q,
-                     std::span<const int32_t> q_pos, const KvCache& cache, int layer,
-                     MatView<float> out) {
+void AttendReference(const AttnShape& shape, MatView<const float> q, std::span<const int32_t> q_pos,
+                     const KvCache& cache, int layer, MatView<float> out) {
   const int d = shape.head_dim;
   std::vector<float> keys, values;
   std::vector<int32_t> pos;

@@ -1,9 +1,8 @@
 // Subcommands of the `primekv` binary: each registers its flags and a run callback.
 #pragma once
 
-#include <functional>
-
 #include <CLI/CLI.hpp>
+#include <functional>
 
 namespace primekv::cli {
 

@@ -5,9 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli/commands.h"
 #include "primekv/gguf.h"
@@ -76,7 +75,8 @@ Result<GgufValue> Value(const std::string& type, const json& v) {
   return Scalar(type, v);
 }
 
-int RunConvert(const std::string& manifest_path, const std::string& out_path, const std::string& type_name) {
+int RunConvert(const std::string& manifest_path, const std::string& out_path,
+               const std::string& type_name) {
   auto type = ParseGgmlType(type_name);
   if (!type || !TypeInfo(*type)->computable) return Fail("unsupported --type '" + type_name + "'");
   std::ifstream in(manifest_path);
@@ -98,20 +98,25 @@ int RunConvert(const std::string& manifest_path, const std::string& out_path, co
   try {
     for (const auto& kv : m.at("metadata")) {
       auto v = Value(kv.at("type").get<std::string>(), kv.at("value"));
-      if (!v.ok()) return Fail(manifest_path + ": key '" + kv.at("key").get<std::string>() + "': " + v.message());
+      if (!v.ok())
+        return Fail(manifest_path + ": key '" + kv.at("key").get<std::string>() +
+                    "': " + v.message());
       w.Add(kv.at("key").get<std::string>(), std::move(v).value());
     }
     for (const auto& t : m.at("tensors")) {
       const std::string name = t.at("name").get<std::string>();
-      if (t.value("dtype", "F32") != "F32") return Fail(name + ": only F32 input data is supported");
+      if (t.value("dtype", "F32") != "F32")
+        return Fail(name + ": only F32 input data is supported");
       std::vector<int64_t> ne = t.at("ne").get<std::vector<int64_t>>();
       uint64_t n = 1;
       for (int64_t d : ne) {
-        if (d <= 0 || n > (uint64_t{1} << 40) / static_cast<uint64_t>(d)) return Fail(name + ": bad shape");
+        if (d <= 0 || n > (uint64_t{1} << 40) / static_cast<uint64_t>(d))
+          return Fail(name + ": bad shape");
         n *= static_cast<uint64_t>(d);
       }
       const uint64_t offset = t.at("offset").get<uint64_t>();
-      if (offset > blob_size || n * 4 > blob_size - offset) return Fail(name + ": data past end of " + data_name);
+      if (offset > blob_size || n * 4 > blob_size - offset)
+        return Fail(name + ": data past end of " + data_name);
       std::vector<float> f(n);
       blob.seekg(static_cast<std::streamoff>(offset));
       blob.read(reinterpret_cast<char*>(f.data()), static_cast<std::streamsize>(n * 4));
@@ -122,7 +127,8 @@ int RunConvert(const std::string& manifest_path, const std::string& out_path, co
       const size_t rb = quant::RowBytes(tt, ne[0]);
       std::vector<uint8_t> bytes(rb * static_cast<size_t>(rows));
       for (int64_t r = 0; r < rows; ++r) {
-        quant::QuantizeRow(tt, f.data() + r * ne[0], bytes.data() + rb * static_cast<size_t>(r), ne[0]);
+        quant::QuantizeRow(tt, f.data() + r * ne[0], bytes.data() + rb * static_cast<size_t>(r),
+                           ne[0]);
       }
       if (Status s = w.AddTensor(name, tt, ne, std::move(bytes)); !s.ok()) return Fail(s.message());
     }
@@ -140,11 +146,14 @@ void AddConvert(CLI::App& app, Runner& run) {
   auto manifest = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto type = std::make_shared<std::string>("F32");
-  auto* cmd = app.add_subcommand("convert", "Write GGUF from a JSON manifest and raw float32 tensors");
+  auto* cmd =
+      app.add_subcommand("convert", "Write GGUF from a JSON manifest and raw float32 tensors");
   cmd->add_option("--manifest", *manifest, "manifest.json (see tools/train)")->required();
   cmd->add_option("-o,--output", *out, "Output GGUF")->required();
-  cmd->add_option("--type", *type, "Matrix type: F32 | F16 | BF16 | Q8_0 | Q4_0")->capture_default_str();
-  cmd->callback([&run, manifest, out, type] { run = [=] { return RunConvert(*manifest, *out, *type); }; });
+  cmd->add_option("--type", *type, "Matrix type: F32 | F16 | BF16 | Q8_0 | Q4_0")
+      ->capture_default_str();
+  cmd->callback(
+      [&run, manifest, out, type] { run = [=] { return RunConvert(*manifest, *out, *type); }; });
 }
 
 }  // namespace primekv::cli

@@ -1,12 +1,57 @@
+#include "primekv/eval.h"
+
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli/commands.h"
-#include "primekv/eval.h"
 #include "primekv/eval_runner.h"
 
 namespace primekv::cli {
+namespace {
+
+// Writes the samples the run would use, one JSON object per line in the format `jsonl:PATH`
+// reads back (plus "task" and each turn's "max_new_tokens"), so users can inspect prompts or
+// freeze a generated set as a held-out file.
+int DumpTasks(const Model& model, const EvalRunSpec& spec, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) return Fail("cannot write '" + path + "'");
+  int n = 0;
+  for (const auto& task : spec.tasks) {
+    TaskOptions to;
+    to.target_tokens = spec.length;
+    to.samples = spec.samples;
+    to.seed = spec.seed;
+    to.tokenizer = &model.tokenizer();
+    to.max_new_tokens = spec.max_new_tokens;
+    to.file_samples = task.find(':') != std::string::npos ? spec.samples : 0;
+    to.max_context_tokens = model.config().max_context > 0 ? model.config().max_context - 64 : 0;
+    auto samples = GenerateTask(task, to);
+    if (!samples.ok()) return Fail("task " + task + ": " + samples.message());
+    for (const EvalSample& s : *samples) {
+      nlohmann::json j;
+      j["id"] = s.id;
+      j["task"] = s.task;
+      j["context"] = s.context;
+      j["metric"] = s.metric;
+      for (const EvalTurn& t : s.turns) {
+        j["turns"].push_back({{"question", t.question},
+                              {"answer_prefix", t.answer_prefix},
+                              {"answers", t.answers},
+                              {"max_new_tokens", t.max_new_tokens}});
+      }
+      out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      ++n;
+    }
+  }
+  if (!out) return Fail("error writing '" + path + "'");
+  std::fprintf(stderr, "eval: wrote %d samples to %s\n", n, path.c_str());
+  return 0;
+}
+
+}  // namespace
 
 void AddEval(CLI::App& app, Runner& run) {
   struct Args {
@@ -14,43 +59,58 @@ void AddEval(CLI::App& app, Runner& run) {
     EvalRunSpec spec;
     std::string kv_type = "f16";
     std::string out;
+    std::string dump;
     bool quiet = false;
   };
   auto a = std::make_shared<Args>();
   a->spec.tasks = ListTasks();
-  a->spec.presses = {"none", "primekv", "keydiff", "knorm", "streamingllm", "random", "lagkv",
-                     "snapkv", "pyramidkv", "tova", "expected_attention"};
+  a->spec.presses = {"none",  "primekv", "keydiff",   "knorm", "streamingllm",      "random",
+                     "lagkv", "snapkv",  "pyramidkv", "tova",  "expected_attention"};
   a->spec.ratios = {0.25, 0.5, 0.75, 0.9};
-  auto* cmd = app.add_subcommand("eval", "Run tasks x presses x ratios; results.jsonl/csv, report.md, plots");
+  auto* cmd = app.add_subcommand(
+      "eval", "Run tasks x presses x ratios; results.jsonl/csv, report.md, plots");
   cmd->add_option("-m,--model", a->model)->required();
-  cmd->add_option("--tasks", a->spec.tasks, "Task names, jsonl:PATH, longbench:PATH, aime:PATH")->delimiter(',')->capture_default_str();
+  cmd->add_option("--tasks", a->spec.tasks, "Task names, jsonl:PATH, longbench:PATH, aime:PATH")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--presses", a->spec.presses)->delimiter(',')->capture_default_str();
   cmd->add_option("--ratios", a->spec.ratios)->delimiter(',')->capture_default_str();
   cmd->add_option("--samples", a->spec.samples, "Samples per task")->capture_default_str();
-  cmd->add_option("--length", a->spec.length, "Target tokens per generated sample")->capture_default_str();
-  cmd->add_option("--mode", a->spec.mode, "context | question | multiturn | chunked | decode")->capture_default_str();
+  cmd->add_option("--length", a->spec.length, "Target tokens per generated sample")
+      ->capture_default_str();
+  cmd->add_option("--mode", a->spec.mode, "context | question | multiturn | chunked | decode")
+      ->capture_default_str();
   cmd->add_option("--seed", a->spec.seed)->capture_default_str();
-  cmd->add_option("--max-new-tokens", a->spec.max_new_tokens, "Override the tasks' answer lengths (0 = task default)");
+  cmd->add_option("--max-new-tokens", a->spec.max_new_tokens,
+                  "Override the tasks' answer lengths (0 = task default)");
   cmd->add_option("--chunk", a->spec.chunk)->capture_default_str();
   cmd->add_option("--interval", a->spec.interval)->capture_default_str();
   cmd->add_flag("--chat", a->spec.chat, "Use the model's chat template");
   cmd->add_option("--kv-type", a->kv_type, "f16 | f32")->capture_default_str();
   cmd->add_option("-t,--threads", a->spec.threads)->capture_default_str();
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
-  cmd->add_option("--out", a->out, "Output directory (re-running resumes)")->required();
+  auto* out = cmd->add_option("--out", a->out, "Output directory (re-running resumes)");
+  auto* dump = cmd->add_option("--dump-tasks", a->dump,
+                               "Write the generated samples to this jsonl file (the jsonl:PATH "
+                               "format) and exit");
+  out->excludes(dump);
+
   cmd->callback([&run, a] {
     run = [a] {
+      if (a->out.empty() && a->dump.empty())
+        return Fail("eval: give --out DIR or --dump-tasks FILE");
       if (a->kv_type != "f16" && a->kv_type != "f32") return Fail("--kv-type must be f16 or f32");
       a->spec.kv_dtype = a->kv_type == "f32" ? KvDType::kF32 : KvDType::kF16;
       a->spec.out = a->out;
       a->spec.progress = !a->quiet;
       auto model = Model::Load(a->model);
       if (!model.ok()) return Fail(model.message());
+      if (!a->dump.empty()) return DumpTasks(*model, a->spec, a->dump);
       auto summary = RunEvaluation(*model, a->spec);
       if (!summary.ok()) return Fail(summary.message());
       for (const auto& w : summary->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-      std::fprintf(stderr, "eval: %d units run, %d already done; report in %s/report.md\n", summary->computed,
-                   summary->skipped, a->out.c_str());
+      std::fprintf(stderr, "eval: %d units run, %d already done; report in %s/report.md\n",
+                   summary->computed, summary->skipped, a->out.c_str());
       return 0;
     };
   });

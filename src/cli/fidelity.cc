@@ -1,14 +1,14 @@
 // primekv fidelity: docs/design.md §6 on windows of a text file.
+#include "primekv/fidelity.h"
+
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "cli/commands.h"
-#include "primekv/fidelity.h"
 #include "primekv/progress.h"
 
 namespace primekv::cli {
@@ -17,8 +17,9 @@ namespace {
 
 struct FidelityArgs {
   std::string model, text_file;
-  std::vector<std::string> presses{"primekv", "keydiff", "knorm", "streamingllm", "random", "lagkv",
-                                   "snapkv", "pyramidkv", "tova", "expected_attention", "oracle"};
+  std::vector<std::string> presses{
+      "primekv", "keydiff",   "knorm", "streamingllm",       "random", "lagkv",
+      "snapkv",  "pyramidkv", "tova",  "expected_attention", "oracle"};
   std::vector<double> ratios{0.25, 0.5, 0.75, 0.9};
   int context = 384, continuation = 64, contexts = 20, threads = 0;
   bool json = false;
@@ -30,7 +31,8 @@ int RunFidelity(const FidelityArgs& a) {
   if (!in) return Fail("cannot read '" + a.text_file + "'");
   std::stringstream ss;
   ss << in.rdbuf();
-  if (a.context < 2 || a.continuation < 1 || a.contexts < 1) return Fail("--context >= 2, --continuation >= 1, --contexts >= 1");
+  if (a.context < 2 || a.continuation < 1 || a.contexts < 1)
+    return Fail("--context >= 2, --continuation >= 1, --contexts >= 1");
   auto model = Model::Load(a.model);
   if (!model.ok()) return Fail(model.message());
   const Tokenizer& tok = model->tokenizer();
@@ -55,7 +57,8 @@ int RunFidelity(const FidelityArgs& a) {
   opt.presses = a.presses;
   opt.ratios = a.ratios;
   opt.kv.dtype = a.kv_type == "f16" ? KvDType::kF16 : KvDType::kF32;
-  ProgressBar bar("fidelity", static_cast<int64_t>(a.contexts) * static_cast<int64_t>(a.presses.size() * a.ratios.size()));
+  ProgressBar bar("fidelity", static_cast<int64_t>(a.contexts) *
+                                  static_cast<int64_t>(a.presses.size() * a.ratios.size()));
   opt.progress = [&bar](int done, int) { bar.Update(done); };
   ThreadPool pool(a.threads);
   auto rows = MeasureFidelity(*model, ctxs, conts, opt, pool);
@@ -63,16 +66,25 @@ int RunFidelity(const FidelityArgs& a) {
   if (a.json) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& r : *rows) {
-      j.push_back({{"press", r.press}, {"ratio", r.ratio}, {"contexts", r.contexts}, {"kl", r.kl},
-                   {"top1", r.top1}, {"layer_error", r.layer_error}, {"mean_layer_error", r.mean_layer_error()}});
+      j.push_back({{"press", r.press},
+                   {"ratio", r.ratio},
+                   {"contexts", r.contexts},
+                   {"kl", r.kl},
+                   {"top1", r.top1},
+                   {"layer_error", r.layer_error},
+                   {"mean_layer_error", r.mean_layer_error()}});
     }
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("model %s, %d contexts of %d tokens, continuation %d\n", a.model.c_str(), a.contexts, a.context, a.continuation);
-  std::printf("| press | ratio | KL(full||comp) | top-1 agree | mean layer rel. error |\n|---|---|---|---|---|\n");
+  std::printf("model %s, %d contexts of %d tokens, continuation %d\n", a.model.c_str(), a.contexts,
+              a.context, a.continuation);
+  std::printf(
+      "| press | ratio | KL(full||comp) | top-1 agree | mean layer rel. error "
+      "|\n|---|---|---|---|---|\n");
   for (const auto& r : *rows) {
-    std::printf("| %s | %.2f | %.5f | %.4f | %.4f |\n", r.press.c_str(), r.ratio, r.kl, r.top1, r.mean_layer_error());
+    std::printf("| %s | %.2f | %.5f | %.4f | %.4f |\n", r.press.c_str(), r.ratio, r.kl, r.top1,
+                r.mean_layer_error());
   }
   return 0;
 }
@@ -81,13 +93,18 @@ int RunFidelity(const FidelityArgs& a) {
 
 void AddFidelity(CLI::App& app, Runner& run) {
   auto a = std::make_shared<FidelityArgs>();
-  auto* cmd = app.add_subcommand("fidelity", "KL, top-1 agreement and attention error of compressed caches (design.md §6)");
+  auto* cmd = app.add_subcommand(
+      "fidelity", "KL, top-1 agreement and attention error of compressed caches (design.md §6)");
   cmd->add_option("-m,--model", a->model)->required();
-  cmd->add_option("--text-file", a->text_file, "Text whose windows give contexts and continuations")->required();
-  cmd->add_option("--presses", a->presses, "Presses (oracle allowed)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--text-file", a->text_file, "Text whose windows give contexts and continuations")
+      ->required();
+  cmd->add_option("--presses", a->presses, "Presses (oracle allowed)")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--ratios", a->ratios)->delimiter(',')->capture_default_str();
   cmd->add_option("--context", a->context, "Context tokens (BOS included)")->capture_default_str();
-  cmd->add_option("--continuation", a->continuation, "Teacher-forced tokens")->capture_default_str();
+  cmd->add_option("--continuation", a->continuation, "Teacher-forced tokens")
+      ->capture_default_str();
   cmd->add_option("--contexts", a->contexts, "Number of windows")->capture_default_str();
   cmd->add_option("--kv-type", a->kv_type, "f32 | f16")->capture_default_str();
   cmd->add_option("-t,--threads", a->threads)->capture_default_str();

@@ -1,10 +1,9 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "primekv/model.h"
@@ -20,6 +19,7 @@ struct GenerateArgs {
   std::string prompt_file;
   std::string context_file;
   std::vector<std::string> questions;
+  std::vector<std::string> answer_prefixes;
   int n = 128;
   float temp = 0.8f;
   int top_k = 40;
@@ -44,35 +44,6 @@ Result<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// Splits a conversation into the context part (compressible) and one token list per question,
-// rendering the chat template around them when asked, as KVPress's pipeline does.
-void BuildPrompt(const Tokenizer& tok, bool chat, const std::string& context,
-                 const std::vector<std::string>& questions, std::vector<Token>& ctx_ids,
-                 std::vector<std::vector<Token>>& q_ids) {
-  if (!chat) {
-    ctx_ids = tok.Encode(context, true, false);
-    for (const auto& q : questions) q_ids.push_back(tok.Encode("\n" + q + "\n", false, false));
-    return;
-  }
-  const ChatFormat fmt = DetectChatFormat(tok);
-  const std::string sep = "\x1f\x1e";  // never produced by a template
-  std::vector<ChatMessage> msgs{{"user", context + (questions.empty() ? "" : sep)}};
-  std::string rendered = ApplyChatTemplate(fmt, msgs, true);
-  const auto cut = questions.empty() ? std::string::npos : rendered.find(sep);
-  std::string suffix;
-  if (cut != std::string::npos) {
-    suffix = rendered.substr(cut + sep.size());
-    rendered.resize(cut);
-  }
-  ctx_ids = tok.Encode(rendered, true, true);
-  for (size_t i = 0; i < questions.size(); ++i) {
-    // Later turns are new user messages after the previous answer.
-    std::string text = i == 0 ? "\n\n" + questions[i] + suffix
-                              : ApplyChatTemplate(fmt, std::vector<ChatMessage>{{"user", questions[i]}}, true);
-    q_ids.push_back(tok.Encode(text, false, true));
-  }
-}
-
 int RunGenerate(const GenerateArgs& a) {
   std::string context = a.prompt;
   for (const auto* path : {&a.prompt_file, &a.context_file}) {
@@ -83,7 +54,8 @@ int RunGenerate(const GenerateArgs& a) {
   }
   if (a.n < 0) return Fail("-n must be >= 0");
   auto mode = ParseCompressionMode(a.mode);
-  if (!mode) return Fail("unknown --mode '" + a.mode + "' (context, question, multiturn, chunked, decode)");
+  if (!mode)
+    return Fail("unknown --mode '" + a.mode + "' (context, question, multiturn, chunked, decode)");
   auto spec = ParsePressSpec(a.press);
   if (!spec.ok()) return Fail(spec.message());
   auto press = MakePress(*spec);
@@ -94,9 +66,18 @@ int RunGenerate(const GenerateArgs& a) {
   if (!model.ok()) return Fail(model.message());
   const Tokenizer& tok = model->tokenizer();
 
-  std::vector<Token> ctx_ids;
-  std::vector<std::vector<Token>> q_ids;
-  BuildPrompt(tok, a.chat, context, a.questions, ctx_ids, q_ids);
+  if (!a.answer_prefixes.empty() && a.questions.empty()) {
+    return Fail("--answer-prefix needs --question");
+  }
+  std::vector<std::string> prefixes = a.answer_prefixes;
+  if (prefixes.size() == 1) {
+    const std::string only = prefixes[0];
+    prefixes.assign(a.questions.size(), only);
+  }
+  if (!prefixes.empty() && prefixes.size() != a.questions.size()) {
+    return Fail("--answer-prefix: give one, or one per --question");
+  }
+  auto [ctx_ids, q_ids] = EncodeConversation(tok, a.chat, context, a.questions, prefixes);
   if (ctx_ids.empty()) return Fail("the prompt encodes to no tokens");
 
   ThreadPool pool(a.threads);
@@ -117,7 +98,9 @@ int RunGenerate(const GenerateArgs& a) {
       if (turn != last_turn) {
         last_turn = turn;
         if (turn < static_cast<int>(a.questions.size())) {
-          std::printf("\n\n[Q%d] %s\n[A%d] ", turn + 1, a.questions[static_cast<size_t>(turn)].c_str(), turn + 1);
+          const auto i = static_cast<size_t>(turn);
+          std::printf("\n\n[Q%d] %s\n[A%d] %s", turn + 1, a.questions[i].c_str(), turn + 1,
+                      i < prefixes.size() ? prefixes[i].c_str() : "");
         }
       }
       std::fputs(tok.TokenToPiece(t).c_str(), stdout);
@@ -159,17 +142,21 @@ int RunGenerate(const GenerateArgs& a) {
                {"bytes_peak", r.kv_bytes_peak},
                {"kept_per_layer", r.kept_per_layer},
                {"compressions", r.compressions}};
-    j["timings"] = {{"prefill_ms", r.context_prefill_ms},
-                    {"score_ms", r.score_ms},
-                    {"decode_ms", decode_ms},
-                    {"prefill_tokens_per_s", r.context_prefill_ms > 0 ? ctx_ids.size() / (r.context_prefill_ms / 1e3) : 0.0},
-                    {"decode_tokens_per_s", decode_ms > 0 ? n_dec / (decode_ms / 1e3) : 0.0}};
+    j["timings"] = {
+        {"prefill_ms", r.context_prefill_ms},
+        {"score_ms", r.score_ms},
+        {"decode_ms", decode_ms},
+        {"prefill_tokens_per_s",
+         r.context_prefill_ms > 0 ? ctx_ids.size() / (r.context_prefill_ms / 1e3) : 0.0},
+        {"decode_tokens_per_s", decode_ms > 0 ? n_dec / (decode_ms / 1e3) : 0.0}};
     std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::fputs("\n", stdout);
-    std::fprintf(stderr, "\ncontext %d tokens, prefill %.1f ms; KV %zu -> %zu bytes (press %s, ratio %.2f, %s)\n",
-                 r.context_tokens, r.context_prefill_ms, r.kv_bytes_full, r.kv_bytes_compressed,
-                 compressor.press().name.c_str(), a.ratio, a.mode.c_str());
+    std::fprintf(
+        stderr,
+        "\ncontext %d tokens, prefill %.1f ms; KV %zu -> %zu bytes (press %s, ratio %.2f, %s)\n",
+        r.context_tokens, r.context_prefill_ms, r.kv_bytes_full, r.kv_bytes_compressed,
+        compressor.press().name.c_str(), a.ratio, a.mode.c_str());
   }
   return 0;
 }
@@ -178,12 +165,19 @@ int RunGenerate(const GenerateArgs& a) {
 
 void AddGenerate(CLI::App& app, Runner& run) {
   auto a = std::make_shared<GenerateArgs>();
-  auto* cmd = app.add_subcommand("generate", "Generate text, optionally over a compressed KV cache");
+  auto* cmd =
+      app.add_subcommand("generate", "Generate text, optionally over a compressed KV cache");
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
   auto* p = cmd->add_option("-p,--prompt", a->prompt, "Prompt (the context when compressing)");
-  auto* pf = cmd->add_option("-f,--prompt-file", a->prompt_file, "Read the prompt from a file")->excludes(p);
-  cmd->add_option("--context-file", a->context_file, "Context to compress, read from a file")->excludes(p)->excludes(pf);
+  auto* pf = cmd->add_option("-f,--prompt-file", a->prompt_file, "Read the prompt from a file")
+                 ->excludes(p);
+  cmd->add_option("--context-file", a->context_file, "Context to compress, read from a file")
+      ->excludes(p)
+      ->excludes(pf);
   cmd->add_option("--question", a->questions, "Question after the context (repeat for turns)");
+  cmd->add_option("--answer-prefix", a->answer_prefixes,
+                  "Text the answer starts with, after the question's line (once for all "
+                  "questions, or once per question)");
   cmd->add_option("-n,--n-predict", a->n, "Tokens to generate per turn")->capture_default_str();
   cmd->add_option("--temp", a->temp, "Temperature (0 = greedy)")->capture_default_str();
   cmd->add_option("--top-k", a->top_k, "Top-k (0 = off)")->capture_default_str();
@@ -192,11 +186,16 @@ void AddGenerate(CLI::App& app, Runner& run) {
   cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat template");
   cmd->add_flag("--json", a->json, "Print one JSON object instead of streaming text");
   cmd->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->capture_default_str();
-  cmd->add_option("--press", a->press, "Compression method (primekv list-presses shows all)")->capture_default_str();
-  cmd->add_option("--ratio", a->ratio, "Fraction of the KV cache to remove, in [0, 1)")->capture_default_str();
-  cmd->add_option("--mode", a->mode, "context | question | multiturn | chunked | decode")->capture_default_str();
+  cmd->add_option("--press", a->press, "Compression method (primekv list-presses shows all)")
+      ->capture_default_str();
+  cmd->add_option("--ratio", a->ratio, "Fraction of the KV cache to remove, in [0, 1)")
+      ->capture_default_str();
+  cmd->add_option("--mode", a->mode, "context | question | multiturn | chunked | decode")
+      ->capture_default_str();
   cmd->add_option("--chunk", a->chunk, "Prefill chunk for --mode chunked")->capture_default_str();
-  cmd->add_option("--interval", a->interval, "Generated tokens between compressions (--mode decode)")->capture_default_str();
+  cmd->add_option("--interval", a->interval,
+                  "Generated tokens between compressions (--mode decode)")
+      ->capture_default_str();
   cmd->add_option("--kv-type", a->kv_type, "KV storage: f16 | f32")->capture_default_str();
   cmd->callback([&run, a] { run = [a] { return RunGenerate(*a); }; });
 }

@@ -66,11 +66,13 @@ void AddInspect(CLI::App& app, Runner& run) {
                   path->c_str(), f->version(), static_cast<unsigned long long>(f->alignment()),
                   static_cast<unsigned long long>(f->data_offset()), f->metadata().size());
       for (const auto& kv : f->metadata()) {
-        std::printf("  %-48s %-8s %s\n", kv.key.c_str(), std::string(GgufTypeName(kv.value.type)).c_str(),
+        std::printf("  %-48s %-8s %s\n", kv.key.c_str(),
+                    std::string(GgufTypeName(kv.value.type)).c_str(),
                     ValueToString(kv.value, *full).c_str());
       }
       std::printf("tensors: %zu\n", f->tensors().size());
-      std::printf("  %-40s %-6s %-24s %12s %12s\n", "name", "type", "shape (ne)", "offset", "bytes");
+      std::printf("  %-40s %-6s %-24s %12s %12s\n", "name", "type", "shape (ne)", "offset",
+                  "bytes");
       uint64_t total = 0;
       for (const auto& t : f->tensors()) {
         std::string shape = "[";
@@ -79,7 +81,8 @@ void AddInspect(CLI::App& app, Runner& run) {
         auto info = TypeInfo(t.type);
         std::printf("  %-40s %-6s %-24s %12llu %12llu\n", t.name.c_str(),
                     std::string(info ? info->name : "?").c_str(), shape.c_str(),
-                    static_cast<unsigned long long>(t.offset), static_cast<unsigned long long>(t.n_bytes));
+                    static_cast<unsigned long long>(t.offset),
+                    static_cast<unsigned long long>(t.n_bytes));
         total += t.n_bytes;
       }
       std::printf("tensor bytes: %llu\n", static_cast<unsigned long long>(total));

@@ -11,10 +11,12 @@ void AddListPresses(CLI::App& app, Runner& run) {
     run = [] {
       std::printf("%-20s %-11s %s\n", "press", "query-free", "what (source)");
       for (const PressInfo& p : ListPresses()) {
-        std::printf("%-20s %-11s %s (%s)\n", p.name.c_str(), p.query_free ? "yes" : "no", p.summary.c_str(),
-                    p.source.c_str());
+        std::printf("%-20s %-11s %s (%s)\n", p.name.c_str(), p.query_free ? "yes" : "no",
+                    p.summary.c_str(), p.source.c_str());
       }
-      std::printf("\nParameters: NAME:key=value,... e.g. primekv:key=cosine,value=norm; adakv:<press> for head-adaptive budgets.\n");
+      std::printf(
+          "\nParameters: NAME:key=value,... e.g. primekv:key=cosine,value=norm; adakv:<press> for "
+          "head-adaptive budgets.\n");
       return 0;
     };
   });

@@ -39,7 +39,8 @@ void AddLogits(CLI::App& app, Runner& run) {
     int chunk = 0;
   };
   auto a = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("logits", "Write float32 logits [n_tokens, vocab] for all positions");
+  auto* cmd =
+      app.add_subcommand("logits", "Write float32 logits [n_tokens, vocab] for all positions");
   cmd->add_option("-m,--model", a->model)->required();
   auto* t = cmd->add_option("--tokens", a->tokens, "Comma-separated token ids");
   cmd->add_option("--text", a->text, "Text to encode (with BOS) instead of ids")->excludes(t);
@@ -75,7 +76,8 @@ void AddLogits(CLI::App& app, Runner& run) {
       for (size_t b = 0; b < ids.size(); b += chunk) {
         const size_t n = std::min(chunk, ids.size() - b);
         MatView<float> out(logits.data() + b * vocab, static_cast<int64_t>(n), vocab);
-        Status s = model->Forward(std::span<const Token>(ids.data() + b, n), cache, {true}, out, pool, ws);
+        Status s =
+            model->Forward(std::span<const Token>(ids.data() + b, n), cache, {true}, out, pool, ws);
         if (!s.ok()) return Fail(s.message());
       }
       std::ofstream f(a->out, std::ios::binary);

@@ -6,9 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli/commands.h"
 #include "primekv/press.h"
@@ -30,7 +29,8 @@ Result<std::vector<T>> ReadRaw(const std::filesystem::path& p, size_t expected, 
     return Status::Error(p.string() + ": " + std::to_string(bytes) + " bytes, expected " +
                          std::to_string(expected * sizeof(T)));
   }
-  if (bytes % sizeof(T) != 0) return Status::Error(p.string() + ": size is not a multiple of the element");
+  if (bytes % sizeof(T) != 0)
+    return Status::Error(p.string() + ": size is not a multiple of the element");
   std::vector<T> v(bytes / sizeof(T));
   in.seekg(0);
   in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(bytes));
@@ -69,7 +69,8 @@ int RunPressScores(const std::string& dir_s, const std::string& press_text) {
   const int d = in.head_dim, H = in.n_kv_heads, width = in.n_heads * d;
   if (n <= 0 || d <= 0 || H <= 0 || in.n_heads % H != 0) return Fail("meta.json: bad shape");
   std::vector<float> inv_freq(static_cast<size_t>(d / 2));
-  for (int i = 0; i < d / 2; ++i) inv_freq[static_cast<size_t>(i)] = static_cast<float>(std::pow(in.rope_base, -2.0 * i / d));
+  for (int i = 0; i < d / 2; ++i)
+    inv_freq[static_cast<size_t>(i)] = static_cast<float>(std::pow(in.rope_base, -2.0 * i / d));
   in.rope_inv_freq = inv_freq;
 
   auto keys = ReadRaw<float>(dir / "keys.f32", static_cast<size_t>(H) * n * d, false);
@@ -81,23 +82,27 @@ int RunPressScores(const std::string& dir_s, const std::string& press_text) {
   auto ctxq = ReadRaw<float>(dir / "context_queries.f32", 0, true);
   auto ctxpos = ReadRaw<int32_t>(dir / "context_positions.i32", 0, true);
   auto fut = ReadRaw<float>(dir / "future_queries.f32", 0, true);
-  for (const Status& s : {keys.status(), values.status(), pos.status(), wq.status(), wpos.status(), wo.status(),
-                          ctxq.status(), ctxpos.status(), fut.status()}) {
+  for (const Status& s : {keys.status(), values.status(), pos.status(), wq.status(), wpos.status(),
+                          wo.status(), ctxq.status(), ctxpos.status(), fut.status()}) {
     if (!s.ok()) return Fail(s.message());
   }
   std::vector<HeadEntries> heads(static_cast<size_t>(H));
   for (int h = 0; h < H; ++h) {
     auto& e = heads[static_cast<size_t>(h)];
-    e.keys.assign(keys->begin() + static_cast<int64_t>(h) * n * d, keys->begin() + static_cast<int64_t>(h + 1) * n * d);
-    e.values.assign(values->begin() + static_cast<int64_t>(h) * n * d, values->begin() + static_cast<int64_t>(h + 1) * n * d);
+    e.keys.assign(keys->begin() + static_cast<int64_t>(h) * n * d,
+                  keys->begin() + static_cast<int64_t>(h + 1) * n * d);
+    e.values.assign(values->begin() + static_cast<int64_t>(h) * n * d,
+                    values->begin() + static_cast<int64_t>(h + 1) * n * d);
     e.positions = *pos;
   }
   in.heads = heads;
   if (!wq->empty()) {
     const int64_t rows = static_cast<int64_t>(wq->size()) / width;
-    if (wpos->size() != static_cast<size_t>(rows)) return Fail("window positions/queries differ in count");
+    if (wpos->size() != static_cast<size_t>(rows))
+      return Fail("window positions/queries differ in count");
     // The engine's capture keeps only the last rows the scorer asked for; do the same.
-    const int64_t keep = std::min<int64_t>(rows, std::max(1, press->scorer->Needs().window_queries));
+    const int64_t keep =
+        std::min<int64_t>(rows, std::max(1, press->scorer->Needs().window_queries));
     in.window_queries = {wq->data() + (rows - keep) * width, keep, width};
     in.window_positions = std::span<const int32_t>(*wpos).subspan(static_cast<size_t>(rows - keep));
   }
@@ -110,11 +115,14 @@ int RunPressScores(const std::string& dir_s, const std::string& press_text) {
       std::vector<double> acc(static_cast<size_t>(d) * d, 0.0);
       for (int row = 0; row < in.d_model; ++row)
         for (int g = 0; g < G; ++g) {
-          const float* w = wo->data() + static_cast<size_t>(row) * width + static_cast<size_t>(h * G + g) * d;
+          const float* w =
+              wo->data() + static_cast<size_t>(row) * width + static_cast<size_t>(h * G + g) * d;
           for (int a = 0; a < d; ++a)
-            for (int b = 0; b < d; ++b) acc[static_cast<size_t>(a) * d + b] += static_cast<double>(w[a]) * w[b];
+            for (int b = 0; b < d; ++b)
+              acc[static_cast<size_t>(a) * d + b] += static_cast<double>(w[a]) * w[b];
         }
-      for (size_t t = 0; t < acc.size(); ++t) gram[static_cast<size_t>(h) * d * d + t] = static_cast<float>(acc[t]);
+      for (size_t t = 0; t < acc.size(); ++t)
+        gram[static_cast<size_t>(h) * d * d + t] = static_cast<float>(acc[t]);
     }
     in.output_gram = gram;
     in.wo_rows = *wo;
@@ -131,24 +139,30 @@ int RunPressScores(const std::string& dir_s, const std::string& press_text) {
         const float* x = ctxq->data() + r * width + static_cast<size_t>(h) * d;
         for (int a = 0; a < d; ++a) {
           stats.sum[static_cast<size_t>(h) * d + a] += x[a];
-          for (int b = 0; b < d; ++b) stats.sum_sq[(static_cast<size_t>(h) * d + a) * d + b] += static_cast<double>(x[a]) * x[b];
+          for (int b = 0; b < d; ++b)
+            stats.sum_sq[(static_cast<size_t>(h) * d + a) * d + b] +=
+                static_cast<double>(x[a]) * x[b];
         }
       }
       ++stats.count;
     }
     in.query_stats = &stats;
   }
-  if (!fut->empty()) in.future_queries = {fut->data(), static_cast<int64_t>(fut->size()) / width, width};
+  if (!fut->empty())
+    in.future_queries = {fut->data(), static_cast<int64_t>(fut->size()) / width, width};
   const PressNeeds needs = press->scorer->Needs();
-  if ((needs.window_queries > 0 && in.window_queries.rows == 0) || (needs.query_stats && !in.query_stats) ||
-      (needs.output_gram && gram.empty()) || (needs.future_queries && in.future_queries.rows == 0)) {
+  if ((needs.window_queries > 0 && in.window_queries.rows == 0) ||
+      (needs.query_stats && !in.query_stats) || (needs.output_gram && gram.empty()) ||
+      (needs.future_queries && in.future_queries.rows == 0)) {
     return Fail("press " + press->name + " needs inputs missing from " + dir.string());
   }
   HeadScores scores(static_cast<size_t>(H), std::vector<float>(static_cast<size_t>(n)));
   press->scorer->Score(in, scores);
-  const auto kept = SelectForLayer(scores, ratio, press->budget, press->scorer->ComparableAcrossHeads(), in.layer, in.n_layers);
+  const auto kept = SelectForLayer(scores, ratio, press->budget,
+                                   press->scorer->ComparableAcrossHeads(), in.layer, in.n_layers);
   std::ofstream out(dir / "scores.f32", std::ios::binary);
-  for (const auto& s : scores) out.write(reinterpret_cast<const char*>(s.data()), static_cast<std::streamsize>(s.size() * 4));
+  for (const auto& s : scores)
+    out.write(reinterpret_cast<const char*>(s.data()), static_cast<std::streamsize>(s.size() * 4));
   nlohmann::json j;
   j["press"] = press->name;
   j["kept"] = kept;
@@ -162,10 +176,12 @@ int RunPressScores(const std::string& dir_s, const std::string& press_text) {
 void AddPressScores(CLI::App& app, Runner& run) {
   auto dir = std::make_shared<std::string>();
   auto press = std::make_shared<std::string>();
-  auto* cmd = app.add_subcommand("press-scores", "Score tensors in DIR with a press (reference checks)");
+  auto* cmd =
+      app.add_subcommand("press-scores", "Score tensors in DIR with a press (reference checks)");
   cmd->add_option("dir", *dir, "Directory with meta.json and raw tensors")->required();
   cmd->add_option("--press", *press, "Press (default: meta.json's)");
-  cmd->callback([&run, dir, press] { run = [dir, press] { return RunPressScores(*dir, *press); }; });
+  cmd->callback(
+      [&run, dir, press] { run = [dir, press] { return RunPressScores(*dir, *press); }; });
 }
 
 }  // namespace primekv::cli

@@ -3,10 +3,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "primekv/eval_runner.h"
 
@@ -42,7 +41,8 @@ bool HaveGnuplot() { return std::system("command -v gnuplot > /dev/null 2>&1") =
 
 std::string SafeName(const std::string& s) {
   std::string o;
-  for (char c : s) o += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ? c : '_';
+  for (char c : s)
+    o += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ? c : '_';
   return o;
 }
 
@@ -52,7 +52,8 @@ Status WriteEvalReport(const std::filesystem::path& dir) {
   std::ifstream in(dir / "results.jsonl");
   if (!in) return Status::Error("no results.jsonl in '" + dir.string() + "'");
   std::ofstream csv(dir / "results.csv");
-  csv << "task,id,press,ratio,mode,seed,length,turn,score,kv_bytes_full,kv_bytes_compressed,prefill_ms,score_ms,"
+  csv << "task,id,press,ratio,mode,seed,length,turn,score,kv_bytes_full,kv_bytes_compressed,"
+         "prefill_ms,score_ms,"
          "answer_ms,expected,prediction\n";
   // task -> press -> ratio -> mean score; and per turn for multi-turn tasks.
   std::map<std::string, std::map<std::string, std::map<double, Mean>>> table;
@@ -71,12 +72,14 @@ Status WriteEvalReport(const std::filesystem::path& dir) {
     const double ratio = j.value("ratio", 0.0), score = j.value("score", 0.0);
     const int turn = j.value("turn", 0);
     std::string expected;
-    for (const auto& e : j.value("expected", std::vector<std::string>{})) expected += (expected.empty() ? "" : " | ") + e;
-    csv << Csv(task) << "," << Csv(j.value("id", "")) << "," << Csv(press) << "," << ratio << "," << j.value("mode", "")
-        << "," << j.value("seed", 0) << "," << j.value("length", 0) << "," << turn << "," << score << ","
-        << j.value("kv_bytes_full", 0) << "," << j.value("kv_bytes_compressed", 0) << "," << j.value("prefill_ms", 0.0)
-        << "," << j.value("score_ms", 0.0) << "," << j.value("answer_ms", 0.0) << "," << Csv(expected) << ","
-        << Csv(j.value("prediction", "")) << "\n";
+    for (const auto& e : j.value("expected", std::vector<std::string>{}))
+      expected += (expected.empty() ? "" : " | ") + e;
+    csv << Csv(task) << "," << Csv(j.value("id", "")) << "," << Csv(press) << "," << ratio << ","
+        << j.value("mode", "") << "," << j.value("seed", 0) << "," << j.value("length", 0) << ","
+        << turn << "," << score << "," << j.value("kv_bytes_full", 0) << ","
+        << j.value("kv_bytes_compressed", 0) << "," << j.value("prefill_ms", 0.0) << ","
+        << j.value("score_ms", 0.0) << "," << j.value("answer_ms", 0.0) << "," << Csv(expected)
+        << "," << Csv(j.value("prediction", "")) << "\n";
     table[task][press][ratio].Add(score);
     if (j.value("turns", 1) > 1) per_turn[task][press][ratio][turn].Add(score);
     ratios.insert(ratio);
@@ -86,9 +89,12 @@ Status WriteEvalReport(const std::filesystem::path& dir) {
       for (const auto& [r, m] : rs) average[press][r].Add(m.value());
 
   std::ofstream md(dir / "report.md");
-  md << "# Evaluation report\n\nScores are x100, averaged over samples (and turns). Full KV (`none`) is the "
-        "ratio-0 baseline. Regenerate with `primekv eval ... --out " << dir.string() << "`.\n\n";
-  auto write_table = [&](const std::string& title, const std::map<std::string, std::map<double, Mean>>& rows) {
+  md << "# Evaluation report\n\nScores are x100, averaged over samples (and turns). Full KV "
+        "(`none`) is the "
+        "ratio-0 baseline. Regenerate with `primekv eval ... --out "
+     << dir.string() << "`.\n\n";
+  auto write_table = [&](const std::string& title,
+                         const std::map<std::string, std::map<double, Mean>>& rows) {
     md << "## " << title << "\n\n| press |";
     for (double r : ratios) md << " " << r << " |";
     md << "\n|---|";
@@ -107,11 +113,13 @@ Status WriteEvalReport(const std::filesystem::path& dir) {
   write_table("Average over tasks", average);
   for (const auto& [task, rows] : table) write_table(task, rows);
   for (const auto& [task, presses] : per_turn) {
-    md << "## " << task << " by turn (query drift)\n\n| press | ratio | turn scores |\n|---|---|---|\n";
+    md << "## " << task
+       << " by turn (query drift)\n\n| press | ratio | turn scores |\n|---|---|---|\n";
     for (const auto& [press, rs] : presses)
       for (const auto& [r, turns] : rs) {
         md << "| " << press << " | " << r << " |";
-        for (const auto& [t, m] : turns) md << " " << Num(100 * m.value()) << (t + 1 < static_cast<int>(turns.size()) ? " /" : "");
+        for (const auto& [t, m] : turns)
+          md << " " << Num(100 * m.value()) << (t + 1 < static_cast<int>(turns.size()) ? " /" : "");
         md << " |\n";
       }
     md << "\n";
@@ -122,14 +130,16 @@ Status WriteEvalReport(const std::filesystem::path& dir) {
     md << "(gnuplot not found: no plots)\n";
     return Status::Ok();
   }
-  auto plot = [&](const std::string& name, const std::map<std::string, std::map<double, Mean>>& rows) {
+  auto plot = [&](const std::string& name,
+                  const std::map<std::string, std::map<double, Mean>>& rows) {
     const auto dat = dir / ("plot_" + SafeName(name) + ".dat");
     const auto gp = dir / ("plot_" + SafeName(name) + ".gp");
     const auto png = dir / ("plot_" + SafeName(name) + ".png");
     std::ofstream d(dat);
     std::ofstream g(gp);
     g << "set terminal pngcairo size 900,600 noenhanced\nset output '" << png.string() << "'\n"
-      << "set title '" << name << "'\nset xlabel 'compression ratio'\nset ylabel 'score'\nset yrange [0:100]\n"
+      << "set title '" << name
+      << "'\nset xlabel 'compression ratio'\nset ylabel 'score'\nset yrange [0:100]\n"
       << "set key outside right\nset grid\nplot ";
     int index = 0;
     bool first = true;
@@ -141,10 +151,12 @@ Status WriteEvalReport(const std::filesystem::path& dir) {
       }
       for (const auto& [r, m] : rs) d << r << " " << 100 * m.value() << "\n";
       d << "\n\n";
-      g << (first ? "" : ", ") << "'" << dat.string() << "' index " << index++ << " with linespoints title '" << press << "'";
+      g << (first ? "" : ", ") << "'" << dat.string() << "' index " << index++
+        << " with linespoints title '" << press << "'";
       first = false;
     }
-    if (base >= 0) g << (first ? "" : ", ") << base << " with lines dashtype 2 lc rgb 'black' title 'full KV'";
+    if (base >= 0)
+      g << (first ? "" : ", ") << base << " with lines dashtype 2 lc rgb 'black' title 'full KV'";
     g << "\n";
     g.close();
     d.close();

@@ -3,10 +3,9 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "primekv/compressor.h"
 #include "primekv/eval.h"
@@ -26,10 +25,10 @@ std::string RatioText(double r) {
   return buf;
 }
 
-std::string UnitKey(const std::string& task, const std::string& id, const std::string& press, double ratio,
-                    const std::string& mode, uint64_t seed, int length) {
-  return task + "|" + id + "|" + press + "|" + RatioText(ratio) + "|" + mode + "|" + std::to_string(seed) + "|" +
-         std::to_string(length);
+std::string UnitKey(const std::string& task, const std::string& id, const std::string& press,
+                    double ratio, const std::string& mode, uint64_t seed, int length) {
+  return task + "|" + id + "|" + press + "|" + RatioText(ratio) + "|" + mode + "|" +
+         std::to_string(seed) + "|" + std::to_string(length);
 }
 
 // Drops lines an interruption cut short, so the file stays valid JSON lines.
@@ -59,8 +58,8 @@ std::set<std::string> FinishedUnits(const std::filesystem::path& file) {
   while (std::getline(in, line)) {
     try {
       const json j = json::parse(line);
-      const std::string key = UnitKey(j.at("task"), j.at("id"), j.at("press"), j.at("ratio"), j.at("mode"),
-                                      j.at("seed"), j.at("length"));
+      const std::string key = UnitKey(j.at("task"), j.at("id"), j.at("press"), j.at("ratio"),
+                                      j.at("mode"), j.at("seed"), j.at("length"));
       auto& t = turns[key];
       t.first += 1;
       t.second = j.at("turns").get<int>();
@@ -75,40 +74,13 @@ std::set<std::string> FinishedUnits(const std::filesystem::path& file) {
   return done;
 }
 
-// Context and per-turn token lists. The answer prefix ends each question, so the model's reply
-// continues it (RULER's protocol).
-void BuildTokens(const Tokenizer& tok, bool chat, const EvalSample& s, std::vector<Token>& ctx,
-                 std::vector<std::vector<Token>>& questions) {
-  questions.clear();
-  if (!chat) {
-    ctx = tok.Encode(s.context, true, false);
-    for (const auto& t : s.turns) {
-      questions.push_back(tok.Encode("\n" + t.question + "\n" + t.answer_prefix, false, false));
-    }
-    return;
-  }
-  const ChatFormat fmt = DetectChatFormat(tok);
-  const std::string sep = "\x1f\x1e";
-  std::vector<ChatMessage> msgs{{"user", s.context + sep}};
-  std::string rendered = ApplyChatTemplate(fmt, msgs, true);
-  const auto cut = rendered.find(sep);
-  const std::string suffix = cut == std::string::npos ? "" : rendered.substr(cut + sep.size());
-  if (cut != std::string::npos) rendered.resize(cut);
-  ctx = tok.Encode(rendered, true, true);
-  for (size_t i = 0; i < s.turns.size(); ++i) {
-    const auto& t = s.turns[i];
-    std::string text = i == 0 ? "\n\n" + t.question + suffix
-                              : ApplyChatTemplate(fmt, std::vector<ChatMessage>{{"user", t.question}}, true);
-    questions.push_back(tok.Encode(text + t.answer_prefix, false, true));
-  }
-}
-
 }  // namespace
 
 Result<EvalRunSummary> RunEvaluation(const Model& model, const EvalRunSpec& spec) {
   auto mode = ParseCompressionMode(spec.mode);
   if (!mode) return Status::Error("unknown mode '" + spec.mode + "'");
-  if (spec.tasks.empty() || spec.presses.empty()) return Status::Error("eval: need tasks and presses");
+  if (spec.tasks.empty() || spec.presses.empty())
+    return Status::Error("eval: need tasks and presses");
   std::error_code ec;
   std::filesystem::create_directories(spec.out, ec);
   if (ec) return Status::Error("cannot create '" + spec.out.string() + "': " + ec.message());
@@ -178,7 +150,8 @@ Result<EvalRunSummary> RunEvaluation(const Model& model, const EvalRunSpec& spec
       std::vector<size_t> todo;
       for (size_t g = 0; g < grid.size(); ++g) {
         const auto& [ci, r] = grid[g];
-        if (finished.count(UnitKey(task.name, s.id, compressors[ci].press().name, r, spec.mode, spec.seed, spec.length))) {
+        if (finished.count(UnitKey(task.name, s.id, compressors[ci].press().name, r, spec.mode,
+                                   spec.seed, spec.length))) {
           ++summary.skipped;
           bar.Update(++done);
         } else {
@@ -186,7 +159,16 @@ Result<EvalRunSummary> RunEvaluation(const Model& model, const EvalRunSpec& spec
         }
       }
       if (todo.empty()) continue;
-      BuildTokens(model.tokenizer(), spec.chat, s, ctx, questions);
+      {
+        std::vector<std::string> qs, prefixes;
+        for (const auto& t : s.turns) {
+          qs.push_back(t.question);
+          prefixes.push_back(t.answer_prefix);
+        }
+        auto conv = EncodeConversation(model.tokenizer(), spec.chat, s.context, qs, prefixes);
+        ctx = std::move(conv.context);
+        questions = std::move(conv.turns);
+      }
       int max_new = 1;
       for (const auto& t : s.turns) max_new = std::max(max_new, t.max_new_tokens);
       // The multi-turn task keeps answers in the cache, whatever the mode for other tasks.
@@ -206,11 +188,16 @@ Result<EvalRunSummary> RunEvaluation(const Model& model, const EvalRunSpec& spec
         opt.kv = kv;
         const auto t0 = std::chrono::steady_clock::now();
         auto report = RunPipeline(model, comp, opt, ctx, questions, pool, &*pre);
-        if (!report.ok()) return Status::Error("sample " + s.id + ", press " + comp.press().name + ": " + report.message());
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (!report.ok())
+          return Status::Error("sample " + s.id + ", press " + comp.press().name + ": " +
+                               report.message());
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
         for (size_t t = 0; t < s.turns.size(); ++t) {
           auto tokens = report->turns[t].tokens;
-          if (static_cast<int>(tokens.size()) > s.turns[t].max_new_tokens) tokens.resize(static_cast<size_t>(s.turns[t].max_new_tokens));
+          if (static_cast<int>(tokens.size()) > s.turns[t].max_new_tokens)
+            tokens.resize(static_cast<size_t>(s.turns[t].max_new_tokens));
           const std::string pred = model.tokenizer().Decode(tokens, false);
           json j;
           j["task"] = task.name;

@@ -58,7 +58,8 @@ KvCache::KvCache(int n_layers, int n_kv_heads, int head_dim, KvCacheOptions opti
   Check(n_layers > 0 && n_kv_heads > 0 && head_dim > 0, "KvCache shape must be positive");
   Check(options_.page_tokens > 0, "page_tokens must be positive");
   pool_->page_tokens = options_.page_tokens;
-  pool_->key_bytes = static_cast<size_t>(options_.page_tokens) * head_dim_ * ElemBytes(options_.dtype);
+  pool_->key_bytes =
+      static_cast<size_t>(options_.page_tokens) * head_dim_ * ElemBytes(options_.dtype);
   // Positions follow keys and values; keep each page 64-byte aligned for the kernels.
   const size_t raw = 2 * pool_->key_bytes + sizeof(int32_t) * options_.page_tokens;
   pool_->page_bytes = (raw + 63) / 64 * 64;
@@ -142,7 +143,8 @@ Status KvCache::Append(int layer, MatView<const float> k, MatView<const float> v
   const int n = static_cast<int>(k.rows);
   if (n == 0) return Status::Ok();
   for (int i = 1; i < n; ++i) {
-    if (positions[i] <= positions[i - 1]) return Status::Error("KV append: positions not increasing");
+    if (positions[i] <= positions[i - 1])
+      return Status::Error("KV append: positions not increasing");
   }
   const int pt = options_.page_tokens;
   for (int h = 0; h < n_kv_heads_; ++h) {
@@ -270,8 +272,8 @@ void KvCache::PageValuesToFloat(const KvPage& page, int count, float* out) const
   }
 }
 
-void KvCache::ReadHead(int layer, int kv_head, std::vector<float>* keys,
-                       std::vector<float>* values, std::vector<int32_t>* positions) const {
+void KvCache::ReadHead(int layer, int kv_head, std::vector<float>* keys, std::vector<float>* values,
+                       std::vector<int32_t>* positions) const {
   const int len = Length(layer, kv_head);
   const int pt = options_.page_tokens;
   if (keys) keys->resize(static_cast<size_t>(len) * head_dim_);

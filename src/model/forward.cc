@@ -16,8 +16,10 @@ void RmsNorm(const float* x, const float* w, int n, float eps, float* out) {
   for (int i = 0; i < n; ++i) out[i] = x[i] * inv * w[i];
 }
 
-void RmsNormRows(MatView<const float> x, const std::vector<float>& w, float eps, MatView<float> out) {
-  for (int64_t r = 0; r < x.rows; ++r) RmsNorm(x.Row(r), w.data(), static_cast<int>(x.cols), eps, out.Row(r));
+void RmsNormRows(MatView<const float> x, const std::vector<float>& w, float eps,
+                 MatView<float> out) {
+  for (int64_t r = 0; r < x.rows; ++r)
+    RmsNorm(x.Row(r), w.data(), static_cast<int>(x.cols), eps, out.Row(r));
 }
 
 template <typename T>
@@ -90,7 +92,8 @@ Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const Forwa
   if (c.max_context > 0 && p0 + n > c.max_context) {
     // Beyond the trained context RoPE extrapolates; allowed, as other engines do, but bounded
     // by int32 positions.
-    if (static_cast<int64_t>(p0) + n > int64_t{1} << 30) return Status::Error("forward: position overflow");
+    if (static_cast<int64_t>(p0) + n > int64_t{1} << 30)
+      return Status::Error("forward: position overflow");
   }
   const size_t D = static_cast<size_t>(c.d_model);
   const size_t N = static_cast<size_t>(n);

@@ -35,7 +35,8 @@ Result<GenerateResult> Generate(const Model& model, KvCache& cache, std::span<co
       break;
     }
     if (i + 1 == options.max_new_tokens) break;  // the last token needs no forward
-    if (Status s = model.Forward(std::span<const Token>(&next, 1), cache, {}, out, pool, ws); !s.ok()) {
+    if (Status s = model.Forward(std::span<const Token>(&next, 1), cache, {}, out, pool, ws);
+        !s.ok()) {
       return s;
     }
   }

@@ -1,21 +1,25 @@
 // Loading: GGUF metadata -> ModelConfig, tensors -> checked views into the mapping.
+#include "primekv/model.h"
+
 #include <cmath>
 #include <string>
 
 #include "primekv/dense.h"
 #include "primekv/matmul.h"
-#include "primekv/model.h"
 #include "primekv/quant.h"
 
 namespace primekv {
 
 namespace {
 
-std::string Key(const ModelConfig& c, const std::string& suffix) { return c.arch_name + "." + suffix; }
+std::string Key(const ModelConfig& c, const std::string& suffix) {
+  return c.arch_name + "." + suffix;
+}
 
 Result<int> RequiredInt(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi) {
   auto v = f.GetInt(key);
-  if (!v) return Status::Error(f.display_name() + ": missing or non-integer metadata key '" + key + "'");
+  if (!v)
+    return Status::Error(f.display_name() + ": missing or non-integer metadata key '" + key + "'");
   if (*v < lo || *v > hi) {
     return Status::Error(f.display_name() + ": metadata '" + key + "' = " + std::to_string(*v) +
                          " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
@@ -38,13 +42,15 @@ class TensorLoader {
     if (!t) return Status::Error(f_.display_name() + ": missing tensor '" + name + "'");
     if (t->ne.size() != 2 || t->ne[0] != cols || t->ne[1] != rows) {
       return Status::Error(f_.display_name() + ": tensor '" + name + "' has shape " + Shape(*t) +
-                           ", expected [" + std::to_string(cols) + ", " + std::to_string(rows) + "]");
+                           ", expected [" + std::to_string(cols) + ", " + std::to_string(rows) +
+                           "]");
     }
     auto info = TypeInfo(t->type);
     if (!info || !info->computable) {
-      return Status::Error(f_.display_name() + ": tensor '" + name + "' has type " +
-                           std::string(info ? info->name : "unknown") +
-                           ", which this engine cannot compute (supported: F32, F16, BF16, Q8_0, Q4_0)");
+      return Status::Error(
+          f_.display_name() + ": tensor '" + name + "' has type " +
+          std::string(info ? info->name : "unknown") +
+          ", which this engine cannot compute (supported: F32, F16, BF16, Q8_0, Q4_0)");
     }
     WeightView w;
     w.type = t->type;
@@ -126,22 +132,24 @@ Result<ModelConfig> ReadConfig(const GgufFile& f) {
   const int value_length = OptionalInt(f, Key(c, "attention.value_length"), c.head_dim);
   if (c.head_dim <= 0 || c.head_dim % 2 != 0 || value_length != c.head_dim) {
     return Status::Error(f.display_name() + ": unsupported head dimension (key " +
-                         std::to_string(c.head_dim) + ", value " + std::to_string(value_length) + ")");
+                         std::to_string(c.head_dim) + ", value " + std::to_string(value_length) +
+                         ")");
   }
   c.max_context = OptionalInt(f, Key(c, "context_length"), 2048);
   c.rope_dim = OptionalInt(f, Key(c, "rope.dimension_count"), c.head_dim);
   if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
     return Status::Error(f.display_name() + ": rope.dimension_count " + std::to_string(c.rope_dim) +
-                         " must be even and at most the head dimension " + std::to_string(c.head_dim));
+                         " must be even and at most the head dimension " +
+                         std::to_string(c.head_dim));
   }
   c.rope_base = static_cast<float>(f.GetFloat(Key(c, "rope.freq_base")).value_or(10000.0));
-  c.rms_eps = static_cast<float>(
-      f.GetFloat(Key(c, "attention.layer_norm_rms_epsilon")).value_or(c.arch == Arch::kLlama ? 1e-5 : 1e-6));
+  c.rms_eps = static_cast<float>(f.GetFloat(Key(c, "attention.layer_norm_rms_epsilon"))
+                                     .value_or(c.arch == Arch::kLlama ? 1e-5 : 1e-6));
   if (!(c.rope_base > 0) || !(c.rms_eps > 0)) {
     return Status::Error(f.display_name() + ": rope.freq_base and rms epsilon must be positive");
   }
-  if (auto scaling = f.GetString(Key(c, "rope.scaling.type")); scaling && *scaling != "none" &&
-                                                               *scaling != "llama3") {
+  if (auto scaling = f.GetString(Key(c, "rope.scaling.type"));
+      scaling && *scaling != "none" && *scaling != "llama3") {
     // llama3 scaling arrives as the rope_freqs tensor; linear/yarn are not implemented.
     return Status::Error(f.display_name() + ": rope scaling '" + *scaling + "' is not supported");
   }
@@ -183,8 +191,8 @@ Result<Model> Model::Load(const std::filesystem::path& path) {
   }
   if (m.tokenizer_->vocab_size() > c.vocab_size) {
     return Status::Error(f.display_name() + ": tokenizer has " +
-                         std::to_string(m.tokenizer_->vocab_size()) + " tokens but the model only " +
-                         std::to_string(c.vocab_size));
+                         std::to_string(m.tokenizer_->vocab_size()) +
+                         " tokens but the model only " + std::to_string(c.vocab_size));
   }
   auto emb = t.Matrix("token_embd.weight", c.vocab_size, c.d_model);
   if (!emb.ok()) return emb.status();
@@ -217,13 +225,14 @@ Result<Model> Model::Load(const std::filesystem::path& path) {
       out = *r;
       return Status::Ok();
     };
-    for (Status s : {vec("attn_norm.weight", c.d_model, L.attn_norm),
-                     mat("attn_q.weight", qw, c.d_model, L.wq), mat("attn_k.weight", kw, c.d_model, L.wk),
-                     mat("attn_v.weight", kw, c.d_model, L.wv), mat("attn_output.weight", c.d_model, qw, L.wo),
-                     vec("ffn_norm.weight", c.d_model, L.ffn_norm),
-                     mat("ffn_gate.weight", c.d_ff, c.d_model, L.w_gate),
-                     mat("ffn_up.weight", c.d_ff, c.d_model, L.w_up),
-                     mat("ffn_down.weight", c.d_model, c.d_ff, L.w_down)}) {
+    for (Status s :
+         {vec("attn_norm.weight", c.d_model, L.attn_norm),
+          mat("attn_q.weight", qw, c.d_model, L.wq), mat("attn_k.weight", kw, c.d_model, L.wk),
+          mat("attn_v.weight", kw, c.d_model, L.wv), mat("attn_output.weight", c.d_model, qw, L.wo),
+          vec("ffn_norm.weight", c.d_model, L.ffn_norm),
+          mat("ffn_gate.weight", c.d_ff, c.d_model, L.w_gate),
+          mat("ffn_up.weight", c.d_ff, c.d_model, L.w_up),
+          mat("ffn_down.weight", c.d_model, c.d_ff, L.w_down)}) {
       if (!s.ok()) return s;
     }
     if (c.qkv_bias) {
@@ -270,7 +279,8 @@ std::vector<float> Model::OutputGram(int layer, int kv_head) const {
   // Float products over row blocks, summed in double: sum_rows w_a w_b for each head slice.
   for (int64_t r0 = 0; r0 < wo.rows; r0 += kRows) {
     const int rows = static_cast<int>(std::min<int64_t>(kRows, wo.rows - r0));
-    for (int i = 0; i < rows; ++i) GetRow(wo, r0 + i, block.data() + static_cast<size_t>(i) * width);
+    for (int i = 0; i < rows; ++i)
+      GetRow(wo, r0 + i, block.data() + static_cast<size_t>(i) * width);
     for (int g = 0; g < c.group(); ++g) {
       const float* slice = block.data() + static_cast<size_t>(kv_head * c.group() + g) * d;
       dense::GemmTN(d, d, rows, 1.0f, slice, width, slice, width, 0.0f, part.data(), d);

@@ -87,15 +87,22 @@ void AddTokenizer(GgufWriter& w, const TokenizerSpec& t) {
   if (!t.pre.empty()) w.Add("tokenizer.ggml.pre", GgufValue::String(t.pre));
   w.Add("tokenizer.ggml.tokens", GgufValue::StringArray(t.tokens));
   if (!t.scores.empty()) w.Add("tokenizer.ggml.scores", GgufValue::Float32Array(t.scores));
-  if (!t.token_types.empty()) w.Add("tokenizer.ggml.token_type", GgufValue::Int32Array(t.token_types));
+  if (!t.token_types.empty())
+    w.Add("tokenizer.ggml.token_type", GgufValue::Int32Array(t.token_types));
   if (!t.merges.empty()) w.Add("tokenizer.ggml.merges", GgufValue::StringArray(t.merges));
-  if (t.bos >= 0) w.Add("tokenizer.ggml.bos_token_id", GgufValue::Uint32(static_cast<uint32_t>(t.bos)));
-  if (t.eos >= 0) w.Add("tokenizer.ggml.eos_token_id", GgufValue::Uint32(static_cast<uint32_t>(t.eos)));
-  if (t.eot >= 0) w.Add("tokenizer.ggml.eot_token_id", GgufValue::Uint32(static_cast<uint32_t>(t.eot)));
-  if (t.unk >= 0) w.Add("tokenizer.ggml.unknown_token_id", GgufValue::Uint32(static_cast<uint32_t>(t.unk)));
+  if (t.bos >= 0)
+    w.Add("tokenizer.ggml.bos_token_id", GgufValue::Uint32(static_cast<uint32_t>(t.bos)));
+  if (t.eos >= 0)
+    w.Add("tokenizer.ggml.eos_token_id", GgufValue::Uint32(static_cast<uint32_t>(t.eos)));
+  if (t.eot >= 0)
+    w.Add("tokenizer.ggml.eot_token_id", GgufValue::Uint32(static_cast<uint32_t>(t.eot)));
+  if (t.unk >= 0)
+    w.Add("tokenizer.ggml.unknown_token_id", GgufValue::Uint32(static_cast<uint32_t>(t.unk)));
   w.Add("tokenizer.ggml.add_bos_token", GgufValue::Bool(t.add_bos));
-  if (t.model == "llama") w.Add("tokenizer.ggml.add_space_prefix", GgufValue::Bool(t.add_space_prefix));
-  if (!t.chat_template.empty()) w.Add("tokenizer.chat_template", GgufValue::String(t.chat_template));
+  if (t.model == "llama")
+    w.Add("tokenizer.ggml.add_space_prefix", GgufValue::Bool(t.add_space_prefix));
+  if (!t.chat_template.empty())
+    w.Add("tokenizer.chat_template", GgufValue::String(t.chat_template));
 }
 
 }  // namespace
@@ -104,8 +111,8 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::filesystem::path& o
   if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
     return Status::Error("make-model: unknown --arch '" + s.arch + "' (llama, qwen2, qwen3)");
   }
-  if (s.n_layers <= 0 || s.d_model <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 ||
-      s.head_dim <= 0 || s.d_ff <= 0 || s.vocab_size <= 0 || s.context <= 0) {
+  if (s.n_layers <= 0 || s.d_model <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0 ||
+      s.d_ff <= 0 || s.vocab_size <= 0 || s.context <= 0) {
     return Status::Error("make-model: every dimension must be positive");
   }
   if (s.n_heads % s.n_kv_heads != 0) {
@@ -116,8 +123,10 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::filesystem::path& o
   if (!info || !info->computable) return Status::Error("make-model: unsupported --type");
   for (int cols : {s.d_model, s.n_heads * s.head_dim, s.d_ff}) {
     if (cols % info->block_size != 0) {
-      return Status::Error("make-model: type " + std::string(info->name) + " needs row lengths that are multiples of " +
-                           std::to_string(info->block_size) + " (got " + std::to_string(cols) + ")");
+      return Status::Error("make-model: type " + std::string(info->name) +
+                           " needs row lengths that are multiples of " +
+                           std::to_string(info->block_size) + " (got " + std::to_string(cols) +
+                           ")");
     }
   }
   auto tok = MakeSyntheticTokenizerSpec(s.tokenizer, s.vocab_size);

@@ -23,7 +23,8 @@ void PressCapture::OnQueries(int layer, std::span<const int32_t> pos, MatView<co
   const int width = static_cast<int>(q.cols);
   if (recording_future_) {
     if (!needs_.future_queries) return;
-    for (int64_t r = 0; r < q.rows; ++r) L.future.insert(L.future.end(), q.Row(r), q.Row(r) + width);
+    for (int64_t r = 0; r < q.rows; ++r)
+      L.future.insert(L.future.end(), q.Row(r), q.Row(r) + width);
     return;
   }
   if (needs_.window_queries > 0) {
@@ -54,14 +55,16 @@ void PressCapture::OnQueries(int layer, std::span<const int32_t> pos, MatView<co
       if (p < kStatsSinks) continue;
       std::copy(q.Row(r), q.Row(r) + width, scratch_.begin());
       const int32_t neg = -p;
-      model_.ApplyRope(MatView<float>(scratch_.data(), 1, width), c.n_heads, std::span<const int32_t>(&neg, 1));
+      model_.ApplyRope(MatView<float>(scratch_.data(), 1, width), c.n_heads,
+                       std::span<const int32_t>(&neg, 1));
       for (int h = 0; h < c.n_heads; ++h) {
         const float* x = scratch_.data() + static_cast<size_t>(h) * d;
         double* s = st.sum.data() + static_cast<size_t>(h) * d;
         double* ss = st.sum_sq.data() + static_cast<size_t>(h) * d * d;
         for (int a = 0; a < d; ++a) {
           s[a] += x[a];
-          for (int b = 0; b < d; ++b) ss[static_cast<size_t>(a) * d + b] += static_cast<double>(x[a]) * x[b];
+          for (int b = 0; b < d; ++b)
+            ss[static_cast<size_t>(a) * d + b] += static_cast<double>(x[a]) * x[b];
         }
       }
       ++st.count;
@@ -79,7 +82,9 @@ std::span<const int32_t> PressCapture::WindowPositions(int layer) const {
   return layers_[static_cast<size_t>(layer)].window_pos;
 }
 
-const QueryStats* PressCapture::Stats(int layer) const { return &layers_[static_cast<size_t>(layer)].stats; }
+const QueryStats* PressCapture::Stats(int layer) const {
+  return &layers_[static_cast<size_t>(layer)].stats;
+}
 
 MatView<const float> PressCapture::Future(int layer) const {
   const Layer& L = layers_[static_cast<size_t>(layer)];
@@ -93,7 +98,9 @@ Compressor::Compressor(const Model& model, Press press)
       grams_(static_cast<size_t>(model.config().n_layers)),
       gram_once_(static_cast<size_t>(model.config().n_layers)) {}
 
-PressNeeds Compressor::Needs() const { return press_.scorer ? press_.scorer->Needs() : PressNeeds{}; }
+PressNeeds Compressor::Needs() const {
+  return press_.scorer ? press_.scorer->Needs() : PressNeeds{};
+}
 
 std::span<const float> Compressor::Gram(int layer) const {
   std::call_once(gram_once_[static_cast<size_t>(layer)], [&] {
@@ -107,20 +114,20 @@ std::span<const float> Compressor::Gram(int layer) const {
   return grams_[static_cast<size_t>(layer)];
 }
 
-Status Compressor::Compress(KvCache& cache, double ratio, const PressCapture* capture, ThreadPool& pool,
-                            CompressStats* stats) const {
+Status Compressor::Compress(KvCache& cache, double ratio, const PressCapture* capture,
+                            ThreadPool& pool, CompressStats* stats) const {
   if (!(ratio >= 0 && ratio < 1)) return Status::Error("compression ratio must be in [0, 1)");
   return Run(cache, ratio, -1, capture, pool, stats);
 }
 
-Status Compressor::CompressTo(KvCache& cache, int target, const PressCapture* capture, ThreadPool& pool,
-                              CompressStats* stats) const {
+Status Compressor::CompressTo(KvCache& cache, int target, const PressCapture* capture,
+                              ThreadPool& pool, CompressStats* stats) const {
   if (target < 1) return Status::Error("compression target must be >= 1 entry per head");
   return Run(cache, 0, target, capture, pool, stats);
 }
 
-Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapture* capture, ThreadPool& pool,
-                       CompressStats* stats) const {
+Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapture* capture,
+                       ThreadPool& pool, CompressStats* stats) const {
   const ModelConfig& c = model_.config();
   const auto t0 = std::chrono::steady_clock::now();
   if (stats) {
@@ -129,8 +136,10 @@ Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapt
   }
   const bool active = press_.scorer && (target > 0 || ratio > 0);
   const PressNeeds needs = Needs();
-  if (active && (needs.window_queries > 0 || needs.query_stats || needs.future_queries) && capture == nullptr) {
-    return Status::Error("press " + press_.name + " needs queries captured during the forward pass");
+  if (active && (needs.window_queries > 0 || needs.query_stats || needs.future_queries) &&
+      capture == nullptr) {
+    return Status::Error("press " + press_.name +
+                         " needs queries captured during the forward pass");
   }
   std::vector<Status> errors(static_cast<size_t>(c.n_layers));
   // Kept rows per layer and head; applied after scoring because the page pool is shared.
@@ -168,7 +177,8 @@ Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapt
           const MatView<const float> win = capture->Window(l);
           const int64_t rows = std::min<int64_t>(win.rows, needs.window_queries);
           in.window_queries = {win.Row(win.rows - rows), rows, win.cols, win.stride};
-          in.window_positions = capture->WindowPositions(l).subspan(static_cast<size_t>(win.rows - rows));
+          in.window_positions =
+              capture->WindowPositions(l).subspan(static_cast<size_t>(win.rows - rows));
           in.query_stats = capture->Stats(l);
           in.future_queries = capture->Future(l);
         }
@@ -179,15 +189,18 @@ Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapt
           for (int64_t row = 0; row < w.rows; ++row) GetRow(w, row, wo.data() + row * w.cols);
           in.wo_rows = wo;
           if (in.future_queries.rows == 0) {
-            errors[static_cast<size_t>(l)] = Status::Error("oracle press: no future queries were recorded");
+            errors[static_cast<size_t>(l)] =
+                Status::Error("oracle press: no future queries were recorded");
             continue;
           }
         }
         HeadScores scores(static_cast<size_t>(c.n_kv_heads));
-        for (int h = 0; h < c.n_kv_heads; ++h) scores[static_cast<size_t>(h)].assign(static_cast<size_t>(heads[static_cast<size_t>(h)].size()), 0.0f);
+        for (int h = 0; h < c.n_kv_heads; ++h)
+          scores[static_cast<size_t>(h)].assign(
+              static_cast<size_t>(heads[static_cast<size_t>(h)].size()), 0.0f);
         press_.scorer->Score(in, scores);
-        kept_rows[static_cast<size_t>(l)] =
-            SelectForLayer(scores, r, press_.budget, press_.scorer->ComparableAcrossHeads(), l, c.n_layers);
+        kept_rows[static_cast<size_t>(l)] = SelectForLayer(
+            scores, r, press_.budget, press_.scorer->ComparableAcrossHeads(), l, c.n_layers);
       }
     });
   }
@@ -204,9 +217,11 @@ Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapt
   }
   if (stats) {
     for (int l = 0; l < c.n_layers; ++l)
-      for (int h = 0; h < c.n_kv_heads; ++h) stats->kept_per_layer[static_cast<size_t>(l)] += cache.Length(l, h);
+      for (int h = 0; h < c.n_kv_heads; ++h)
+        stats->kept_per_layer[static_cast<size_t>(l)] += cache.Length(l, h);
     stats->bytes_after = cache.BytesInUse();
-    stats->score_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    stats->score_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   return Status::Ok();
 }

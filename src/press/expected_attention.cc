@@ -27,8 +27,10 @@ class ExpectedAttentionScorer : public Scorer {
     for (int t = 0; t < future_; ++t) {
       const double p = static_cast<double>(in.next_position) + t;
       for (int i = 0; i < half; ++i) {
-        cbar[static_cast<size_t>(i)] += std::cos(p * in.rope_inv_freq[static_cast<size_t>(i)]) / future_;
-        sbar[static_cast<size_t>(i)] += std::sin(p * in.rope_inv_freq[static_cast<size_t>(i)]) / future_;
+        cbar[static_cast<size_t>(i)] +=
+            std::cos(p * in.rope_inv_freq[static_cast<size_t>(i)]) / future_;
+        sbar[static_cast<size_t>(i)] +=
+            std::sin(p * in.rope_inv_freq[static_cast<size_t>(i)]) / future_;
       }
     }
     // Rbar as a dense d x d matrix (identity on dimensions RoPE leaves alone).
@@ -44,35 +46,41 @@ class ExpectedAttentionScorer : public Scorer {
     }
     const QueryStats& qs = *in.query_stats;
     const double count = static_cast<double>(std::max<int64_t>(qs.count, 1));
-    std::vector<double> mu(static_cast<size_t>(d)), sigma(static_cast<size_t>(d) * d), mu2(static_cast<size_t>(d)),
-        tmp(static_cast<size_t>(d) * d), sigma2(static_cast<size_t>(d) * d);
+    std::vector<double> mu(static_cast<size_t>(d)), sigma(static_cast<size_t>(d) * d),
+        mu2(static_cast<size_t>(d)), tmp(static_cast<size_t>(d) * d),
+        sigma2(static_cast<size_t>(d) * d);
     for (int h = 0; h < in.n_kv_heads; ++h) {
       const HeadEntries& e = in.heads[static_cast<size_t>(h)];
       const int n = e.size();
       std::vector<double> prob(static_cast<size_t>(n), 0.0);
       for (int g = 0; g < in.group(); ++g) {
         const int qh = h * in.group() + g;
-        for (int a = 0; a < d; ++a) mu[static_cast<size_t>(a)] = qs.sum[static_cast<size_t>(qh) * d + a] / count;
+        for (int a = 0; a < d; ++a)
+          mu[static_cast<size_t>(a)] = qs.sum[static_cast<size_t>(qh) * d + a] / count;
         for (int a = 0; a < d; ++a)
           for (int b = 0; b < d; ++b)
             sigma[static_cast<size_t>(a) * d + b] =
-                qs.sum_sq[(static_cast<size_t>(qh) * d + a) * d + b] / count - mu[static_cast<size_t>(a)] * mu[static_cast<size_t>(b)];
+                qs.sum_sq[(static_cast<size_t>(qh) * d + a) * d + b] / count -
+                mu[static_cast<size_t>(a)] * mu[static_cast<size_t>(b)];
         for (int a = 0; a < d; ++a) {
           double acc = 0;
-          for (int b = 0; b < d; ++b) acc += R[static_cast<size_t>(a) * d + b] * mu[static_cast<size_t>(b)];
+          for (int b = 0; b < d; ++b)
+            acc += R[static_cast<size_t>(a) * d + b] * mu[static_cast<size_t>(b)];
           mu2[static_cast<size_t>(a)] = acc;
         }
         // sigma2 = R sigma R^T
         for (int a = 0; a < d; ++a)
           for (int b = 0; b < d; ++b) {
             double acc = 0;
-            for (int c = 0; c < d; ++c) acc += R[static_cast<size_t>(a) * d + c] * sigma[static_cast<size_t>(c) * d + b];
+            for (int c = 0; c < d; ++c)
+              acc += R[static_cast<size_t>(a) * d + c] * sigma[static_cast<size_t>(c) * d + b];
             tmp[static_cast<size_t>(a) * d + b] = acc;
           }
         for (int a = 0; a < d; ++a)
           for (int b = 0; b < d; ++b) {
             double acc = 0;
-            for (int c = 0; c < d; ++c) acc += tmp[static_cast<size_t>(a) * d + c] * R[static_cast<size_t>(b) * d + c];
+            for (int c = 0; c < d; ++c)
+              acc += tmp[static_cast<size_t>(a) * d + c] * R[static_cast<size_t>(b) * d + c];
             sigma2[static_cast<size_t>(a) * d + b] = acc;
           }
         std::vector<double> z(static_cast<size_t>(n), -1e300);
@@ -92,7 +100,8 @@ class ExpectedAttentionScorer : public Scorer {
         double sum = 0;
         for (int j = n_sink_; j < n; ++j) sum += std::exp(z[static_cast<size_t>(j)] - mx);
         for (int j = n_sink_; j < n; ++j) {
-          prob[static_cast<size_t>(j)] += std::exp(z[static_cast<size_t>(j)] - mx) / sum / in.group();
+          prob[static_cast<size_t>(j)] +=
+              std::exp(z[static_cast<size_t>(j)] - mx) / sum / in.group();
         }
       }
       auto& s = out[static_cast<size_t>(h)];
@@ -104,7 +113,8 @@ class ExpectedAttentionScorer : public Scorer {
           continue;
         }
         const double vn = use_vnorm_ ? Norm(e.values.data() + static_cast<size_t>(j) * d, d) : 1.0;
-        s[static_cast<size_t>(j)] = static_cast<float>((prob[static_cast<size_t>(j)] + epsilon_) * vn);
+        s[static_cast<size_t>(j)] =
+            static_cast<float>((prob[static_cast<size_t>(j)] + epsilon_) * vn);
       }
       Protect(s, sinks);
     }
@@ -126,7 +136,8 @@ ScorerResult MakeExpectedAttentionScorer(const PressParams& p) {
   const double eps = r.Number("epsilon", 1e-2);
   const bool vnorm = r.Number("vnorm", 1) != 0;
   if (Status s = r.Finish("expected_attention"); !s.ok()) return s;
-  if (future < 1 || n_sink < 0) return Status::Error("press expected_attention: future >= 1, n_sink >= 0");
+  if (future < 1 || n_sink < 0)
+    return Status::Error("press expected_attention: future >= 1, n_sink >= 0");
   return std::unique_ptr<Scorer>(new ExpectedAttentionScorer(future, n_sink, eps, vnorm));
 }
 

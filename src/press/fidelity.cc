@@ -12,7 +12,8 @@ namespace {
 // Feeds queries to a PressCapture and keeps every layer's attention outputs.
 class FidelityTap : public ForwardTap {
  public:
-  FidelityTap(PressCapture* capture, int n_layers) : capture_(capture), outputs_(static_cast<size_t>(n_layers)) {}
+  FidelityTap(PressCapture* capture, int n_layers)
+      : capture_(capture), outputs_(static_cast<size_t>(n_layers)) {}
   void OnQueries(int layer, std::span<const int32_t> pos, MatView<const float> q) override {
     if (capture_) capture_->OnQueries(layer, pos, q);
   }
@@ -46,7 +47,8 @@ double FidelityRow::mean_layer_error() const {
   return layer_error.empty() ? 0 : s / static_cast<double>(layer_error.size());
 }
 
-Result<std::vector<FidelityRow>> MeasureFidelity(const Model& model, std::span<const std::vector<Token>> contexts,
+Result<std::vector<FidelityRow>> MeasureFidelity(const Model& model,
+                                                 std::span<const std::vector<Token>> contexts,
                                                  std::span<const std::vector<Token>> continuations,
                                                  const FidelityOptions& options, ThreadPool& pool) {
   if (contexts.size() != continuations.size() || contexts.empty()) {
@@ -83,12 +85,14 @@ Result<std::vector<FidelityRow>> MeasureFidelity(const Model& model, std::span<c
   for (size_t ci = 0; ci < contexts.size(); ++ci) {
     const auto& cont = continuations[ci];
     const int m = static_cast<int>(cont.size());
-    if (m == 0 || contexts[ci].empty()) return Status::Error("fidelity: empty context or continuation");
+    if (m == 0 || contexts[ci].empty())
+      return Status::Error("fidelity: empty context or continuation");
     auto pre = PrefillContext(model, needs, options.kv, contexts[ci], pool);
     if (!pre.ok()) return pre.status();
     // The full cache's view of T: logits (the context's last logit predicts T's first token),
     // attention outputs, and the true future queries for the oracle.
-    std::vector<float> full_logits(static_cast<size_t>(m) * V), comp_logits(static_cast<size_t>(m) * V);
+    std::vector<float> full_logits(static_cast<size_t>(m) * V),
+        comp_logits(static_cast<size_t>(m) * V);
     std::copy(pre->last_logits.begin(), pre->last_logits.end(), full_logits.begin());
     PressCapture capture = pre->capture;
     capture.RecordFuture(true);
@@ -96,7 +100,9 @@ Result<std::vector<FidelityRow>> MeasureFidelity(const Model& model, std::span<c
     {
       KvCache full = pre->cache.Clone();
       std::vector<float> tmp(static_cast<size_t>(m) * V);
-      if (Status s = model.Forward(cont, full, {true}, {tmp.data(), m, V}, pool, ws, &full_tap); !s.ok()) return s;
+      if (Status s = model.Forward(cont, full, {true}, {tmp.data(), m, V}, pool, ws, &full_tap);
+          !s.ok())
+        return s;
       std::copy(tmp.begin(), tmp.end() - V, full_logits.begin() + V);  // logits after T[0..m-2]
     }
     capture.RecordFuture(false);
@@ -110,7 +116,9 @@ Result<std::vector<FidelityRow>> MeasureFidelity(const Model& model, std::span<c
         // compression cannot change; it is recomputed by re-running nothing: reuse the full one.
         FidelityTap tap(nullptr, L);
         std::vector<float> tmp(static_cast<size_t>(m) * V);
-        if (Status s = model.Forward(cont, cache, {true}, {tmp.data(), m, V}, pool, ws, &tap); !s.ok()) return s;
+        if (Status s = model.Forward(cont, cache, {true}, {tmp.data(), m, V}, pool, ws, &tap);
+            !s.ok())
+          return s;
         std::copy(pre->last_logits.begin(), pre->last_logits.end(), comp_logits.begin());
         std::copy(tmp.begin(), tmp.end() - V, comp_logits.begin() + V);
         double kl = 0, agree = 0;
@@ -121,7 +129,9 @@ Result<std::vector<FidelityRow>> MeasureFidelity(const Model& model, std::span<c
           LogSoftmax(full_logits.data() + static_cast<size_t>(t) * V, V, lp_full);
           LogSoftmax(comp_logits.data() + static_cast<size_t>(t) * V, V, lp_comp);
           double k = 0;
-          for (int v = 0; v < V; ++v) k += std::exp(lp_full[static_cast<size_t>(v)]) * (lp_full[static_cast<size_t>(v)] - lp_comp[static_cast<size_t>(v)]);
+          for (int v = 0; v < V; ++v)
+            k += std::exp(lp_full[static_cast<size_t>(v)]) *
+                 (lp_full[static_cast<size_t>(v)] - lp_comp[static_cast<size_t>(v)]);
           kl += k;
           const auto fa = std::max_element(lp_full.begin(), lp_full.end()) - lp_full.begin();
           const auto ca = std::max_element(lp_comp.begin(), lp_comp.end()) - lp_comp.begin();
@@ -137,7 +147,8 @@ Result<std::vector<FidelityRow>> MeasureFidelity(const Model& model, std::span<c
           for (int t = 0; t < m; ++t) {
             double num = 0, den = 0;
             for (int j = 0; j < width; ++j) {
-              const double a = of[static_cast<size_t>(t) * width + j], b = oc[static_cast<size_t>(t) * width + j];
+              const double a = of[static_cast<size_t>(t) * width + j],
+                           b = oc[static_cast<size_t>(t) * width + j];
               num += (a - b) * (a - b);
               den += a * a;
             }

@@ -12,8 +12,8 @@ class KnormScorer : public Scorer {
     for (int h = 0; h < in.n_kv_heads; ++h) {
       const HeadEntries& e = in.heads[static_cast<size_t>(h)];
       for (int j = 0; j < e.size(); ++j) {
-        out[static_cast<size_t>(h)][static_cast<size_t>(j)] =
-            static_cast<float>(-Norm(e.keys.data() + static_cast<size_t>(j) * in.head_dim, in.head_dim));
+        out[static_cast<size_t>(h)][static_cast<size_t>(j)] = static_cast<float>(
+            -Norm(e.keys.data() + static_cast<size_t>(j) * in.head_dim, in.head_dim));
       }
     }
   }

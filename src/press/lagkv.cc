@@ -18,13 +18,14 @@ class LagKvScorer : public Scorer {
   PressNeeds Needs() const override { return {.values = true}; }
 
   void Score(const LayerInput& in, HeadScores& out) const override {
-    for (int h = 0; h < in.n_kv_heads; ++h) ScoreHead(in.heads[static_cast<size_t>(h)], in.head_dim,
-                                                      out[static_cast<size_t>(h)]);
+    for (int h = 0; h < in.n_kv_heads; ++h)
+      ScoreHead(in.heads[static_cast<size_t>(h)], in.head_dim, out[static_cast<size_t>(h)]);
   }
 
  private:
   // Softmax over the partition of std(scaled rows), for one of keys/values.
-  void PartitionSoftmax(const std::vector<float>& x, int d, int begin, int ref, std::vector<double>& out) const {
+  void PartitionSoftmax(const std::vector<float>& x, int d, int begin, int ref,
+                        std::vector<double>& out) const {
     const int L = lag_;
     std::vector<double> lo(static_cast<size_t>(d), 1e300), hi(static_cast<size_t>(d), -1e300);
     for (int t = ref; t < ref + L; ++t) {
@@ -39,8 +40,10 @@ class LagKvScorer : public Scorer {
       double mean = 0, sq = 0;
       std::vector<double> y(static_cast<size_t>(d));
       for (int c = 0; c < d; ++c) {
-        const double range = std::max(hi[static_cast<size_t>(c)] - lo[static_cast<size_t>(c)], 1e-6);
-        y[static_cast<size_t>(c)] = (x[static_cast<size_t>(begin + t) * d + c] - lo[static_cast<size_t>(c)]) / range;
+        const double range =
+            std::max(hi[static_cast<size_t>(c)] - lo[static_cast<size_t>(c)], 1e-6);
+        y[static_cast<size_t>(c)] =
+            (x[static_cast<size_t>(begin + t) * d + c] - lo[static_cast<size_t>(c)]) / range;
         mean += y[static_cast<size_t>(c)];
       }
       mean /= d;
@@ -58,7 +61,8 @@ class LagKvScorer : public Scorer {
     const int n = e.size();
     if (n < n_sink_ + 2 * lag_) {
       for (int j = 0; j < n; ++j) {
-        s[static_cast<size_t>(j)] = j < n_sink_ ? 1.0f : static_cast<float>(j - n_sink_) / (n - n_sink_);
+        s[static_cast<size_t>(j)] =
+            j < n_sink_ ? 1.0f : static_cast<float>(j - n_sink_) / (n - n_sink_);
       }
       return;
     }
@@ -71,13 +75,16 @@ class LagKvScorer : public Scorer {
       PartitionSoftmax(e.keys, d, begin, begin + lag_, ks);
       PartitionSoftmax(e.values, d, begin, begin + lag_, vs);
       std::vector<double> combined(static_cast<size_t>(lag_));
-      for (int t = 0; t < lag_; ++t) combined[static_cast<size_t>(t)] = (ks[static_cast<size_t>(t)] + vs[static_cast<size_t>(t)]) / 2;
+      for (int t = 0; t < lag_; ++t)
+        combined[static_cast<size_t>(t)] =
+            (ks[static_cast<size_t>(t)] + vs[static_cast<size_t>(t)]) / 2;
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
         return combined[static_cast<size_t>(a)] < combined[static_cast<size_t>(b)];
       });
       for (int rank = 0; rank < lag_; ++rank) {
-        s[static_cast<size_t>(begin + order[static_cast<size_t>(rank)])] = static_cast<float>(rank) / lag_;
+        s[static_cast<size_t>(begin + order[static_cast<size_t>(rank)])] =
+            static_cast<float>(rank) / lag_;
       }
     }
   }

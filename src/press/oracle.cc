@@ -27,9 +27,11 @@ class OracleScorer : public Scorer {
         // M_g = W_O^(g)T W_O^(g) from the d columns of W_O that read this query head.
         std::fill(m.begin(), m.end(), 0.0);
         for (int row = 0; row < in.d_model; ++row) {
-          const float* w = in.wo_rows.data() + static_cast<size_t>(row) * width + static_cast<size_t>(qh) * d;
+          const float* w =
+              in.wo_rows.data() + static_cast<size_t>(row) * width + static_cast<size_t>(qh) * d;
           for (int a = 0; a < d; ++a)
-            for (int b = 0; b < d; ++b) m[static_cast<size_t>(a) * d + b] += static_cast<double>(w[a]) * w[b];
+            for (int b = 0; b < d; ++b)
+              m[static_cast<size_t>(a) * d + b] += static_cast<double>(w[a]) * w[b];
         }
         std::vector<double> mv(static_cast<size_t>(n) * d), vmv(static_cast<size_t>(n));
         for (int i = 0; i < n; ++i) {
@@ -43,12 +45,14 @@ class OracleScorer : public Scorer {
           }
           vmv[static_cast<size_t>(i)] = q;
         }
-        std::vector<double> a(static_cast<size_t>(n)), o(static_cast<size_t>(d)), mo(static_cast<size_t>(d));
+        std::vector<double> a(static_cast<size_t>(n)), o(static_cast<size_t>(d)),
+            mo(static_cast<size_t>(d));
         for (int t = 0; t < T; ++t) {
           const float* q = in.future_queries.Row(t) + static_cast<size_t>(qh) * d;
           double mx = -1e300;
           for (int i = 0; i < n; ++i) {
-            a[static_cast<size_t>(i)] = Dot(q, e.keys.data() + static_cast<size_t>(i) * d, d) * scale;
+            a[static_cast<size_t>(i)] =
+                Dot(q, e.keys.data() + static_cast<size_t>(i) * d, d) * scale;
             mx = std::max(mx, a[static_cast<size_t>(i)]);
           }
           double sum = 0;
@@ -56,24 +60,31 @@ class OracleScorer : public Scorer {
           std::fill(o.begin(), o.end(), 0.0);
           for (int i = 0; i < n; ++i) {
             a[static_cast<size_t>(i)] /= sum;
-            for (int c = 0; c < d; ++c) o[static_cast<size_t>(c)] += a[static_cast<size_t>(i)] * e.values[static_cast<size_t>(i) * d + c];
+            for (int c = 0; c < d; ++c)
+              o[static_cast<size_t>(c)] +=
+                  a[static_cast<size_t>(i)] * e.values[static_cast<size_t>(i) * d + c];
           }
           double omo = 0;
           for (int r = 0; r < d; ++r) {
             double acc = 0;
-            for (int c = 0; c < d; ++c) acc += m[static_cast<size_t>(r) * d + c] * o[static_cast<size_t>(c)];
+            for (int c = 0; c < d; ++c)
+              acc += m[static_cast<size_t>(r) * d + c] * o[static_cast<size_t>(c)];
             mo[static_cast<size_t>(r)] = acc;
             omo += o[static_cast<size_t>(r)] * acc;
           }
           for (int i = 0; i < n; ++i) {
             double cross = 0;
-            for (int c = 0; c < d; ++c) cross += o[static_cast<size_t>(c)] * mv[static_cast<size_t>(i) * d + c];
+            for (int c = 0; c < d; ++c)
+              cross += o[static_cast<size_t>(c)] * mv[static_cast<size_t>(i) * d + c];
             const double q2 = omo - 2 * cross + vmv[static_cast<size_t>(i)];
-            contrib[static_cast<size_t>(i)] += a[static_cast<size_t>(i)] * std::sqrt(std::max(q2, 0.0));
+            contrib[static_cast<size_t>(i)] +=
+                a[static_cast<size_t>(i)] * std::sqrt(std::max(q2, 0.0));
           }
         }
       }
-      for (int i = 0; i < n; ++i) out[static_cast<size_t>(h)][static_cast<size_t>(i)] = static_cast<float>(contrib[static_cast<size_t>(i)]);
+      for (int i = 0; i < n; ++i)
+        out[static_cast<size_t>(h)][static_cast<size_t>(i)] =
+            static_cast<float>(contrib[static_cast<size_t>(i)]);
     }
   }
 };

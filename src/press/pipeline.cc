@@ -29,7 +29,8 @@ struct Runner {
         pool(p),
         cache(pre ? pre->cache.Clone() : m.NewCache(o.kv)),
         capture(pre ? pre->capture : PressCapture(m, c.Needs())),
-        logits(pre ? pre->last_logits : std::vector<float>(static_cast<size_t>(m.config().vocab_size))) {}
+        logits(pre ? pre->last_logits
+                   : std::vector<float>(static_cast<size_t>(m.config().vocab_size))) {}
 
   Status Forward(std::span<const Token> tokens) {
     MatView<float> out(logits.data(), 1, model.config().vocab_size);
@@ -99,14 +100,16 @@ struct Runner {
       const Token next = sampler.Sample(logits);
       const bool end = model.tokenizer().IsEndOfGeneration(next);
       if (!end) r.tokens.push_back(next);
-      const bool stop = end || (!end && opt.on_token && !opt.on_token(turn, next)) || i + 1 == opt.max_new_tokens;
+      const bool stop =
+          end || (!end && opt.on_token && !opt.on_token(turn, next)) || i + 1 == opt.max_new_tokens;
       r.stopped_at_end = end;
       if (stop && !keep_answer) break;
       if (Status s = Forward(std::span<const Token>(&next, 1)); !s.ok()) return s;
       if (stop) break;
       if (opt.mode == CompressionMode::kDecode && opt.ratio > 0 && compressor.enabled() &&
           (i + 1) % std::max(1, opt.interval) == 0) {
-        if (Status s = CompressTo(KeepCount(cache.NextPosition(), opt.ratio), false); !s.ok()) return s;
+        if (Status s = CompressTo(KeepCount(cache.NextPosition(), opt.ratio), false); !s.ok())
+          return s;
       }
     }
     r.decode_ms = MsSince(t0);
@@ -126,8 +129,9 @@ PressNeeds UnionNeeds(const PressNeeds& a, const PressNeeds& b) {
   return n;
 }
 
-Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& needs, const KvCacheOptions& kv,
-                                        std::span<const Token> context, ThreadPool& pool) {
+Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& needs,
+                                        const KvCacheOptions& kv, std::span<const Token> context,
+                                        ThreadPool& pool) {
   if (context.empty()) return Status::Error("prefill: empty context");
   PrefilledContext p{model.NewCache(kv), PressCapture(model, needs),
                      std::vector<float>(static_cast<size_t>(model.config().vocab_size)), 0};
@@ -150,34 +154,42 @@ std::optional<CompressionMode> ParseCompressionMode(std::string_view s) {
 
 std::string_view CompressionModeName(CompressionMode m) {
   switch (m) {
-    case CompressionMode::kContext: return "context";
-    case CompressionMode::kQuestion: return "question";
-    case CompressionMode::kMultiTurn: return "multiturn";
-    case CompressionMode::kChunked: return "chunked";
-    case CompressionMode::kDecode: return "decode";
+    case CompressionMode::kContext:
+      return "context";
+    case CompressionMode::kQuestion:
+      return "question";
+    case CompressionMode::kMultiTurn:
+      return "multiturn";
+    case CompressionMode::kChunked:
+      return "chunked";
+    case CompressionMode::kDecode:
+      return "decode";
   }
   return "?";
 }
 
 Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compressor,
                                    const PipelineOptions& options, std::span<const Token> context,
-                                   const std::vector<std::vector<Token>>& questions, ThreadPool& pool,
-                                   const PrefilledContext* prefilled) {
+                                   const std::vector<std::vector<Token>>& questions,
+                                   ThreadPool& pool, const PrefilledContext* prefilled) {
   if (context.empty()) return Status::Error("pipeline: empty context");
-  if (!(options.ratio >= 0 && options.ratio < 1)) return Status::Error("pipeline: ratio must be in [0, 1)");
+  if (!(options.ratio >= 0 && options.ratio < 1))
+    return Status::Error("pipeline: ratio must be in [0, 1)");
   if (compressor.Needs().future_queries) {
     return Status::Error("press " + compressor.press().name + " is for the fidelity protocol only");
   }
   if (options.mode == CompressionMode::kChunked && !compressor.press().query_free) {
-    return Status::Error("press " + compressor.press().name +
-                         " reads queries, so it cannot compress during chunked prefill; use a query-free press");
+    return Status::Error(
+        "press " + compressor.press().name +
+        " reads queries, so it cannot compress during chunked prefill; use a query-free press");
   }
   const bool reuse = prefilled != nullptr && options.mode != CompressionMode::kQuestion &&
                      options.mode != CompressionMode::kChunked;
   Runner run(model, compressor, options, pool, reuse ? prefilled : nullptr);
   const ModelConfig& c = model.config();
   run.report.context_tokens = static_cast<int>(context.size());
-  run.report.kv_bytes_full = context.size() * static_cast<size_t>(c.n_layers) * c.n_kv_heads * run.cache.BytesPerEntry();
+  run.report.kv_bytes_full =
+      context.size() * static_cast<size_t>(c.n_layers) * c.n_kv_heads * run.cache.BytesPerEntry();
   std::vector<std::vector<Token>> turns = questions;
   if (turns.empty()) turns.emplace_back();
 
@@ -220,7 +232,8 @@ Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compres
   }
   run.report.kv_bytes_peak = std::max(run.report.kv_bytes_peak, run.cache.PeakBytesInUse());
   run.report.kv_bytes_final = run.cache.BytesInUse();
-  if (run.report.kv_bytes_compressed == 0) run.report.kv_bytes_compressed = run.report.kv_bytes_full;
+  if (run.report.kv_bytes_compressed == 0)
+    run.report.kv_bytes_compressed = run.report.kv_bytes_full;
   return run.report;
 }
 

@@ -5,9 +5,9 @@
 //   score = r_i * c_i
 // Each factor can be swapped: key=leverage|cosine|none, value=wo_centered|wo|centered|norm|none.
 // Cost per KV head is O(n d^2): a d x d Gram, a Cholesky factor, and two n x d x d products.
-#include "primekv/dense.h"
 #include "press/scorer_util.h"
 #include "press/scorers.h"
+#include "primekv/dense.h"
 
 namespace primekv::press_internal {
 namespace {
@@ -27,11 +27,13 @@ std::vector<double> Mean(const std::vector<float>& x, int n, int d) {
   return m;
 }
 
-std::vector<float> Centered(const std::vector<float>& x, int n, int d, const std::vector<double>& m) {
+std::vector<float> Centered(const std::vector<float>& x, int n, int d,
+                            const std::vector<double>& m) {
   std::vector<float> out(static_cast<size_t>(n) * d);
   for (int i = 0; i < n; ++i)
     for (int c = 0; c < d; ++c)
-      out[static_cast<size_t>(i) * d + c] = static_cast<float>(x[static_cast<size_t>(i) * d + c] - m[static_cast<size_t>(c)]);
+      out[static_cast<size_t>(i) * d + c] =
+          static_cast<float>(x[static_cast<size_t>(i) * d + c] - m[static_cast<size_t>(c)]);
   return out;
 }
 
@@ -54,12 +56,14 @@ void Leverage(const std::vector<float>& kc, int n, int d, std::vector<double>& r
   // Cholesky, lower triangle in place.
   for (int j = 0; j < d; ++j) {
     double s = g[static_cast<size_t>(j) * d + j];
-    for (int k = 0; k < j; ++k) s -= g[static_cast<size_t>(j) * d + k] * g[static_cast<size_t>(j) * d + k];
+    for (int k = 0; k < j; ++k)
+      s -= g[static_cast<size_t>(j) * d + k] * g[static_cast<size_t>(j) * d + k];
     const double ljj = std::sqrt(std::max(s, jitter));
     g[static_cast<size_t>(j) * d + j] = ljj;
     for (int i = j + 1; i < d; ++i) {
       double t = g[static_cast<size_t>(i) * d + j];
-      for (int k = 0; k < j; ++k) t -= g[static_cast<size_t>(i) * d + k] * g[static_cast<size_t>(j) * d + k];
+      for (int k = 0; k < j; ++k)
+        t -= g[static_cast<size_t>(i) * d + k] * g[static_cast<size_t>(j) * d + k];
       g[static_cast<size_t>(i) * d + j] = t / ljj;
     }
   }
@@ -68,39 +72,48 @@ void Leverage(const std::vector<float>& kc, int n, int d, std::vector<double>& r
   for (int col = 0; col < d; ++col) {
     for (int i = col; i < d; ++i) {
       double t = i == col ? 1.0 : 0.0;
-      for (int k = col; k < i; ++k) t -= g[static_cast<size_t>(i) * d + k] * linv[static_cast<size_t>(k) * d + col];
+      for (int k = col; k < i; ++k)
+        t -= g[static_cast<size_t>(i) * d + k] * linv[static_cast<size_t>(k) * d + col];
       linv[static_cast<size_t>(i) * d + col] = t / g[static_cast<size_t>(i) * d + i];
     }
   }
   std::vector<float> linv_t(static_cast<size_t>(d) * d);  // Linv^T
   for (int a = 0; a < d; ++a)
-    for (int b = 0; b < d; ++b) linv_t[static_cast<size_t>(b) * d + a] = static_cast<float>(linv[static_cast<size_t>(a) * d + b]);
+    for (int b = 0; b < d; ++b)
+      linv_t[static_cast<size_t>(b) * d + a] =
+          static_cast<float>(linv[static_cast<size_t>(a) * d + b]);
   // W = Kc Linv^T, r_i = |w_i|^2, in row blocks to bound scratch.
   std::vector<float> w(static_cast<size_t>(kRows) * d);
   r.assign(static_cast<size_t>(n), 0.0);
   for (int i0 = 0; i0 < n; i0 += kRows) {
     const int rows = std::min(kRows, n - i0);
-    dense::GemmNN(rows, d, d, 1.0f, kc.data() + static_cast<size_t>(i0) * d, d, linv_t.data(), d, 0.0f,
-                  w.data(), d);
+    dense::GemmNN(rows, d, d, 1.0f, kc.data() + static_cast<size_t>(i0) * d, d, linv_t.data(), d,
+                  0.0f, w.data(), d);
     for (int i = 0; i < rows; ++i) {
       double s = 0;
-      for (int c = 0; c < d; ++c) s += static_cast<double>(w[static_cast<size_t>(i) * d + c]) * w[static_cast<size_t>(i) * d + c];
+      for (int c = 0; c < d; ++c)
+        s += static_cast<double>(w[static_cast<size_t>(i) * d + c]) *
+             w[static_cast<size_t>(i) * d + c];
       r[static_cast<size_t>(i0 + i)] = s;
     }
   }
 }
 
 // sqrt(x_i^T M x_i) for each row.
-void QuadraticNorms(const std::vector<float>& x, int n, int d, std::span<const float> m, std::vector<double>& c) {
+void QuadraticNorms(const std::vector<float>& x, int n, int d, std::span<const float> m,
+                    std::vector<double>& c) {
   constexpr int kRows = 512;
   std::vector<float> u(static_cast<size_t>(kRows) * d);
   c.assign(static_cast<size_t>(n), 0.0);
   for (int i0 = 0; i0 < n; i0 += kRows) {
     const int rows = std::min(kRows, n - i0);
-    dense::GemmNN(rows, d, d, 1.0f, x.data() + static_cast<size_t>(i0) * d, d, m.data(), d, 0.0f, u.data(), d);
+    dense::GemmNN(rows, d, d, 1.0f, x.data() + static_cast<size_t>(i0) * d, d, m.data(), d, 0.0f,
+                  u.data(), d);
     for (int i = 0; i < rows; ++i) {
       double s = 0;
-      for (int k = 0; k < d; ++k) s += static_cast<double>(u[static_cast<size_t>(i) * d + k]) * x[static_cast<size_t>(i0 + i) * d + k];
+      for (int k = 0; k < d; ++k)
+        s += static_cast<double>(u[static_cast<size_t>(i) * d + k]) *
+             x[static_cast<size_t>(i0 + i) * d + k];
       c[static_cast<size_t>(i0 + i)] = std::sqrt(std::max(s, 0.0));
     }
   }
@@ -126,7 +139,9 @@ class PrimeKvScorer : public Scorer {
       if (n == 0) continue;
       KeyFactor(e, n, d, r);
       ValueFactor(in, h, e, n, d, c);
-      for (int i = 0; i < n; ++i) s[static_cast<size_t>(i)] = static_cast<float>(r[static_cast<size_t>(i)] * c[static_cast<size_t>(i)]);
+      for (int i = 0; i < n; ++i)
+        s[static_cast<size_t>(i)] =
+            static_cast<float>(r[static_cast<size_t>(i)] * c[static_cast<size_t>(i)]);
     }
   }
 
@@ -161,7 +176,8 @@ class PrimeKvScorer : public Scorer {
     }
   }
 
-  void ValueFactor(const LayerInput& in, int h, const HeadEntries& e, int n, int d, std::vector<double>& c) const {
+  void ValueFactor(const LayerInput& in, int h, const HeadEntries& e, int n, int d,
+                   std::vector<double>& c) const {
     const bool centered = value_ == ValueSide::kWoCentered || value_ == ValueSide::kCentered;
     if (value_ == ValueSide::kNone) {
       c.assign(static_cast<size_t>(n), 1.0);
@@ -170,11 +186,14 @@ class PrimeKvScorer : public Scorer {
     std::vector<double> zero(static_cast<size_t>(d), 0.0);
     const std::vector<float> x = Centered(e.values, n, d, centered ? Mean(e.values, n, d) : zero);
     if (value_ == ValueSide::kWoCentered || value_ == ValueSide::kWo) {
-      QuadraticNorms(x, n, d, in.output_gram.subspan(static_cast<size_t>(h) * d * d, static_cast<size_t>(d) * d), c);
+      QuadraticNorms(
+          x, n, d,
+          in.output_gram.subspan(static_cast<size_t>(h) * d * d, static_cast<size_t>(d) * d), c);
       return;
     }
     c.resize(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) c[static_cast<size_t>(i)] = Norm(x.data() + static_cast<size_t>(i) * d, d);
+    for (int i = 0; i < n; ++i)
+      c[static_cast<size_t>(i)] = Norm(x.data() + static_cast<size_t>(i) * d, d);
   }
 
   KeySide key_;
@@ -210,7 +229,8 @@ ScorerResult MakePrimeKvScorer(const PressParams& p) {
   } else if (value == "none") {
     vs = ValueSide::kNone;
   } else {
-    return Status::Error("press primekv: value='" + value + "' (choose wo_centered, wo, centered, norm, none)");
+    return Status::Error("press primekv: value='" + value +
+                         "' (choose wo_centered, wo, centered, norm, none)");
   }
   return std::unique_ptr<Scorer>(new PrimeKvScorer(ks, vs));
 }

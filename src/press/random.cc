@@ -11,7 +11,8 @@ class RandomScorer : public Scorer {
   explicit RandomScorer(uint64_t seed) : seed_(seed) {}
   void Score(const LayerInput& in, HeadScores& out) const override {
     for (int h = 0; h < in.n_kv_heads; ++h) {
-      uint64_t state = seed_ * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(in.layer) * 0x100000001B3ull +
+      uint64_t state = seed_ * 0x9E3779B97F4A7C15ull +
+                       static_cast<uint64_t>(in.layer) * 0x100000001B3ull +
                        static_cast<uint64_t>(h) * 0xC2B2AE3D27D4EB4Full;
       auto& s = out[static_cast<size_t>(h)];
       for (auto& x : s) {

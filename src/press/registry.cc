@@ -21,28 +21,45 @@ const std::array<Entry, 12>& Table() {
       {{"none", "Full KV cache, no compression", "baseline", true}, nullptr, BudgetKind::kUniform},
       {{"primekv", "leverage of the key x W_O-projected centred value (design.md §2)",
         "Zhang & Ilvovsky, Neurocomputing; docs/design.md", true},
-       press_internal::MakePrimeKvScorer, BudgetKind::kUniform},
+       press_internal::MakePrimeKvScorer,
+       BudgetKind::kUniform},
       {{"keydiff", "-cos(key, mean unit key)", "arXiv 2504.15364; kvpress keydiff_press.py", true},
-       press_internal::MakeKeyDiffScorer, BudgetKind::kUniform},
+       press_internal::MakeKeyDiffScorer,
+       BudgetKind::kUniform},
       {{"knorm", "-|key|", "arXiv 2406.11430; kvpress knorm_press.py", true},
-       press_internal::MakeKnormScorer, BudgetKind::kUniform},
-      {{"streamingllm", "4 sink tokens + most recent", "arXiv 2309.17453; kvpress streaming_llm_press.py", true},
-       press_internal::MakeStreamingLlmScorer, BudgetKind::kUniform},
+       press_internal::MakeKnormScorer,
+       BudgetKind::kUniform},
+      {{"streamingllm", "4 sink tokens + most recent",
+        "arXiv 2309.17453; kvpress streaming_llm_press.py", true},
+       press_internal::MakeStreamingLlmScorer,
+       BudgetKind::kUniform},
       {{"random", "uniform random scores (seed 42)", "kvpress random_press.py", true},
-       press_internal::MakeRandomScorer, BudgetKind::kUniform},
-      {{"lagkv", "min-max scaled std against the next partition (lag 128)", "arXiv 2504.04704; kvpress lagkv_press.py", true},
-       press_internal::MakeLagKvScorer, BudgetKind::kUniform},
-      {{"snapkv", "window-64 attention, pooled (kernel 5)", "arXiv 2404.14469; kvpress snapkv_press.py", false},
-       press_internal::MakeSnapKvScorer, BudgetKind::kUniform},
-      {{"pyramidkv", "SnapKV scores, pyramid layer budgets (beta 20)", "arXiv 2406.02069; kvpress pyramidkv_press.py", false},
-       press_internal::MakeSnapKvScorer, BudgetKind::kPyramid},
-      {{"tova", "last token's attention averaged over heads", "arXiv 2401.06104; kvpress tova_press.py", false},
-       press_internal::MakeTovaScorer, BudgetKind::kUniform},
+       press_internal::MakeRandomScorer,
+       BudgetKind::kUniform},
+      {{"lagkv", "min-max scaled std against the next partition (lag 128)",
+        "arXiv 2504.04704; kvpress lagkv_press.py", true},
+       press_internal::MakeLagKvScorer,
+       BudgetKind::kUniform},
+      {{"snapkv", "window-64 attention, pooled (kernel 5)",
+        "arXiv 2404.14469; kvpress snapkv_press.py", false},
+       press_internal::MakeSnapKvScorer,
+       BudgetKind::kUniform},
+      {{"pyramidkv", "SnapKV scores, pyramid layer budgets (beta 20)",
+        "arXiv 2406.02069; kvpress pyramidkv_press.py", false},
+       press_internal::MakeSnapKvScorer,
+       BudgetKind::kPyramid},
+      {{"tova", "last token's attention averaged over heads",
+        "arXiv 2401.06104; kvpress tova_press.py", false},
+       press_internal::MakeTovaScorer,
+       BudgetKind::kUniform},
       {{"expected_attention", "AdaKV over expected attention of future queries (eps 1e-2)",
         "arXiv 2510.00636; kvpress expected_attention_press.py + evaluate_registry.py", false},
-       press_internal::MakeExpectedAttentionScorer, BudgetKind::kAdaptive},
-      {{"oracle", "true future queries' direct contribution (evaluation only)", "docs/design.md §6", false},
-       press_internal::MakeOracleScorer, BudgetKind::kUniform},
+       press_internal::MakeExpectedAttentionScorer,
+       BudgetKind::kAdaptive},
+      {{"oracle", "true future queries' direct contribution (evaluation only)", "docs/design.md §6",
+        false},
+       press_internal::MakeOracleScorer,
+       BudgetKind::kUniform},
   }};
   return kTable;
 }
@@ -95,7 +112,8 @@ Result<PressSpec> ParsePressSpec(const std::string& text_in) {
   size_t start = 0;
   while (start <= rest.size()) {
     const auto comma = rest.find(',', start);
-    const std::string item = Trim(rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    const std::string item =
+        Trim(rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     const auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
       return Status::Error("press '" + text + "': parameter '" + item + "' is not key=value");

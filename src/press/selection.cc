@@ -23,7 +23,8 @@ int PyramidKeep(int n, double ratio, int layer, int n_layers, int window, double
     max_b = n - window;
     min_b = 2 * (cap - window) - max_b;
   }
-  if (!(n >= max_b && max_b >= min_b && min_b >= window) || n_layers < 2) return KeepCount(n, ratio);
+  if (!(n >= max_b && max_b >= min_b && min_b >= window) || n_layers < 2)
+    return KeepCount(n, ratio);
   const double b = max_b - layer * (max_b - min_b) / (n_layers - 1);
   return std::clamp(static_cast<int>(std::lround(b)), 1, n);
 }
@@ -55,9 +56,10 @@ std::vector<std::vector<int32_t>> SelectForLayer(const HeadScores& scores, doubl
   if (budget.kind != BudgetKind::kAdaptive) {
     for (int h = 0; h < heads; ++h) {
       const int n = static_cast<int>(scores[static_cast<size_t>(h)].size());
-      const int keep = budget.kind == BudgetKind::kPyramid
-                           ? PyramidKeep(n, ratio, layer, n_layers, budget.pyramid_window, budget.pyramid_beta)
-                           : KeepCount(n, ratio);
+      const int keep =
+          budget.kind == BudgetKind::kPyramid
+              ? PyramidKeep(n, ratio, layer, n_layers, budget.pyramid_window, budget.pyramid_beta)
+              : KeepCount(n, ratio);
       kept[static_cast<size_t>(h)] = SelectTopK(scores[static_cast<size_t>(h)], keep);
     }
     return kept;

@@ -29,7 +29,8 @@ class SnapKvScorer : public Scorer {
         const auto p = WindowAttention(in, h * in.group() + g, e);
         std::vector<double> a(static_cast<size_t>(std::max(m, 0)), 0.0);
         for (int i = 0; i < w; ++i)
-          for (int j = 0; j < m; ++j) a[static_cast<size_t>(j)] += p[static_cast<size_t>(i) * n + j] / w;
+          for (int j = 0; j < m; ++j)
+            a[static_cast<size_t>(j)] += p[static_cast<size_t>(i) * n + j] / w;
         const int half = kernel_ / 2;
         for (int j = 0; j < m; ++j) {
           double acc = 0;
@@ -39,7 +40,8 @@ class SnapKvScorer : public Scorer {
           mean[static_cast<size_t>(j)] += acc / kernel_ / in.group();
         }
       }
-      for (int j = 0; j < m; ++j) s[static_cast<size_t>(j)] = static_cast<float>(mean[static_cast<size_t>(j)]);
+      for (int j = 0; j < m; ++j)
+        s[static_cast<size_t>(j)] = static_cast<float>(mean[static_cast<size_t>(j)]);
       for (int j = m; j < n; ++j) s[static_cast<size_t>(j)] = 0.0f;
       Protect(s, win);
     }

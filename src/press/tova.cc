@@ -29,7 +29,8 @@ class TovaScorer : public Scorer {
       }
       if (aligned) {
         if (total.empty()) total.assign(static_cast<size_t>(n), 0.0);
-        for (int j = 0; j < n; ++j) total[static_cast<size_t>(j)] += sum[static_cast<size_t>(j)] / in.n_heads;
+        for (int j = 0; j < n; ++j)
+          total[static_cast<size_t>(j)] += sum[static_cast<size_t>(j)] / in.n_heads;
       } else {
         Fill(e, sum, 1.0 / in.group(), in, out[static_cast<size_t>(h)]);
       }
@@ -42,9 +43,10 @@ class TovaScorer : public Scorer {
   }
 
  private:
-  static void Fill(const HeadEntries& e, const std::vector<double>& v, double scale, const LayerInput& in,
-                   std::vector<float>& s) {
-    for (int j = 0; j < e.size(); ++j) s[static_cast<size_t>(j)] = static_cast<float>(v[static_cast<size_t>(j)] * scale);
+  static void Fill(const HeadEntries& e, const std::vector<double>& v, double scale,
+                   const LayerInput& in, std::vector<float>& s) {
+    for (int j = 0; j < e.size(); ++j)
+      s[static_cast<size_t>(j)] = static_cast<float>(v[static_cast<size_t>(j)] * scale);
     Protect(s, WindowRows(in, e));
   }
 };

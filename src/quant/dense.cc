@@ -19,8 +19,8 @@ constexpr int kCols = 32;  // columns of C per register block (two AVX-512 vecto
 // C[i0:i0+4, j0:j0+32] over all of k: the 4 x 32 accumulators stay in registers, each step
 // loads one 32-wide row of B and broadcasts four elements of A. a_row/a_col are A's strides
 // along i and along p (NN: lda, 1; TN: 1, lda).
-PRIMEKV_TARGET_CLONES void Block(int k, float alpha, const float* a, long a_row, long a_col, const float* b,
-                                 int ldb, float beta, float* c, int ldc) {
+PRIMEKV_TARGET_CLONES void Block(int k, float alpha, const float* a, long a_row, long a_col,
+                                 const float* b, int ldb, float beta, float* c, int ldc) {
   float acc[kRows][kCols] = {};
   for (int p = 0; p < k; ++p) {
     const float* bp = b + static_cast<long>(p) * ldb;
@@ -40,8 +40,9 @@ PRIMEKV_TARGET_CLONES void Block(int k, float alpha, const float* a, long a_row,
 }
 
 // Any leftover rows/columns, one element row at a time.
-PRIMEKV_TARGET_CLONES void Edge(int rows, int cols, int k, float alpha, const float* a, long a_row, long a_col,
-                                const float* b, int ldb, float beta, float* c, int ldc) {
+PRIMEKV_TARGET_CLONES void Edge(int rows, int cols, int k, float alpha, const float* a, long a_row,
+                                long a_col, const float* b, int ldb, float beta, float* c,
+                                int ldc) {
   for (int r = 0; r < rows; ++r) {
     float* cr = c + static_cast<long>(r) * ldc;
     if (beta == 0.0f) {
@@ -57,13 +58,14 @@ PRIMEKV_TARGET_CLONES void Edge(int rows, int cols, int k, float alpha, const fl
   }
 }
 
-void Gemm(int m, int n, int k, float alpha, const float* a, long a_row, long a_col, const float* b, int ldb,
-          float beta, float* c, int ldc) {
+void Gemm(int m, int n, int k, float alpha, const float* a, long a_row, long a_col, const float* b,
+          int ldb, float beta, float* c, int ldc) {
   const int m_full = m / kRows * kRows;
   const int n_full = n / kCols * kCols;
   for (int i = 0; i < m_full; i += kRows) {
     for (int j = 0; j < n_full; j += kCols) {
-      Block(k, alpha, a + i * a_row, a_row, a_col, b + j, ldb, beta, c + static_cast<long>(i) * ldc + j, ldc);
+      Block(k, alpha, a + i * a_row, a_row, a_col, b + j, ldb, beta,
+            c + static_cast<long>(i) * ldc + j, ldc);
     }
     if (n_full < n) {
       Edge(kRows, n - n_full, k, alpha, a + i * a_row, a_row, a_col, b + n_full, ldb, beta,
@@ -71,8 +73,8 @@ void Gemm(int m, int n, int k, float alpha, const float* a, long a_row, long a_c
     }
   }
   if (m_full < m) {
-    Edge(m - m_full, n, k, alpha, a + m_full * a_row, a_row, a_col, b, ldb, beta, c + static_cast<long>(m_full) * ldc,
-         ldc);
+    Edge(m - m_full, n, k, alpha, a + m_full * a_row, a_row, a_col, b, ldb, beta,
+         c + static_cast<long>(m_full) * ldc, ldc);
   }
 }
 
@@ -90,7 +92,8 @@ void GemmTN(int m, int n, int k, float alpha, const float* a, int lda, const flo
 
 void Transpose(const float* src, int rows, int cols, int lds, float* dst, int ldd) {
   for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c) dst[static_cast<long>(c) * ldd + r] = src[static_cast<long>(r) * lds + c];
+    for (int c = 0; c < cols; ++c)
+      dst[static_cast<long>(c) * ldd + r] = src[static_cast<long>(r) * lds + c];
 }
 
 }  // namespace primekv::dense

@@ -26,19 +26,21 @@ std::vector<float> Random(size_t n, std::mt19937& rng, float scale = 1.0f) {
 
 TEST(AttendCached, MatchesReferenceAcrossShapes) {
   const Case cases[] = {
-      {4, 4, 8, 0, 5, 4, KvDType::kF32},      {8, 2, 64, 100, 1, 32, KvDType::kF32},
-      {8, 2, 64, 0, 77, 32, KvDType::kF32},   {4, 1, 128, 300, 40, 16, KvDType::kF16},
-      {6, 3, 16, 31, 33, 8, KvDType::kF16},   {2, 2, 64, 1000, 1, 32, KvDType::kF32},
+      {4, 4, 8, 0, 5, 4, KvDType::kF32},    {8, 2, 64, 100, 1, 32, KvDType::kF32},
+      {8, 2, 64, 0, 77, 32, KvDType::kF32}, {4, 1, 128, 300, 40, 16, KvDType::kF16},
+      {6, 3, 16, 31, 33, 8, KvDType::kF16}, {2, 2, 64, 1000, 1, 32, KvDType::kF32},
   };
   ThreadPool pool(2);
   for (const Case& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "heads " << c.n_heads << "/" << c.n_kv_heads << " d " << c.head_dim
-                                      << " ctx " << c.n_ctx << " new " << c.n_new << " page " << c.page);
+    SCOPED_TRACE(::testing::Message()
+                 << "heads " << c.n_heads << "/" << c.n_kv_heads << " d " << c.head_dim << " ctx "
+                 << c.n_ctx << " new " << c.n_new << " page " << c.page);
     std::mt19937 rng(c.n_ctx * 31 + c.head_dim);
     const int kw = c.n_kv_heads * c.head_dim, qw = c.n_heads * c.head_dim;
     const int total = c.n_ctx + c.n_new;
     KvCache cache(1, c.n_kv_heads, c.head_dim, {c.dtype, c.page, 0});
-    auto k = Random(static_cast<size_t>(total) * kw, rng), v = Random(static_cast<size_t>(total) * kw, rng);
+    auto k = Random(static_cast<size_t>(total) * kw, rng),
+         v = Random(static_cast<size_t>(total) * kw, rng);
     std::vector<int32_t> pos(total);
     std::iota(pos.begin(), pos.end(), 0);
     ASSERT_TRUE(cache.Append(0, {k.data(), total, kw}, {v.data(), total, kw}, pos).ok());
@@ -52,9 +54,11 @@ TEST(AttendCached, MatchesReferenceAcrossShapes) {
     auto q = Random(static_cast<size_t>(c.n_new) * qw, rng);
     std::span<const int32_t> qpos(pos.data() + c.n_ctx, static_cast<size_t>(c.n_new));
     std::vector<float> fast(q.size()), ref(q.size());
-    const AttnShape shape{c.n_heads, c.n_kv_heads, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+    const AttnShape shape{c.n_heads, c.n_kv_heads, c.head_dim,
+                          1.0f / std::sqrt(static_cast<float>(c.head_dim))};
     AttentionWorkspace ws;
-    AttendCached(shape, {q.data(), c.n_new, qw}, qpos, cache, 0, {fast.data(), c.n_new, qw}, pool, ws);
+    AttendCached(shape, {q.data(), c.n_new, qw}, qpos, cache, 0, {fast.data(), c.n_new, qw}, pool,
+                 ws);
     AttendReference(shape, {q.data(), c.n_new, qw}, qpos, cache, 0, {ref.data(), c.n_new, qw});
     double max_err = 0, max_ref = 0;
     for (size_t i = 0; i < q.size(); ++i) {
@@ -74,7 +78,8 @@ TEST(AttendCached, RemovedSetPerturbationIdentity) {
       SCOPED_TRACE(::testing::Message() << "d " << d << " n " << n);
       std::mt19937 rng(n + d);
       KvCache full(1, 1, d, {KvDType::kF32, 32, 0});
-      auto k = Random(static_cast<size_t>(n) * d, rng, 0.5f), v = Random(static_cast<size_t>(n) * d, rng);
+      auto k = Random(static_cast<size_t>(n) * d, rng, 0.5f),
+           v = Random(static_cast<size_t>(n) * d, rng);
       std::vector<int32_t> pos(n);
       std::iota(pos.begin(), pos.end(), 0);
       ASSERT_TRUE(full.Append(0, {k.data(), n, d}, {v.data(), n, d}, pos).ok());
@@ -86,7 +91,8 @@ TEST(AttendCached, RemovedSetPerturbationIdentity) {
       double mx = -1e300, sum = 0;
       for (int j = 0; j < n; ++j) {
         double s = 0;
-        for (int c = 0; c < d; ++c) s += static_cast<double>(q[c]) * k[static_cast<size_t>(j) * d + c];
+        for (int c = 0; c < d; ++c)
+          s += static_cast<double>(q[c]) * k[static_cast<size_t>(j) * d + c];
         a[j] = s * scale;
         mx = std::max(mx, a[j]);
       }
@@ -112,7 +118,8 @@ TEST(AttendCached, RemovedSetPerturbationIdentity) {
       std::vector<float> out(d);
       AttentionWorkspace ws;
       const AttnShape shape{1, 1, d, scale};
-      AttendCached(shape, {q.data(), 1, d}, std::span<const int32_t>(&qpos, 1), pruned, 0, {out.data(), 1, d}, pool, ws);
+      AttendCached(shape, {q.data(), 1, d}, std::span<const int32_t>(&qpos, 1), pruned, 0,
+                   {out.data(), 1, d}, pool, ws);
       double err = 0, norm = 0;
       for (int c = 0; c < d; ++c) {
         const double expected = o[c] + delta[c] / (1.0 - a_s);
@@ -139,7 +146,8 @@ TEST(AttendCached, ScratchDoesNotGrowWithContext) {
     auto q = Random(static_cast<size_t>(n) * heads * d, rng);
     std::vector<float> out(q.size());
     AttentionWorkspace ws;
-    AttendCached(shape, {q.data(), n, heads * d}, pos, cache, 0, {out.data(), n, heads * d}, pool, ws);
+    AttendCached(shape, {q.data(), n, heads * d}, pos, cache, 0, {out.data(), n, heads * d}, pool,
+                 ws);
     if (first == 0) first = ws.HighWaterBytes();
     EXPECT_EQ(ws.HighWaterBytes(), first) << "scratch must depend on tile sizes only";
   }

@@ -45,7 +45,8 @@ TEST(EvalRunner, WritesReportsAndResumes) {
   ASSERT_TRUE(first.ok()) << first.message();
   EXPECT_EQ(first->computed, 6);
   EXPECT_EQ(first->skipped, 0);
-  for (const char* f : {"results.jsonl", "results.csv", "report.md"}) EXPECT_TRUE(std::filesystem::exists(spec.out / f)) << f;
+  for (const char* f : {"results.jsonl", "results.csv", "report.md"})
+    EXPECT_TRUE(std::filesystem::exists(spec.out / f)) << f;
   const auto lines = Lines(spec.out / "results.jsonl");
   ASSERT_EQ(lines.size(), 6u);
 

@@ -15,7 +15,8 @@ std::vector<float> Rows(int n, int heads, int d, int32_t first_pos, float salt) 
   for (int i = 0; i < n; ++i)
     for (int h = 0; h < heads; ++h)
       for (int c = 0; c < d; ++c)
-        v[(static_cast<size_t>(i) * heads + h) * d + c] = salt + (first_pos + i) + 0.001f * h + 1e-5f * c;
+        v[(static_cast<size_t>(i) * heads + h) * d + c] =
+            salt + (first_pos + i) + 0.001f * h + 1e-5f * c;
   return v;
 }
 
@@ -97,7 +98,8 @@ TEST(KvCache, CloneIsDeepAndTruncateUndoes) {
   std::iota(r.begin(), r.end(), 0.0f);
   std::vector<int32_t> p(10);
   std::iota(p.begin(), p.end(), 0);
-  for (int l = 0; l < 2; ++l) ASSERT_TRUE(cache.Append(l, {r.data(), 10, 4}, {r.data(), 10, 4}, p).ok());
+  for (int l = 0; l < 2; ++l)
+    ASSERT_TRUE(cache.Append(l, {r.data(), 10, 4}, {r.data(), 10, 4}, p).ok());
   KvCache copy = cache.Clone();
   std::vector<int32_t> keep{1, 5};
   cache.Retain(0, 0, keep);

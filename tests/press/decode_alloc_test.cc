@@ -60,9 +60,11 @@ TEST(Decode, NoHeapAllocationPerToken) {
       ASSERT_GT(counts.size(), 10u);
       // Token 1 may warm up buffers sized by the first decode step; from then on nothing.
       for (size_t i = 3; i < counts.size(); ++i) {
-        if (counts[i] != counts[i - 1]) ADD_FAILURE() << "token " << i << ": " << counts[i] - counts[i - 1] << " allocations";
+        if (counts[i] != counts[i - 1])
+          ADD_FAILURE() << "token " << i << ": " << counts[i] - counts[i - 1] << " allocations";
       }
-      EXPECT_EQ(counts.back() - counts[2], 0) << "allocations during " << counts.size() - 3 << " decode steps";
+      EXPECT_EQ(counts.back() - counts[2], 0)
+          << "allocations during " << counts.size() - 3 << " decode steps";
     }
   }
 }

@@ -1,4 +1,6 @@
 // The press machinery on a real (random-weight) model: identities, budgets, positions, modes.
+#include "primekv/pipeline.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -6,7 +8,6 @@
 #include <random>
 
 #include "primekv/compressor.h"
-#include "primekv/pipeline.h"
 
 namespace primekv {
 namespace {
@@ -72,9 +73,12 @@ Press Make(const std::string& name) {
   return std::move(p).value();
 }
 
-const char* kPresses[] = {"primekv", "keydiff", "knorm", "streamingllm", "random", "lagkv",
-                          "snapkv", "pyramidkv", "tova", "expected_attention", "adakv:primekv",
-                          "primekv:key=cosine,value=norm"};
+const char* kPresses[] = {"primekv",       "keydiff",
+                          "knorm",         "streamingllm",
+                          "random",        "lagkv",
+                          "snapkv",        "pyramidkv",
+                          "tova",          "expected_attention",
+                          "adakv:primekv", "primekv:key=cosine,value=norm"};
 
 TEST(Compression, RatioZeroReproducesLogitsExactly) {
   const Model& m = SmallModel();
@@ -135,9 +139,12 @@ TEST(Compression, KeepsExactCountAndContinuesPositions) {
       EXPECT_EQ(st.bytes_after, static_cast<size_t>(total) * cache.BytesPerEntry());
       EXPECT_EQ(cache.NextPosition(), n);
       const Token t = 42;
-      ASSERT_TRUE(m.Forward(std::span<const Token>(&t, 1), cache, {}, {logits.data(), 1, V}, pool, ws).ok());
+      ASSERT_TRUE(
+          m.Forward(std::span<const Token>(&t, 1), cache, {}, {logits.data(), 1, V}, pool, ws)
+              .ok());
       for (int h = 0; h < m.config().n_kv_heads; ++h) {
-        EXPECT_EQ(cache.PositionAt(0, h, cache.Length(0, h) - 1), n) << "new token takes the original next position";
+        EXPECT_EQ(cache.PositionAt(0, h, cache.Length(0, h) - 1), n)
+            << "new token takes the original next position";
       }
     }
   }

@@ -71,7 +71,8 @@ TEST(PressSpec, ParsesNamesParamsAndWrappers) {
   EXPECT_FALSE(ParsePressSpec("primekv:key").ok());
   EXPECT_FALSE(MakePress(*ParsePressSpec("nonesuch")).ok());
   EXPECT_FALSE(MakePress(*ParsePressSpec("primekv:key=magic")).ok());
-  EXPECT_FALSE(MakePress(*ParsePressSpec("knorm:window=3")).ok()) << "unknown parameters are errors";
+  EXPECT_FALSE(MakePress(*ParsePressSpec("knorm:window=3")).ok())
+      << "unknown parameters are errors";
   EXPECT_FALSE(MakePress(*ParsePressSpec("adakv:oracle")).ok());
   for (const PressInfo& info : ListPresses()) {
     if (info.name.find('<') != std::string::npos) continue;

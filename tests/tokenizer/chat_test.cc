@@ -116,5 +116,44 @@ TEST(Chat, RenderedPromptEncodesSpecials) {
   EXPECT_EQ(tok.Decode(ids), "user\n\nHiassistant\n\n");
 }
 
+// The split context/turn token lists must concatenate to the whole prompt.
+std::string DecodeAll(const Tokenizer& tok, const ConversationTokens& c) {
+  std::vector<Token> all = c.context;
+  for (const auto& t : c.turns) all.insert(all.end(), t.begin(), t.end());
+  return tok.Decode(all, false);
+}
+
+TEST(Chat, EncodeConversationPlain) {
+  auto spec = MakeSyntheticTokenizerSpec("gpt2", 1000);
+  ASSERT_TRUE(spec.ok()) << spec.message();
+  const Tokenizer tok = std::move(Tokenizer::Create(std::move(spec).value())).value();
+  const std::vector<std::string> qs = {"Who?", "Where?"}, prefixes = {"It was", "At"};
+  const auto c = EncodeConversation(tok, false, "Some context.", qs, prefixes);
+  EXPECT_EQ(c.context, tok.Encode("Some context.", true, false));
+  ASSERT_EQ(c.turns.size(), 2u);
+  EXPECT_EQ(c.turns[0], tok.Encode("\nWho?\nIt was", false, false));
+  EXPECT_EQ(c.turns[1], tok.Encode("\nWhere?\nAt", false, false));
+  // No prefixes: the question line alone.
+  const auto bare = EncodeConversation(tok, false, "Some context.", qs);
+  EXPECT_EQ(bare.turns[1], tok.Encode("\nWhere?\n", false, false));
+}
+
+TEST(Chat, EncodeConversationChatSplitsInsideTheFirstUserMessage) {
+  auto spec = MakeSyntheticTokenizerSpec("gpt2", 1000);  // has the Llama-3 header tokens
+  ASSERT_TRUE(spec.ok()) << spec.message();
+  const Tokenizer tok = std::move(Tokenizer::Create(std::move(spec).value())).value();
+  ASSERT_EQ(DetectChatFormat(tok), ChatFormat::kLlama3);
+  const std::vector<std::string> qs = {"Who?", "Where?"}, prefixes = {"It was", "At"};
+  const auto c = EncodeConversation(tok, true, "Some context.", qs, prefixes);
+  ASSERT_EQ(c.turns.size(), 2u);
+  const std::vector<ChatMessage> first = {{"user", "Some context.\n\nWho?"}};
+  const std::vector<ChatMessage> second = {{"user", "Where?"}};
+  const std::string want = ApplyChatTemplate(ChatFormat::kLlama3, first, true) + "It was" +
+                           ApplyChatTemplate(ChatFormat::kLlama3, second, true) + "At";
+  EXPECT_EQ(DecodeAll(tok, c), tok.Decode(tok.Encode(want, true, true), false));
+  // The context ends before the question: it is the compressible part alone.
+  EXPECT_EQ(tok.Decode(c.context, false).find("Who?"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace primekv

@@ -260,6 +260,8 @@ class Doc:
         self.weights = [0.0]
         self.answers = []  # dicts: start, end (token indices), text, family
         self.text = ""
+        self.context_text = None  # the text before the question block (set by render)
+        self.turns = []  # (prompt text, reference strings, gold answer) per question
 
     def add(self, seg, weight=None):
         assert seg and not (seg[0].isascii() and seg[0].isalpha()), seg
@@ -345,11 +347,17 @@ def render(tok, rng, task, length, ctx_weight, prose_mode, ans_weight=1.0):
         doc.add(s)
     for s in body:
         doc.add(s)
+    doc.context_text = doc.plain_text()
+    pending = ""
     for x in q_segs:
         if x[0] == "ctx":
             doc.add(x[1])
+            pending += x[1]
         else:
             doc.add_answer(x[1], x[2], refs=x[3] if len(x) > 3 else None, ans_weight=ans_weight)
+            # (prompt text since the previous answer, reference strings, the gold answer)
+            doc.turns.append((pending, doc.answers[-1]["refs"], x[1]))
+            pending = ""
     return doc.finish(length)
 
 
@@ -555,11 +563,16 @@ def render_freq(tok, rng, length, ctx_weight, n_top=None):
         doc = Doc(tok, ctx_weight)
         doc.add(" " + t.header)
         doc.add(t.body)
+        doc.context_text = doc.plain_text()
+        pending = ""
         for x in t.qblock:
             if x[0] == "ctx":
                 doc.add(x[1])
+                pending += x[1]
             else:
                 doc.add_answer(x[1], x[2], refs=x[3])
+                doc.turns.append((pending, doc.answers[-1]["refs"], x[1]))
+                pending = ""
         if len(doc.ids) <= length + 1:
             best, lo = doc, mid + 1
         else:

@@ -182,61 +182,79 @@ class Llama(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
+
+def _orthonormal(d, k, g, avoid=None):
+    """(d, k) orthonormal columns, orthogonal to the columns of avoid."""
+    a = torch.randn(d, k, generator=g, dtype=torch.float64)
+    if avoid is not None:
+        a = a - avoid @ (avoid.T @ a)
+    q, _ = torch.linalg.qr(a)
+    return q
+
+
 @torch.no_grad()
-def init_previous_token_head(model: Llama, layer: int = 0, q_head: int = 0, strength: float = 0.5, n_pairs: int = 16,
-                             out_gain: float = 4.0, seed: int = 0):
-    """Initialise one attention head to attend to the previous position, whatever the tokens.
+def init_induction_circuit(model: Llama, prev_strength: float = 2.0, prev_pairs: int = 16, match_scale: float = 6.0,
+                           copy_gain: float = 16.0, prev_gain: float = 4.0, slow_dims: int = 26, seed: int = 0):
+    """Initialise one induction circuit (layer 0: previous-token head; layer 1: a head that
+    finds earlier occurrences of the current token and copies the token that followed).
 
-    Small models learn in-context copying only after a long plateau, because an induction
-    head needs a previous-token head below it and neither helps the loss alone.  This gives
-    the first half from the start (an initialisation only: every weight is still trained).
+    Small models learn in-context copying only after a long plateau: an induction head needs
+    a previous-token head below it, a query/key match and a copying value/output map, and no
+    part lowers the loss alone.  This is an initialisation only; every weight is trained.
 
-    Every token embedding gets a shared component c, so the normed residual has a nearly
-    constant projection on c.  The head's query and key read only that projection; on RoPE
-    pair i (frequency theta_i) the query is sqrt(w)(1, 0) and the key sqrt(w)(cos theta_i,
-    sin theta_i), so the score is proportional to sum_i w cos(theta_i (t - s - 1)), largest
-    at t - s = 1.  Only the n_pairs fastest pairs are used, which sharpens the peak."""
+    - Every token embedding gets a shared component c, so the normed residual has a nearly
+      constant projection on c.  The layer-0 head's query and key read only that projection;
+      on RoPE pair i the query is sqrt(w)(1, 0) and the key sqrt(w)(cos th_i, sin th_i), so
+      the score is proportional to sum_i w cos(th_i (t - s - 1)): largest at t - s = 1.  Its
+      value/output maps write the previous token's projection P^T x onto an unused subspace Q.
+    - The layer-1 head's query reads P^T x of the current token and its key reads Q^T x (the
+      previous token's projection), both on the slowest RoPE pairs, where rotation over the
+      context is small; its value/output maps copy the attended token (U U^T), and the output
+      matrix starts equal to the embedding, so attending to a token raises its logit."""
     cfg = model.cfg
     g = torch.Generator().manual_seed(seed)
     d, hd = cfg.d_model, cfg.head_dim
     emb = model.tok_emb.weight
-    c = torch.randn(d, generator=g)
-    c = c / c.norm() * emb.norm(dim=1).mean()
-    emb.add_(c)
-    c_hat = c / c.norm()
-    blk = model.blocks[layer]
-    kv_head = q_head // cfg.group
+    # shared component
+    c = torch.randn(d, 1, generator=g, dtype=torch.float64)
+    c = c / c.norm()
+    e_norm = emb.norm(dim=1).mean().item()
+    P = _orthonormal(d, hd, g, avoid=c)
+    Q = _orthonormal(d, hd, g, avoid=torch.cat([c, P], 1))
+    U = _orthonormal(d, hd, g, avoid=torch.cat([c, Q], 1))
+    if model.output is not None:
+        model.output.weight.copy_(emb)
+    emb.add_((c[:, 0] * e_norm).float())
     theta = cfg.rope_base ** (-torch.arange(hd // 2, dtype=torch.float64) * 2.0 / hd)
+    # x_hat . c is about sqrt(d) / sqrt(2) after RMSNorm (|e| = |c| and e is nearly orthogonal to c)
+    cproj = (d / 2) ** 0.5
+    # layer 0, query head 0 / kv head 0: previous-token head
+    b0 = model.blocks[0]
     w = torch.zeros(hd // 2, dtype=torch.float64)
-    w[:n_pairs] = strength
+    w[:prev_pairs] = prev_strength
     qv = torch.zeros(hd, dtype=torch.float64)
     kv = torch.zeros(hd, dtype=torch.float64)
     qv[0::2] = w.sqrt()
     kv[0::2] = w.sqrt() * torch.cos(theta)
     kv[1::2] = w.sqrt() * torch.sin(theta)
-    # x_hat . c_hat is about sqrt(d) * |c| / |e + c|; divide so the product is about 1.
-    proj = (d ** 0.5) * 0.7
-    blk.wq.weight[q_head * hd:(q_head + 1) * hd] = (qv[:, None] * c_hat[None, :].double() / proj * (hd ** 0.5)).float()
-    blk.wk.weight[kv_head * hd:(kv_head + 1) * hd] = (kv[:, None] * c_hat[None, :].double() / proj * (hd ** 0.5)).float()
-    blk.wo.weight[:, q_head * hd:(q_head + 1) * hd] *= out_gain
+    sc = (hd ** 0.5) ** 0.5 / cproj
+    b0.wq.weight[0:hd] = (qv[:, None] * c.T * sc).float()
+    b0.wk.weight[0:hd] = (kv[:, None] * c.T * sc).float()
+    b0.wv.weight[0:hd] = P.T.float()
+    b0.wo.weight[:, 0:hd] = (Q * prev_gain * e_norm / (d ** 0.5)).float()
+    if cfg.group > 1:  # the other query heads of kv head 0 would also write P^T x onto Q
+        b0.wo.weight[:, hd:cfg.group * hd] *= 0.0
+    # layer 1, query head 0 / kv head 0: induction head on the slowest pairs
+    b1 = model.blocks[1]
+    slow = list(range(hd - slow_dims, hd))  # dims of the slowest pairs
+    wq = torch.zeros(hd, d, dtype=torch.float64)
+    wk = torch.zeros(hd, d, dtype=torch.float64)
+    wq[slow] = P[:, :slow_dims].T
+    wk[slow] = Q[:, :slow_dims].T
+    b1.wq.weight[0:hd] = (wq * match_scale).float()
+    b1.wk.weight[0:hd] = (wk * match_scale).float()
+    b1.wv.weight[0:hd] = U.T.float()
+    b1.wo.weight[:, 0:hd] = (U * copy_gain * e_norm / (d ** 0.5)).float()
+    if cfg.group > 1:
+        b1.wo.weight[:, hd:cfg.group * hd] *= 0.0
 
-
-@torch.no_grad()
-def init_copy_circuits(model: Llama, from_layer: int = 1, gain: float = 1.0, seed: int = 1):
-    """Initialise the value/output maps of the heads in layers >= from_layer as copies of the
-    attended token (W_o W_v = gain * U U^T on a random 64-d subspace U per KV head) and the
-    output matrix as the embedding, so that attending to a token raises its logit.  With the
-    previous-token head this leaves only the query/key match of an induction head to learn."""
-    cfg = model.cfg
-    g = torch.Generator().manual_seed(seed)
-    d, hd = cfg.d_model, cfg.head_dim
-    for li in range(from_layer, cfg.n_layers):
-        blk = model.blocks[li]
-        for kvh in range(cfg.n_kv_heads):
-            u, _ = torch.linalg.qr(torch.randn(d, hd, generator=g))  # (d, hd) orthonormal columns
-            blk.wv.weight[kvh * hd:(kvh + 1) * hd] = u.T
-            for j in range(cfg.group):
-                qh = kvh * cfg.group + j
-                blk.wo.weight[:, qh * hd:(qh + 1) * hd] = u * (gain / cfg.group)
-    if model.output is not None:
-        model.output.weight.copy_(model.tok_emb.weight)

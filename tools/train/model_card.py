@@ -26,11 +26,40 @@ FAMILY_NOTES = {
 }
 
 
+def engine_table(dirs):
+    """Full-cache rows (press none) of `primekv eval` runs: RULER-named tasks with RULER-like
+    wording (src/eval), scored by the engine, per task and context length."""
+    acc = {}
+    for d in dirs:
+        with open(os.path.join(d, "results.jsonl")) as f:
+            for line in f:
+                j = json.loads(line)
+                if j["press"] != "none":
+                    continue
+                key = (j["task"], j["length"])
+                acc.setdefault(key, []).append(j["score"])
+    tasks = sorted({t for t, _ in acc}, key=lambda t: (t == "multiturn", t))
+    lengths = sorted({n for _, n in acc})
+    n = max(len(v) for v in acc.values())
+    L = ["## Full-cache accuracy in the engine (RULER-named tasks, `primekv eval`)\n",
+         "Score x 100 (RULER string match; multiturn averages its turns), press `none`, up to %d scored answers "
+         "per cell. These prompts use the evaluation generators' wording (src/eval), which training never saw.\n" % n,
+         "| task | " + " | ".join("%d tokens" % x for x in lengths) + " |",
+         "|---|" + "---|" * len(lengths)]
+    for t in tasks:
+        cells = ["%.1f" % (100 * sum(acc[(t, x)]) / len(acc[(t, x)])) if (t, x) in acc else "-" for x in lengths]
+        L.append("| %s | %s |" % (t, " | ".join(cells)))
+    L.append("")
+    return L
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--name", default="primekv-retrieval")
     ap.add_argument("--gguf", default="models/primekv-retrieval.gguf")
     ap.add_argument("--out", default=os.path.join(REPO, "models", "README.md"))
+    ap.add_argument("--engine-eval", nargs="*", default=[],
+                    help="primekv eval output folders (results.jsonl); their full-cache rows are tabulated")
     args = ap.parse_args()
     run = os.path.join(_HERE, "runs", args.name)
     with open(os.path.join(run, "summary.json")) as f:
@@ -92,6 +121,8 @@ def main():
                  "tools/train/runs/%s/eval.json` and rerun this script)\n" % (s["name"], s["name"]))
     L.append("The evaluation uses this project's own templates; RULER's wording is never seen in training, so a RULER-"
              "templated evaluation measures how far the retrieval generalises.\n")
+    if args.engine_eval:
+        L += engine_table(args.engine_eval)
     L.append("## Files\n")
     L.append("- `tools/train/runs/%s/train.log`, `summary.json` (training curve and evals), `tokenizer.json`." % s["name"])
     L.append("- Checkpoint (not committed): `%s`." % s["checkpoint"])

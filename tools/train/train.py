@@ -35,7 +35,7 @@ import torch.nn.functional as F  # noqa: E402
 sys.path.insert(0, _HERE)
 import data  # noqa: E402
 import export  # noqa: E402
-from model import Llama, ModelConfig  # noqa: E402
+from model import Llama, ModelConfig, init_induction_circuit  # noqa: E402
 from tokenizer import Tokenizer, train_bpe  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(_HERE))
@@ -207,10 +207,12 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--ffn", type=int, default=768)
-    ap.add_argument("--rope-base", type=float, default=10000.0)
+    ap.add_argument("--rope-base", type=float, default=1e6,
+                    help="large so that the slowest RoPE pairs barely rotate over the context (content matching)")
+    ap.add_argument("--no-induction-init", action="store_true", help="plain random initialisation")
     ap.add_argument("--tied", action="store_true")
-    ap.add_argument("--lr", type=float, default=3e-3)
-    ap.add_argument("--warmup", type=int, default=150)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--wd", type=float, default=0.05)
     ap.add_argument("--ctx-sample", type=float, default=0.15, help="fraction of context tokens in the loss")
     ap.add_argument("--eval-every", type=float, default=6.0, help="minutes between evaluations")
@@ -247,6 +249,8 @@ def main():
                       context_length=args.ctx, rope_base=args.rope_base, tied_output=args.tied)
     torch.manual_seed(args.seed)
     model = Llama(cfg)
+    if not args.no_induction_init:
+        init_induction_circuit(model, seed=args.seed)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd},
