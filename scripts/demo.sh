@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the project's embedded default model (models/primekv-retrieval.gguf): install,
 # build, answer a question about a document from a PrimeKV-compressed KV cache (a quarter of the
-# cache removed), then compare PrimeKV with the full cache and StreamingLLM on a few generated
-# retrieval tasks.
+# cache removed), then compare PrimeKV with the full cache and StreamingLLM on held-out retrieval
+# tasks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -16,10 +16,10 @@ echo "== Question answering over a compressed cache (press primekv, a quarter of
   --answer-prefix "The special magic number for silver-lantern is" \
   -n 12 --temp 0 --press primekv --ratio 0.25 --json
 
-echo "== Retrieval accuracy, full cache vs compressed (5 samples per task, 2048 tokens)"
+echo "== Retrieval accuracy, full cache vs compressed (held-out sets of the model's own tasks, 2048 tokens)"
 out=build/demo-eval
-"$bin" eval -m "$model" --tasks niah_single_1,niah_multikey_2,multiturn \
-  --presses none,primekv,streamingllm --ratios 0.5,0.75 --samples 5 --length 2048 \
-  --max-new-tokens 48 --out "$out"
-sed -n '/## Average over tasks/,/^## niah/p' "$out/report.md" | sed '$d'
+h=docs/results/heldout
+"$bin" eval -m "$model" --tasks "jsonl:$h/single.jsonl,jsonl:$h/multikey.jsonl,jsonl:$h/multiturn.jsonl" \
+  --presses none,primekv,streamingllm --ratios 0.5,0.75 --samples 5 --out "$out"
+sed -n '/## Average over tasks/,/^## jsonl/p' "$out/report.md" | sed '$d'
 echo "Full report: $out/report.md"
