@@ -9,6 +9,7 @@ tools/train/runs/<name>/eval.json (run eval_torch.py first, see the README it wr
 import argparse
 import json
 import os
+import shutil
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(_HERE))
@@ -66,6 +67,7 @@ def main():
     ap.add_argument("--name", default="primekv-retrieval")
     ap.add_argument("--gguf", default="models/primekv-retrieval.gguf")
     ap.add_argument("--out", default=os.path.join(REPO, "models", "README.md"))
+    ap.add_argument("--note", default=None, help="a remark on the run, kept in the training record")
     ap.add_argument("--engine-eval", nargs="*", default=[],
                     help="primekv eval output folders (results.jsonl); their full-cache rows are tabulated")
     args = ap.parse_args()
@@ -157,6 +159,14 @@ def main():
     with open(args.out, "w") as f:
         f.write("\n".join(L) + "\n")
     print("wrote", args.out)
+    # The run's record beside the model: summary, PyTorch evaluation and the training log.
+    models = os.path.dirname(args.out)
+    record = dict(s, full_cache_eval_torch=ev)
+    if args.note:
+        record["note"] = args.note
+    with open(os.path.join(models, "%s.training.json" % s["name"]), "w") as f:
+        json.dump(record, f, indent=1)
+    shutil.copyfile(os.path.join(run, "train.log"), os.path.join(models, "%s.train.log" % s["name"]))
 
 
 if __name__ == "__main__":
