@@ -5,8 +5,10 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "primekv/eval.h"
 #include "primekv/kv_cache.h"
 #include "primekv/model.h"
 #include "primekv/status.h"
@@ -38,6 +40,11 @@ struct EvalRunSummary {
 };
 
 Result<EvalRunSummary> RunEvaluation(const Model& model, const EvalRunSpec& spec);
+
+// The generator options RunEvaluation uses for `task` (lengths in the model's tokens, room left
+// below its context); warnings from file tasks are appended to `warnings` when given.
+TaskOptions TaskOptionsFor(const Model& model, const EvalRunSpec& spec, std::string_view task,
+                           std::vector<std::string>* warnings = nullptr);
 // Rebuilds results.csv, report.md and plots from DIR/results.jsonl.
 Status WriteEvalReport(const std::filesystem::path& dir);
 

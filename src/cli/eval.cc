@@ -20,15 +20,7 @@ int DumpTasks(const Model& model, const EvalRunSpec& spec, const std::string& pa
   if (!out) return Fail("cannot write '" + path + "'");
   int n = 0;
   for (const auto& task : spec.tasks) {
-    TaskOptions to;
-    to.target_tokens = spec.length;
-    to.samples = spec.samples;
-    to.seed = spec.seed;
-    to.tokenizer = &model.tokenizer();
-    to.max_new_tokens = spec.max_new_tokens;
-    to.file_samples = task.find(':') != std::string::npos ? spec.samples : 0;
-    to.max_context_tokens = model.config().max_context > 0 ? model.config().max_context - 64 : 0;
-    auto samples = GenerateTask(task, to);
+    auto samples = GenerateTask(task, TaskOptionsFor(model, spec, task));
     if (!samples.ok()) return Fail("task " + task + ": " + samples.message());
     for (const EvalSample& s : *samples) {
       nlohmann::json j;

@@ -76,6 +76,20 @@ std::set<std::string> FinishedUnits(const std::filesystem::path& file) {
 
 }  // namespace
 
+TaskOptions TaskOptionsFor(const Model& model, const EvalRunSpec& spec, std::string_view task,
+                           std::vector<std::string>* warnings) {
+  TaskOptions to;
+  to.target_tokens = spec.length;
+  to.samples = spec.samples;
+  to.seed = spec.seed;
+  to.tokenizer = &model.tokenizer();
+  to.max_new_tokens = spec.max_new_tokens;
+  to.file_samples = task.find(':') != std::string_view::npos ? spec.samples : 0;
+  to.warnings = warnings;
+  to.max_context_tokens = model.config().max_context > 0 ? model.config().max_context - 64 : 0;
+  return to;
+}
+
 Result<EvalRunSummary> RunEvaluation(const Model& model, const EvalRunSpec& spec) {
   auto mode = ParseCompressionMode(spec.mode);
   if (!mode) return Status::Error("unknown mode '" + spec.mode + "'");
@@ -120,16 +134,7 @@ Result<EvalRunSummary> RunEvaluation(const Model& model, const EvalRunSpec& spec
   };
   std::vector<TaskSamples> all;
   for (const auto& task : spec.tasks) {
-    TaskOptions to;
-    to.target_tokens = spec.length;
-    to.samples = spec.samples;
-    to.seed = spec.seed;
-    to.tokenizer = &model.tokenizer();
-    to.max_new_tokens = spec.max_new_tokens;
-    to.file_samples = task.find(':') != std::string::npos ? spec.samples : 0;
-    to.warnings = &summary.warnings;
-    to.max_context_tokens = model.config().max_context > 0 ? model.config().max_context - 64 : 0;
-    auto samples = GenerateTask(task, to);
+    auto samples = GenerateTask(task, TaskOptionsFor(model, spec, task, &summary.warnings));
     if (!samples.ok()) return Status::Error("task " + task + ": " + samples.message());
     all.push_back({task, std::move(samples).value()});
   }
