@@ -194,6 +194,8 @@ Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const Forwa
                            std::to_string(c.vocab_size));
     }
   }
+  if (c.moe() && static_cast<int64_t>(n) * c.n_experts_used > std::numeric_limits<int32_t>::max())
+    return Status::Error("forward: too many tokens in one call for the expert routing");
   const int32_t p0 = cache.NextPosition();
   if (c.max_context > 0 && p0 + n > c.max_context) {
     // Beyond the trained context RoPE extrapolates; allowed, as other engines do, but bounded

@@ -116,7 +116,7 @@ class TensorLoader {
 // expert_count and expert_used_count are required; the expert FFN width falls back to
 // feed_forward_length / expert_used_count, as llama.cpp does for files that omit it.
 Status ReadExpertConfig(const GgufFile& f, ModelConfig& c) {
-  auto experts = RequiredInt(f, Key(c, "expert_count"), 1, 65536);
+  auto experts = RequiredInt(f, Key(c, "expert_count"), 1, 4096);
   if (!experts.ok()) return experts.status();
   auto used = RequiredInt(f, Key(c, "expert_used_count"), 1, *experts);
   if (!used.ok()) return used.status();
