@@ -19,7 +19,7 @@
 
 namespace primekv {
 
-enum class Arch { kLlama, kQwen2, kQwen3 };
+enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe };
 // kAdjacent rotates (x[2i], x[2i+1]) (llama); kHalf rotates (x[i], x[i + n/2]) (NeoX: qwen2/3).
 enum class RopeStyle { kAdjacent, kHalf };
 
@@ -43,9 +43,27 @@ struct ModelConfig {  // filled from "<arch>.*" GGUF keys
   bool qkv_bias = false;                 // qwen2
   bool qk_norm = false;                  // qwen3
   std::vector<float> rope_freq_factors;  // [rope_dim / 2]; empty = none (llama3 scaling)
+  // Mixture of experts (qwen3moe); 0 for dense models.
+  int n_experts = 0;       // expert_count
+  int n_experts_used = 0;  // expert_used_count: top-k per token
+  int d_ff_expert = 0;     // expert_feed_forward_length
+  bool moe() const { return n_experts > 0; }
   int group() const { return n_heads / n_kv_heads; }
   int q_width() const { return n_heads * head_dim; }
   int kv_width() const { return n_kv_heads * head_dim; }
+};
+
+// A GGUF 3-D tensor ne = [cols, rows, n_experts]: one matrix per expert, back to back.
+struct ExpertWeights {
+  WeightView all;  // all experts stacked: rows = n_experts * rows_per_expert
+  int64_t rows_per_expert = 0;
+  WeightView Expert(int e) const {
+    WeightView w = all;
+    w.rows = rows_per_expert;
+    w.data =
+        all.data + static_cast<size_t>(e) * static_cast<size_t>(rows_per_expert) * all.row_bytes;
+    return w;
+  }
 };
 
 struct LayerWeights {
@@ -60,7 +78,23 @@ struct LayerWeights {
   WeightView w_gate;                  // [d_ff, d_model]
   WeightView w_up;                    // [d_ff, d_model]
   WeightView w_down;                  // [d_model, d_ff]
+  // Mixture-of-experts FFN (qwen3moe) in place of w_gate/w_up/w_down.
+  WeightView router;        // ffn_gate_inp [n_experts, d_model]
+  ExpertWeights gate_exps;  // [n_experts][d_ff_expert, d_model]
+  ExpertWeights up_exps;    // [n_experts][d_ff_expert, d_model]
+  ExpertWeights down_exps;  // [n_experts][d_model, d_ff_expert]
 };
+
+// One routed expert of a token and its mixing weight.
+struct ExpertChoice {
+  int expert = 0;
+  float weight = 0;
+};
+
+// Qwen3-MoE routing of one token: softmax over the router logits, the k most probable experts
+// (equal probabilities: the lower expert index first), their probabilities renormalised to sum
+// 1 (norm_topk_prob). out.size() == k <= logits.size(); out is ordered by falling weight.
+void SelectExperts(std::span<const float> logits, std::span<ExpertChoice> out);
 
 // Observation points for evaluation (fidelity, oracle, query-aware presses).
 class ForwardTap {
@@ -77,6 +111,10 @@ class ForwardTap {
 struct ForwardWorkspace {
   std::vector<float> x, h, q, k, v, attn, gate, up, logits_in;
   std::vector<int32_t> positions;
+  // Mixture of experts: router logits, choices per token, rows grouped by expert.
+  std::vector<float> router_logits, moe_in, moe_out, moe_acc;
+  std::vector<ExpertChoice> choices;
+  std::vector<int32_t> expert_rows, expert_start;
   AttentionWorkspace attention;
 };
 
@@ -131,7 +169,7 @@ class Model {
 
 // Writes a random-weight model of a given shape with a valid synthetic tokenizer.
 struct RandomModelSpec {
-  std::string arch = "llama";  // llama | qwen2 | qwen3
+  std::string arch = "llama";  // llama | qwen2 | qwen3 | qwen3moe
   int n_layers = 2;
   int d_model = 256;
   int n_heads = 4;
@@ -146,6 +184,10 @@ struct RandomModelSpec {
   float rope_base = 10000.0f;
   bool llama3_rope_scaling = false;
   bool tied_embeddings = false;
+  // qwen3moe: experts per layer, experts used per token, FFN width of one expert.
+  int n_experts = 8;
+  int n_experts_used = 2;
+  int d_ff_expert = 128;
 };
 Status WriteRandomModel(const RandomModelSpec& spec, const std::filesystem::path& out);
 

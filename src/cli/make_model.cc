@@ -13,7 +13,7 @@ void AddMakeModel(CLI::App& app, Runner& run) {
   auto type = std::make_shared<std::string>("F32");
   auto rope_scaling = std::make_shared<std::string>("none");
   auto* cmd = app.add_subcommand("make-model", "Write a random-weight GGUF model of a given shape");
-  cmd->add_option("--arch", s->arch, "llama | qwen2 | qwen3")->capture_default_str();
+  cmd->add_option("--arch", s->arch, "llama | qwen2 | qwen3 | qwen3moe")->capture_default_str();
   cmd->add_option("--layers", s->n_layers)->capture_default_str();
   cmd->add_option("--d-model", s->d_model)->capture_default_str();
   cmd->add_option("--heads", s->n_heads)->capture_default_str();
@@ -21,6 +21,11 @@ void AddMakeModel(CLI::App& app, Runner& run) {
   cmd->add_option("--head-dim", s->head_dim)->capture_default_str();
   cmd->add_option("--ffn", s->d_ff)->capture_default_str();
   cmd->add_option("--vocab", s->vocab_size)->capture_default_str();
+  cmd->add_option("--experts", s->n_experts, "qwen3moe: experts per layer")->capture_default_str();
+  cmd->add_option("--experts-used", s->n_experts_used, "qwen3moe: experts routed per token")
+      ->capture_default_str();
+  cmd->add_option("--expert-ffn", s->d_ff_expert, "qwen3moe: FFN width of one expert")
+      ->capture_default_str();
   cmd->add_option("--context", s->context)->capture_default_str();
   cmd->add_option("--type", *type, "F32 | F16 | BF16 | Q8_0 | Q4_0")->capture_default_str();
   cmd->add_option("--seed", s->seed)->capture_default_str();

@@ -1,6 +1,9 @@
-// The decoder forward pass: RMSNorm, QKV (+bias, +q/k norm), RoPE, cached attention, SwiGLU.
+// The decoder forward pass: RMSNorm, QKV (+bias, +q/k norm), RoPE, cached attention, SwiGLU
+// (dense, or a routed mixture of experts for qwen3moe).
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <span>
 
 #include "primekv/matmul.h"
 #include "primekv/model.h"
@@ -27,7 +30,110 @@ void Grow(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
+// Router order: larger logit first, equal logits by lower index; NaN ranks below everything,
+// so a broken router still yields k distinct experts.
+bool RanksAbove(float a, int ia, float b, int ib) {
+  constexpr float kLowest = -std::numeric_limits<float>::infinity();
+  const float ka = std::isnan(a) ? kLowest : a, kb = std::isnan(b) ? kLowest : b;
+  return ka > kb || (ka == kb && ia < ib);
+}
+
+// Mixture-of-experts SwiGLU of the normed rows h, added to x: each token goes through its
+// n_experts_used routed experts. Rows are grouped by expert so that each expert's weights are
+// streamed once per call however many tokens chose it.
+void AddExpertFfn(const ModelConfig& c, const LayerWeights& L, MatView<const float> h,
+                  MatView<float> x, ThreadPool& pool, ForwardWorkspace& ws) {
+  const int n = static_cast<int>(h.rows);
+  const int E = c.n_experts, K = c.n_experts_used, D = c.d_model, F = c.d_ff_expert;
+  const size_t N = static_cast<size_t>(n);
+  Grow(ws.router_logits, N * E);
+  Grow(ws.choices, N * K);
+  Grow(ws.expert_start, static_cast<size_t>(E) + 1);
+  Grow(ws.expert_rows, N * K);
+  Grow(ws.moe_in, N * D);
+  Grow(ws.moe_out, N * D);
+  Grow(ws.gate, N * F);
+  Grow(ws.up, N * F);
+
+  MatView<float> logits(ws.router_logits.data(), n, E);
+  MatMul(L.router, h, logits, pool);
+  std::fill_n(ws.expert_start.begin(), E + 1, 0);
+  for (int t = 0; t < n; ++t) {
+    std::span<ExpertChoice> mine(ws.choices.data() + static_cast<size_t>(t) * K,
+                                 static_cast<size_t>(K));
+    SelectExperts(logits.RowSpan(t), mine);
+    for (const ExpertChoice& ch : mine) ++ws.expert_start[static_cast<size_t>(ch.expert) + 1];
+  }
+  // Counting sort of the (token, slot) pairs by expert, tokens in order within an expert:
+  // counts -> starts; each start is then a fill cursor that ends at the next expert's start,
+  // so shifting by one restores the starts.
+  for (int e = 0; e < E; ++e)
+    ws.expert_start[static_cast<size_t>(e) + 1] += ws.expert_start[static_cast<size_t>(e)];
+  for (int slot = 0; slot < n * K; ++slot) {
+    const ExpertChoice& ch = ws.choices[static_cast<size_t>(slot)];
+    ws.expert_rows[static_cast<size_t>(ws.expert_start[static_cast<size_t>(ch.expert)]++)] = slot;
+  }
+  for (int e = E; e > 0; --e)
+    ws.expert_start[static_cast<size_t>(e)] = ws.expert_start[static_cast<size_t>(e) - 1];
+  ws.expert_start[0] = 0;
+
+  for (int e = 0; e < E; ++e) {
+    const int32_t b = ws.expert_start[static_cast<size_t>(e)];
+    const int m = ws.expert_start[static_cast<size_t>(e) + 1] - b;
+    if (m == 0) continue;
+    MatView<float> in(ws.moe_in.data(), m, D);
+    for (int r = 0; r < m; ++r) {
+      const int t = ws.expert_rows[static_cast<size_t>(b + r)] / K;
+      std::copy_n(h.Row(t), D, in.Row(r));
+    }
+    MatView<float> gate(ws.gate.data(), m, F), up(ws.up.data(), m, F);
+    MatMul(L.gate_exps.Expert(e), in, gate, pool);
+    MatMul(L.up_exps.Expert(e), in, up, pool);
+    for (size_t i = 0; i < static_cast<size_t>(m) * F; ++i) {
+      const float g = ws.gate[i];
+      ws.gate[i] = g / (1.0f + std::exp(-g)) * ws.up[i];
+    }
+    MatView<float> out(ws.moe_out.data(), m, D);
+    MatMul(L.down_exps.Expert(e), gate, out, pool);
+    for (int r = 0; r < m; ++r) {
+      const int slot = ws.expert_rows[static_cast<size_t>(b + r)];
+      const float w = ws.choices[static_cast<size_t>(slot)].weight;
+      float* xr = x.Row(slot / K);
+      const float* o = out.Row(r);
+      for (int j = 0; j < D; ++j) xr[j] += w * o[j];
+    }
+  }
+}
+
 }  // namespace
+
+void SelectExperts(std::span<const float> logits, std::span<ExpertChoice> out) {
+  const int n = static_cast<int>(logits.size()), k = static_cast<int>(out.size());
+  Check(k >= 1 && k <= n, "SelectExperts: need 1 <= k <= number of experts");
+  // Softmax is monotonic, so the k most probable experts are those of the k largest logits;
+  // picked one at a time, each strictly below the previous one in router order.
+  for (int j = 0; j < k; ++j) {
+    int best = -1;
+    for (int i = 0; i < n; ++i) {
+      const float li = logits[static_cast<size_t>(i)];
+      if (j > 0) {
+        const ExpertChoice& prev = out[static_cast<size_t>(j) - 1];
+        if (!RanksAbove(logits[static_cast<size_t>(prev.expert)], prev.expert, li, i)) continue;
+      }
+      if (best < 0 || RanksAbove(li, i, logits[static_cast<size_t>(best)], best)) best = i;
+    }
+    out[static_cast<size_t>(j)].expert = best;
+  }
+  // p_e = exp(l_e - max) / Z over all experts; renormalising the selected p_e to sum 1
+  // (norm_topk_prob) cancels Z, leaving exp(l_e - max) / sum over the selected.
+  const float top = logits[static_cast<size_t>(out[0].expert)];
+  double sum = 0;
+  for (ExpertChoice& ch : out) {
+    ch.weight = std::exp(logits[static_cast<size_t>(ch.expert)] - top);
+    sum += ch.weight;
+  }
+  for (ExpertChoice& ch : out) ch.weight = static_cast<float>(ch.weight / sum);
+}
 
 void Model::ApplyRope(MatView<float> x, int n_heads_x, std::span<const int32_t> positions) const {
   const ModelConfig& c = config_;
@@ -88,6 +194,8 @@ Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const Forwa
                            std::to_string(c.vocab_size));
     }
   }
+  if (c.moe() && static_cast<int64_t>(n) * c.n_experts_used > std::numeric_limits<int32_t>::max())
+    return Status::Error("forward: too many tokens in one call for the expert routing");
   const int32_t p0 = cache.NextPosition();
   if (c.max_context > 0 && p0 + n > c.max_context) {
     // Beyond the trained context RoPE extrapolates; allowed, as other engines do, but bounded
@@ -103,8 +211,10 @@ Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const Forwa
   Grow(ws.k, N * c.kv_width());
   Grow(ws.v, N * c.kv_width());
   Grow(ws.attn, N * c.q_width());
-  Grow(ws.gate, N * c.d_ff);
-  Grow(ws.up, N * c.d_ff);
+  if (!c.moe()) {
+    Grow(ws.gate, N * c.d_ff);
+    Grow(ws.up, N * c.d_ff);
+  }
   Grow(ws.positions, N);
   for (int i = 0; i < n; ++i) ws.positions[static_cast<size_t>(i)] = p0 + i;
   std::span<const int32_t> pos(ws.positions.data(), N);
@@ -115,8 +225,6 @@ Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const Forwa
   MatView<float> k(ws.k.data(), n, c.kv_width());
   MatView<float> v(ws.v.data(), n, c.kv_width());
   MatView<float> attn(ws.attn.data(), n, c.q_width());
-  MatView<float> gate(ws.gate.data(), n, c.d_ff);
-  MatView<float> up(ws.up.data(), n, c.d_ff);
   for (int i = 0; i < n; ++i) GetRow(token_embd_, tokens[static_cast<size_t>(i)], x.Row(i));
 
   const AttnShape shape{c.n_heads, c.n_kv_heads, c.head_dim,
@@ -152,6 +260,12 @@ Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const Forwa
     for (size_t i = 0; i < N * D; ++i) ws.x[i] += ws.h[i];
 
     RmsNormRows(x, L.ffn_norm, c.rms_eps, h);
+    if (c.moe()) {
+      AddExpertFfn(c, L, h, x, pool, ws);
+      continue;
+    }
+    MatView<float> gate(ws.gate.data(), n, c.d_ff);
+    MatView<float> up(ws.up.data(), n, c.d_ff);
     MatMul(L.w_gate, h, gate, pool);
     MatMul(L.w_up, h, up, pool);
     for (size_t i = 0; i < N * static_cast<size_t>(c.d_ff); ++i) {

@@ -40,6 +40,12 @@ class TensorLoader {
   Result<WeightView> Matrix(const std::string& name, int64_t rows, int64_t cols) const {
     const GgufTensorInfo* t = f_.FindTensor(name);
     if (!t) return Status::Error(f_.display_name() + ": missing tensor '" + name + "'");
+    return Matrix(*t, rows, cols);
+  }
+
+  Result<WeightView> Matrix(const GgufTensorInfo& info_in, int64_t rows, int64_t cols) const {
+    const GgufTensorInfo* t = &info_in;
+    const std::string& name = t->name;
     if (t->ne.size() != 2 || t->ne[0] != cols || t->ne[1] != rows) {
       return Status::Error(f_.display_name() + ": tensor '" + name + "' has shape " + Shape(*t) +
                            ", expected [" + std::to_string(cols) + ", " + std::to_string(rows) +
@@ -78,6 +84,24 @@ class TensorLoader {
     return out;
   }
 
+  // A GGUF 3-D tensor ne = [cols, rows, n_experts] (one matrix per expert).
+  Result<ExpertWeights> Experts(const std::string& name, int64_t n_experts, int64_t rows,
+                                int64_t cols) const {
+    const GgufTensorInfo* t = f_.FindTensor(name);
+    if (!t) return Status::Error(f_.display_name() + ": missing tensor '" + name + "'");
+    if (t->ne.size() != 3 || t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n_experts) {
+      return Status::Error(f_.display_name() + ": tensor '" + name + "' has shape " + Shape(*t) +
+                           ", expected [" + std::to_string(cols) + ", " + std::to_string(rows) +
+                           ", " + std::to_string(n_experts) + "]");
+    }
+    // Viewed as one matrix of n_experts * rows rows, so Matrix's type checks apply.
+    GgufTensorInfo flat = *t;
+    flat.ne = {cols, rows * n_experts};
+    auto all = Matrix(flat, rows * n_experts, cols);
+    if (!all.ok()) return all.status();
+    return ExpertWeights{*all, rows};
+  }
+
   bool Has(const std::string& name) const { return f_.FindTensor(name) != nullptr; }
 
  private:
@@ -88,6 +112,34 @@ class TensorLoader {
   }
   const GgufFile& f_;
 };
+
+// expert_count and expert_used_count are required; the expert FFN width falls back to
+// feed_forward_length / expert_used_count, as llama.cpp does for files that omit it.
+Status ReadExpertConfig(const GgufFile& f, ModelConfig& c) {
+  auto experts = RequiredInt(f, Key(c, "expert_count"), 1, 4096);
+  if (!experts.ok()) return experts.status();
+  auto used = RequiredInt(f, Key(c, "expert_used_count"), 1, *experts);
+  if (!used.ok()) return used.status();
+  c.n_experts = *experts;
+  c.n_experts_used = *used;
+  const std::string ff_key = Key(c, "expert_feed_forward_length");
+  if (f.GetInt(ff_key)) {
+    auto ff = RequiredInt(f, ff_key, 1, int64_t{1} << 24);
+    if (!ff.ok()) return ff.status();
+    c.d_ff_expert = *ff;
+  } else {
+    c.d_ff_expert = c.d_ff / c.n_experts_used;
+    if (c.d_ff_expert <= 0) {
+      return Status::Error(f.display_name() + ": no '" + ff_key +
+                           "' and feed_forward_length is smaller than expert_used_count");
+    }
+  }
+  if (auto shared = f.GetInt(Key(c, "expert_shared_count")); shared && *shared != 0) {
+    return Status::Error(f.display_name() + ": shared experts (expert_shared_count " +
+                         std::to_string(*shared) + ") are not supported for " + c.arch_name);
+  }
+  return Status::Ok();
+}
 
 Result<ModelConfig> ReadConfig(const GgufFile& f) {
   ModelConfig c;
@@ -105,9 +157,13 @@ Result<ModelConfig> ReadConfig(const GgufFile& f) {
     c.arch = Arch::kQwen3;
     c.rope_style = RopeStyle::kHalf;
     c.qk_norm = true;
+  } else if (c.arch_name == "qwen3moe") {
+    c.arch = Arch::kQwen3Moe;
+    c.rope_style = RopeStyle::kHalf;
+    c.qk_norm = true;
   } else {
     return Status::Error(f.display_name() + ": architecture '" + c.arch_name +
-                         "' is not supported (supported: llama, qwen2, qwen3)");
+                         "' is not supported (supported: llama, qwen2, qwen3, qwen3moe)");
   }
   c.name = f.GetString("general.name").value_or(c.arch_name);
   constexpr int64_t kBig = int64_t{1} << 24;
@@ -148,12 +204,36 @@ Result<ModelConfig> ReadConfig(const GgufFile& f) {
   if (!(c.rope_base > 0) || !(c.rms_eps > 0)) {
     return Status::Error(f.display_name() + ": rope.freq_base and rms epsilon must be positive");
   }
+  if (c.arch == Arch::kQwen3Moe) {
+    if (Status s = ReadExpertConfig(f, c); !s.ok()) return s;
+  }
   if (auto scaling = f.GetString(Key(c, "rope.scaling.type"));
       scaling && *scaling != "none" && *scaling != "llama3") {
     // llama3 scaling arrives as the rope_freqs tensor; linear/yarn are not implemented.
     return Status::Error(f.display_name() + ": rope scaling '" + *scaling + "' is not supported");
   }
   return c;
+}
+
+// Router and the three stacked expert tensors of one MoE layer (prefix "blk.N.").
+Status LoadExpertLayer(const TensorLoader& t, const std::string& p, const ModelConfig& c,
+                       LayerWeights& L) {
+  auto router = t.Matrix(p + "ffn_gate_inp.weight", c.n_experts, c.d_model);
+  if (!router.ok()) return router.status();
+  L.router = *router;
+  struct Want {
+    const char* name;
+    int64_t rows, cols;
+    ExpertWeights* out;
+  };
+  for (const Want& w : {Want{"ffn_gate_exps.weight", c.d_ff_expert, c.d_model, &L.gate_exps},
+                        Want{"ffn_up_exps.weight", c.d_ff_expert, c.d_model, &L.up_exps},
+                        Want{"ffn_down_exps.weight", c.d_model, c.d_ff_expert, &L.down_exps}}) {
+    auto e = t.Experts(p + w.name, c.n_experts, w.rows, w.cols);
+    if (!e.ok()) return e.status();
+    *w.out = *e;
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -229,11 +309,17 @@ Result<Model> Model::Load(const std::filesystem::path& path) {
          {vec("attn_norm.weight", c.d_model, L.attn_norm),
           mat("attn_q.weight", qw, c.d_model, L.wq), mat("attn_k.weight", kw, c.d_model, L.wk),
           mat("attn_v.weight", kw, c.d_model, L.wv), mat("attn_output.weight", c.d_model, qw, L.wo),
-          vec("ffn_norm.weight", c.d_model, L.ffn_norm),
-          mat("ffn_gate.weight", c.d_ff, c.d_model, L.w_gate),
-          mat("ffn_up.weight", c.d_ff, c.d_model, L.w_up),
-          mat("ffn_down.weight", c.d_model, c.d_ff, L.w_down)}) {
+          vec("ffn_norm.weight", c.d_model, L.ffn_norm)}) {
       if (!s.ok()) return s;
+    }
+    if (c.moe()) {
+      if (Status s = LoadExpertLayer(t, p, c, L); !s.ok()) return s;
+    } else {
+      for (Status s : {mat("ffn_gate.weight", c.d_ff, c.d_model, L.w_gate),
+                       mat("ffn_up.weight", c.d_ff, c.d_model, L.w_up),
+                       mat("ffn_down.weight", c.d_model, c.d_ff, L.w_down)}) {
+        if (!s.ok()) return s;
+      }
     }
     if (c.qkv_bias) {
       for (Status s : {vec("attn_q.bias", qw, L.bq), vec("attn_k.bias", kw, L.bk),

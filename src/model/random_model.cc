@@ -105,11 +105,56 @@ void AddTokenizer(GgufWriter& w, const TokenizerSpec& t) {
     w.Add("tokenizer.chat_template", GgufValue::String(t.chat_template));
 }
 
+bool IsMoe(const RandomModelSpec& s) { return s.arch == "qwen3moe"; }
+
+// Keys of a Qwen3-MoE file beside the shared ones (no shared expert).
+void AddExpertKeys(GgufWriter& w, const RandomModelSpec& s) {
+  const std::string& a = s.arch;
+  w.Add(a + ".expert_count", GgufValue::Uint32(static_cast<uint32_t>(s.n_experts)));
+  w.Add(a + ".expert_used_count", GgufValue::Uint32(static_cast<uint32_t>(s.n_experts_used)));
+  w.Add(a + ".expert_feed_forward_length", GgufValue::Uint32(static_cast<uint32_t>(s.d_ff_expert)));
+}
+
+// One expert per matrix, stacked into a 3-D tensor ne = [cols, rows, n_experts] as llama.cpp
+// stores them.
+Status AddExperts(GgufWriter& w, Rng& rng, const std::string& name, int n_experts, int64_t rows,
+                  int64_t cols, GgmlType type, double stddev) {
+  const size_t row_bytes = quant::RowBytes(type, cols);
+  const int64_t all_rows = rows * n_experts;
+  std::vector<uint8_t> data(row_bytes * static_cast<size_t>(all_rows));
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < all_rows; ++r) {
+    for (auto& x : row) x = static_cast<float>(rng.Normal() * stddev);
+    quant::QuantizeRow(type, row.data(), data.data() + row_bytes * static_cast<size_t>(r), cols);
+  }
+  return w.AddTensor(name, type, {cols, rows, n_experts}, std::move(data));
+}
+
+// Router and experts of one MoE layer, in place of ffn_gate/ffn_up/ffn_down.
+Status AddExpertLayer(GgufWriter& w, Rng& rng, const RandomModelSpec& s, const std::string& p) {
+  const double in_std = 1.0 / std::sqrt(static_cast<double>(s.d_model));
+  const int E = s.n_experts, F = s.d_ff_expert, D = s.d_model;
+  for (Status x : {AddMatrix(w, rng, p + "ffn_gate_inp.weight", E, D, s.type, in_std),
+                   AddExperts(w, rng, p + "ffn_gate_exps.weight", E, F, D, s.type, in_std),
+                   AddExperts(w, rng, p + "ffn_up_exps.weight", E, F, D, s.type, in_std),
+                   AddExperts(w, rng, p + "ffn_down_exps.weight", E, D, F, s.type,
+                              1.0 / std::sqrt(static_cast<double>(F)))}) {
+    if (!x.ok()) return x;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status WriteRandomModel(const RandomModelSpec& s, const std::filesystem::path& out) {
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
-    return Status::Error("make-model: unknown --arch '" + s.arch + "' (llama, qwen2, qwen3)");
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && !IsMoe(s)) {
+    return Status::Error("make-model: unknown --arch '" + s.arch +
+                         "' (llama, qwen2, qwen3, qwen3moe)");
+  }
+  if (IsMoe(s) && (s.n_experts <= 0 || s.n_experts_used <= 0 || s.d_ff_expert <= 0 ||
+                   s.n_experts_used > s.n_experts)) {
+    return Status::Error(
+        "make-model: qwen3moe needs 1 <= --experts-used <= --experts and --expert-ffn > 0");
   }
   if (s.n_layers <= 0 || s.d_model <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0 ||
       s.d_ff <= 0 || s.vocab_size <= 0 || s.context <= 0) {
@@ -121,7 +166,7 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::filesystem::path& o
   if (s.head_dim % 2 != 0) return Status::Error("make-model: --head-dim must be even");
   auto info = TypeInfo(s.type);
   if (!info || !info->computable) return Status::Error("make-model: unsupported --type");
-  for (int cols : {s.d_model, s.n_heads * s.head_dim, s.d_ff}) {
+  for (int cols : {s.d_model, s.n_heads * s.head_dim, IsMoe(s) ? s.d_ff_expert : s.d_ff}) {
     if (cols % info->block_size != 0) {
       return Status::Error("make-model: type " + std::string(info->name) +
                            " needs row lengths that are multiples of " +
@@ -148,6 +193,7 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::filesystem::path& o
   w.Add(a + ".rope.freq_base", GgufValue::Float32(s.rope_base));
   w.Add(a + ".attention.layer_norm_rms_epsilon", GgufValue::Float32(a == "llama" ? 1e-5f : 1e-6f));
   w.Add(a + ".vocab_size", GgufValue::Uint32(static_cast<uint32_t>(s.vocab_size)));
+  if (IsMoe(s)) AddExpertKeys(w, s);
   AddTokenizer(w, *tok);
 
   Rng rng(s.seed);
@@ -172,12 +218,18 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::filesystem::path& o
                      AddMatrix(w, rng, p + "attn_v.weight", kw, s.d_model, s.type, in_std),
                      AddMatrix(w, rng, p + "attn_output.weight", s.d_model, qw, s.type,
                                1.0 / std::sqrt(static_cast<double>(qw))),
-                     AddVector(w, p + "ffn_norm.weight", NormWeights(rng, s.d_model)),
-                     AddMatrix(w, rng, p + "ffn_gate.weight", s.d_ff, s.d_model, s.type, in_std),
-                     AddMatrix(w, rng, p + "ffn_up.weight", s.d_ff, s.d_model, s.type, in_std),
-                     AddMatrix(w, rng, p + "ffn_down.weight", s.d_model, s.d_ff, s.type,
-                               1.0 / std::sqrt(static_cast<double>(s.d_ff)))}) {
+                     AddVector(w, p + "ffn_norm.weight", NormWeights(rng, s.d_model))}) {
       if (!x.ok()) return x;
+    }
+    if (IsMoe(s)) {
+      if (!(st = AddExpertLayer(w, rng, s, p)).ok()) return st;
+    } else {
+      for (Status x : {AddMatrix(w, rng, p + "ffn_gate.weight", s.d_ff, s.d_model, s.type, in_std),
+                       AddMatrix(w, rng, p + "ffn_up.weight", s.d_ff, s.d_model, s.type, in_std),
+                       AddMatrix(w, rng, p + "ffn_down.weight", s.d_model, s.d_ff, s.type,
+                                 1.0 / std::sqrt(static_cast<double>(s.d_ff)))}) {
+        if (!x.ok()) return x;
+      }
     }
     if (a == "qwen2") {
       for (Status x : {AddVector(w, p + "attn_q.bias", Biases(rng, qw)),
@@ -186,7 +238,7 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::filesystem::path& o
         if (!x.ok()) return x;
       }
     }
-    if (a == "qwen3") {
+    if (a == "qwen3" || IsMoe(s)) {
       for (Status x : {AddVector(w, p + "attn_q_norm.weight", NormWeights(rng, s.head_dim)),
                        AddVector(w, p + "attn_k_norm.weight", NormWeights(rng, s.head_dim))}) {
         if (!x.ok()) return x;

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Independent float64 numpy forward pass for Llama-family GGUF models (llama, qwen2, qwen3).
+"""Independent float64 numpy forward pass for Llama-family GGUF models (llama, qwen2, qwen3,
+qwen3moe).
 
 It is the oracle for the C++ engine's logits, so it is written to read like the maths rather
 than to be fast: every position is recomputed from scratch with a full causal mask.
@@ -18,8 +19,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gguf_read import GGUFFile  # noqa: E402
 
 # Architectures whose RoPE rotates (x[i], x[i + rope_dim/2]) instead of (x[2i], x[2i+1]).
-NEOX_ROPE_ARCHS = {"qwen2", "qwen3"}
-SUPPORTED_ARCHS = {"llama", "qwen2", "qwen3"}
+NEOX_ROPE_ARCHS = {"qwen2", "qwen3", "qwen3moe"}
+SUPPORTED_ARCHS = {"llama", "qwen2", "qwen3", "qwen3moe"}
+# Architectures whose FFN is a routed mixture of experts.
+MOE_ARCHS = {"qwen3moe"}
 
 
 class Config:
@@ -55,6 +58,12 @@ class Config:
         self.rope_high_freq_factor = float(get("rope.scaling.high_freq_factor", 4.0))
         self.rope_orig_ctx = float(get("rope.scaling.original_context_length", 8192))
         self.vocab_size = vocab_size
+        self.n_experts = 0
+        if a in MOE_ARCHS:
+            self.n_experts = int(get("expert_count"))
+            self.n_experts_used = int(get("expert_used_count"))
+            if not 1 <= self.n_experts_used <= self.n_experts:
+                raise ValueError("expert_used_count must be in [1, expert_count]")
         if self.n_heads % self.n_kv_heads:
             raise ValueError("head_count must be a multiple of head_count_kv")
         if self.rope_dim % 2 or self.rope_dim > self.head_dim:
@@ -154,6 +163,35 @@ def causal_attention(q, k, v, n_heads, n_kv_heads):
     return out, probs
 
 
+def route(router_logits, k):
+    """Qwen3-MoE routing of one token: (experts, weights).
+
+    p = softmax(logits) over all experts; the k largest p are kept (equal p: lower expert index
+    first) and renormalised to sum 1 (norm_topk_prob = true).
+    """
+    p = softmax(np.asarray(router_logits, dtype=np.float64))
+    order = np.argsort(-p, kind="stable")  # stable: ties keep increasing index order
+    chosen = order[:k]
+    w = p[chosen]
+    return chosen, w / np.sum(w)
+
+
+def moe_ffn(h, router, gate_exps, up_exps, down_exps, k):
+    """sum over the routed experts e of w_e * down_e(silu(gate_e h) * up_e h), per token.
+
+    h: [n, d_model]; router: [n_experts, d_model]; gate_exps/up_exps: [n_experts, d_ff, d_model];
+    down_exps: [n_experts, d_model, d_ff].
+    """
+    out = np.zeros_like(h)
+    logits = h @ router.T
+    for t in range(h.shape[0]):
+        experts, weights = route(logits[t], k)
+        for e, w in zip(experts, weights):
+            act = silu(gate_exps[e] @ h[t]) * (up_exps[e] @ h[t])
+            out[t] += w * (down_exps[e] @ act)
+    return out
+
+
 class Model:
     def __init__(self, path):
         self.file = GGUFFile(path)
@@ -225,9 +263,15 @@ class Model:
             attn = attn.reshape(n, cfg.n_heads * hd)
             x = x + attn @ self.W(p + "attn_output.weight").T
             h = rms_norm(x, self.W(p + "ffn_norm.weight"), cfg.rms_eps)
-            gate = h @ self.W(p + "ffn_gate.weight").T
-            up = h @ self.W(p + "ffn_up.weight").T
-            x = x + (silu(gate) * up) @ self.W(p + "ffn_down.weight").T
+            if cfg.n_experts:
+                x = x + moe_ffn(h, self.W(p + "ffn_gate_inp.weight"),
+                                self.W(p + "ffn_gate_exps.weight"),
+                                self.W(p + "ffn_up_exps.weight"),
+                                self.W(p + "ffn_down_exps.weight"), cfg.n_experts_used)
+            else:
+                gate = h @ self.W(p + "ffn_gate.weight").T
+                up = h @ self.W(p + "ffn_up.weight").T
+                x = x + (silu(gate) * up) @ self.W(p + "ffn_down.weight").T
             if tap:
                 tap(L, "x", x)
         x = rms_norm(x, self.W("output_norm.weight"), cfg.rms_eps)

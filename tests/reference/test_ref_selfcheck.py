@@ -434,6 +434,91 @@ class ForwardTest(TmpDirCase):
             self.assertGreater(err, 0, t)
 
 
+class MoeTest(TmpDirCase):
+    """qwen3moe: routing by hand, the expert tensor layout, and a reduction to the dense FFN."""
+
+    def test_route_hand_values(self):
+        # Logits ln(1..4): p = (0.1, 0.2, 0.3, 0.4); top-2 = (3, 2), renormalised to 4/7, 3/7.
+        e, w = rf.route(np.log([1.0, 2.0, 3.0, 4.0]), 2)
+        self.assertEqual(list(e), [3, 2])
+        np.testing.assert_allclose(w, [4 / 7, 3 / 7], rtol=1e-12)
+        e, w = rf.route(np.log([1.0, 2.0, 3.0, 4.0]), 4)
+        np.testing.assert_allclose(w, [0.4, 0.3, 0.2, 0.1], rtol=1e-12)
+        # Ties: the lower expert index first.
+        e, w = rf.route([1.0, 1.0, 1.0, 1.0], 2)
+        self.assertEqual(list(e), [0, 1])
+        np.testing.assert_allclose(w, [0.5, 0.5], rtol=1e-12)
+        e, w = rf.route([1.0, 0.0, 1.0, 0.0, 3.0], 3)
+        self.assertEqual(list(e), [4, 0, 2])
+        z = 1 + 2 * math.exp(-2)
+        np.testing.assert_allclose(w, [1 / z, math.exp(-2) / z, math.exp(-2) / z], rtol=1e-12)
+
+    def test_moe_ffn_by_loops(self):
+        rng = np.random.default_rng(3)
+        n, d, f, n_exp, k = 3, 5, 4, 6, 2
+        h = rng.standard_normal((n, d))
+        router = rng.standard_normal((n_exp, d))
+        gate = rng.standard_normal((n_exp, f, d))
+        up = rng.standard_normal((n_exp, f, d))
+        down = rng.standard_normal((n_exp, d, f))
+        got = rf.moe_ffn(h, router, gate, up, down, k)
+        for t in range(n):
+            logits = [sum(router[e][j] * h[t][j] for j in range(d)) for e in range(n_exp)]
+            top = sorted(range(n_exp), key=lambda e: -logits[e])[:k]
+            z = sum(math.exp(logits[e]) for e in top)
+            want = [0.0] * d
+            for e in top:
+                act = []
+                for i in range(f):
+                    g = sum(gate[e][i][j] * h[t][j] for j in range(d))
+                    u = sum(up[e][i][j] * h[t][j] for j in range(d))
+                    act.append(g / (1 + math.exp(-g)) * u)
+                for j in range(d):
+                    want[j] += math.exp(logits[e]) / z * sum(down[e][j][i] * act[i]
+                                                             for i in range(f))
+            np.testing.assert_allclose(got[t], want, rtol=1e-10, atol=1e-12)
+
+    def test_expert_tensor_layout(self):
+        # ne = [cols, rows, n_experts]: numpy shape (n_experts, rows, cols), expert-major.
+        p = self.path("e.gguf")
+        arr = np.arange(3 * 4 * 2, dtype=np.float64).reshape(3, 4, 2)
+        write_gguf(p, {"general.architecture": "qwen3moe"}, [("x", arr, "F32")])
+        f = gguf_read.GGUFFile(p)
+        self.assertEqual(f.infos["x"].ne, [2, 4, 3])
+        np.testing.assert_array_equal(f.tensor("x"), arr)
+
+    def test_identical_experts_reduce_to_dense_qwen3(self):
+        # Routing weights sum to 1, so E copies of one FFN behind any router give the dense model.
+        dense = self.path("dense.gguf")
+        meta, t = random_model(dense, arch="qwen3", n_layers=2, d_model=16, n_heads=4,
+                               n_kv_heads=2, head_dim=8, d_ff=20, vocab=32, seed=5)
+        rng = np.random.default_rng(9)
+        n_exp = 5
+        moe_meta = {k.replace("qwen3.", "qwen3moe.", 1): v for k, v in meta.items()}
+        moe_meta["general.architecture"] = "qwen3moe"
+        moe_meta["qwen3moe.expert_count"] = n_exp
+        moe_meta["qwen3moe.expert_used_count"] = 2
+        moe_meta["qwen3moe.expert_feed_forward_length"] = 20
+        tensors = []
+        for name, arr in t.items():
+            kind = name.split(".")[-2] if name.startswith("blk.") else ""
+            if kind in ("ffn_gate", "ffn_up", "ffn_down"):
+                tensors.append((name.replace(kind, kind + "_exps"),
+                                np.stack([arr] * n_exp), "F32"))
+                if kind == "ffn_gate":
+                    tensors.append((name.replace("ffn_gate", "ffn_gate_inp"),
+                                    rng.standard_normal((n_exp, 16)), "F32"))
+            else:
+                tensors.append((name, arr, "F32"))
+        moe = self.path("moe.gguf")
+        write_gguf(moe, moe_meta, tensors)
+        tokens = [1, 4, 9, 16, 25, 3]
+        m = rf.Model(moe)
+        self.assertEqual(m.cfg.n_experts, n_exp)
+        np.testing.assert_allclose(m.forward(tokens), rf.Model(dense).forward(tokens),
+                                   rtol=1e-10, atol=1e-10)
+
+
 class StoriesTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
