@@ -135,9 +135,17 @@ int RunGenerate(const GenerateArgs& a) {
       decode_ms += t.decode_ms;
       n_dec += static_cast<double>(t.tokens.size());
     }
-    j["kv"] = {{"dtype", KvDTypeName(a.kv_type)},      {"bytes_before", r.kv_bytes_full},
-               {"bytes_after", r.kv_bytes_compressed}, {"bytes_peak", r.kv_bytes_peak},
-               {"kept_per_layer", r.kept_per_layer},   {"compressions", r.compressions}};
+    // Documented in README.md ("generate --json"): the context's full size, the first
+    // compression, the cache as the run leaves it, its peak, and every compression counted.
+    nlohmann::json kv;
+    kv["dtype"] = KvDTypeName(a.kv_type);
+    kv["bytes_before"] = r.kv_bytes_full;
+    kv["bytes_after"] = r.kv_bytes_compressed;
+    kv["kept_per_layer"] = r.kept_per_layer;
+    kv["final"] = {{"bytes", r.kv_bytes_final}, {"entries_per_layer", r.entries_per_layer_final}};
+    kv["bytes_peak"] = r.kv_bytes_peak;
+    kv["compressions"] = r.compressions;
+    j["kv"] = kv;
     j["timings"] = {
         {"prefill_ms", r.context_prefill_ms},
         {"score_ms", r.score_ms},
