@@ -27,7 +27,7 @@ Result<GgufValue> Integer(const json& v, GgufType type, int64_t lo, uint64_t hi,
   out.type = type;
   if (v.is_number_unsigned()) {
     const uint64_t u = v.get<uint64_t>();
-    if (u > hi)
+    if (u > hi || (lo > 0 && u < static_cast<uint64_t>(lo)))
       return Status::Error(v.dump() + " is outside [" + std::to_string(lo) + ", " +
                            std::to_string(hi) + "]");
     if (is_signed) {
