@@ -1,14 +1,30 @@
 #!/usr/bin/env bash
-# Builds the GGUF reader fuzzer with clang (libFuzzer + ASan + UBSan) and runs it.
-# Usage: fuzz/run_fuzz.sh [SECONDS]   (default 60)
+# Builds the libFuzzer targets with clang (libFuzzer + ASan + UBSan) and runs one or all of them.
+# Usage: fuzz/run_fuzz.sh [TARGET] [SECONDS]
+#   TARGET: gguf (the GGUF reader), press_spec (the --press parser), manifest (convert's
+#           manifest reader) or all (default: gguf, the historical behaviour);
+#   SECONDS: per target (default 60). `fuzz/run_fuzz.sh 60` still means gguf for 60 s.
 # Env: PRIMEKV_FUZZ_BUILD_DIR (default <repo>/build/fuzz, the `fuzz` preset's directory),
 #      PRIMEKV_FUZZ_JOBS (build parallelism, default 2),
 #      PRIMEKV_FUZZ_CMAKE_ARGS (extra configure arguments, split on spaces).
-# Exits non-zero if the fuzzer finds a crash, leak, UB or timeout; the reproducer is copied to
+# Exits non-zero if a fuzzer finds a crash, leak, UB or timeout; the reproducer is copied to
 # <build dir>/fuzz-artifacts/.
 set -euo pipefail
 
+target="gguf"
+if [[ $# -gt 0 && ! "$1" =~ ^[0-9]+$ ]]; then
+  target="$1"
+  shift
+fi
 seconds="${1:-60}"
+case "$target" in
+  gguf | press_spec | manifest) targets=("$target") ;;
+  all) targets=(gguf press_spec manifest) ;;
+  *)
+    echo "run_fuzz.sh: unknown target '$target' (gguf, press_spec, manifest, all)" >&2
+    exit 2
+    ;;
+esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${PRIMEKV_FUZZ_BUILD_DIR:-$root/build/fuzz}"
 jobs="${PRIMEKV_FUZZ_JOBS:-2}"
@@ -26,27 +42,45 @@ if [[ ! -f "$build/CMakeCache.txt" ]] && command -v ninja > /dev/null; then
   configure+=(-G Ninja)
 fi
 cmake "${configure[@]}" > /dev/null
-cmake --build "$build" --target gguf_reader_fuzz gguf_fuzz_seeds -j "$jobs"
+build_targets=()
+for t in "${targets[@]}"; do
+  case "$t" in
+    gguf) build_targets+=(gguf_reader_fuzz gguf_fuzz_seeds) ;;
+    *) build_targets+=("${t}_fuzz") ;;
+  esac
+done
+cmake --build "$build" --target "${build_targets[@]}" -j "$jobs"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/primekv_fuzz.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/corpus" "$work/artifacts"
-cp "$root"/fuzz/corpus/gguf/* "$work/corpus/" 2> /dev/null || true
-"$build/fuzz/gguf_fuzz_seeds" "$work/corpus"
 
-echo "fuzzing gguf reader for ${seconds}s"
-status=0
-"$build/fuzz/gguf_reader_fuzz" "$work/corpus" \
-  -max_total_time="$seconds" \
-  -dict="$root/fuzz/gguf.dict" \
-  -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
-  -artifact_prefix="$work/artifacts/" -print_final_stats=1 || status=$?
+run_one() {
+  local t="$1" binary dict max_len
+  mkdir -p "$work/$t/corpus" "$work/$t/artifacts"
+  cp "$root"/fuzz/corpus/"$t"/* "$work/$t/corpus/" 2> /dev/null || true
+  case "$t" in
+    gguf)
+      "$build/fuzz/gguf_fuzz_seeds" "$work/$t/corpus"
+      binary="$build/fuzz/gguf_reader_fuzz" dict="$root/fuzz/gguf.dict" max_len=8192
+      ;;
+    press_spec) binary="$build/fuzz/press_spec_fuzz" dict="$root/fuzz/press_spec.dict" max_len=4096 ;;
+    manifest) binary="$build/fuzz/manifest_fuzz" dict="$root/fuzz/json.dict" max_len=4096 ;;
+  esac
+  echo "fuzzing $t for ${seconds}s"
+  local status=0
+  "$binary" "$work/$t/corpus" \
+    -max_total_time="$seconds" \
+    -dict="$dict" \
+    -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix="$work/$t/artifacts/" -print_final_stats=1 || status=$?
+  if [[ $status -ne 0 ]]; then
+    mkdir -p "$build/fuzz-artifacts"
+    cp "$work/$t"/artifacts/* "$build/fuzz-artifacts/" 2> /dev/null || true
+    echo "FUZZER $t FAILED (exit $status); reproducers in $build/fuzz-artifacts/:" >&2
+    ls -l "$build/fuzz-artifacts" >&2 || true
+    exit "$status"
+  fi
+  echo "fuzzing $t passed: no crash in ${seconds}s"
+}
 
-if [[ $status -ne 0 ]]; then
-  mkdir -p "$build/fuzz-artifacts"
-  cp "$work"/artifacts/* "$build/fuzz-artifacts/" 2> /dev/null || true
-  echo "FUZZER FAILED (exit $status); reproducers in $build/fuzz-artifacts/:" >&2
-  ls -l "$build/fuzz-artifacts" >&2 || true
-  exit "$status"
-fi
-echo "fuzzing passed: no crash in ${seconds}s"
+for t in "${targets[@]}"; do run_one "$t"; done

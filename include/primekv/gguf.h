@@ -146,6 +146,11 @@ class GgufWriter {
   Status AddTensor(std::string name, GgmlType type, std::vector<int64_t> ne,
                    std::vector<uint8_t> data);
   std::vector<uint8_t> Serialize() const;
+  // What the reader would reject in the metadata (empty or overlong keys, a general.alignment
+  // that is not a u32 power of two, non-finite floats, overlong strings, deep arrays).
+  Status Validate() const;
+  // Validates, then writes through a temporary file renamed over `path`; refuses to replace
+  // anything but a regular file.
   Status WriteFile(const std::filesystem::path& path) const;
 
  private:

@@ -51,9 +51,10 @@ struct PipelineReport {
   size_t kv_bytes_peak = 0;
   size_t kv_bytes_final = 0;            // when the last turn ends
   std::vector<int64_t> kept_per_layer;  // after the first compression, summed over KV heads
+  std::vector<int64_t> entries_per_layer_final;  // when the last turn ends, summed over KV heads
   double context_prefill_ms = 0;
-  double score_ms = 0;  // all scoring and selection
-  int compressions = 0;
+  double score_ms = 0;   // all scoring and selection
+  int compressions = 0;  // every compression: after the context, chunks, turns, decode steps
 };
 
 // A context prefilled once with full cache, to be compressed by several presses in turn (the

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "primekv/kv_cache.h"
@@ -107,6 +108,11 @@ struct PressSpec {
   std::string Text() const;
 };
 Result<PressSpec> ParsePressSpec(const std::string& text);
+// Splits a list of presses. With ';' anywhere, ';' alone separates presses
+// ("none;primekv:key=cosine,value=norm"). Otherwise ',' separates them, except that an item of
+// the form key=value continues the previous press's parameters, so
+// "none,primekv:key=cosine,value=norm,snapkv" is three presses. Empty entries are errors.
+Result<std::vector<std::string>> SplitPressList(std::string_view text);
 
 struct Press {
   std::string name;                // registry name as given

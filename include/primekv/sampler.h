@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "primekv/status.h"
 #include "primekv/tokenizer.h"
 
 namespace primekv {
@@ -17,13 +18,19 @@ struct SamplerOptions {
   uint64_t seed = 0;
 };
 
+// Options a sampler can use: finite temperature >= 0, top_k >= 0, top_p in (0, 1].
+Status ValidateSamplerOptions(const SamplerOptions& options);
+
 class Sampler {
  public:
   explicit Sampler(SamplerOptions options);
-  Token Sample(std::span<const float> logits);
+  // The next token, or an error when the options are invalid or any logit is NaN or infinite
+  // (a broken model or input: sampling from it would emit an arbitrary token forever).
+  Result<Token> Sample(std::span<const float> logits);
 
  private:
   SamplerOptions options_;
+  Status options_status_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, Token>> candidates_;  // reused across calls
 };

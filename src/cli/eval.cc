@@ -2,12 +2,15 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "primekv/eval_runner.h"
+#include "primekv/press.h"
 
 namespace primekv::cli {
 namespace {
@@ -49,7 +52,6 @@ void AddEval(CLI::App& app, Runner& run) {
   struct Args {
     std::string model;
     EvalRunSpec spec;
-    std::string kv_type = "f16";
     std::string out;
     std::string dump;
     bool quiet = false;
@@ -65,21 +67,37 @@ void AddEval(CLI::App& app, Runner& run) {
   cmd->add_option("--tasks", a->spec.tasks, "Task names, jsonl:PATH, longbench:PATH, aime:PATH")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--presses", a->spec.presses)->delimiter(',')->capture_default_str();
-  cmd->add_option("--ratios", a->spec.ratios)->delimiter(',')->capture_default_str();
-  cmd->add_option("--samples", a->spec.samples, "Samples per task")->capture_default_str();
+  cmd->add_option("--presses", a->spec.presses,
+                  "Presses: 'none;primekv:key=cosine,value=norm;snapkv' (';' or ',' between "
+                  "presses; the flag may repeat)")
+      ->check(PressList(/*single=*/false))
+      ->capture_default_str();
+  cmd->add_option("--ratios", a->spec.ratios)
+      ->delimiter(',')
+      ->check(RealIn(0, 1, false, /*hi_open=*/true))
+      ->capture_default_str();
+  cmd->add_option("--samples", a->spec.samples, "Samples per task")
+      ->check(IntegerIn(0, 1000000))
+      ->capture_default_str();
   cmd->add_option("--length", a->spec.length, "Target tokens per generated sample")
+      ->check(IntegerIn(1, 1 << 24))
       ->capture_default_str();
   cmd->add_option("--mode", a->spec.mode, "context | question | multiturn | chunked | decode")
+      ->check(OneOf({"context", "question", "multiturn", "multi-turn", "chunked", "decode"}))
       ->capture_default_str();
-  cmd->add_option("--seed", a->spec.seed)->capture_default_str();
+  cmd->add_option("--seed", a->spec.seed)->check(Seed())->capture_default_str();
   cmd->add_option("--max-new-tokens", a->spec.max_new_tokens,
-                  "Override the tasks' answer lengths (0 = task default)");
-  cmd->add_option("--chunk", a->spec.chunk)->capture_default_str();
-  cmd->add_option("--interval", a->spec.interval)->capture_default_str();
+                  "Override the tasks' answer lengths (0 = task default)")
+      ->check(IntegerIn(0, std::numeric_limits<int>::max()));
+  cmd->add_option("--chunk", a->spec.chunk)
+      ->check(IntegerIn(1, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd->add_option("--interval", a->spec.interval)
+      ->check(IntegerIn(1, std::numeric_limits<int>::max()))
+      ->capture_default_str();
   cmd->add_flag("--chat", a->spec.chat, "Use the model's chat template");
-  cmd->add_option("--kv-type", a->kv_type, "f16 | f32")->capture_default_str();
-  cmd->add_option("-t,--threads", a->spec.threads)->capture_default_str();
+  AddKvType(*cmd, a->spec.kv_dtype);
+  cmd->add_option("-t,--threads", a->spec.threads)->check(Threads())->capture_default_str();
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
   auto* out = cmd->add_option("--out", a->out, "Output directory (re-running resumes)");
   auto* dump = cmd->add_option("--dump-tasks", a->dump,
@@ -91,8 +109,14 @@ void AddEval(CLI::App& app, Runner& run) {
     run = [a] {
       if (a->out.empty() && a->dump.empty())
         return Fail("eval: give --out DIR or --dump-tasks FILE");
-      if (a->kv_type != "f16" && a->kv_type != "f32") return Fail("--kv-type must be f16 or f32");
-      a->spec.kv_dtype = a->kv_type == "f32" ? KvDType::kF32 : KvDType::kF16;
+      // Each --presses value is a list (checked at parse time); flatten them in order.
+      std::vector<std::string> presses;
+      for (const std::string& item : a->spec.presses) {
+        auto split = SplitPressList(item);
+        if (!split.ok()) return Fail(split.message());
+        presses.insert(presses.end(), split->begin(), split->end());
+      }
+      a->spec.presses = std::move(presses);
       a->spec.out = a->out;
       a->spec.progress = !a->quiet;
       auto model = Model::Load(a->model);

@@ -2,13 +2,13 @@
 #include "primekv/fidelity.h"
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/options.h"
+#include "primekv/press.h"
 #include "primekv/progress.h"
 
 namespace primekv::cli {
@@ -23,20 +23,22 @@ struct FidelityArgs {
   std::vector<double> ratios{0.25, 0.5, 0.75, 0.9};
   int context = 384, continuation = 64, contexts = 20, threads = 0;
   bool json = false;
-  std::string kv_type = "f32";
+  KvDType kv_type = KvDType::kF32;
 };
 
 int RunFidelity(const FidelityArgs& a) {
-  std::ifstream in(a.text_file, std::ios::binary);
-  if (!in) return Fail("cannot read '" + a.text_file + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (a.context < 2 || a.continuation < 1 || a.contexts < 1)
-    return Fail("--context >= 2, --continuation >= 1, --contexts >= 1");
+  auto raw = ReadRegularFile(a.text_file, "--text-file");
+  if (!raw.ok()) return Fail(raw.message());
+  std::vector<std::string> presses;
+  for (const std::string& item : a.presses) {
+    auto split = SplitPressList(item);
+    if (!split.ok()) return Fail(split.message());
+    presses.insert(presses.end(), split->begin(), split->end());
+  }
   auto model = Model::Load(a.model);
   if (!model.ok()) return Fail(model.message());
   const Tokenizer& tok = model->tokenizer();
-  const std::vector<Token> text = tok.Encode(ss.str(), false);
+  const std::vector<Token> text = tok.Encode(*raw, false);
   const size_t window = static_cast<size_t>(a.context - 1 + a.continuation);
   const size_t available = text.size() / window;
   if (available < static_cast<size_t>(a.contexts)) {
@@ -54,11 +56,11 @@ int RunFidelity(const FidelityArgs& a) {
     conts.emplace_back(begin + (a.context - 1), begin + static_cast<std::ptrdiff_t>(window));
   }
   FidelityOptions opt;
-  opt.presses = a.presses;
+  opt.presses = presses;
   opt.ratios = a.ratios;
-  opt.kv.dtype = a.kv_type == "f16" ? KvDType::kF16 : KvDType::kF32;
+  opt.kv.dtype = a.kv_type;
   ProgressBar bar("fidelity", static_cast<int64_t>(a.contexts) *
-                                  static_cast<int64_t>(a.presses.size() * a.ratios.size()));
+                                  static_cast<int64_t>(presses.size() * a.ratios.size()));
   opt.progress = [&bar](int done, int) { bar.Update(done); };
   ThreadPool pool(a.threads);
   auto rows = MeasureFidelity(*model, ctxs, conts, opt, pool);
@@ -98,16 +100,25 @@ void AddFidelity(CLI::App& app, Runner& run) {
   cmd->add_option("-m,--model", a->model)->required();
   cmd->add_option("--text-file", a->text_file, "Text whose windows give contexts and continuations")
       ->required();
-  cmd->add_option("--presses", a->presses, "Presses (oracle allowed)")
+  cmd->add_option("--presses", a->presses,
+                  "Presses, as for eval: 'primekv;snapkv:window=32,kernel=3' (oracle allowed)")
+      ->check(PressList(/*single=*/false))
+      ->capture_default_str();
+  cmd->add_option("--ratios", a->ratios)
       ->delimiter(',')
+      ->check(RealIn(0, 1, false, /*hi_open=*/true))
       ->capture_default_str();
-  cmd->add_option("--ratios", a->ratios)->delimiter(',')->capture_default_str();
-  cmd->add_option("--context", a->context, "Context tokens (BOS included)")->capture_default_str();
+  cmd->add_option("--context", a->context, "Context tokens (BOS included)")
+      ->check(IntegerIn(2, 1 << 24))
+      ->capture_default_str();
   cmd->add_option("--continuation", a->continuation, "Teacher-forced tokens")
+      ->check(IntegerIn(1, 1 << 24))
       ->capture_default_str();
-  cmd->add_option("--contexts", a->contexts, "Number of windows")->capture_default_str();
-  cmd->add_option("--kv-type", a->kv_type, "f32 | f16")->capture_default_str();
-  cmd->add_option("-t,--threads", a->threads)->capture_default_str();
+  cmd->add_option("--contexts", a->contexts, "Number of windows")
+      ->check(IntegerIn(1, 1 << 20))
+      ->capture_default_str();
+  AddKvType(*cmd, a->kv_type);
+  cmd->add_option("-t,--threads", a->threads)->check(Threads())->capture_default_str();
   cmd->add_flag("--json", a->json);
   cmd->callback([&run, a] { run = [a] { return RunFidelity(*a); }; });
 }

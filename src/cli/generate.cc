@@ -1,11 +1,13 @@
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "primekv/model.h"
 #include "primekv/pipeline.h"
 
@@ -33,7 +35,7 @@ struct GenerateArgs {
   std::string mode = "context";
   int chunk = 512;
   int interval = 512;
-  std::string kv_type = "f16";
+  KvDType kv_type = KvDType::kF16;
 };
 
 Result<std::string> ReadFile(const std::string& path) {
@@ -52,16 +54,13 @@ int RunGenerate(const GenerateArgs& a) {
     if (!text.ok()) return Fail(text.message());
     context = *text;
   }
-  if (a.n < 0) return Fail("-n must be >= 0");
   auto mode = ParseCompressionMode(a.mode);
   if (!mode)
     return Fail("unknown --mode '" + a.mode + "' (context, question, multiturn, chunked, decode)");
-  auto spec = ParsePressSpec(a.press);
+  auto spec = ParsePressSpec(a.press);  // checked at parse time (PressList)
   if (!spec.ok()) return Fail(spec.message());
   auto press = MakePress(*spec);
   if (!press.ok()) return Fail(press.message());
-  if (!(a.ratio >= 0 && a.ratio < 1)) return Fail("--ratio must be in [0, 1)");
-  if (a.kv_type != "f16" && a.kv_type != "f32") return Fail("--kv-type must be f16 or f32");
   auto model = Model::Load(a.model);
   if (!model.ok()) return Fail(model.message());
   const Tokenizer& tok = model->tokenizer();
@@ -89,7 +88,7 @@ int RunGenerate(const GenerateArgs& a) {
   opts.interval = a.interval;
   opts.max_new_tokens = a.n;
   opts.sampler = {a.temp, a.top_k, a.top_p, a.seed};
-  opts.kv.dtype = a.kv_type == "f32" ? KvDType::kF32 : KvDType::kF16;
+  opts.kv.dtype = a.kv_type;
   int last_turn = -1;
   if (!a.json) {
     std::fputs(context.c_str(), stdout);
@@ -136,12 +135,17 @@ int RunGenerate(const GenerateArgs& a) {
       decode_ms += t.decode_ms;
       n_dec += static_cast<double>(t.tokens.size());
     }
-    j["kv"] = {{"dtype", a.kv_type},
-               {"bytes_before", r.kv_bytes_full},
-               {"bytes_after", r.kv_bytes_compressed},
-               {"bytes_peak", r.kv_bytes_peak},
-               {"kept_per_layer", r.kept_per_layer},
-               {"compressions", r.compressions}};
+    // Documented in README.md ("generate --json"): the context's full size, the first
+    // compression, the cache as the run leaves it, its peak, and every compression counted.
+    nlohmann::json kv;
+    kv["dtype"] = KvDTypeName(a.kv_type);
+    kv["bytes_before"] = r.kv_bytes_full;
+    kv["bytes_after"] = r.kv_bytes_compressed;
+    kv["kept_per_layer"] = r.kept_per_layer;
+    kv["final"] = {{"bytes", r.kv_bytes_final}, {"entries_per_layer", r.entries_per_layer_final}};
+    kv["bytes_peak"] = r.kv_bytes_peak;
+    kv["compressions"] = r.compressions;
+    j["kv"] = kv;
     j["timings"] = {
         {"prefill_ms", r.context_prefill_ms},
         {"score_ms", r.score_ms},
@@ -178,25 +182,42 @@ void AddGenerate(CLI::App& app, Runner& run) {
   cmd->add_option("--answer-prefix", a->answer_prefixes,
                   "Text the answer starts with, after the question's line (once for all "
                   "questions, or once per question)");
-  cmd->add_option("-n,--n-predict", a->n, "Tokens to generate per turn")->capture_default_str();
-  cmd->add_option("--temp", a->temp, "Temperature (0 = greedy)")->capture_default_str();
-  cmd->add_option("--top-k", a->top_k, "Top-k (0 = off)")->capture_default_str();
-  cmd->add_option("--top-p", a->top_p, "Top-p (1 = off)")->capture_default_str();
-  cmd->add_option("--seed", a->seed, "Sampling seed")->capture_default_str();
+  cmd->add_option("-n,--n-predict", a->n, "Tokens to generate per turn")
+      ->check(IntegerIn(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd->add_option("--temp", a->temp, "Temperature (0 = greedy)")
+      ->check(RealIn(0, 1e6))
+      ->capture_default_str();
+  cmd->add_option("--top-k", a->top_k, "Top-k (0 = off)")
+      ->check(IntegerIn(0, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd->add_option("--top-p", a->top_p, "Top-p in (0, 1] (1 = off)")
+      ->check(RealIn(0, 1, /*lo_open=*/true))
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "Sampling seed")->check(Seed())->capture_default_str();
   cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat template");
   cmd->add_flag("--json", a->json, "Print one JSON object instead of streaming text");
-  cmd->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")->capture_default_str();
-  cmd->add_option("--press", a->press, "Compression method (primekv list-presses shows all)")
+  cmd->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")
+      ->check(Threads())
+      ->capture_default_str();
+  cmd->add_option("--press", a->press,
+                  "Compression method, NAME or NAME:key=value,key=value (primekv list-presses)")
+      ->check(PressList(/*single=*/true))
       ->capture_default_str();
   cmd->add_option("--ratio", a->ratio, "Fraction of the KV cache to remove, in [0, 1)")
+      ->check(RealIn(0, 1, false, /*hi_open=*/true))
       ->capture_default_str();
   cmd->add_option("--mode", a->mode, "context | question | multiturn | chunked | decode")
+      ->check(OneOf({"context", "question", "multiturn", "multi-turn", "chunked", "decode"}))
       ->capture_default_str();
-  cmd->add_option("--chunk", a->chunk, "Prefill chunk for --mode chunked")->capture_default_str();
+  cmd->add_option("--chunk", a->chunk, "Prefill chunk for --mode chunked")
+      ->check(IntegerIn(1, std::numeric_limits<int>::max()))
+      ->capture_default_str();
   cmd->add_option("--interval", a->interval,
                   "Generated tokens between compressions (--mode decode)")
+      ->check(IntegerIn(1, std::numeric_limits<int>::max()))
       ->capture_default_str();
-  cmd->add_option("--kv-type", a->kv_type, "KV storage: f16 | f32")->capture_default_str();
+  AddKvType(*cmd, a->kv_type);
   cmd->callback([&run, a] { run = [a] { return RunGenerate(*a); }; });
 }
 

@@ -15,8 +15,11 @@ void AddListPresses(CLI::App& app, Runner& run) {
                     p.summary.c_str(), p.source.c_str());
       }
       std::printf(
-          "\nParameters: NAME:key=value,... e.g. primekv:key=cosine,value=norm; adakv:<press> for "
-          "head-adaptive budgets.\n");
+          "\nParameters: NAME:key=value,key=value, e.g. primekv:key=cosine,value=norm;\n"
+          "adakv:<press> gives any scorer head-adaptive budgets, e.g. adakv:snapkv:window=32.\n"
+          "Lists (eval --presses, fidelity --presses): separate presses with ';', e.g.\n"
+          "  --presses \"none;primekv:key=cosine,value=norm;snapkv:window=32,kernel=3\"\n"
+          "or with ',' (a key=value item continues the press before it), or repeat the flag.\n");
       return 0;
     };
   });

@@ -1,11 +1,13 @@
 // Dumps the logits of every position for given token ids: the hook for reference checks.
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "primekv/model.h"
 
 namespace primekv::cli {
@@ -21,9 +23,10 @@ Result<std::vector<Token>> ParseIds(const std::string& s) {
       size_t used = 0;
       const long v = std::stol(item, &used);
       if (used != item.size()) throw std::invalid_argument(item);
+      if (v < 0 || v > std::numeric_limits<Token>::max()) throw std::out_of_range(item);
       ids.push_back(static_cast<Token>(v));
     } catch (const std::exception&) {
-      return Status::Error("--tokens: '" + item + "' is not an integer");
+      return Status::Error("--tokens: '" + Printable(item) + "' is not a token id");
     }
   }
   return ids;
@@ -34,7 +37,7 @@ Result<std::vector<Token>> ParseIds(const std::string& s) {
 void AddLogits(CLI::App& app, Runner& run) {
   struct Args {
     std::string model, tokens, text, out;
-    std::string kv_type = "f32";
+    KvDType kv_type = KvDType::kF32;
     int threads = 0;
     int chunk = 0;
   };
@@ -45,9 +48,10 @@ void AddLogits(CLI::App& app, Runner& run) {
   auto* t = cmd->add_option("--tokens", a->tokens, "Comma-separated token ids");
   cmd->add_option("--text", a->text, "Text to encode (with BOS) instead of ids")->excludes(t);
   cmd->add_option("-o,--output", a->out, "Output file (raw little-endian float32)")->required();
-  cmd->add_option("--kv-type", a->kv_type, "f32 | f16")->capture_default_str();
-  cmd->add_option("--chunk", a->chunk, "Prefill in chunks of this many tokens (0 = one pass)");
-  cmd->add_option("-t,--threads", a->threads)->capture_default_str();
+  AddKvType(*cmd, a->kv_type);
+  cmd->add_option("--chunk", a->chunk, "Prefill in chunks of this many tokens (0 = one pass)")
+      ->check(IntegerIn(0, std::numeric_limits<int>::max()));
+  cmd->add_option("-t,--threads", a->threads)->check(Threads())->capture_default_str();
   cmd->callback([&run, a] {
     run = [a] {
       auto model = Model::Load(a->model);
@@ -62,10 +66,12 @@ void AddLogits(CLI::App& app, Runner& run) {
       }
       if (ids.empty()) return Fail("no tokens");
       KvCacheOptions kv;
-      if (a->kv_type == "f32") {
-        kv.dtype = KvDType::kF32;
-      } else if (a->kv_type != "f16") {
-        return Fail("--kv-type must be f32 or f16");
+      kv.dtype = a->kv_type;
+      for (const Token id : ids) {
+        if (id < 0 || id >= model->config().vocab_size) {
+          return Fail("--tokens: id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                      std::to_string(model->config().vocab_size) + ")");
+        }
       }
       const int vocab = model->config().vocab_size;
       std::vector<float> logits(ids.size() * static_cast<size_t>(vocab));

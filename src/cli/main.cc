@@ -1,5 +1,7 @@
 // primekv: a long-context inference engine with KV-cache compression.
 #include <cstdio>
+#include <new>
+#include <string>
 
 #include "cli/commands.h"
 
@@ -10,11 +12,28 @@ int Fail(const std::string& message) {
   return 1;
 }
 
+namespace {
+
+// Exit status of a usage error (bad flag or value), as with most Unix tools.
+constexpr int kUsage = 2;
+
+// Like `git` without a command: the subcommands, one line each.
+int ListSubcommands(const CLI::App& app) {
+  std::fprintf(stderr, "usage: primekv <command> [options]   (primekv <command> --help)\n\n");
+  std::fprintf(stderr, "commands:\n");
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    std::fprintf(stderr, "   %-14s %s\n", sub->get_name().c_str(), sub->get_description().c_str());
+  }
+  return kUsage;
+}
+
+}  // namespace
+
 }  // namespace primekv::cli
 
 int main(int argc, char** argv) {
   CLI::App app{"primekv: LLM inference with attention-score-free KV-cache compression"};
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);
   app.set_version_flag("--version", "primekv 0.1.0");
   primekv::cli::Runner run;
   primekv::cli::AddInspect(app, run);
@@ -28,8 +47,29 @@ int main(int argc, char** argv) {
   primekv::cli::AddEval(app, run);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One line naming the option; the subcommand's --help has the rest.
+    std::string message = e.what();
+    for (char& c : message)
+      if (c == '\n') c = ' ';
+    std::string where = "primekv";
+    for (const CLI::App* sub : app.get_subcommands()) where += " " + sub->get_name();
+    std::fprintf(stderr, "primekv: %s (see %s --help)\n", message.c_str(), where.c_str());
+    return primekv::cli::kUsage;
   }
-  return run ? run() : 1;
+  if (app.get_subcommands().empty()) return primekv::cli::ListSubcommands(app);
+  if (!run) return 1;
+  // Library code reports errors as Status; this only turns an allocation failure (a request
+  // too large for the machine) into a message instead of an abort.
+  try {
+    return run();
+  } catch (const std::bad_alloc&) {
+    return primekv::cli::Fail("out of memory (the request needs more memory than is available)");
+  }
 }

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "primekv/model.h"
 
 namespace primekv::cli {
@@ -14,23 +15,29 @@ void AddMakeModel(CLI::App& app, Runner& run) {
   auto rope_scaling = std::make_shared<std::string>("none");
   auto* cmd = app.add_subcommand("make-model", "Write a random-weight GGUF model of a given shape");
   cmd->add_option("--arch", s->arch, "llama | qwen2 | qwen3 | qwen3moe")->capture_default_str();
-  cmd->add_option("--layers", s->n_layers)->capture_default_str();
-  cmd->add_option("--d-model", s->d_model)->capture_default_str();
-  cmd->add_option("--heads", s->n_heads)->capture_default_str();
-  cmd->add_option("--kv-heads", s->n_kv_heads)->capture_default_str();
-  cmd->add_option("--head-dim", s->head_dim)->capture_default_str();
-  cmd->add_option("--ffn", s->d_ff)->capture_default_str();
-  cmd->add_option("--vocab", s->vocab_size)->capture_default_str();
-  cmd->add_option("--experts", s->n_experts, "qwen3moe: experts per layer")->capture_default_str();
+  cmd->add_option("--layers", s->n_layers)->check(IntegerIn(1, 4096))->capture_default_str();
+  cmd->add_option("--d-model", s->d_model)->check(IntegerIn(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--heads", s->n_heads)->check(IntegerIn(1, 65536))->capture_default_str();
+  cmd->add_option("--kv-heads", s->n_kv_heads)->check(IntegerIn(1, 65536))->capture_default_str();
+  cmd->add_option("--head-dim", s->head_dim)->check(IntegerIn(2, 65536))->capture_default_str();
+  cmd->add_option("--ffn", s->d_ff)->check(IntegerIn(1, 1 << 24))->capture_default_str();
+  cmd->add_option("--vocab", s->vocab_size)->check(IntegerIn(1, 1 << 24))->capture_default_str();
+  cmd->add_option("--experts", s->n_experts, "qwen3moe: experts per layer")
+      ->check(IntegerIn(0, 4096))
+      ->capture_default_str();
   cmd->add_option("--experts-used", s->n_experts_used, "qwen3moe: experts routed per token")
+      ->check(IntegerIn(0, 4096))
       ->capture_default_str();
   cmd->add_option("--expert-ffn", s->d_ff_expert, "qwen3moe: FFN width of one expert")
+      ->check(IntegerIn(0, 1 << 24))
       ->capture_default_str();
-  cmd->add_option("--context", s->context)->capture_default_str();
+  cmd->add_option("--context", s->context)->check(IntegerIn(1, 1 << 28))->capture_default_str();
   cmd->add_option("--type", *type, "F32 | F16 | BF16 | Q8_0 | Q4_0")->capture_default_str();
-  cmd->add_option("--seed", s->seed)->capture_default_str();
+  cmd->add_option("--seed", s->seed)->check(Seed())->capture_default_str();
   cmd->add_option("--tokenizer", s->tokenizer, "llama | gpt2")->capture_default_str();
-  cmd->add_option("--rope-base", s->rope_base)->capture_default_str();
+  cmd->add_option("--rope-base", s->rope_base)
+      ->check(RealIn(0, 1e30, /*lo_open=*/true))
+      ->capture_default_str();
   cmd->add_option("--rope-scaling", *rope_scaling, "none | llama3")->capture_default_str();
   cmd->add_flag("--tied", s->tied_embeddings, "Share the output matrix with the embeddings");
   cmd->add_option("-o,--output", *out, "Output GGUF file")->required();

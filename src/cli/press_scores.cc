@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "primekv/press.h"
 
 namespace primekv::cli {
@@ -40,34 +41,47 @@ Result<std::vector<T>> ReadRaw(const std::filesystem::path& p, size_t expected, 
 int RunPressScores(const std::string& dir_s, const std::string& press_text) {
   namespace fs = std::filesystem;
   const fs::path dir(dir_s);
-  std::ifstream mf(dir / "meta.json");
-  if (!mf) return Fail("cannot read " + (dir / "meta.json").string());
-  nlohmann::json meta;
+  const std::string meta_name = (dir / "meta.json").string();
+  auto meta_text = ReadRegularFile(meta_name, "meta");
+  if (!meta_text.ok()) return Fail(meta_text.message());
+  nlohmann::json meta = nlohmann::json::parse(*meta_text, nullptr, /*allow_exceptions=*/false);
+  if (!meta.is_object()) return Fail(meta_name + ": not a JSON object");
+  LayerInput in;
+  int n = 0;
+  double ratio = 0.5;
+  std::string meta_press;
+  // Every field is typed and bounded before use: meta.json is input like any other.
   try {
-    meta = nlohmann::json::parse(mf);
-  } catch (const std::exception& e) {
-    return Fail(std::string("meta.json: ") + e.what());
+    meta_press = meta.value("press", "primekv");
+    n = meta.at("n").get<int>();
+    in.n_heads = meta.at("n_heads").get<int>();
+    in.n_kv_heads = meta.at("n_kv_heads").get<int>();
+    in.head_dim = meta.at("head_dim").get<int>();
+    in.d_model = meta.value("d_model", 0);
+    in.layer = meta.value("layer", 0);
+    in.n_layers = meta.value("n_layers", 1);
+    in.next_position = meta.value("next_position", n);
+    in.rope_base = meta.value("rope_base", 10000.0f);
+    in.rope_half = meta.value("rope_half", false);
+    ratio = meta.value("ratio", 0.5);
+  } catch (const nlohmann::json::exception& e) {
+    return Fail(meta_name + ": " + e.what());
   }
-  auto spec = ParsePressSpec(press_text.empty() ? meta.value("press", "primekv") : press_text);
+  if (n < 1 || n > (1 << 20) || in.n_heads < 1 || in.n_heads > 1024 || in.n_kv_heads < 1 ||
+      in.n_heads % in.n_kv_heads != 0 || in.head_dim < 2 || in.head_dim > 1024 ||
+      in.head_dim % 2 != 0 || in.n_layers < 1 || in.n_layers > 4096 || in.layer < 0 ||
+      in.layer >= in.n_layers || in.d_model < 0 || in.d_model > (1 << 16) || !(in.rope_base > 0) ||
+      !std::isfinite(in.rope_base) || !(ratio >= 0 && ratio < 1)) {
+    return Fail(meta_name + ": shape, layer, rope_base or ratio out of range");
+  }
+  if (in.d_model == 0) in.d_model = in.n_heads * in.head_dim;
+  auto spec = ParsePressSpec(press_text.empty() ? meta_press : press_text);
   if (!spec.ok()) return Fail(spec.message());
   auto press = MakePress(*spec);
   if (!press.ok()) return Fail(press.message());
   if (!press->scorer) return Fail("press none has no scores");
 
-  LayerInput in;
-  const int n = meta.at("n").get<int>();
-  in.n_heads = meta.at("n_heads").get<int>();
-  in.n_kv_heads = meta.at("n_kv_heads").get<int>();
-  in.head_dim = meta.at("head_dim").get<int>();
-  in.d_model = meta.value("d_model", in.n_heads * in.head_dim);
-  in.layer = meta.value("layer", 0);
-  in.n_layers = meta.value("n_layers", 1);
-  in.next_position = meta.value("next_position", n);
-  in.rope_base = meta.value("rope_base", 10000.0f);
-  in.rope_half = meta.value("rope_half", false);
-  const double ratio = meta.value("ratio", 0.5);
   const int d = in.head_dim, H = in.n_kv_heads, width = in.n_heads * d;
-  if (n <= 0 || d <= 0 || H <= 0 || in.n_heads % H != 0) return Fail("meta.json: bad shape");
   std::vector<float> inv_freq(static_cast<size_t>(d / 2));
   for (int i = 0; i < d / 2; ++i)
     inv_freq[static_cast<size_t>(i)] = static_cast<float>(std::pow(in.rope_base, -2.0 * i / d));
@@ -133,6 +147,7 @@ int RunPressScores(const std::string& dir_s, const std::string& press_text) {
     stats.sum.assign(static_cast<size_t>(in.n_heads) * d, 0.0);
     stats.sum_sq.assign(static_cast<size_t>(in.n_heads) * d * d, 0.0);
     const size_t rows = ctxq->size() / static_cast<size_t>(width);
+    if (ctxpos->size() != rows) return Fail("context positions/queries differ in count");
     for (size_t r = 0; r < rows; ++r) {
       if ((*ctxpos)[r] < 4) continue;
       for (int h = 0; h < in.n_heads; ++h) {
@@ -179,7 +194,7 @@ void AddPressScores(CLI::App& app, Runner& run) {
   auto* cmd =
       app.add_subcommand("press-scores", "Score tensors in DIR with a press (reference checks)");
   cmd->add_option("dir", *dir, "Directory with meta.json and raw tensors")->required();
-  cmd->add_option("--press", *press, "Press (default: meta.json's)");
+  cmd->add_option("--press", *press, "Press (default: meta.json's)")->check(PressList(true));
   cmd->callback(
       [&run, dir, press] { run = [dir, press] { return RunPressScores(*dir, *press); }; });
 }

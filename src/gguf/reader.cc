@@ -59,15 +59,14 @@ class FdCloser {
 std::string ErrnoMessage(int err) { return std::system_category().message(err); }
 
 std::string Quote(std::string_view s) {
-  // Names come from untrusted bytes: keep messages printable and short.
+  // Names come from untrusted bytes: keep messages printable ASCII (terminals interpret some
+  // bytes >= 0x80 as controls) and short.
   constexpr size_t kMaxShown = 80;
   std::string out = "'";
   for (size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c >= 0x20 && c < 0x7f) {
       out += static_cast<char>(c);
-    } else if (c >= 0x80) {
-      out += static_cast<char>(c);  // UTF-8 passes through
     } else {
       constexpr char kHex[] = "0123456789abcdef";
       out += "\\x";
@@ -486,7 +485,8 @@ GgufFile::~GgufFile() = default;
 
 Result<GgufFile> GgufFile::Open(const std::filesystem::path& path) {
   std::string name = path.string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer before the type check below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Status::Error(name + ": cannot open: " + ErrnoMessage(errno));
   FdCloser closer(fd);
   struct stat st = {};

@@ -1,9 +1,12 @@
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -210,12 +213,60 @@ std::vector<uint8_t> GgufWriter::Serialize() const {
   return out;
 }
 
+namespace {
+
+Status ValidateValue(const GgufValue& v, const std::string& key, int depth) {
+  if (v.type == GgufType::kString && v.s.size() > kGgufMaxStringLength)
+    return Status::Error("value of '" + key + "' is longer than the reader's string limit");
+  if (v.type == GgufType::kFloat32 || v.type == GgufType::kFloat64) {
+    if (!std::isfinite(v.f)) return Status::Error("value of '" + key + "' is not finite");
+    if (v.type == GgufType::kFloat32 && std::fabs(v.f) > std::numeric_limits<float>::max())
+      return Status::Error("value of '" + key + "' overflows float32");
+  }
+  if (v.type == GgufType::kArray) {
+    if (depth + 1 > kGgufMaxArrayDepth)
+      return Status::Error("arrays of '" + key + "' are nested too deep for the reader");
+    for (const GgufValue& e : v.array) {
+      if (Status s = ValidateValue(e, key, depth + 1); !s.ok()) return s;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status GgufWriter::Validate() const {
+  for (const GgufKv& kv : kvs_) {
+    if (kv.key.empty()) return Status::Error("GgufWriter: empty metadata key");
+    if (kv.key.size() > kGgufMaxStringLength)
+      return Status::Error("GgufWriter: metadata key longer than the reader's string limit");
+    if (kv.key == gguf_internal::kAlignmentKey &&
+        (kv.value.type != GgufType::kUint32 || !IsPowerOfTwo(kv.value.u))) {
+      return Status::Error(std::string("GgufWriter: ") + gguf_internal::kAlignmentKey +
+                           " must be a u32 power of two");
+    }
+    if (Status s = ValidateValue(kv.value, kv.key, 0); !s.ok())
+      return Status::Error("GgufWriter: " + s.message());
+  }
+  return Status::Ok();
+}
+
 Status GgufWriter::WriteFile(const std::filesystem::path& path) const {
   const std::string name = path.string();
-  // Write beside the target and rename, so readers never see a half-written file.
-  const std::string tmp = name + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::Error(tmp + ": cannot create: " + ErrnoMessage(errno));
+  if (Status s = Validate(); !s.ok()) return Status::Error(name + ": " + s.message());
+  // Only a regular file may be replaced: renaming over a device, FIFO or directory would
+  // destroy something that is not ours.
+  struct stat st = {};
+  if (::stat(name.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return Status::Error(name + ": exists and is not a regular file; refusing to replace it");
+  }
+  // Write beside the target (a fresh name, never an existing file) and rename, so readers never
+  // see a half-written file.
+  std::string tmp = name + ".XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0)
+    return Status::Error(name + ": cannot create a temporary file: " + ErrnoMessage(errno));
+  ::fchmod(fd, 0644);
 
   Status status = WriteAll(fd, SerializeHead(version_, alignment_, kvs_, tensors_), tmp);
   const std::vector<uint8_t> zeros(alignment_, 0);

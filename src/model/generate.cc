@@ -1,6 +1,7 @@
 #include "primekv/generate.h"
 
 #include <chrono>
+#include <string>
 
 namespace primekv {
 
@@ -27,7 +28,10 @@ Result<GenerateResult> Generate(const Model& model, KvCache& cache, std::span<co
   Sampler sampler(options.sampler);
   t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < options.max_new_tokens; ++i) {
-    const Token next = sampler.Sample(logits);
+    auto sampled = sampler.Sample(logits);
+    if (!sampled.ok())
+      return Status::Error("token " + std::to_string(i + 1) + ": " + sampled.message());
+    const Token next = *sampled;
     result.tokens.push_back(next);
     if (options.on_token && !options.on_token(next)) break;
     if (options.stop_at_end_of_generation && model.tokenizer().IsEndOfGeneration(next)) {

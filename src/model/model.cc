@@ -1,7 +1,9 @@
 // Loading: GGUF metadata -> ModelConfig, tensors -> checked views into the mapping.
 #include "primekv/model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "primekv/dense.h"
@@ -12,24 +14,63 @@ namespace primekv {
 
 namespace {
 
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+
+// File text in messages: printable ASCII, other bytes as \xNN, at most 80 bytes.
+std::string QuoteForMessage(std::string_view s) {
+  constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "'";
+  for (size_t i = 0; i < s.size() && i < 80; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out + (s.size() > 80 ? "...'" : "'");
+}
+
 std::string Key(const ModelConfig& c, const std::string& suffix) {
   return c.arch_name + "." + suffix;
 }
 
-Result<int> RequiredInt(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi) {
+// The value of an integer key as text, whatever its width or sign (never wrapped to -1).
+std::string IntText(const GgufValue& v) {
+  const bool is_unsigned = v.type == GgufType::kUint8 || v.type == GgufType::kUint16 ||
+                           v.type == GgufType::kUint32 || v.type == GgufType::kUint64;
+  return is_unsigned ? std::to_string(v.u) : std::to_string(v.i);
+}
+
+// An integer key in [lo, hi]; absent keys give `fallback` when there is one, else an error.
+Result<int> IntKey(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi,
+                   std::optional<int> fallback) {
+  const GgufValue* raw = f.Find(key);
+  if (!raw) {
+    if (fallback) return *fallback;
+    return Status::Error(f.display_name() + ": missing metadata key '" + key + "'");
+  }
   auto v = f.GetInt(key);
-  if (!v)
-    return Status::Error(f.display_name() + ": missing or non-integer metadata key '" + key + "'");
-  if (*v < lo || *v > hi) {
-    return Status::Error(f.display_name() + ": metadata '" + key + "' = " + std::to_string(*v) +
+  if (!v && raw->type != GgufType::kUint64) {
+    return Status::Error(f.display_name() + ": metadata '" + key + "' is a " +
+                         std::string(GgufTypeName(raw->type)) + ", not an integer");
+  }
+  if (!v || *v < lo || *v > hi) {
+    return Status::Error(f.display_name() + ": metadata '" + key + "' = " + IntText(*raw) +
                          " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
   return static_cast<int>(*v);
 }
 
-int OptionalInt(const GgufFile& f, const std::string& key, int fallback) {
-  auto v = f.GetInt(key);
-  return v ? static_cast<int>(*v) : fallback;
+Result<int> RequiredInt(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi) {
+  return IntKey(f, key, lo, hi, std::nullopt);
+}
+
+Result<int> OptionalInt(const GgufFile& f, const std::string& key, int64_t lo, int64_t hi,
+                        int fallback) {
+  return IntKey(f, key, lo, hi, fallback);
 }
 
 class TensorLoader {
@@ -162,8 +203,8 @@ Result<ModelConfig> ReadConfig(const GgufFile& f) {
     c.rope_style = RopeStyle::kHalf;
     c.qk_norm = true;
   } else {
-    return Status::Error(f.display_name() + ": architecture '" + c.arch_name +
-                         "' is not supported (supported: llama, qwen2, qwen3, qwen3moe)");
+    return Status::Error(f.display_name() + ": architecture " + QuoteForMessage(c.arch_name) +
+                         " is not supported (supported: llama, qwen2, qwen3, qwen3moe)");
   }
   c.name = f.GetString("general.name").value_or(c.arch_name);
   constexpr int64_t kBig = int64_t{1} << 24;
@@ -179,21 +220,38 @@ Result<ModelConfig> ReadConfig(const GgufFile& f) {
   c.d_model = *d_model;
   c.d_ff = *d_ff;
   c.n_heads = *heads;
-  c.n_kv_heads = OptionalInt(f, Key(c, "attention.head_count_kv"), c.n_heads);
-  if (c.n_kv_heads <= 0 || c.n_heads % c.n_kv_heads != 0) {
+  auto kv_heads = OptionalInt(f, Key(c, "attention.head_count_kv"), 1, c.n_heads, c.n_heads);
+  if (!kv_heads.ok()) return kv_heads.status();
+  c.n_kv_heads = *kv_heads;
+  if (c.n_heads % c.n_kv_heads != 0) {
     return Status::Error(f.display_name() + ": head_count " + std::to_string(c.n_heads) +
                          " is not a multiple of head_count_kv " + std::to_string(c.n_kv_heads));
   }
-  c.head_dim = OptionalInt(f, Key(c, "attention.key_length"), c.d_model / c.n_heads);
-  const int value_length = OptionalInt(f, Key(c, "attention.value_length"), c.head_dim);
-  if (c.head_dim <= 0 || c.head_dim % 2 != 0 || value_length != c.head_dim) {
+  constexpr int64_t kMaxHeadDim = 4096;
+  auto head_dim = OptionalInt(f, Key(c, "attention.key_length"), 1, kMaxHeadDim,
+                              std::max(1, c.d_model / c.n_heads));
+  if (!head_dim.ok()) return head_dim.status();
+  c.head_dim = *head_dim;
+  auto value_length = OptionalInt(f, Key(c, "attention.value_length"), 1, kMaxHeadDim, c.head_dim);
+  if (!value_length.ok()) return value_length.status();
+  if (static_cast<int64_t>(c.n_heads) * c.head_dim > kBig) {
+    return Status::Error(f.display_name() + ": head_count " + std::to_string(c.n_heads) +
+                         " x key_length " + std::to_string(c.head_dim) + " exceeds " +
+                         std::to_string(kBig));
+  }
+  if (c.head_dim % 2 != 0 || *value_length != c.head_dim) {
     return Status::Error(f.display_name() + ": unsupported head dimension (key " +
-                         std::to_string(c.head_dim) + ", value " + std::to_string(value_length) +
+                         std::to_string(c.head_dim) + ", value " + std::to_string(*value_length) +
                          ")");
   }
-  c.max_context = OptionalInt(f, Key(c, "context_length"), 2048);
-  c.rope_dim = OptionalInt(f, Key(c, "rope.dimension_count"), c.head_dim);
-  if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
+  // 0 or a wrapped 0xFFFFFFFF would read as "no limit": a context is 1 .. 2^28 tokens.
+  auto context = OptionalInt(f, Key(c, "context_length"), 1, int64_t{1} << 28, 2048);
+  if (!context.ok()) return context.status();
+  c.max_context = *context;
+  auto rope_dim = OptionalInt(f, Key(c, "rope.dimension_count"), 1, kMaxHeadDim, c.head_dim);
+  if (!rope_dim.ok()) return rope_dim.status();
+  c.rope_dim = *rope_dim;
+  if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
     return Status::Error(f.display_name() + ": rope.dimension_count " + std::to_string(c.rope_dim) +
                          " must be even and at most the head dimension " +
                          std::to_string(c.head_dim));
@@ -201,7 +259,8 @@ Result<ModelConfig> ReadConfig(const GgufFile& f) {
   c.rope_base = static_cast<float>(f.GetFloat(Key(c, "rope.freq_base")).value_or(10000.0));
   c.rms_eps = static_cast<float>(f.GetFloat(Key(c, "attention.layer_norm_rms_epsilon"))
                                      .value_or(c.arch == Arch::kLlama ? 1e-5 : 1e-6));
-  if (!(c.rope_base > 0) || !(c.rms_eps > 0)) {
+  if (!(c.rope_base > 0) || !(c.rms_eps > 0) || !std::isfinite(c.rope_base) ||
+      !std::isfinite(c.rms_eps)) {
     return Status::Error(f.display_name() + ": rope.freq_base and rms epsilon must be positive");
   }
   if (c.arch == Arch::kQwen3Moe) {
@@ -210,7 +269,8 @@ Result<ModelConfig> ReadConfig(const GgufFile& f) {
   if (auto scaling = f.GetString(Key(c, "rope.scaling.type"));
       scaling && *scaling != "none" && *scaling != "llama3") {
     // llama3 scaling arrives as the rope_freqs tensor; linear/yarn are not implemented.
-    return Status::Error(f.display_name() + ": rope scaling '" + *scaling + "' is not supported");
+    return Status::Error(f.display_name() + ": rope scaling " + QuoteForMessage(*scaling) +
+                         " is not supported");
   }
   return c;
 }
@@ -264,9 +324,15 @@ Result<Model> Model::Load(const std::filesystem::path& path) {
   if (!embd || embd->ne.size() != 2) {
     return Status::Error(f.display_name() + ": missing 2-D tensor 'token_embd.weight'");
   }
+  if (embd->ne[1] < 1 || embd->ne[1] > kMaxVocab) {
+    return Status::Error(f.display_name() + ": token_embd.weight has " +
+                         std::to_string(embd->ne[1]) + " rows; a vocabulary is 1 to " +
+                         std::to_string(kMaxVocab) + " tokens");
+  }
   c.vocab_size = static_cast<int>(embd->ne[1]);
-  if (auto v = f.GetInt(Key(c, "vocab_size")); v && *v != c.vocab_size) {
-    return Status::Error(f.display_name() + ": vocab_size " + std::to_string(*v) +
+  if (const GgufValue* v = f.Find(Key(c, "vocab_size"));
+      v && f.GetInt(Key(c, "vocab_size")) != std::optional<int64_t>(c.vocab_size)) {
+    return Status::Error(f.display_name() + ": vocab_size " + IntText(*v) +
                          " differs from token_embd rows " + std::to_string(c.vocab_size));
   }
   if (m.tokenizer_->vocab_size() > c.vocab_size) {

@@ -13,9 +13,27 @@ Token Argmax(std::span<const float> logits) {
   return best;
 }
 
-Sampler::Sampler(SamplerOptions options) : options_(options), rng_(options.seed) {}
+Status ValidateSamplerOptions(const SamplerOptions& o) {
+  if (!std::isfinite(o.temperature) || o.temperature < 0)
+    return Status::Error("sampler: temperature must be finite and >= 0");
+  if (o.top_k < 0) return Status::Error("sampler: top_k must be >= 0");
+  if (!(o.top_p > 0 && o.top_p <= 1)) return Status::Error("sampler: top_p must be in (0, 1]");
+  return Status::Ok();
+}
 
-Token Sampler::Sample(std::span<const float> logits) {
+Sampler::Sampler(SamplerOptions options)
+    : options_(options), options_status_(ValidateSamplerOptions(options)), rng_(options.seed) {}
+
+Result<Token> Sampler::Sample(std::span<const float> logits) {
+  if (!options_status_.ok()) return options_status_;
+  if (logits.empty()) return Status::Error("sampler: no logits");
+  for (const float x : logits) {
+    if (!std::isfinite(x)) {
+      return Status::Error(
+          "the model produced non-finite logits (NaN or infinity): its weights or activations "
+          "overflow; refusing to sample");
+    }
+  }
   if (options_.temperature <= 0) return Argmax(logits);
   candidates_.clear();
   for (size_t i = 0; i < logits.size(); ++i) {

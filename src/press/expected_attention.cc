@@ -129,15 +129,13 @@ class ExpectedAttentionScorer : public Scorer {
 
 }  // namespace
 
-ScorerResult MakeExpectedAttentionScorer(const PressParams& p) {
-  ParamReader r(p);
-  const int future = static_cast<int>(r.Number("future", 512));
-  const int n_sink = static_cast<int>(r.Number("n_sink", 4));
-  const double eps = r.Number("epsilon", 1e-2);
-  const bool vnorm = r.Number("vnorm", 1) != 0;
-  if (Status s = r.Finish("expected_attention"); !s.ok()) return s;
-  if (future < 1 || n_sink < 0)
-    return Status::Error("press expected_attention: future >= 1, n_sink >= 0");
+ScorerResult MakeExpectedAttentionScorer(const PressParams& p, const std::string& press) {
+  ParamReader r(p, press);
+  const int future = r.Integer("future", 512, 1, kMaxPressLength);
+  const int n_sink = r.Integer("n_sink", 4, 0, kMaxPressLength);
+  const double eps = r.Real("epsilon", 1e-2, 0, 1e6);
+  const bool vnorm = r.Integer("vnorm", 1, 0, 1) != 0;
+  if (Status s = r.Finish(); !s.ok()) return s;
   return std::unique_ptr<Scorer>(new ExpectedAttentionScorer(future, n_sink, eps, vnorm));
 }
 

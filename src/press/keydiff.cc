@@ -35,8 +35,8 @@ class KeyDiffScorer : public Scorer {
 
 }  // namespace
 
-ScorerResult MakeKeyDiffScorer(const PressParams& p) {
-  if (Status s = ParamReader(p).Finish("keydiff"); !s.ok()) return s;
+ScorerResult MakeKeyDiffScorer(const PressParams& p, const std::string& press) {
+  if (Status s = ParamReader(p, press).Finish(); !s.ok()) return s;
   return std::unique_ptr<Scorer>(new KeyDiffScorer());
 }
 

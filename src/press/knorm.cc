@@ -21,8 +21,8 @@ class KnormScorer : public Scorer {
 
 }  // namespace
 
-ScorerResult MakeKnormScorer(const PressParams& p) {
-  if (Status s = ParamReader(p).Finish("knorm"); !s.ok()) return s;
+ScorerResult MakeKnormScorer(const PressParams& p, const std::string& press) {
+  if (Status s = ParamReader(p, press).Finish(); !s.ok()) return s;
   return std::unique_ptr<Scorer>(new KnormScorer());
 }
 

@@ -95,12 +95,11 @@ class LagKvScorer : public Scorer {
 
 }  // namespace
 
-ScorerResult MakeLagKvScorer(const PressParams& p) {
-  ParamReader r(p);
-  const int n_sink = static_cast<int>(r.Number("n_sink", 4));
-  const int lag = static_cast<int>(r.Number("lag", 128));
-  if (Status s = r.Finish("lagkv"); !s.ok()) return s;
-  if (n_sink < 0 || lag < 2) return Status::Error("press lagkv: need n_sink >= 0 and lag >= 2");
+ScorerResult MakeLagKvScorer(const PressParams& p, const std::string& press) {
+  ParamReader r(p, press);
+  const int n_sink = r.Integer("n_sink", 4, 0, kMaxPressLength);
+  const int lag = r.Integer("lag", 128, 2, kMaxPressLength);
+  if (Status s = r.Finish(); !s.ok()) return s;
   return std::unique_ptr<Scorer>(new LagKvScorer(n_sink, lag));
 }
 

@@ -91,8 +91,8 @@ class OracleScorer : public Scorer {
 
 }  // namespace
 
-ScorerResult MakeOracleScorer(const PressParams& p) {
-  if (Status s = ParamReader(p).Finish("oracle"); !s.ok()) return s;
+ScorerResult MakeOracleScorer(const PressParams& p, const std::string& press) {
+  if (Status s = ParamReader(p, press).Finish(); !s.ok()) return s;
   return std::unique_ptr<Scorer>(new OracleScorer());
 }
 

@@ -1,6 +1,7 @@
 #include "primekv/pipeline.h"
 
 #include <chrono>
+#include <string>
 
 namespace primekv {
 
@@ -82,6 +83,17 @@ struct Runner {
     return Status::Ok();
   }
 
+  // The cache as the run leaves it: bytes, entries per layer, and the peak.
+  void Finish() {
+    report.kv_bytes_peak = std::max(report.kv_bytes_peak, cache.PeakBytesInUse());
+    report.kv_bytes_final = cache.BytesInUse();
+    report.entries_per_layer_final.assign(static_cast<size_t>(cache.n_layers()), 0);
+    for (int l = 0; l < cache.n_layers(); ++l)
+      for (int h = 0; h < cache.n_kv_heads(); ++h)
+        report.entries_per_layer_final[static_cast<size_t>(l)] += cache.Length(l, h);
+    if (report.kv_bytes_compressed == 0) report.kv_bytes_compressed = report.kv_bytes_full;
+  }
+
   // Prefills the question (if any) and decodes an answer.
   Result<TurnResult> Answer(int turn, std::span<const Token> question) {
     TurnResult r;
@@ -97,7 +109,12 @@ struct Runner {
     // In multi-turn mode the whole answer, end token included, stays in the cache.
     const bool keep_answer = opt.mode == CompressionMode::kMultiTurn;
     for (int i = 0; i < opt.max_new_tokens; ++i) {
-      const Token next = sampler.Sample(logits);
+      auto sampled = sampler.Sample(logits);
+      if (!sampled.ok()) {
+        return Status::Error("turn " + std::to_string(turn + 1) + ", token " +
+                             std::to_string(i + 1) + ": " + sampled.message());
+      }
+      const Token next = *sampled;
       const bool end = model.tokenizer().IsEndOfGeneration(next);
       if (!end) r.tokens.push_back(next);
       const bool stop =
@@ -204,6 +221,7 @@ Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compres
       if (!r.ok()) return r.status();
       run.report.turns.push_back(std::move(r).value());
     }
+    run.Finish();
     return run.report;
   }
 
@@ -230,10 +248,7 @@ Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compres
       run.cache.TruncateFrom(context_end);
     }
   }
-  run.report.kv_bytes_peak = std::max(run.report.kv_bytes_peak, run.cache.PeakBytesInUse());
-  run.report.kv_bytes_final = run.cache.BytesInUse();
-  if (run.report.kv_bytes_compressed == 0)
-    run.report.kv_bytes_compressed = run.report.kv_bytes_full;
+  run.Finish();
   return run.report;
 }
 

@@ -202,11 +202,11 @@ class PrimeKvScorer : public Scorer {
 
 }  // namespace
 
-ScorerResult MakePrimeKvScorer(const PressParams& p) {
-  ParamReader r(p);
+ScorerResult MakePrimeKvScorer(const PressParams& p, const std::string& press) {
+  ParamReader r(p, press);
   const std::string key = r.Text("key", "leverage");
   const std::string value = r.Text("value", "wo_centered");
-  if (Status s = r.Finish("primekv"); !s.ok()) return s;
+  if (Status s = r.Finish(); !s.ok()) return s;
   KeySide ks;
   if (key == "leverage") {
     ks = KeySide::kLeverage;
@@ -215,7 +215,7 @@ ScorerResult MakePrimeKvScorer(const PressParams& p) {
   } else if (key == "none") {
     ks = KeySide::kNone;
   } else {
-    return Status::Error("press primekv: key='" + key + "' (choose leverage, cosine, none)");
+    return Status::Error("press " + press + ": key='" + key + "' (choose leverage, cosine, none)");
   }
   ValueSide vs;
   if (value == "wo_centered") {
@@ -229,7 +229,7 @@ ScorerResult MakePrimeKvScorer(const PressParams& p) {
   } else if (value == "none") {
     vs = ValueSide::kNone;
   } else {
-    return Status::Error("press primekv: value='" + value +
+    return Status::Error("press " + press + ": value='" + value +
                          "' (choose wo_centered, wo, centered, norm, none)");
   }
   return std::unique_ptr<Scorer>(new PrimeKvScorer(ks, vs));

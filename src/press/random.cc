@@ -30,10 +30,10 @@ class RandomScorer : public Scorer {
 
 }  // namespace
 
-ScorerResult MakeRandomScorer(const PressParams& p) {
-  ParamReader r(p);
-  const auto seed = static_cast<uint64_t>(r.Number("seed", 42));
-  if (Status s = r.Finish("random"); !s.ok()) return s;
+ScorerResult MakeRandomScorer(const PressParams& p, const std::string& press) {
+  ParamReader r(p, press);
+  const auto seed = static_cast<uint64_t>(r.Integer64("seed", 42, 0, INT64_MAX));
+  if (Status s = r.Finish(); !s.ok()) return s;
   return std::unique_ptr<Scorer>(new RandomScorer(seed));
 }
 

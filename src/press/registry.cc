@@ -1,6 +1,9 @@
 // The one table of compression methods: the CLI's --press, the docs and the test matrix read it.
+#include <algorithm>
 #include <array>
+#include <string_view>
 
+#include "press/scorer_util.h"
 #include "press/scorers.h"
 
 namespace primekv {
@@ -8,7 +11,7 @@ namespace primekv {
 namespace {
 
 using press_internal::ScorerResult;
-using Factory = ScorerResult (*)(const PressParams&);
+using Factory = ScorerResult (*)(const PressParams&, const std::string& press);
 
 struct Entry {
   PressInfo info;
@@ -44,7 +47,8 @@ const std::array<Entry, 12>& Table() {
         "arXiv 2404.14469; kvpress snapkv_press.py", false},
        press_internal::MakeSnapKvScorer,
        BudgetKind::kUniform},
-      {{"pyramidkv", "SnapKV scores, pyramid layer budgets (beta 20)",
+      {{"pyramidkv",
+        "SnapKV scores, pyramid layer budgets (beta 20; window also sets the budget window)",
         "arXiv 2406.02069; kvpress pyramidkv_press.py", false},
        press_internal::MakeSnapKvScorer,
        BudgetKind::kPyramid},
@@ -64,10 +68,52 @@ const std::array<Entry, 12>& Table() {
   return kTable;
 }
 
-std::string Trim(const std::string& s) {
+std::string Trim(std::string_view s) {
   const auto b = s.find_first_not_of(" \t");
   const auto e = s.find_last_not_of(" \t");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+  return b == std::string_view::npos ? "" : std::string(s.substr(b, e - b + 1));
+}
+
+// User text echoed in messages: printable ASCII only, bounded length.
+std::string Shown(std::string_view s) {
+  constexpr size_t kMax = 60;
+  constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < kMax; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (s.size() > kMax) out += "...";
+  return out;
+}
+
+bool IsNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '<' || c == '>';
+}
+
+// PyramidKV = SnapKV scores + the pyramid budget; its own parameters set the budget.
+Result<Press> MakePyramidKv(const PressParams& params, const Entry& e) {
+  PressParams rest = params;
+  Press p;
+  p.budget.kind = e.budget;
+  press_internal::ParamReader r(params, "pyramidkv");
+  p.budget.pyramid_beta = r.Real("beta", p.budget.pyramid_beta, 1, 1e6);
+  p.budget.pyramid_window =
+      r.Integer("window", p.budget.pyramid_window, 1, press_internal::kMaxPressLength);
+  r.Text("kernel", "");  // read by the scorer below
+  if (Status s = r.Finish(); !s.ok()) return s;
+  rest.erase("beta");
+  auto scorer = e.factory(rest, "pyramidkv");
+  if (!scorer.ok()) return scorer.status();
+  p.scorer = std::move(scorer).value();
+  return p;
 }
 
 }  // namespace
@@ -84,7 +130,10 @@ std::span<const PressInfo> ListPresses() {
 }
 
 std::string PressSpec::Text() const {
-  if (name == "adakv") return "adakv:" + params.at("of");
+  if (name == "adakv") {
+    auto it = params.find("of");
+    return "adakv:" + (it == params.end() ? std::string() : it->second);
+  }
   std::string s = name;
   char sep = ':';
   for (const auto& [k, v] : params) {
@@ -95,39 +144,100 @@ std::string PressSpec::Text() const {
 }
 
 Result<PressSpec> ParsePressSpec(const std::string& text_in) {
-  const std::string text = Trim(text_in);
+  // Iterative: "adakv:" may prefix one press; anything deeper is refused before any copy, so a
+  // long "adakv:adakv:..." costs linear time and memory.
+  std::string_view text = text_in;
+  bool adaptive = false;
+  for (;;) {
+    const std::string head = Trim(text.substr(0, std::min(text.find(':'), text.size())));
+    if (head != "adakv") break;
+    if (adaptive) return Status::Error("press 'adakv:adakv...': adakv cannot wrap adakv");
+    adaptive = true;
+    const auto colon = text.find(':');
+    if (colon == std::string_view::npos)
+      return Status::Error("press adakv needs an inner press: adakv:<press>, e.g. adakv:snapkv");
+    text = text.substr(colon + 1);
+  }
+  const std::string shown = Shown(text_in);
   PressSpec spec;
   const auto colon = text.find(':');
-  spec.name = Trim(text.substr(0, colon));
+  spec.name = Trim(text.substr(0, std::min(colon, text.size())));
   if (spec.name == "streaming_llm") spec.name = "streamingllm";
-  if (spec.name.empty()) return Status::Error("empty press name");
-  if (colon == std::string::npos) return spec;
-  const std::string rest = text.substr(colon + 1);
-  if (spec.name == "adakv") {
-    auto inner = ParsePressSpec(rest);
-    if (!inner.ok()) return inner.status();
-    spec.params["of"] = inner->Text();
-    return spec;
+  if (spec.name.empty()) {
+    return Status::Error(adaptive
+                             ? "press adakv needs an inner press: adakv:<press>, e.g. adakv:snapkv"
+                             : "press '" + shown + "': empty press name");
   }
-  size_t start = 0;
-  while (start <= rest.size()) {
-    const auto comma = rest.find(',', start);
-    const std::string item =
-        Trim(rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    const auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return Status::Error("press '" + text + "': parameter '" + item + "' is not key=value");
+  for (char c : spec.name) {
+    if (!IsNameChar(c)) return Status::Error("press '" + shown + "': bad press name");
+  }
+  if (colon != std::string_view::npos) {
+    const std::string_view rest = text.substr(colon + 1);
+    size_t start = 0;
+    while (start <= rest.size()) {
+      const auto comma = rest.find(',', start);
+      const std::string item =
+          Trim(rest.substr(start, comma == std::string_view::npos ? rest.npos : comma - start));
+      const auto eq = item.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return Status::Error("press '" + shown + "': parameter '" + Shown(item) +
+                             "' is not key=value");
+      }
+      const std::string key = Trim(item.substr(0, eq));
+      const std::string value = Trim(item.substr(eq + 1));
+      if (value.empty())
+        return Status::Error("press '" + shown + "': parameter '" + Shown(key) + "' has no value");
+      if (key == "of") return Status::Error("press '" + shown + "': 'of' is not a parameter");
+      if (!spec.params.emplace(key, value).second) {
+        return Status::Error("press '" + shown + "': parameter '" + Shown(key) + "' given twice");
+      }
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
     }
-    spec.params[Trim(item.substr(0, eq))] = Trim(item.substr(eq + 1));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+  }
+  if (adaptive) {
+    PressSpec outer;
+    outer.name = "adakv";
+    outer.params["of"] = spec.Text();
+    return outer;
   }
   return spec;
 }
 
+Result<std::vector<std::string>> SplitPressList(std::string_view text) {
+  std::vector<std::string> out;
+  const bool semicolons = text.find(';') != std::string_view::npos;
+  const char sep = semicolons ? ';' : ',';
+  size_t start = 0;
+  while (start <= text.size()) {
+    const auto end = std::min(text.find(sep, start), text.size());
+    const std::string item = Trim(text.substr(start, end - start));
+    // "a:k=v,k2=v2,b": an item that is key=value (no ':' before its '=') continues the previous
+    // press's parameters, so comma lists stay unambiguous for multi-parameter presses.
+    const auto eq = item.find('=');
+    const bool continues = !semicolons && eq != std::string::npos && item.find(':') > eq;
+    if (item.empty()) {
+      return Status::Error("press list '" + Shown(text) + "' has an empty entry");
+    } else if (continues) {
+      if (out.empty() || out.back().find(':') == std::string::npos) {
+        return Status::Error("press list '" + Shown(text) + "': parameter '" + Shown(item) +
+                             "' follows no press (write NAME:" + Shown(item) + ")");
+      }
+      out.back() += "," + item;
+    } else {
+      out.push_back(item);
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
 Result<Press> MakePress(const PressSpec& spec) {
   if (spec.name == "adakv") {
-    auto inner_spec = ParsePressSpec(spec.params.at("of"));
+    auto of = spec.params.find("of");
+    if (of == spec.params.end() || spec.params.size() != 1)
+      return Status::Error("press adakv needs an inner press: adakv:<press>, e.g. adakv:snapkv");
+    auto inner_spec = ParsePressSpec(of->second);
     if (!inner_spec.ok()) return inner_spec.status();
     if (inner_spec->name == "adakv" || inner_spec->name == "none" || inner_spec->name == "oracle") {
       return Status::Error("adakv cannot wrap '" + inner_spec->name + "'");
@@ -142,22 +252,28 @@ Result<Press> MakePress(const PressSpec& spec) {
   for (const auto& e : Table()) {
     if (e.info.name != spec.name) continue;
     Press p;
-    p.name = spec.Text();
-    p.budget.kind = e.budget;
-    if (e.factory) {
-      auto s = e.factory(spec.params);
+    if (e.info.name == "pyramidkv") {
+      auto made = MakePyramidKv(spec.params, e);
+      if (!made.ok()) return made.status();
+      p = std::move(made).value();
+    } else if (e.factory) {
+      p.budget.kind = e.budget;
+      auto s = e.factory(spec.params, e.info.name);
       if (!s.ok()) return s.status();
       p.scorer = std::move(s).value();
-      const PressNeeds n = p.scorer->Needs();
-      p.query_free = n.window_queries == 0 && !n.query_stats && !n.future_queries;
     } else if (!spec.params.empty()) {
       return Status::Error("press none takes no parameters");
+    }
+    p.name = spec.Text();
+    if (p.scorer) {
+      const PressNeeds n = p.scorer->Needs();
+      p.query_free = n.window_queries == 0 && !n.query_stats && !n.future_queries;
     }
     return p;
   }
   std::string names;
   for (const auto& i : ListPresses()) names += (names.empty() ? "" : ", ") + i.name;
-  return Status::Error("unknown press '" + spec.name + "' (known: " + names + ")");
+  return Status::Error("unknown press '" + Shown(spec.name) + "' (known: " + names + ")");
 }
 
 }  // namespace primekv

@@ -1,6 +1,10 @@
 #include "press/scorer_util.h"
 
+#include <charconv>
+#include <cstdio>
+#include <initializer_list>
 #include <limits>
+#include <string_view>
 
 namespace primekv::press_internal {
 
@@ -49,17 +53,60 @@ std::vector<int32_t> WindowRows(const LayerInput& in, const HeadEntries& e) {
 
 namespace primekv::press_internal {
 
-double ParamReader::Number(const std::string& key, double fallback) {
+namespace {
+
+// Appends pieces one by one (g++ 12 warns falsely on long operator+ chains of std::string).
+std::string Join(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  for (std::string_view p : parts) out.append(p);
+  return out;
+}
+
+}  // namespace
+
+void ParamReader::Fail(const std::string& message) {
+  if (error_.empty()) error_ = message;
+}
+
+int64_t ParamReader::Integer64(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) {
   used_.push_back(key);
   auto it = params_.find(key);
   if (it == params_.end()) return fallback;
-  try {
-    size_t used = 0;
-    const double v = std::stod(it->second, &used);
-    if (used == it->second.size()) return v;
-  } catch (const std::exception&) {
+  const std::string& t = it->second;
+  int64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  const std::string range = Join({"[", std::to_string(lo), ", ", std::to_string(hi), "]"});
+  if (t.empty() || ptr != t.data() + t.size() ||
+      (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+    Fail(Join({key, "='", t, "' is not an integer (want one in ", range, ")"}));
+  } else if (ec == std::errc::result_out_of_range || v < lo || v > hi) {
+    Fail(Join({key, "=", t, " is outside ", range}));
+  } else {
+    return v;
   }
-  if (error_.empty()) error_ = "parameter " + key + "='" + it->second + "' is not a number";
+  return fallback;
+}
+
+int ParamReader::Integer(const std::string& key, int fallback, int lo, int hi) {
+  return static_cast<int>(Integer64(key, fallback, lo, hi));
+}
+
+double ParamReader::Real(const std::string& key, double fallback, double lo, double hi) {
+  used_.push_back(key);
+  auto it = params_.find(key);
+  if (it == params_.end()) return fallback;
+  const std::string& t = it->second;
+  double v = 0;
+  const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  char range[80];
+  std::snprintf(range, sizeof(range), "[%g, %g]", lo, hi);
+  if (t.empty() || ptr != t.data() + t.size() || ec != std::errc() || !std::isfinite(v)) {
+    Fail(Join({key, "='", t, "' is not a finite number (want one in ", range, ")"}));
+  } else if (v < lo || v > hi) {
+    Fail(Join({key, "=", t, " is outside ", range}));
+  } else {
+    return v;
+  }
   return fallback;
 }
 
@@ -69,13 +116,13 @@ std::string ParamReader::Text(const std::string& key, const std::string& fallbac
   return it == params_.end() ? fallback : it->second;
 }
 
-Status ParamReader::Finish(const std::string& press) const {
-  if (!error_.empty()) return Status::Error("press " + press + ": " + error_);
+Status ParamReader::Finish() const {
+  if (!error_.empty()) return Status::Error("press " + press_ + ": " + error_);
   for (const auto& [k, v] : params_) {
     if (std::find(used_.begin(), used_.end(), k) == used_.end()) {
       std::string known;
       for (const auto& u : used_) known += (known.empty() ? "" : ", ") + u;
-      return Status::Error("press " + press + ": unknown parameter '" + k + "'" +
+      return Status::Error("press " + press_ + ": unknown parameter '" + k + "'" +
                            (known.empty() ? " (it takes none)" : " (known: " + known + ")"));
     }
   }

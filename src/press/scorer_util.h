@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "primekv/press.h"
@@ -36,17 +38,25 @@ std::vector<int32_t> WindowRows(const LayerInput& in, const HeadEntries& e);
 
 namespace primekv::press_internal {
 
-// Reads typed parameters and remembers which keys were used, so unknown keys are reported.
+// Largest window, sink or lag a press parameter may name (tokens).
+inline constexpr int kMaxPressLength = 1 << 24;
+
+// Reads typed parameters of press `press` and remembers which keys were used, so unknown keys
+// are reported. Numbers must be finite and in range; integers must be written as integers.
 class ParamReader {
  public:
-  explicit ParamReader(const PressParams& p) : params_(p) {}
-  double Number(const std::string& key, double fallback);
+  ParamReader(const PressParams& p, std::string press) : params_(p), press_(std::move(press)) {}
+  int Integer(const std::string& key, int fallback, int lo, int hi);
+  int64_t Integer64(const std::string& key, int64_t fallback, int64_t lo, int64_t hi);
+  double Real(const std::string& key, double fallback, double lo, double hi);
   std::string Text(const std::string& key, const std::string& fallback);
-  // Error naming the first bad or unknown key; OK otherwise.
-  Status Finish(const std::string& press) const;
+  // Error naming the press and the first bad or unknown key; OK otherwise.
+  Status Finish() const;
 
  private:
+  void Fail(const std::string& message);
   const PressParams& params_;
+  std::string press_;
   std::vector<std::string> used_;
   std::string error_;
 };

@@ -8,15 +8,16 @@
 namespace primekv::press_internal {
 
 using ScorerResult = Result<std::unique_ptr<Scorer>>;
-ScorerResult MakeRandomScorer(const PressParams& p);
-ScorerResult MakeKnormScorer(const PressParams& p);
-ScorerResult MakeStreamingLlmScorer(const PressParams& p);
-ScorerResult MakeKeyDiffScorer(const PressParams& p);
-ScorerResult MakeLagKvScorer(const PressParams& p);
-ScorerResult MakeSnapKvScorer(const PressParams& p);  // also PyramidKV's scores
-ScorerResult MakeTovaScorer(const PressParams& p);
-ScorerResult MakeExpectedAttentionScorer(const PressParams& p);
-ScorerResult MakePrimeKvScorer(const PressParams& p);
-ScorerResult MakeOracleScorer(const PressParams& p);
+ScorerResult MakeRandomScorer(const PressParams& p, const std::string& press);
+ScorerResult MakeKnormScorer(const PressParams& p, const std::string& press);
+ScorerResult MakeStreamingLlmScorer(const PressParams& p, const std::string& press);
+ScorerResult MakeKeyDiffScorer(const PressParams& p, const std::string& press);
+ScorerResult MakeLagKvScorer(const PressParams& p, const std::string& press);
+ScorerResult MakeSnapKvScorer(const PressParams& p,
+                              const std::string& press);  // also PyramidKV's scores
+ScorerResult MakeTovaScorer(const PressParams& p, const std::string& press);
+ScorerResult MakeExpectedAttentionScorer(const PressParams& p, const std::string& press);
+ScorerResult MakePrimeKvScorer(const PressParams& p, const std::string& press);
+ScorerResult MakeOracleScorer(const PressParams& p, const std::string& press);
 
 }  // namespace primekv::press_internal

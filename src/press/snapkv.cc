@@ -54,14 +54,13 @@ class SnapKvScorer : public Scorer {
 
 }  // namespace
 
-ScorerResult MakeSnapKvScorer(const PressParams& p) {
-  ParamReader r(p);
-  const int window = static_cast<int>(r.Number("window", 64));
-  const int kernel = static_cast<int>(r.Number("kernel", 5));
-  if (Status s = r.Finish("snapkv"); !s.ok()) return s;
-  if (window < 1 || kernel < 1 || kernel % 2 == 0) {
-    return Status::Error("press snapkv: window must be >= 1 and kernel odd and >= 1");
-  }
+ScorerResult MakeSnapKvScorer(const PressParams& p, const std::string& press) {
+  ParamReader r(p, press);
+  const int window = r.Integer("window", 64, 1, kMaxPressLength);
+  const int kernel = r.Integer("kernel", 5, 1, 1023);
+  if (Status s = r.Finish(); !s.ok()) return s;
+  if (kernel % 2 == 0)
+    return Status::Error("press " + press + ": kernel=" + std::to_string(kernel) + " must be odd");
   return std::unique_ptr<Scorer>(new SnapKvScorer(window, kernel));
 }
 

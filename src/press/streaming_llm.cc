@@ -28,11 +28,10 @@ class StreamingLlmScorer : public Scorer {
 
 }  // namespace
 
-ScorerResult MakeStreamingLlmScorer(const PressParams& p) {
-  ParamReader r(p);
-  const int n_sink = static_cast<int>(r.Number("n_sink", 4));
-  if (Status s = r.Finish("streamingllm"); !s.ok()) return s;
-  if (n_sink < 0) return Status::Error("press streamingllm: n_sink must be >= 0");
+ScorerResult MakeStreamingLlmScorer(const PressParams& p, const std::string& press) {
+  ParamReader r(p, press);
+  const int n_sink = r.Integer("n_sink", 4, 0, kMaxPressLength);
+  if (Status s = r.Finish(); !s.ok()) return s;
   return std::unique_ptr<Scorer>(new StreamingLlmScorer(n_sink));
 }
 

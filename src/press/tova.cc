@@ -53,8 +53,8 @@ class TovaScorer : public Scorer {
 
 }  // namespace
 
-ScorerResult MakeTovaScorer(const PressParams& p) {
-  if (Status s = ParamReader(p).Finish("tova"); !s.ok()) return s;
+ScorerResult MakeTovaScorer(const PressParams& p, const std::string& press) {
+  if (Status s = ParamReader(p, press).Finish(); !s.ok()) return s;
   return std::unique_ptr<Scorer>(new TovaScorer());
 }
 

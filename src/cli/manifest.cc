@@ -1,0 +1,261 @@
+#include "cli/manifest.h"
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "cli/options.h"
+#include "gguf/layout.h"
+#include "primekv/quant.h"
+
+namespace primekv::cli {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxNameBytes = 1 << 16;
+
+std::string Kind(const json& v) { return v.type_name(); }
+
+// An integer of any JSON spelling that holds one exactly ("3", not "3.0" or "2.7").
+Result<GgufValue> Integer(const json& v, GgufType type, int64_t lo, uint64_t hi, bool is_signed) {
+  if (!v.is_number_integer())
+    return Status::Error("want an integer, got " + Kind(v) + " " + v.dump());
+  GgufValue out;
+  out.type = type;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > hi || (lo > 0 && u < static_cast<uint64_t>(lo)))
+      return Status::Error(v.dump() + " is outside [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "]");
+    if (is_signed) {
+      out.i = static_cast<int64_t>(u);
+    } else {
+      out.u = u;
+    }
+    return out;
+  }
+  const int64_t i = v.get<int64_t>();
+  if (i < lo)
+    return Status::Error(v.dump() + " is outside [" + std::to_string(lo) + ", " +
+                         std::to_string(hi) + "]");
+  if (is_signed) {
+    out.i = i;
+  } else {
+    out.u = static_cast<uint64_t>(i);
+  }
+  return out;
+}
+
+Result<GgufValue> Scalar(const std::string& type, const json& v) {
+  if (type == "string") {
+    if (!v.is_string()) return Status::Error("want a string, got " + Kind(v));
+    if (v.get_ref<const std::string&>().size() > kGgufMaxStringLength)
+      return Status::Error("string longer than " + std::to_string(kGgufMaxStringLength) + " bytes");
+    return GgufValue::String(v.get<std::string>());
+  }
+  if (type == "bool") {
+    if (!v.is_boolean()) return Status::Error("want true or false, got " + Kind(v));
+    return GgufValue::Bool(v.get<bool>());
+  }
+  if (type == "float32" || type == "float64") {
+    if (!v.is_number()) return Status::Error("want a number, got " + Kind(v));
+    const double d = v.get<double>();
+    if (!std::isfinite(d)) return Status::Error(v.dump() + " is not finite");
+    if (type == "float32") {
+      if (std::fabs(d) > std::numeric_limits<float>::max())
+        return Status::Error(v.dump() + " overflows float32 (largest 3.4028235e38)");
+      return GgufValue::Float32(static_cast<float>(d));
+    }
+    return GgufValue::Float64(d);
+  }
+  struct IntType {
+    const char* name;
+    GgufType type;
+    int64_t lo;
+    uint64_t hi;
+    bool is_signed;
+  };
+  static constexpr IntType kInts[] = {
+      {"uint8", GgufType::kUint8, 0, 255, false},
+      {"int8", GgufType::kInt8, -128, 127, true},
+      {"uint16", GgufType::kUint16, 0, 65535, false},
+      {"int16", GgufType::kInt16, -32768, 32767, true},
+      {"uint32", GgufType::kUint32, 0, 4294967295u, false},
+      {"int32", GgufType::kInt32, std::numeric_limits<int32_t>::min(),
+       std::numeric_limits<int32_t>::max(), true},
+      {"uint64", GgufType::kUint64, 0, std::numeric_limits<uint64_t>::max(), false},
+      {"int64", GgufType::kInt64, std::numeric_limits<int64_t>::min(),
+       std::numeric_limits<int64_t>::max(), true}};
+  for (const auto& it : kInts) {
+    if (type == it.name) return Integer(v, it.type, it.lo, it.hi, it.is_signed);
+  }
+  return Status::Error(
+      "unknown value type '" + Printable(type) +
+      "' (string, bool, float32, float64, [u]int8/16/32/64, or array[one of those])");
+}
+
+Result<GgufValue> Value(const std::string& type, const json& v) {
+  if (type.rfind("array[", 0) == 0 && type.back() == ']') {
+    const std::string elem = type.substr(6, type.size() - 7);
+    if (!v.is_array()) return Status::Error("type '" + Printable(type) + "' needs a JSON array");
+    // The element type's tag, checked even for an empty array.
+    auto probe = Scalar(elem, elem == "string" ? json("") : elem == "bool" ? json(false) : json(0));
+    if (!probe.ok()) return probe.status();
+    std::vector<GgufValue> elements;
+    elements.reserve(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      auto x = Scalar(elem, v[i]);
+      if (!x.ok()) return Status::Error("element " + std::to_string(i) + ": " + x.message());
+      elements.push_back(std::move(x).value());
+    }
+    return GgufValue::Array(probe->type, std::move(elements));
+  }
+  return Scalar(type, v);
+}
+
+Result<std::string> Name(const json& entry, const char* field, const std::string& where) {
+  auto it = entry.find(field);
+  if (it == entry.end()) return Status::Error(where + ": missing \"" + field + "\"");
+  if (!it->is_string())
+    return Status::Error(where + ": \"" + field + "\" must be a string, not " + Kind(*it));
+  const std::string& s = it->get_ref<const std::string&>();
+  if (s.empty()) return Status::Error(where + ": \"" + field + "\" is empty");
+  if (s.size() > kMaxNameBytes)
+    return Status::Error(where + ": \"" + field + "\" is longer than " +
+                         std::to_string(kMaxNameBytes) + " bytes");
+  return s;
+}
+
+Status ParseMetadata(const json& list, Manifest& m) {
+  if (!list.is_array()) return Status::Error("\"metadata\" must be an array, not " + Kind(list));
+  std::set<std::string> seen;
+  for (size_t k = 0; k < list.size(); ++k) {
+    const json& kv = list[k];
+    const std::string where = "metadata[" + std::to_string(k) + "]";
+    if (!kv.is_object()) return Status::Error(where + " must be an object, not " + Kind(kv));
+    auto key = Name(kv, "key", where);
+    if (!key.ok()) return key.status();
+    const std::string at = "key '" + Printable(*key) + "'";
+    if (!seen.insert(*key).second) return Status::Error(at + " appears twice");
+    auto type = Name(kv, "type", at);
+    if (!type.ok()) return type.status();
+    auto value = kv.find("value");
+    if (value == kv.end()) return Status::Error(at + ": missing \"value\"");
+    auto v = Value(*type, *value);
+    if (!v.ok()) return Status::Error(at + ": " + v.message());
+    if (*key == gguf_internal::kAlignmentKey) {
+      if (v->type != GgufType::kUint32 || !gguf_internal::IsPowerOfTwo(v->u) ||
+          v->u > kManifestMaxAlignment) {
+        return Status::Error(at + ": must be a uint32 power of two up to " +
+                             std::to_string(kManifestMaxAlignment));
+      }
+    }
+    m.metadata.push_back(GgufKv{*key, std::move(v).value()});
+  }
+  return Status::Ok();
+}
+
+Status ParseTensors(const json& list, Manifest& m) {
+  if (!list.is_array()) return Status::Error("\"tensors\" must be an array, not " + Kind(list));
+  std::set<std::string> seen;
+  for (size_t t = 0; t < list.size(); ++t) {
+    const json& e = list[t];
+    const std::string where = "tensors[" + std::to_string(t) + "]";
+    if (!e.is_object()) return Status::Error(where + " must be an object, not " + Kind(e));
+    auto name = Name(e, "name", where);
+    if (!name.ok()) return name.status();
+    ManifestTensor out;
+    out.name = *name;
+    const std::string at = "tensor '" + Printable(out.name) + "'";
+    if (!seen.insert(out.name).second) return Status::Error(at + " appears twice");
+    if (auto dt = e.find("dtype"); dt != e.end() && !(dt->is_string() && *dt == "F32"))
+      return Status::Error(at + ": only F32 input data is supported (dtype " + dt->dump() + ")");
+    auto ne = e.find("ne");
+    if (ne == e.end() || !ne->is_array() || ne->empty() || ne->size() > gguf_internal::kMaxDims)
+      return Status::Error(at + ": \"ne\" must be an array of 1 to " +
+                           std::to_string(gguf_internal::kMaxDims) + " dimensions");
+    uint64_t n = 1;
+    for (const json& d : *ne) {
+      auto dim = Integer(d, GgufType::kInt64, 1, kManifestMaxElements, true);
+      if (!dim.ok())
+        return Status::Error(at + ": dimension " + d.dump() + " must be an integer >= 1");
+      n *= static_cast<uint64_t>(dim->i);
+      if (n > kManifestMaxElements)
+        return Status::Error(at + ": more than " + std::to_string(kManifestMaxElements) +
+                             " elements");
+      out.ne.push_back(dim->i);
+    }
+    out.n_elements = n;
+    auto off = e.find("offset");
+    if (off == e.end()) return Status::Error(at + ": missing \"offset\"");
+    auto offset = Integer(*off, GgufType::kUint64, 0, std::numeric_limits<uint64_t>::max(), false);
+    if (!offset.ok()) return Status::Error(at + ": \"offset\": " + offset.message());
+    out.offset = offset->u;
+    m.tensors.push_back(std::move(out));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Manifest> ParseManifest(std::string_view json_text, const std::string& name) {
+  json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return Status::Error(name + ": not valid JSON");
+  if (!root.is_object())
+    return Status::Error(name + ": the manifest must be a JSON object, not " + Kind(root));
+  Manifest m;
+  if (auto d = root.find("data"); d != root.end()) {
+    if (!d->is_string() || d->get_ref<const std::string&>().empty() ||
+        d->get_ref<const std::string&>().find('\0') != std::string::npos)
+      return Status::Error(name + ": \"data\" must be a file name, not " + d->dump());
+    m.data_file = d->get<std::string>();
+  }
+  for (const char* field : {"metadata", "tensors"}) {
+    if (!root.contains(field)) return Status::Error(name + ": missing \"" + field + "\"");
+  }
+  if (Status s = ParseMetadata(root["metadata"], m); !s.ok())
+    return Status::Error(name + ": " + s.message());
+  if (Status s = ParseTensors(root["tensors"], m); !s.ok())
+    return Status::Error(name + ": " + s.message());
+  return m;
+}
+
+Result<GgufWriter> BuildGguf(const Manifest& manifest, GgmlType type, uint64_t blob_bytes,
+                             const BlobReader& read) {
+  GgufWriter w;
+  for (const GgufKv& kv : manifest.metadata) w.Add(kv.key, kv.value);
+  const auto info = TypeInfo(type);
+  if (!info || !info->computable) return Status::Error("unsupported tensor type");
+  for (const ManifestTensor& t : manifest.tensors) {
+    const std::string at = "tensor '" + Printable(t.name) + "'";
+    if (t.offset > blob_bytes || t.n_elements > (blob_bytes - t.offset) / 4) {
+      return Status::Error(at + ": " + std::to_string(t.n_elements) + " floats at byte " +
+                           std::to_string(t.offset) + " run past the end of " +
+                           Printable(manifest.data_file) + " (" + std::to_string(blob_bytes) +
+                           " bytes)");
+    }
+    std::vector<float> f(t.n_elements);
+    if (Status s = read(t.offset, f); !s.ok()) return s;
+    for (float x : f) {
+      if (!std::isfinite(x)) return Status::Error(at + ": data holds NaN or infinity");
+    }
+    // Matrices take the requested type when their rows fit its blocks; vectors stay F32.
+    GgmlType tt = GgmlType::kF32;
+    if (t.ne.size() >= 2 && t.ne[0] % info->block_size == 0) tt = type;
+    const int64_t cols = t.ne[0];
+    const int64_t rows = static_cast<int64_t>(t.n_elements) / cols;
+    const size_t rb = quant::RowBytes(tt, cols);
+    std::vector<uint8_t> bytes(rb * static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      quant::QuantizeRow(tt, f.data() + r * cols, bytes.data() + rb * static_cast<size_t>(r), cols);
+    }
+    if (Status s = w.AddTensor(t.name, tt, t.ne, std::move(bytes)); !s.ok()) return s;
+  }
+  if (Status s = w.Validate(); !s.ok()) return s;
+  return w;
+}
+
+}  // namespace primekv::cli

@@ -1,0 +1,213 @@
+#include "cli/options.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <system_error>
+#include <thread>
+
+#include "primekv/press.h"
+
+namespace primekv::cli {
+
+namespace {
+
+std::string Quoted(std::string_view text) { return "'" + Printable(text, 40) + "'"; }
+
+std::string FormatReal(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+// Wraps a Result-returning check as a CLI11 validator (an empty string means valid).
+template <typename Fn>
+CLI::Validator MakeValidator(Fn fn, std::string description) {
+  return CLI::Validator(
+      [fn](std::string& text) -> std::string {
+        Status s = fn(text);
+        return s.ok() ? std::string() : s.message();
+      },
+      std::move(description));
+}
+
+}  // namespace
+
+std::string Printable(std::string_view text, size_t max_shown) {
+  constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size() && i < max_shown; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (text.size() > max_shown) out += "...";
+  return out;
+}
+
+Result<int64_t> ParseInteger(std::string_view text, int64_t lo, int64_t hi) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ptr != end || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+    return Status::Error(Quoted(text) + " is not an integer");
+  }
+  if (ec == std::errc::result_out_of_range || v < lo || v > hi) {
+    return Status::Error(Quoted(text) + " is outside [" + std::to_string(lo) + ", " +
+                         std::to_string(hi) + "]");
+  }
+  return v;
+}
+
+Result<uint64_t> ParseUnsigned(std::string_view text) {
+  uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  if (!text.empty() && text[0] == '-') {
+    return Status::Error(Quoted(text) + " is negative (give 0 to 18446744073709551615)");
+  }
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ptr != end || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+    return Status::Error(Quoted(text) + " is not an integer");
+  }
+  if (ec == std::errc::result_out_of_range) {
+    return Status::Error(Quoted(text) + " is larger than 18446744073709551615");
+  }
+  return v;
+}
+
+Result<double> ParseReal(std::string_view text) {
+  double v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ptr != end || ec != std::errc()) {
+    return Status::Error(Quoted(text) + " is not a finite number");
+  }
+  if (!std::isfinite(v)) return Status::Error(Quoted(text) + " is not a finite number");
+  return v;
+}
+
+CLI::Validator IntegerIn(int64_t lo, int64_t hi) {
+  return MakeValidator([lo, hi](const std::string& t) { return ParseInteger(t, lo, hi).status(); },
+                       "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+CLI::Validator Seed() {
+  return MakeValidator([](const std::string& t) { return ParseUnsigned(t).status(); }, "UINT64");
+}
+
+CLI::Validator RealIn(double lo, double hi, bool lo_open, bool hi_open) {
+  const std::string range = std::string(lo_open ? "(" : "[") + FormatReal(lo) + ", " +
+                            FormatReal(hi) + (hi_open ? ")" : "]");
+  return MakeValidator(
+      [=](const std::string& t) -> Status {
+        auto v = ParseReal(t);
+        if (!v.ok()) return v.status();
+        const bool below = lo_open ? !(*v > lo) : !(*v >= lo);
+        const bool above = hi_open ? !(*v < hi) : !(*v <= hi);
+        if (below || above) return Status::Error(Quoted(t) + " is outside " + range);
+        return Status::Ok();
+      },
+      "REAL in " + range);
+}
+
+int MaxThreads() {
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::min(4u * hw, 4096u));
+}
+
+CLI::Validator Threads() {
+  return MakeValidator(
+      [](const std::string& t) -> Status {
+        auto v = ParseInteger(t, 0, std::numeric_limits<int64_t>::max());
+        if (!v.ok()) return v.status();
+        if (*v > MaxThreads()) {
+          return Status::Error(Quoted(t) + " is more than " + std::to_string(MaxThreads()) +
+                               " (4 x the hardware threads; 0 means all cores)");
+        }
+        return Status::Ok();
+      },
+      "INT in [0, " + std::to_string(MaxThreads()) + "]");
+}
+
+CLI::Validator OneOf(std::initializer_list<std::string_view> words) {
+  std::vector<std::string> list(words.begin(), words.end());
+  std::string joined;
+  for (const auto& w : list) joined += (joined.empty() ? "" : " | ") + w;
+  return MakeValidator(
+      [list, joined](const std::string& t) -> Status {
+        for (const auto& w : list)
+          if (t == w) return Status::Ok();
+        return Status::Error(Quoted(t) + " is not one of " + joined);
+      },
+      joined);
+}
+
+CLI::Validator PressList(bool single) {
+  return MakeValidator(
+      [single](const std::string& t) -> Status {
+        auto items = SplitPressList(t);
+        if (!items.ok()) return items.status();
+        if (single && items->size() != 1) {
+          return Status::Error(Quoted(t) + " lists " + std::to_string(items->size()) +
+                               " presses; give one");
+        }
+        for (const std::string& item : *items) {
+          auto spec = ParsePressSpec(item);
+          if (!spec.ok()) return spec.status();
+          auto press = MakePress(*spec);
+          if (!press.ok()) return press.status();
+        }
+        return Status::Ok();
+      },
+      single ? "PRESS" : "PRESS[;PRESS...]");
+}
+
+CLI::Option* AddKvType(CLI::App& cmd, KvDType& out) {
+  auto* opt = cmd.add_option_function<std::string>(
+      "--kv-type",
+      [&out](const std::string& t) { out = t == "f32" ? KvDType::kF32 : KvDType::kF16; },
+      std::string("KV storage: f16 | f32 (default ") + KvDTypeName(out) + ")");
+  opt->check(OneOf({"f16", "f32"}));
+  return opt;
+}
+
+Result<std::string> ReadRegularFile(const std::string& path, std::string_view what) {
+  const std::string name = std::string(what) + " '" + Printable(path, 200) + "'";
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; the type check follows.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return Status::Error("cannot read " + name + ": " + std::strerror(errno));
+  struct stat st = {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::Error("cannot read " + name + ": " +
+                         (S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file"));
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return Status::Error("cannot read " + name + ": " + std::strerror(err));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+}  // namespace primekv::cli

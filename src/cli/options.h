@@ -1,0 +1,49 @@
+// Command-line value checks shared by every subcommand. Each check is a CLI11 validator, so a bad
+// value is a usage error: main prints "primekv: --option: why" on one line and exits 2.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "primekv/kv_cache.h"
+#include "primekv/status.h"
+
+namespace primekv::cli {
+
+// Strict parsers behind the validators (exposed for tests): decimal digits with an optional
+// leading '-', nothing else; reals must be finite. Messages quote the text, escaped.
+Result<int64_t> ParseInteger(std::string_view text, int64_t lo, int64_t hi);
+Result<uint64_t> ParseUnsigned(std::string_view text);
+Result<double> ParseReal(std::string_view text);
+
+// An integer in [lo, hi].
+CLI::Validator IntegerIn(int64_t lo, int64_t hi);
+// A seed: any integer in [0, 2^64 - 1].
+CLI::Validator Seed();
+// A finite real in [lo, hi] (or (lo, hi) ends when open).
+CLI::Validator RealIn(double lo, double hi, bool lo_open = false, bool hi_open = false);
+// Threads: 0 (= all cores) up to MaxThreads().
+CLI::Validator Threads();
+int MaxThreads();  // 4 x the hardware threads
+// One of the given words.
+CLI::Validator OneOf(std::initializer_list<std::string_view> words);
+// A press list ("a;b:k=v,k2=v2" or "a,b:k=v,k2=v2", see SplitPressList) whose every press exists
+// and takes the given parameters; `single` demands exactly one press.
+CLI::Validator PressList(bool single);
+
+// Adds --kv-type (f16 | f32) writing into `out`; `out` holds the default.
+CLI::Option* AddKvType(CLI::App& cmd, KvDType& out);
+
+// Reads a whole regular file (not a directory, FIFO or device: those are refused without
+// blocking). `what` names the file's role in messages ("--text-file", "manifest").
+Result<std::string> ReadRegularFile(const std::string& path, std::string_view what);
+
+// Escapes bytes outside printable ASCII as \xNN and shortens long text, for messages that echo
+// user or file input.
+std::string Printable(std::string_view text, size_t max_shown = 80);
+
+}  // namespace primekv::cli
