@@ -50,6 +50,7 @@ struct PipelineReport {
   size_t kv_bytes_compressed = 0;  // after the first compression
   size_t kv_bytes_peak = 0;
   size_t kv_bytes_final = 0;            // when the last turn ends
+  size_t kv_bytes_reserved = 0;         // pages held from the pool at the end (reservations too)
   std::vector<int64_t> kept_per_layer;  // after the first compression, summed over KV heads
   double context_prefill_ms = 0;
   double score_ms = 0;  // all scoring and selection

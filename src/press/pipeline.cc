@@ -263,6 +263,7 @@ Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compres
       if (!r.ok()) return r.status();
       run.report.turns.push_back(std::move(r).value());
     }
+    run.report.kv_bytes_reserved = run.cache.BytesReserved();
     return run.report;
   }
 
@@ -291,6 +292,7 @@ Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compres
   }
   run.report.kv_bytes_peak = std::max(run.report.kv_bytes_peak, run.cache.PeakBytesInUse());
   run.report.kv_bytes_final = run.cache.BytesInUse();
+  run.report.kv_bytes_reserved = run.cache.BytesReserved();
   if (run.report.kv_bytes_compressed == 0)
     run.report.kv_bytes_compressed = run.report.kv_bytes_full;
   return run.report;
