@@ -128,6 +128,21 @@ Status CheckAndRecordConfig(const std::filesystem::path& dir, const json& curren
   return Status::Ok();
 }
 
+// Tokens EncodeConversation adds to a sample of `turns` turns beyond its text encoded in one
+// piece (separators, chat template), plus one per turn for merges that differ at the joins.
+int RunnerOverhead(const Tokenizer& tok, bool chat, int turns) {
+  const std::vector<std::string> qs(static_cast<size_t>(turns), "Question?"),
+      prefixes(static_cast<size_t>(turns), "Answer:");
+  const ConversationTokens conv = EncodeConversation(tok, chat, "Context.", qs, prefixes);
+  size_t encoded = conv.context.size();
+  std::string plain = "Context.";
+  for (int t = 0; t < turns; ++t) plain += "Question?Answer:";
+  for (const auto& turn : conv.turns) encoded += turn.size();
+  const int64_t extra = static_cast<int64_t>(encoded) -
+                        static_cast<int64_t>(tok.Encode(plain, /*add_bos=*/true).size());
+  return static_cast<int>(std::max<int64_t>(0, extra)) + turns;
+}
+
 }  // namespace
 
 TaskOptions TaskOptionsFor(const Model& model, const EvalRunSpec& spec, std::string_view task,
@@ -140,6 +155,11 @@ TaskOptions TaskOptionsFor(const Model& model, const EvalRunSpec& spec, std::str
   to.max_new_tokens = spec.max_new_tokens;
   to.file_samples = task.find(':') != std::string_view::npos ? spec.samples : 0;
   to.warnings = warnings;
+  // Generated samples are fitted to --length as plain text; the runner adds turn separators (and
+  // the chat template), so their tokens are reserved: a sample of --length = the context size
+  // must still fit once encoded as a conversation.
+  to.reserved_tokens =
+      RunnerOverhead(model.tokenizer(), spec.chat, task == "multiturn" ? to.multiturn_facts : 1);
   // LongBench cuts the middle of documents to fit; 64 tokens are left for the chat template.
   const auto ctx = ResolveContextSize(model.config(), spec.ctx_size, spec.allow_ctx_overflow);
   to.max_context_tokens = ctx.ok() ? std::max(1, *ctx - 64) : 0;
