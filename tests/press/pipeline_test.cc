@@ -2,6 +2,7 @@
 #include "primekv/pipeline.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <functional>
@@ -14,11 +15,15 @@ namespace primekv {
 namespace {
 
 const Model& LoadRandom(const RandomModelSpec& spec, const char* name) {
-  const auto path = std::filesystem::temp_directory_path() / name;
+  // One file per process: ctest runs this file's tests as parallel processes, and two writers
+  // of one path race on its temporary file.
+  const auto path =
+      std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name);
   Status s = WriteRandomModel(spec, path);
   Check(s.ok(), "random model");
   auto m = Model::Load(path);
   Check(m.ok(), "load random model");
+  std::filesystem::remove(path);  // the mapping stays valid
   return *new Model(std::move(m).value());
 }
 
