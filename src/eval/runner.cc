@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <sstream>
 
 #include "eval/internal.h"
 #include "eval/results.h"
@@ -31,7 +30,7 @@ std::string RatioText(double r) {
 }
 
 std::string UnitKey(const std::string& task, const std::string& id, const std::string& press,
-                    double ratio, const std::string& mode, uint64_t seed, int length) {
+                    double ratio, const std::string& mode, uint64_t seed, int64_t length) {
   return task + "|" + id + "|" + press + "|" + RatioText(ratio) + "|" + mode + "|" +
          std::to_string(seed) + "|" + std::to_string(length);
 }
