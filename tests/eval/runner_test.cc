@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "eval/run_config.h"
 #include "primekv/eval_runner.h"
 
 namespace primekv {
@@ -277,6 +278,45 @@ TEST(EvalRunner, BadResultLinesAreReportedAndSkipped) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 3);
   EXPECT_NE(Slurp(spec.out / "report.md").find("(4 unusable lines of results.jsonl"),
             std::string::npos);
+}
+
+TEST(RunConfig, HashIsStreamingAndSeesEveryByte) {
+  std::vector<unsigned char> data(100000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 131 + 7);
+  eval_internal::Mix64 whole;
+  whole.Update(data.data(), data.size());
+  // Any split of the stream gives the same digest.
+  for (size_t step : {1, 7, 31, 32, 33, 4096}) {
+    eval_internal::Mix64 parts;
+    for (size_t i = 0; i < data.size(); i += step)
+      parts.Update(data.data() + i, std::min(step, data.size() - i));
+    EXPECT_EQ(parts.Digest(), whole.Digest()) << step;
+  }
+  // A flipped bit anywhere (head, middle, the unaligned tail) or a dropped byte changes it.
+  for (size_t at : {size_t{0}, size_t{50000}, data.size() - 1}) {
+    auto changed = data;
+    changed[at] ^= 1;
+    eval_internal::Mix64 h;
+    h.Update(changed.data(), changed.size());
+    EXPECT_NE(h.Digest(), whole.Digest()) << at;
+  }
+  eval_internal::Mix64 shorter;
+  shorter.Update(data.data(), data.size() - 1);
+  EXPECT_NE(shorter.Digest(), whole.Digest());
+  // The file fingerprint of a small file hashes it whole.
+  const auto path = std::filesystem::temp_directory_path() / "primekv_mix64_test.bin";
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  auto fp = eval_internal::FingerprintFile(path);
+  ASSERT_TRUE(fp.ok()) << fp.message();
+  EXPECT_EQ(fp->size, data.size());
+  EXPECT_EQ(fp->scheme, "mix64-full");
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(whole.Digest()));
+  EXPECT_EQ(fp->hash, hex);
+  std::filesystem::remove(path);
+  EXPECT_FALSE(eval_internal::FingerprintFile(path).ok());
+  EXPECT_FALSE(eval_internal::FingerprintFile(std::filesystem::temp_directory_path()).ok());
 }
 
 TEST(EvalRunner, WritesReportsAndResumes) {
