@@ -100,6 +100,21 @@ Status WriteEvalReport(const std::filesystem::path& dir, std::vector<std::string
         "(`none`) is the "
         "ratio-0 baseline. Regenerate with `primekv eval ... --out "
      << dir.string() << "`.\n\n";
+  // The settings the rows were made with (config.json, written by the runner).
+  if (std::ifstream config_in(dir / "config.json"); config_in) {
+    const json config = json::parse(config_in, nullptr, /*allow_exceptions=*/false);
+    if (config.is_object() && config.contains("model") && config["model"].is_object() &&
+        config.contains("settings") && config["settings"].is_object()) {
+      const json& m = config["model"];
+      md << "Model `" << m.value("path", std::string("?")) << "` ("
+         << m.value("size", json()).dump() << " bytes, " << m.value("scheme", std::string("?"))
+         << " hash " << m.value("hash", std::string("?")) << "). Settings:";
+      for (const auto& [key, value] : config["settings"].items()) {
+        if (!value.is_null()) md << " `--" << key << " " << value.dump() << "`";
+      }
+      md << ".\n\n";
+    }
+  }
   if (!over.empty()) {
     md << "## Samples that did not fit the context (not scored)\n\nThese samples need more "
           "tokens (prompt + answer) than the context size; they were not run and are left out "

@@ -67,7 +67,7 @@ Result<json> CurrentConfig(const EvalRunSpec& spec, int ctx_size) {
     auto fp = eval_internal::FingerprintFile(spec.model_path);
     if (!fp.ok()) return fp.status();
     std::error_code ec;
-    const auto abs = std::filesystem::absolute(spec.model_path, ec);
+    const auto abs = std::filesystem::weakly_canonical(spec.model_path, ec);
     model = {{"path", (ec ? spec.model_path : abs).string()},
              {"size", fp->size},
              {"hash", fp->hash},
