@@ -30,6 +30,8 @@ def main():
     with open(os.path.join(args.dir, "results.jsonl")) as f:
         for line in f:
             j = json.loads(line)
+            if not isinstance(j, dict) or j.get("status", "ok") != "ok":
+                continue  # over_context rows have no score (and bad lines are not rows)
             rows[(short(j["task"]), j["press"], float(j["ratio"]))].append(float(j["score"]))
     tasks = sorted({t for t, _, _ in rows})
     if args.tasks:

@@ -50,8 +50,9 @@ struct TaskOptions {
   int max_new_tokens = 0;   // > 0 replaces every task's default
   int reserved_tokens = 0;  // taken off target_tokens for what the runner adds (chat template)
   int multiturn_facts = 4;  // multiturn: facts hidden in the context, one turn each
-  // longbench: a prompt (context + question + answer prefix) longer than this many tokens keeps
-  // the first and last halves of its context's tokens. 0 = no limit.
+  // longbench: a prompt (context + question + answer prefix) whose tokens plus the answer's
+  // max_new_tokens exceed this keeps the first and last halves of its context's tokens.
+  // 0 = no limit.
   int max_context_tokens = 0;
   int file_samples = 0;  // file tasks: keep the first N valid samples (0 = all)
   // File tasks append one "PATH:LINE: reason" per skipped line here when set.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,11 +32,24 @@ struct EvalRunSpec {
   int threads = 0;
   bool progress = true;
   std::filesystem::path out;
+  // The model file, recorded (path, size, content hash) in DIR/config.json so that a resumed run
+  // cannot mix rows of another model. Empty: recorded as "(unknown)" and never matched.
+  std::filesystem::path model_path;
+  // Context size in tokens (0 = the model's trained context). A sample whose prompt and answers
+  // need more is not run: its rows say "over_context". Above the trained context only with
+  // allow_ctx_overflow.
+  int ctx_size = 0;
+  bool allow_ctx_overflow = false;
+  // Called with each warning as it happens (bad task lines, samples over the context, unusable
+  // results.jsonl lines); every warning is also kept in the summary.
+  std::function<void(const std::string&)> on_warning;
 };
 
 struct EvalRunSummary {
-  int computed = 0;  // (sample, press, ratio) units run now
-  int skipped = 0;   // units found finished in results.jsonl
+  int computed = 0;      // (sample, press, ratio) units run now
+  int skipped = 0;       // units found finished in results.jsonl
+  int over_context = 0;  // samples (of this run's tasks) that did not fit the context size
+  int ctx_size = 0;      // the context size used
   std::vector<std::string> warnings;
 };
 
@@ -45,7 +59,9 @@ Result<EvalRunSummary> RunEvaluation(const Model& model, const EvalRunSpec& spec
 // below its context); warnings from file tasks are appended to `warnings` when given.
 TaskOptions TaskOptionsFor(const Model& model, const EvalRunSpec& spec, std::string_view task,
                            std::vector<std::string>* warnings = nullptr);
-// Rebuilds results.csv, report.md and plots from DIR/results.jsonl.
-Status WriteEvalReport(const std::filesystem::path& dir);
+// Rebuilds results.csv, report.md and plots from DIR/results.jsonl. Unusable lines are skipped,
+// each with a "FILE:LINE: reason" appended to `warnings` when given.
+Status WriteEvalReport(const std::filesystem::path& dir,
+                       std::vector<std::string>* warnings = nullptr);
 
 }  // namespace primekv

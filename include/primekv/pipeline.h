@@ -50,6 +50,7 @@ struct PipelineReport {
   size_t kv_bytes_compressed = 0;  // after the first compression
   size_t kv_bytes_peak = 0;
   size_t kv_bytes_final = 0;            // when the last turn ends
+  size_t kv_bytes_reserved = 0;         // pages held from the pool at the end (reservations too)
   std::vector<int64_t> kept_per_layer;  // after the first compression, summed over KV heads
   std::vector<int64_t> entries_per_layer_final;  // when the last turn ends, summed over KV heads
   double context_prefill_ms = 0;
@@ -70,6 +71,19 @@ Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& ne
                                         const KvCacheOptions& kv, std::span<const Token> context,
                                         ThreadPool& pool);
 PressNeeds UnionNeeds(const PressNeeds& a, const PressNeeds& b);
+
+// Context size (docs/reliability-eval.md): the most positions a run may use.
+inline constexpr int kMaxContextSize = 1 << 24;
+// `requested` tokens, or the model's trained context when 0. Above the trained context only with
+// allow_overflow, and then *warning (when given) says so. Errors name --ctx-size.
+Result<int> ResolveContextSize(const ModelConfig& config, int64_t requested, bool allow_overflow,
+                               std::string* warning = nullptr);
+// Positions a conversation occupies: the context, then each turn's question and max_new_tokens
+// answer tokens, summed over turns in kMultiTurn (answers stay in the cache), else the largest
+// turn (turns are answered independently). No questions: one answer after the context.
+int64_t ConversationPositions(CompressionMode mode, int64_t context_tokens,
+                              const std::vector<std::vector<Token>>& questions,
+                              int64_t max_new_tokens);
 
 // Runs one conversation: `context` (with BOS if wanted) then each question in order.
 // kContext and kChunked answer questions independently from the same compressed context;

@@ -23,7 +23,9 @@ int DumpTasks(const Model& model, const EvalRunSpec& spec, const std::string& pa
   if (!out) return Fail("cannot write '" + path + "'");
   int n = 0;
   for (const auto& task : spec.tasks) {
-    auto samples = GenerateTask(task, TaskOptionsFor(model, spec, task));
+    std::vector<std::string> warnings;
+    auto samples = GenerateTask(task, TaskOptionsFor(model, spec, task, &warnings));
+    for (const auto& w : warnings) std::fprintf(stderr, "primekv: warning: %s\n", w.c_str());
     if (!samples.ok()) return Fail("task " + task + ": " + samples.message());
     for (const EvalSample& s : *samples) {
       nlohmann::json j;
@@ -104,6 +106,11 @@ void AddEval(CLI::App& app, Runner& run) {
                                "Write the generated samples to this jsonl file (the jsonl:PATH "
                                "format) and exit");
   out->excludes(dump);
+  cmd->add_option("-c,--ctx-size", a->spec.ctx_size,
+                  "Context size in tokens (0 = the model's trained context); samples "
+                  "that need more are not run and are reported as over_context");
+  cmd->add_flag("--allow-ctx-overflow", a->spec.allow_ctx_overflow,
+                "Allow --ctx-size above the model's trained context (warns)");
 
   cmd->callback([&run, a] {
     run = [a] {
@@ -119,14 +126,26 @@ void AddEval(CLI::App& app, Runner& run) {
       a->spec.presses = std::move(presses);
       a->spec.out = a->out;
       a->spec.progress = !a->quiet;
+
+      if (a->spec.samples < 1)
+        return Fail("--samples must be >= 1 (file tasks: the first N valid samples)");
+      a->spec.model_path = a->model;
+      // Warnings appear as they happen (a bad task line before hours of running, not after).
+      a->spec.on_warning = [](const std::string& w) {
+        std::fprintf(stderr, "primekv: warning: %s\n", w.c_str());
+      };
       auto model = Model::Load(a->model);
       if (!model.ok()) return Fail(model.message());
       if (!a->dump.empty()) return DumpTasks(*model, a->spec, a->dump);
       auto summary = RunEvaluation(*model, a->spec);
       if (!summary.ok()) return Fail(summary.message());
-      for (const auto& w : summary->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-      std::fprintf(stderr, "eval: %d units run, %d already done; report in %s/report.md\n",
-                   summary->computed, summary->skipped, a->out.c_str());
+      std::fprintf(stderr, "eval: %d units run, %d already done", summary->computed,
+                   summary->skipped);
+      if (summary->over_context > 0) {
+        std::fprintf(stderr, "; %d samples over the context size of %d tokens (not scored)",
+                     summary->over_context, summary->ctx_size);
+      }
+      std::fprintf(stderr, "; report in %s/report.md\n", a->out.c_str());
       return 0;
     };
   });

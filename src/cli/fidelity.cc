@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "primekv/pipeline.h"
 #include "primekv/press.h"
 #include "primekv/progress.h"
 
@@ -24,6 +25,8 @@ struct FidelityArgs {
   int context = 384, continuation = 64, contexts = 20, threads = 0;
   bool json = false;
   KvDType kv_type = KvDType::kF32;
+  int64_t ctx_size = 0;
+  bool allow_ctx_overflow = false;
 };
 
 int RunFidelity(const FidelityArgs& a) {
@@ -38,6 +41,18 @@ int RunFidelity(const FidelityArgs& a) {
   auto model = Model::Load(a.model);
   if (!model.ok()) return Fail(model.message());
   const Tokenizer& tok = model->tokenizer();
+  std::string ctx_note;
+  auto ctx_size = ResolveContextSize(model->config(), a.ctx_size, a.allow_ctx_overflow, &ctx_note);
+  if (!ctx_size.ok()) return Fail(ctx_size.message());
+  if (!ctx_note.empty()) std::fprintf(stderr, "primekv: warning: %s\n", ctx_note.c_str());
+  if (int64_t{a.context} + a.continuation > *ctx_size) {
+    return Fail("--context " + std::to_string(a.context) + " + --continuation " +
+                std::to_string(a.continuation) + " tokens exceed the context size of " +
+                std::to_string(*ctx_size) +
+                (a.ctx_size == 0 ? " (the model's trained context; -c N --allow-ctx-overflow runs "
+                                   "past it)"
+                                 : " (-c)"));
+  }
   const std::vector<Token> text = tok.Encode(*raw, false);
   const size_t window = static_cast<size_t>(a.context - 1 + a.continuation);
   const size_t available = text.size() / window;
@@ -120,6 +135,11 @@ void AddFidelity(CLI::App& app, Runner& run) {
   AddKvType(*cmd, a->kv_type);
   cmd->add_option("-t,--threads", a->threads)->check(Threads())->capture_default_str();
   cmd->add_flag("--json", a->json);
+  cmd->add_option("-c,--ctx-size", a->ctx_size,
+                  "Context size in tokens (0 = the model's trained context); "
+                  "--context + --continuation must fit");
+  cmd->add_flag("--allow-ctx-overflow", a->allow_ctx_overflow,
+                "Allow -c above the model's trained context (warns)");
   cmd->callback([&run, a] { run = [a] { return RunFidelity(*a); }; });
 }
 

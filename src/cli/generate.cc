@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -36,21 +37,33 @@ struct GenerateArgs {
   int chunk = 512;
   int interval = 512;
   KvDType kv_type = KvDType::kF16;
+  int64_t ctx_size = 0;
+  bool allow_ctx_overflow = false;
 };
 
-Result<std::string> ReadFile(const std::string& path) {
+// Reads to EOF (so /proc files, whose size reads as 0, and pipes work); a directory or a file
+// with no bytes is an error, not an empty prompt.
+Result<std::string> ReadFile(const std::string& path, const char* option) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Status::Error(std::string(option) + " '" + path + "' is a directory");
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error("cannot read '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  if (!in) return Status::Error(std::string(option) + ": cannot read '" + path + "'");
+  std::string text;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof(buf)) || in.gcount() > 0)
+    text.append(buf, static_cast<size_t>(in.gcount()));
+  if (in.bad()) return Status::Error(std::string(option) + ": error reading '" + path + "'");
+  if (text.empty()) return Status::Error(std::string(option) + " '" + path + "' is empty");
+  return text;
 }
 
 int RunGenerate(const GenerateArgs& a) {
   std::string context = a.prompt;
-  for (const auto* path : {&a.prompt_file, &a.context_file}) {
+  for (const auto& [path, option] :
+       {std::pair{&a.prompt_file, "--prompt-file"}, std::pair{&a.context_file, "--context-file"}}) {
     if (path->empty()) continue;
-    auto text = ReadFile(*path);
+    auto text = ReadFile(*path, option);
     if (!text.ok()) return Fail(text.message());
     context = *text;
   }
@@ -78,6 +91,32 @@ int RunGenerate(const GenerateArgs& a) {
   }
   auto [ctx_ids, q_ids] = EncodeConversation(tok, a.chat, context, a.questions, prefixes);
   if (ctx_ids.empty()) return Fail("the prompt encodes to no tokens");
+  // Everything must fit the context size: the prompt or it is an error, the answers or -n is cut.
+  std::string ctx_note;
+  auto ctx_size = ResolveContextSize(model->config(), a.ctx_size, a.allow_ctx_overflow, &ctx_note);
+  if (!ctx_size.ok()) return Fail(ctx_size.message());
+  if (!ctx_note.empty()) std::fprintf(stderr, "primekv: warning: %s\n", ctx_note.c_str());
+  const int64_t prompt =
+      ConversationPositions(*mode, static_cast<int64_t>(ctx_ids.size()), q_ids, 0);
+  const int64_t answers = *mode == CompressionMode::kMultiTurn && q_ids.size() > 1
+                              ? static_cast<int64_t>(q_ids.size())
+                              : 1;
+  if (prompt > *ctx_size || (a.n > 0 && prompt + answers > *ctx_size)) {
+    return Fail("the prompt is " + std::to_string(prompt) + " tokens, " +
+                (prompt > *ctx_size ? "more than" : "leaving no room to generate in") +
+                " the context size of " + std::to_string(*ctx_size) +
+                (a.ctx_size == 0 ? " (the model's trained context; -c N --allow-ctx-overflow runs "
+                                   "past it)"
+                                 : " (-c)"));
+  }
+  int n = a.n;
+  if (ConversationPositions(*mode, static_cast<int64_t>(ctx_ids.size()), q_ids, n) > *ctx_size) {
+    n = static_cast<int>((*ctx_size - prompt) / answers);
+    std::fprintf(stderr,
+                 "primekv: note: -n %d cut to %d tokens per answer: the prompt takes %lld of the "
+                 "context size of %d tokens\n",
+                 a.n, n, static_cast<long long>(prompt), *ctx_size);
+  }
 
   ThreadPool pool(a.threads);
   Compressor compressor(*model, std::move(press).value());
@@ -86,7 +125,7 @@ int RunGenerate(const GenerateArgs& a) {
   opts.mode = *mode;
   opts.chunk = a.chunk;
   opts.interval = a.interval;
-  opts.max_new_tokens = a.n;
+  opts.max_new_tokens = n;
   opts.sampler = {a.temp, a.top_k, a.top_p, a.seed};
   opts.kv.dtype = a.kv_type;
   int last_turn = -1;
@@ -182,6 +221,12 @@ void AddGenerate(CLI::App& app, Runner& run) {
   cmd->add_option("--answer-prefix", a->answer_prefixes,
                   "Text the answer starts with, after the question's line (once for all "
                   "questions, or once per question)");
+  cmd->add_option("-c,--ctx-size", a->ctx_size,
+                  "Context size in tokens (0 = the model's trained context); the "
+                  "prompt must fit, and -n is cut to what is left")
+      ->check(IntegerIn(0, std::numeric_limits<int>::max()));
+  cmd->add_flag("--allow-ctx-overflow", a->allow_ctx_overflow,
+                "Allow -c above the model's trained context (warns)");
   cmd->add_option("-n,--n-predict", a->n, "Tokens to generate per turn")
       ->check(IntegerIn(0, std::numeric_limits<int>::max()))
       ->capture_default_str();

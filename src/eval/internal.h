@@ -122,19 +122,29 @@ std::vector<std::string> RulerTaskNames();
 std::optional<int> RulerMaxNewTokens(std::string_view task);
 Result<std::vector<EvalSample>> GenerateRuler(std::string_view task, const TaskOptions& options);
 Result<std::vector<EvalSample>> GenerateMultiTurn(const TaskOptions& options);
-Result<std::vector<EvalSample>> LoadLongBench(const std::string& path, const TaskOptions& options);
-Result<std::vector<EvalSample>> LoadJsonl(const std::string& path, const TaskOptions& options);
-Result<std::vector<EvalSample>> LoadAime(const std::string& path, const TaskOptions& options);
+// File tasks, from the file's text (`path` names it in messages).
+Result<std::vector<EvalSample>> ParseLongBench(const std::string& path, std::string_view text,
+                                               const TaskOptions& options);
+Result<std::vector<EvalSample>> ParseJsonl(const std::string& path, std::string_view text,
+                                           const TaskOptions& options);
+Result<std::vector<EvalSample>> ParseAime(const std::string& path, std::string_view text,
+                                          const TaskOptions& options);
 
 // Parses one non-blank line of a jsonl file (1-based line number) into a sample, or says why not.
 using JsonLineParser = std::function<Result<EvalSample>(const nlohmann::json& line, int line_no)>;
-// Runs `parse` over the file's lines: blank lines are ignored, bad ones skipped with a
-// "PATH:LINE: reason" warning (into options.warnings); no valid line at all is an error.
-Result<std::vector<EvalSample>> LoadJsonLines(const std::string& path, const TaskOptions& options,
-                                              const JsonLineParser& parse);
+// Runs `parse` over the lines of `text`: blank lines are ignored; bad ones (invalid UTF-8 or
+// JSON, with the byte where it goes wrong, or rejected by `parse`) are skipped with a
+// "PATH:LINE: reason" warning (into options.warnings); a repeated sample id is an error naming
+// both lines, and so is a file without any valid line.
+Result<std::vector<EvalSample>> ParseJsonLines(const std::string& path, std::string_view text,
+                                               const TaskOptions& options,
+                                               const JsonLineParser& parse);
+// `text` as a JSON string literal with every non-ASCII or control byte escaped (for messages).
+std::string QuotedForMessage(std::string_view text);
 
-// Reads a file's lines (without '\n'; a trailing '\r' is kept).
-Result<std::vector<std::string>> ReadLines(const std::string& path);
+// Reads a whole file (to EOF, so /proc files and pipes work); a directory or an unreadable
+// file is an error naming it.
+Result<std::string> ReadTextFile(const std::string& path);
 int EffectiveMaxNewTokens(const TaskOptions& options, int task_default);
 
 }  // namespace primekv::eval_internal

@@ -2,6 +2,7 @@
 // per-line warnings shared with the LongBench loader.
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -19,10 +20,51 @@ constexpr int kAimeMaxNew = 2048;
 
 bool IsBlank(std::string_view line) { return PyStrip(line).empty(); }
 
-// A string field, or an integer field written as its decimal text.
-std::optional<std::string> StringOrInteger(const json& j) {
-  if (j.is_string()) return j.get<std::string>();
-  if (j.is_number_integer()) return std::to_string(j.get<long long>());
+// The "id" field: a string, or an integer written as its decimal text.
+Result<std::string> SampleIdField(const json& object) {
+  const auto it = object.find("id");
+  if (it == object.end()) return Status::Error("missing \"id\"");
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_number_unsigned()) return std::to_string(it->get<unsigned long long>());
+  if (it->is_number_integer()) return std::to_string(it->get<long long>());
+  return Status::Error(
+      "\"id\" must be a string or an integer, not " +
+      std::string(it->is_number_float() ? "a fractional number" : it->type_name()));
+}
+
+// Byte offset of the first byte that does not belong to well-formed UTF-8 (no overlongs, no
+// surrogates, at most U+10FFFF), or nullopt.
+std::optional<size_t> FirstInvalidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+    const unsigned c = b(0);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t n = 0;                   // continuation bytes
+    unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      n = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return i;
+    }
+    if (i + n >= s.size()) return i;  // the sequence is cut short by the end of the line
+    if (b(1) < lo || b(1) > hi) return i;
+    for (size_t k = 2; k <= n; ++k) {
+      if (b(k) < 0x80 || b(k) > 0xBF) return i;
+    }
+    i += n + 1;
+  }
   return std::nullopt;
 }
 
@@ -55,10 +97,9 @@ const json* Field(const json& object, const char* name) {
 Result<EvalSample> ParseUserLine(const json& j, const TaskOptions& options) {
   EvalSample s;
   s.task = "jsonl";
-  const json* id = Field(j, "id");
-  const std::optional<std::string> id_text = id ? StringOrInteger(*id) : std::nullopt;
-  if (!id_text) return Status::Error("missing string \"id\"");
-  s.id = *id_text;
+  Result<std::string> id = SampleIdField(j);
+  if (!id.ok()) return id.status();
+  s.id = std::move(id).value();
   const json* context = Field(j, "context");
   if (!context || !context->is_string()) return Status::Error("missing string \"context\"");
   s.context = context->get<std::string>();
@@ -111,10 +152,9 @@ Result<EvalSample> ParseUserLine(const json& j, const TaskOptions& options) {
 Result<EvalSample> ParseAimeLine(const json& j, const TaskOptions& options) {
   EvalSample s;
   s.task = "aime";
-  const json* id = Field(j, "id");
-  const std::optional<std::string> id_text = id ? StringOrInteger(*id) : std::nullopt;
-  if (!id_text) return Status::Error("missing string \"id\"");
-  s.id = *id_text;
+  Result<std::string> id = SampleIdField(j);
+  if (!id.ok()) return id.status();
+  s.id = std::move(id).value();
   const json* problem = Field(j, "problem");
   if (!problem || !problem->is_string()) return Status::Error("missing string \"problem\"");
   const json* answer = Field(j, "answer");
@@ -139,31 +179,45 @@ Result<EvalSample> ParseAimeLine(const json& j, const TaskOptions& options) {
 
 }  // namespace
 
-Result<std::vector<EvalSample>> LoadJsonLines(const std::string& path, const TaskOptions& options,
-                                              const JsonLineParser& parse) {
-  Result<std::vector<std::string>> lines = ReadLines(path);
-  if (!lines.ok()) return lines.status();
+Result<std::vector<EvalSample>> ParseJsonLines(const std::string& path, std::string_view text,
+                                               const TaskOptions& options,
+                                               const JsonLineParser& parse) {
   std::vector<EvalSample> out;
+  std::map<std::string, int> id_line;  // id -> line of its first sample
   std::string first_problem;
   int skipped = 0;
-  for (size_t i = 0; i < lines->size(); ++i) {
+  int line_no = 0;
+  for (size_t begin = 0; begin < text.size();) {
     if (options.file_samples > 0 && static_cast<int>(out.size()) >= options.file_samples) break;
-    const std::string& line = (*lines)[i];
+    size_t end = text.find('\n', begin);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(begin, end - begin);
+    begin = end + 1;
+    ++line_no;
     if (IsBlank(line)) continue;
-    const int line_no = static_cast<int>(i) + 1;
+    const std::string where = path + ":" + std::to_string(line_no) + ": ";
     Result<EvalSample> sample = Status::Error("not a JSON object");
-    const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) {
-      sample = Status::Error("invalid JSON");
-    } else if (j.is_object()) {
-      sample = parse(j, line_no);
+    if (const std::optional<size_t> bad = FirstInvalidUtf8(line)) {
+      sample = Status::Error("invalid UTF-8 at byte " + std::to_string(*bad + 1) + " of the line");
+    } else {
+      try {
+        const json j = json::parse(line);
+        if (j.is_object()) sample = parse(j, line_no);
+      } catch (const json::parse_error& e) {
+        sample = Status::Error("invalid JSON at byte " + std::to_string(e.byte) + " of the line");
+      }
     }
     if (sample.ok()) {
+      const auto [it, fresh] = id_line.emplace(sample->id, line_no);
+      if (!fresh) {
+        return Status::Error(where + "duplicate id " + QuotedForMessage(sample->id) +
+                             " (first on line " + std::to_string(it->second) + ")");
+      }
       out.push_back(std::move(sample).value());
       continue;
     }
     ++skipped;
-    std::string warning = path + ":" + std::to_string(line_no) + ": " + sample.message();
+    std::string warning = where + sample.message();
     if (first_problem.empty()) first_problem = warning;
     if (options.warnings != nullptr) options.warnings->push_back(std::move(warning));
   }
@@ -176,14 +230,21 @@ Result<std::vector<EvalSample>> LoadJsonLines(const std::string& path, const Tas
   return out;
 }
 
-Result<std::vector<EvalSample>> LoadJsonl(const std::string& path, const TaskOptions& options) {
-  return LoadJsonLines(path, options,
-                       [&](const json& j, int) { return ParseUserLine(j, options); });
+Result<std::vector<EvalSample>> ParseJsonl(const std::string& path, std::string_view text,
+                                           const TaskOptions& options) {
+  return ParseJsonLines(path, text, options,
+                        [&](const json& j, int) { return ParseUserLine(j, options); });
 }
 
-Result<std::vector<EvalSample>> LoadAime(const std::string& path, const TaskOptions& options) {
-  return LoadJsonLines(path, options,
-                       [&](const json& j, int) { return ParseAimeLine(j, options); });
+Result<std::vector<EvalSample>> ParseAime(const std::string& path, std::string_view text,
+                                          const TaskOptions& options) {
+  return ParseJsonLines(path, text, options,
+                        [&](const json& j, int) { return ParseAimeLine(j, options); });
+}
+
+std::string QuotedForMessage(std::string_view text) {
+  return json(std::string(text))
+      .dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);
 }
 
 }  // namespace primekv::eval_internal

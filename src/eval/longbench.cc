@@ -268,12 +268,17 @@ Result<EvalSample> ParseLongBenchLine(const json& j, int line_no, const std::str
 
   const Prompt p = MakePrompt(*d, input);
   std::string document = context->get<std::string>();
-  if (options.max_context_tokens > 0) document = TruncateMiddle(p, document, options);
+  turn.max_new_tokens = EffectiveMaxNewTokens(options, d->max_new_tokens);
+  if (options.max_context_tokens > 0) {
+    // The limit covers the answer too, so what is cut to fit also leaves room to reply.
+    TaskOptions fit = options;
+    fit.max_context_tokens = std::max(1, options.max_context_tokens - turn.max_new_tokens);
+    document = TruncateMiddle(p, document, fit);
+  }
   s.task = std::string(d->name);
   s.context = p.before + document + p.after;
   turn.question = p.question;
   turn.answer_prefix = p.answer_prefix;
-  turn.max_new_tokens = EffectiveMaxNewTokens(options, d->max_new_tokens);
   s.turns.push_back(std::move(turn));
   s.metric = std::string(d->metric);
   s.first_line_only = d->first_line_only;
@@ -282,12 +287,13 @@ Result<EvalSample> ParseLongBenchLine(const json& j, int line_no, const std::str
 
 }  // namespace
 
-Result<std::vector<EvalSample>> LoadLongBench(const std::string& path, const TaskOptions& options) {
+Result<std::vector<EvalSample>> ParseLongBench(const std::string& path, std::string_view text,
+                                               const TaskOptions& options) {
   // Lines without a "dataset" field take it from the file name ("qasper.jsonl").
   std::string stem =
       path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
   if (const size_t dot = stem.find('.'); dot != std::string::npos) stem.resize(dot);
-  return LoadJsonLines(path, options, [&](const json& j, int line_no) {
+  return ParseJsonLines(path, text, options, [&](const json& j, int line_no) {
     return ParseLongBenchLine(j, line_no, path, stem, options);
   });
 }

@@ -1,4 +1,5 @@
 // Report files from results.jsonl: results.csv, report.md and PNG plots (gnuplot).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -7,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "eval/results.h"
 #include "primekv/eval_runner.h"
 
 namespace primekv {
@@ -48,41 +50,46 @@ std::string SafeName(const std::string& s) {
 
 }  // namespace
 
-Status WriteEvalReport(const std::filesystem::path& dir) {
-  std::ifstream in(dir / "results.jsonl");
-  if (!in) return Status::Error("no results.jsonl in '" + dir.string() + "'");
+Status WriteEvalReport(const std::filesystem::path& dir, std::vector<std::string>* warnings) {
+  const std::filesystem::path results = dir / "results.jsonl";
+  if (!std::filesystem::is_regular_file(results))
+    return Status::Error("no results.jsonl in '" + dir.string() + "'");
+  std::vector<std::string> bad_lines;
+  const std::vector<eval_internal::ResultRow> rows =
+      eval_internal::ReadResultRows(results, &bad_lines);
+  if (warnings != nullptr) warnings->insert(warnings->end(), bad_lines.begin(), bad_lines.end());
   std::ofstream csv(dir / "results.csv");
-  csv << "task,id,press,ratio,mode,seed,length,turn,score,kv_bytes_full,kv_bytes_compressed,"
-         "prefill_ms,score_ms,"
-         "answer_ms,expected,prediction\n";
+  csv << "task,id,press,ratio,mode,seed,length,turn,status,score,kv_bytes_full,"
+         "kv_bytes_compressed,prefill_ms,score_ms,answer_ms,expected,prediction\n";
   // task -> press -> ratio -> mean score; and per turn for multi-turn tasks.
   std::map<std::string, std::map<std::string, std::map<double, Mean>>> table;
   std::map<std::string, std::map<std::string, std::map<double, std::map<int, Mean>>>> per_turn;
   std::map<std::string, std::map<double, Mean>> average;
+  // task -> ids of samples that did not fit, and the largest need and context size seen.
+  struct OverContext {
+    std::set<std::string> ids;
+    int64_t max_needed = 0, ctx_size = 0;
+  };
+  std::map<std::string, OverContext> over;
   std::set<double> ratios;
-  std::string line;
-  while (std::getline(in, line)) {
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const std::exception&) {
-      continue;  // an interrupted last line
-    }
-    const std::string task = j.value("task", ""), press = j.value("press", "");
-    const double ratio = j.value("ratio", 0.0), score = j.value("score", 0.0);
-    const int turn = j.value("turn", 0);
+  for (const eval_internal::ResultRow& r : rows) {
     std::string expected;
-    for (const auto& e : j.value("expected", std::vector<std::string>{}))
-      expected += (expected.empty() ? "" : " | ") + e;
-    csv << Csv(task) << "," << Csv(j.value("id", "")) << "," << Csv(press) << "," << ratio << ","
-        << j.value("mode", "") << "," << j.value("seed", 0) << "," << j.value("length", 0) << ","
-        << turn << "," << score << "," << j.value("kv_bytes_full", 0) << ","
-        << j.value("kv_bytes_compressed", 0) << "," << j.value("prefill_ms", 0.0) << ","
-        << j.value("score_ms", 0.0) << "," << j.value("answer_ms", 0.0) << "," << Csv(expected)
-        << "," << Csv(j.value("prediction", "")) << "\n";
-    table[task][press][ratio].Add(score);
-    if (j.value("turns", 1) > 1) per_turn[task][press][ratio][turn].Add(score);
-    ratios.insert(ratio);
+    for (const auto& e : r.expected) expected += (expected.empty() ? "" : " | ") + e;
+    csv << Csv(r.task) << "," << Csv(r.id) << "," << Csv(r.press) << "," << r.ratio << ","
+        << Csv(r.mode) << "," << r.seed << "," << r.length << "," << r.turn << "," << r.status
+        << "," << (r.score ? Num(*r.score, "%.6g") : std::string()) << "," << r.kv_bytes_full << ","
+        << r.kv_bytes_compressed << "," << r.prefill_ms << "," << r.score_ms << "," << r.answer_ms
+        << "," << Csv(expected) << "," << Csv(r.prediction) << "\n";
+    if (!r.score) {
+      OverContext& o = over[r.task];
+      o.ids.insert(r.id);
+      o.max_needed = std::max(o.max_needed, r.needed_tokens);
+      o.ctx_size = r.ctx_size;
+      continue;
+    }
+    table[r.task][r.press][r.ratio].Add(*r.score);
+    if (r.turns > 1) per_turn[r.task][r.press][r.ratio][static_cast<int>(r.turn)].Add(*r.score);
+    ratios.insert(r.ratio);
   }
   for (const auto& [task, presses] : table)
     for (const auto& [press, rs] : presses)
@@ -93,6 +100,36 @@ Status WriteEvalReport(const std::filesystem::path& dir) {
         "(`none`) is the "
         "ratio-0 baseline. Regenerate with `primekv eval ... --out "
      << dir.string() << "`.\n\n";
+  // The settings the rows were made with (config.json, written by the runner).
+  if (std::ifstream config_in(dir / "config.json"); config_in) {
+    const json config = json::parse(config_in, nullptr, /*allow_exceptions=*/false);
+    if (config.is_object() && config.contains("model") && config["model"].is_object() &&
+        config.contains("settings") && config["settings"].is_object()) {
+      const json& m = config["model"];
+      md << "Model `" << m.value("path", std::string("?")) << "` ("
+         << m.value("size", json()).dump() << " bytes, " << m.value("scheme", std::string("?"))
+         << " hash " << m.value("hash", std::string("?")) << "). Settings:";
+      for (const auto& [key, value] : config["settings"].items()) {
+        if (!value.is_null()) md << " `--" << key << " " << value.dump() << "`";
+      }
+      md << ".\n\n";
+    }
+  }
+  if (!over.empty()) {
+    md << "## Samples that did not fit the context (not scored)\n\nThese samples need more "
+          "tokens (prompt + answer) than the context size; they were not run and are left out "
+          "of every score below.\n\n| task | samples | largest need (tokens) | context size "
+          "|\n|---|---|---|---|\n";
+    for (const auto& [task, o] : over) {
+      md << "| " << task << " | " << o.ids.size() << " | " << o.max_needed << " | " << o.ctx_size
+         << " |\n";
+    }
+    md << "\n";
+  }
+  if (!bad_lines.empty()) {
+    md << "(" << bad_lines.size() << " unusable lines of results.jsonl were skipped; eval "
+       << "printed them.)\n\n";
+  }
   auto write_table = [&](const std::string& title,
                          const std::map<std::string, std::map<double, Mean>>& rows) {
     md << "## " << title << "\n\n| press |";

@@ -34,14 +34,16 @@ Result<std::vector<EvalSample>> GenerateTask(std::string_view task, const TaskOp
   if (options.samples < 0) return Status::Error("samples must be >= 0");
   if (options.file_samples < 0) return Status::Error("file_samples must be >= 0");
   if (options.max_context_tokens < 0) return Status::Error("max_context_tokens must be >= 0");
-  for (auto [prefix, loader] :
-       {std::pair{std::string_view("jsonl:"), &eval_internal::LoadJsonl},
-        std::pair{std::string_view("longbench:"), &eval_internal::LoadLongBench},
-        std::pair{std::string_view("aime:"), &eval_internal::LoadAime}}) {
+  for (auto [prefix, parser] :
+       {std::pair{std::string_view("jsonl:"), &eval_internal::ParseJsonl},
+        std::pair{std::string_view("longbench:"), &eval_internal::ParseLongBench},
+        std::pair{std::string_view("aime:"), &eval_internal::ParseAime}}) {
     if (StartsWith(task, prefix)) {
       const std::string path(task.substr(prefix.size()));
       if (path.empty()) return Status::Error(std::string(task) + ": missing file path");
-      return loader(path, options);
+      Result<std::string> text = eval_internal::ReadTextFile(path);
+      if (!text.ok()) return text.status();
+      return parser(path, *text, options);
     }
   }
   const std::vector<std::string> names = ListTasks();

@@ -1,4 +1,5 @@
 // Seeded RNG, Python-compatible text helpers and file reading for the eval module.
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <string_view>
@@ -171,14 +172,18 @@ std::string JoinEnglishList(std::span<const std::string> items) {
   return out + "and " + items.back();
 }
 
-Result<std::vector<std::string>> ReadLines(const std::string& path) {
+Result<std::string> ReadTextFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return Status::Error(path + ": is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::Error(path + ": cannot open file");
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) lines.push_back(line);
+  std::string text;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
+    text.append(buf, static_cast<size_t>(in.gcount()));
+  }
   if (in.bad()) return Status::Error(path + ": read error");
-  return lines;
+  return text;
 }
 
 int EffectiveMaxNewTokens(const TaskOptions& options, int task_default) {

@@ -1,5 +1,6 @@
 #include "primekv/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -87,6 +88,7 @@ struct Runner {
   void Finish() {
     report.kv_bytes_peak = std::max(report.kv_bytes_peak, cache.PeakBytesInUse());
     report.kv_bytes_final = cache.BytesInUse();
+    report.kv_bytes_reserved = cache.BytesReserved();
     report.entries_per_layer_final.assign(static_cast<size_t>(cache.n_layers()), 0);
     for (int l = 0; l < cache.n_layers(); ++l)
       for (int h = 0; h < cache.n_kv_heads(); ++h)
@@ -104,8 +106,15 @@ struct Runner {
     r.prefill_ms = MsSince(t0);
     t0 = std::chrono::steady_clock::now();
     Sampler sampler(opt.sampler);
-    cache.Reserve(opt.max_new_tokens + 1);  // the decode loop then allocates nothing
-    r.tokens.reserve(static_cast<size_t>(std::max(0, opt.max_new_tokens)));
+    // The decode loop then allocates nothing. Bounded by the room left in the trained context,
+    // so a huge max_new_tokens never reserves memory blindly (past it the cache grows per page).
+    const int64_t room = model.config().max_context > 0
+                             ? int64_t{model.config().max_context} - cache.NextPosition()
+                             : int64_t{opt.max_new_tokens};
+    const int reserve = static_cast<int>(
+        std::clamp<int64_t>(std::min<int64_t>(opt.max_new_tokens, room), 0, kMaxContextSize));
+    cache.Reserve(reserve + 1);
+    r.tokens.reserve(static_cast<size_t>(reserve));
     // In multi-turn mode the whole answer, end token included, stays in the cache.
     const bool keep_answer = opt.mode == CompressionMode::kMultiTurn;
     for (int i = 0; i < opt.max_new_tokens; ++i) {
@@ -158,6 +167,56 @@ Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& ne
   if (Status s = model.Forward(context, p.cache, {}, out, pool, ws, &p.capture); !s.ok()) return s;
   p.prefill_ms = MsSince(t0);
   return p;
+}
+
+Result<int> ResolveContextSize(const ModelConfig& config, int64_t requested, bool allow_overflow,
+                               std::string* warning) {
+  const int trained = config.max_context;
+  if (requested < 0) return Status::Error("--ctx-size must be >= 0 (0 = the trained context)");
+  if (requested > kMaxContextSize) {
+    return Status::Error("--ctx-size " + std::to_string(requested) + " exceeds the limit of " +
+                         std::to_string(kMaxContextSize) + " tokens");
+  }
+  if (requested == 0 && allow_overflow) {
+    return Status::Error(
+        "--allow-ctx-overflow needs --ctx-size N (a context size above the "
+        "model's trained context of " +
+        std::to_string(trained) + " tokens)");
+  }
+  if (requested == 0) {
+    if (trained <= 0)
+      return Status::Error("the model states no trained context length: give --ctx-size");
+    return std::min(trained, kMaxContextSize);
+  }
+  if (trained > 0 && requested > trained) {
+    if (!allow_overflow) {
+      return Status::Error("--ctx-size " + std::to_string(requested) +
+                           " exceeds the model's trained context of " + std::to_string(trained) +
+                           " tokens (add --allow-ctx-overflow to run past it)");
+    }
+    if (warning != nullptr) {
+      *warning = "--ctx-size " + std::to_string(requested) +
+                 " runs past the model's trained "
+                 "context of " +
+                 std::to_string(trained) +
+                 " tokens (--allow-ctx-overflow): output beyond it may degrade";
+    }
+  }
+  return static_cast<int>(requested);
+}
+
+int64_t ConversationPositions(CompressionMode mode, int64_t context_tokens,
+                              const std::vector<std::vector<Token>>& questions,
+                              int64_t max_new_tokens) {
+  const int64_t answer = std::max<int64_t>(0, max_new_tokens);
+  if (questions.empty()) return context_tokens + answer;
+  int64_t sum = 0, largest = 0;
+  for (const auto& q : questions) {
+    const int64_t turn = static_cast<int64_t>(q.size()) + answer;
+    sum += turn;
+    largest = std::max(largest, turn);
+  }
+  return context_tokens + (mode == CompressionMode::kMultiTurn ? sum : largest);
 }
 
 std::optional<CompressionMode> ParseCompressionMode(std::string_view s) {

@@ -99,17 +99,23 @@ ConversationTokens EncodeConversation(const Tokenizer& tokenizer, bool chat,
     return out;
   }
   const ChatFormat fmt = DetectChatFormat(tokenizer);
-  // A marker no template produces: where the context ends inside the first user message.
-  const std::string sep = "\x1f\x1e";
-  const std::vector<ChatMessage> first{
-      {"user", std::string(context) + (questions.empty() ? "" : sep)}};
-  std::string rendered = ApplyChatTemplate(fmt, first, true);
-  const auto cut = questions.empty() ? std::string::npos : rendered.find(sep);
-  std::string suffix;
-  if (cut != std::string::npos) {
-    suffix = rendered.substr(cut + sep.size());
-    rendered.resize(cut);
-  }
+  // The first user message holds the context then the first question; the context must end the
+  // context's tokens. Every template renders a lone user message as head + content + tail, so
+  // head and tail are found from two renders of fixed one-byte contents, never by searching the
+  // user's text for a marker (which the user could type).
+  const auto render = [&](std::string content) {
+    return ApplyChatTemplate(fmt, std::vector<ChatMessage>{{"user", std::move(content)}}, true);
+  };
+  const std::string with_a = render("a"), with_b = render("b");
+  size_t head_len = 0;
+  while (head_len < with_a.size() && with_a[head_len] == with_b[head_len]) ++head_len;
+  Check(with_a.size() == with_b.size() && head_len < with_a.size(),
+        "EncodeConversation: the template must render a user message's content verbatim");
+  const std::string head = with_a.substr(0, head_len);
+  const std::string tail = with_a.substr(head_len + 1);
+  std::string rendered = head + std::string(context);
+  std::string suffix = tail;
+  if (questions.empty()) rendered += tail;
   out.context = tokenizer.Encode(rendered, true, true);
   for (size_t i = 0; i < questions.size(); ++i) {
     std::string text =

@@ -23,7 +23,7 @@ TEST(Jsonl, ValidLinesAndLineNumberedWarnings) {
   ASSERT_TRUE(r.ok()) << r.message();
   ASSERT_EQ(r->size(), 3u);
   const std::vector<std::string> expected = {
-      path + ":2: invalid JSON",
+      path + ":2: invalid JSON at byte 39 of the line",  // the line ends inside "turns"
       path + ":3: missing string \"context\"",
       path +
           ":5: unsupported metric \"bleu\" (use string_match_all, string_match_part, qa_f1, "
@@ -79,7 +79,8 @@ TEST(Jsonl, FileWithoutValidLineIsAnError) {
   const std::string bad = WriteTemp("all_bad.jsonl", "\n{oops\n{\"id\": \"x\"}\n");
   auto r = GenerateTask("jsonl:" + bad, TaskOptions{});
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.message().find("no valid sample (2 bad lines; first: " + bad + ":2: invalid JSON)"),
+  EXPECT_NE(r.message().find("no valid sample (2 bad lines; first: " + bad +
+                             ":2: invalid JSON at byte 2 of the line)"),
             std::string::npos)
       << r.message();
   const std::string empty = WriteTemp("empty.jsonl", "");
@@ -91,6 +92,59 @@ TEST(Jsonl, FileWithoutValidLineIsAnError) {
   EXPECT_NE(r.message().find("cannot open"), std::string::npos) << r.message();
   std::filesystem::remove(bad);
   std::filesystem::remove(empty);
+}
+
+TEST(Jsonl, DuplicateIdsAreAnErrorNamingBothLines) {
+  const std::string line = R"(, "context": "c", "turns": [{"question": "q", "answers": ["a"]}], )"
+                           R"("metric": "qa_f1"})";
+  // 7 and "7" are the same id: results rows store ids as strings.
+  const std::string path = WriteTemp("dup.jsonl", "{\"id\": 7" + line + "\n\n{\"id\": \"x\"" +
+                                                      line + "\n{\"id\": \"7\"" + line + "\n");
+  auto r = GenerateTask("jsonl:" + path, TaskOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), path + ":4: duplicate id \"7\" (first on line 1)");
+  // AIME files too.
+  const std::string aime = WriteTemp("dup_aime.jsonl",
+                                     "{\"id\": \"p\", \"problem\": \"1+1\", \"answer\": 2}\n"
+                                     "{\"id\": \"p\", \"problem\": \"2+2\", \"answer\": 4}\n");
+  r = GenerateTask("aime:" + aime, TaskOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), aime + ":2: duplicate id \"p\" (first on line 1)");
+  std::filesystem::remove(path);
+  std::filesystem::remove(aime);
+}
+
+TEST(Jsonl, WrongTypesAndBadBytesSayWhatAndWhere) {
+  const std::string rest = R"(, "context": "c", "turns": [{"question": "q", "answers": ["a"]}], )"
+                           R"("metric": "qa_f1"})";
+  const std::string path =
+      WriteTemp("types.jsonl",
+                "{\"id\": 1.5" + rest + "\n{\"id\": null" + rest + "\n{\"id\": [1]" + rest +
+                    "\n{\"id\": \"ok\"" + rest + "\n{\"id\": \"caf\xc3\" " + rest +
+                    "\n{\"id\": \"z\", \"context\": \"\xed\xa0\x80\"}\n{\"context\": \"c\"}\n");
+  std::vector<std::string> warnings;
+  TaskOptions o;
+  o.warnings = &warnings;
+  auto r = GenerateTask("jsonl:" + path, o);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_EQ(r->size(), 1u);
+  EXPECT_EQ((*r)[0].id, "ok");
+  const std::vector<std::string> expected = {
+      path + ":1: \"id\" must be a string or an integer, not a fractional number",
+      path + ":2: \"id\" must be a string or an integer, not null",
+      path + ":3: \"id\" must be a string or an integer, not array",
+      // "caf" then a lead byte of a 2-byte sequence followed by '"': byte 12 of the line.
+      path + ":5: invalid UTF-8 at byte 12 of the line",
+      // An encoded UTF-16 surrogate (ED A0 80) is not UTF-8.
+      path + ":6: invalid UTF-8 at byte 25 of the line", path + ":7: missing \"id\""};
+  EXPECT_EQ(warnings, expected);
+  std::filesystem::remove(path);
+}
+
+TEST(Jsonl, DirectoryIsAnError) {
+  auto r = GenerateTask("jsonl:" + testing::TempDir(), TaskOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("is a directory"), std::string::npos) << r.message();
 }
 
 TEST(Aime, ProblemsWithBoxedIntegerAnswers) {

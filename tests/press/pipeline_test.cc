@@ -2,9 +2,11 @@
 #include "primekv/pipeline.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <random>
 
 #include "primekv/compressor.h"
@@ -13,11 +15,15 @@ namespace primekv {
 namespace {
 
 const Model& LoadRandom(const RandomModelSpec& spec, const char* name) {
-  const auto path = std::filesystem::temp_directory_path() / name;
+  // One file per process: ctest runs this file's tests as parallel processes, and two writers
+  // of one path race on its temporary file.
+  const auto path =
+      std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name);
   Status s = WriteRandomModel(spec, path);
   Check(s.ok(), "random model");
   auto m = Model::Load(path);
   Check(m.ok(), "load random model");
+  std::filesystem::remove(path);  // the mapping stays valid
   return *new Model(std::move(m).value());
 }
 
@@ -217,6 +223,61 @@ TEST(Pipeline, MultiTurnStaysNearBudgetAndAnswersEveryTurn) {
   EXPECT_LE(r->kv_bytes_final, static_cast<size_t>(KeepCount(400, 0.5)) * per_token)
       << "every turn ends back at the context budget";
   EXPECT_LE(r->kv_bytes_peak, 400 * per_token);
+}
+
+// -n 2147483647 once overflowed the decode reservation (and -n 3000000 reserved gigabytes): the
+// reservation is now bounded by the room left in the trained context.
+TEST(Pipeline, HugeMaxNewTokensReservesOnlyTheRoomInTheContext) {
+  const Model& m = TinyModel();
+  ThreadPool pool(1);
+  Compressor comp(m, Make("none"));
+  for (int max_new : {std::numeric_limits<int>::max(), 3000000, 1 << 24}) {
+    PipelineOptions opt;
+    opt.max_new_tokens = max_new;
+    int produced = 0;
+    opt.on_token = [&](int, Token) { return ++produced < 3; };
+    auto r = RunPipeline(m, comp, opt, RandomTokens(20, 5), {}, pool);
+    ASSERT_TRUE(r.ok()) << r.message();
+    EXPECT_LE(r->turns[0].tokens.size(), 3u);
+    // At most the trained context's 32768 positions are reserved (1 layer, 1 KV head of 16
+    // dims: 32768 * (2 * 16 * 2 + 4) bytes = 2.2 MB), not max_new of them.
+    EXPECT_LE(r->kv_bytes_reserved, size_t{32768 + 64} * (2 * 16 * 2 + 4)) << max_new;
+  }
+}
+
+TEST(ContextSize, DefaultsToTheTrainedContextAndOverflowIsOptIn) {
+  ModelConfig c;
+  c.max_context = 2048;
+  EXPECT_EQ(*ResolveContextSize(c, 0, false), 2048);
+  EXPECT_EQ(*ResolveContextSize(c, 100, false), 100);
+  EXPECT_EQ(*ResolveContextSize(c, 2048, false), 2048);
+  auto r = ResolveContextSize(c, 4096, false);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("--ctx-size 4096 exceeds the model's trained context of 2048"),
+            std::string::npos)
+      << r.message();
+  std::string warning;
+  EXPECT_EQ(*ResolveContextSize(c, 4096, true, &warning), 4096);
+  EXPECT_NE(warning.find("runs past the model's trained context"), std::string::npos);
+  EXPECT_FALSE(ResolveContextSize(c, 0, true).ok());  // the opt-in needs a size
+  EXPECT_FALSE(ResolveContextSize(c, -1, false).ok());
+  EXPECT_FALSE(ResolveContextSize(c, int64_t{kMaxContextSize} + 1, true).ok());
+  c.max_context = 0;  // the model does not say
+  EXPECT_FALSE(ResolveContextSize(c, 0, false).ok());
+  EXPECT_EQ(*ResolveContextSize(c, 512, false), 512);
+}
+
+TEST(ContextSize, ConversationPositionsFollowTheMode) {
+  const std::vector<std::vector<Token>> q = {{1, 2, 3}, {4, 5}};
+  // Independent turns: the context and the largest turn; multi-turn: every turn stays.
+  EXPECT_EQ(ConversationPositions(CompressionMode::kContext, 100, q, 10), 100 + 3 + 10);
+  EXPECT_EQ(ConversationPositions(CompressionMode::kQuestion, 100, q, 10), 100 + 3 + 10);
+  EXPECT_EQ(ConversationPositions(CompressionMode::kMultiTurn, 100, q, 10), 100 + 13 + 12);
+  EXPECT_EQ(ConversationPositions(CompressionMode::kDecode, 100, {}, 10), 110);
+  // No overflow at the extremes of int.
+  EXPECT_EQ(
+      ConversationPositions(CompressionMode::kMultiTurn, 100, q, std::numeric_limits<int>::max()),
+      100 + 5 + 2 * int64_t{std::numeric_limits<int>::max()});
 }
 
 TEST(Pipeline, OracleIsRefusedOutsideFidelity) {

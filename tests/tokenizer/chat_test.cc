@@ -155,5 +155,25 @@ TEST(Chat, EncodeConversationChatSplitsInsideTheFirstUserMessage) {
   EXPECT_EQ(tok.Decode(c.context, false).find("Who?"), std::string::npos);
 }
 
+// The split once searched the rendered prompt for the bytes \x1f\x1e, so a user who typed them
+// moved the cut into the context. User text is now only ever content, whatever its bytes.
+TEST(Chat, EncodeConversationSplitIgnoresSeparatorBytesInUserText) {
+  auto spec = MakeSyntheticTokenizerSpec("gpt2", 1000);
+  ASSERT_TRUE(spec.ok()) << spec.message();
+  const Tokenizer tok = std::move(Tokenizer::Create(std::move(spec).value())).value();
+  const std::string context = "Before\x1f\x1e after.";
+  const std::vector<std::string> qs = {"Who\x1f\x1e?"};
+  const auto c = EncodeConversation(tok, true, context, qs);
+  const std::string head = "<|start_header_id|>user<|end_header_id|>\n\n";
+  const std::string tail = "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+  EXPECT_EQ(c.context, tok.Encode(head + context, true, true));
+  ASSERT_EQ(c.turns.size(), 1u);
+  EXPECT_EQ(c.turns[0], tok.Encode("\n\nWho\x1f\x1e?" + tail, false, true));
+  // Without questions the whole rendered message is the context.
+  const auto alone = EncodeConversation(tok, true, context, {});
+  EXPECT_EQ(alone.context, tok.Encode(head + context + tail, true, true));
+  EXPECT_TRUE(alone.turns.empty());
+}
+
 }  // namespace
 }  // namespace primekv
