@@ -6,6 +6,7 @@
 #endif
 
 #include "quant/kernels.h"
+#include "quant/kquants.h"
 
 namespace primekv::quant::internal {
 
@@ -89,6 +90,26 @@ const TypeKernels* Find(const KernelTable& table, GgmlType type) {
       return &table.q8_0;
     case GgmlType::kQ4_0:
       return &table.q4_0;
+    case GgmlType::kQ4_1:
+      return &table.q4_1;
+    case GgmlType::kQ5_0:
+      return &table.q5_0;
+    case GgmlType::kQ5_1:
+      return &table.q5_1;
+    case GgmlType::kIQ4_NL:
+      return &table.iq4_nl;
+    case GgmlType::kQ2_K:
+      return &table.q2_k;
+    case GgmlType::kQ3_K:
+      return &table.q3_k;
+    case GgmlType::kQ4_K:
+      return &table.q4_k;
+    case GgmlType::kQ5_K:
+      return &table.q5_k;
+    case GgmlType::kQ6_K:
+      return &table.q6_k;
+    case GgmlType::kIQ4_XS:
+      return &table.iq4_xs;
     default:
       return nullptr;
   }
@@ -105,7 +126,7 @@ int BlockSize(GgmlType type) {
     case GgmlType::kQ4_0:
       return kQ4_0Block;
     default:
-      return 0;
+      return BlockOf(type).elements;
   }
 }
 
@@ -121,7 +142,7 @@ int BlockBytes(GgmlType type) {
     case GgmlType::kQ4_0:
       return kQ4_0BlockBytes;
     default:
-      return 0;
+      return BlockOf(type).bytes;
   }
 }
 

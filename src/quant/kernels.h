@@ -40,6 +40,8 @@ using GemmTileFn = void (*)(const float* xp, int tokens, const float* w, int64_t
 struct KernelTable {
   Isa isa = Isa::kScalar;
   TypeKernels f32, f16, bf16, q8_0, q4_0;
+  // kquants.h: the K-quants, IQ4 and the older 32-element formats.
+  TypeKernels q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs;
   GemmTileFn gemm_tile = nullptr;
   int gemm_group = 0;  // tokens per packed activation block
   int gemm_rows = 0;   // most weight rows per tile

@@ -62,7 +62,7 @@ TEST(KernelTablesTest, ScalarFirstAndBestLast) {
       ASSERT_NE(k, nullptr);
       EXPECT_TRUE(k->dot && k->dequantize && k->quantize);
     }
-    EXPECT_EQ(internal::Find(*table, GgmlType::kQ4_K), nullptr);
+    EXPECT_EQ(internal::Find(*table, GgmlType::kQ8_K), nullptr);
   }
 }
 
@@ -80,7 +80,7 @@ TEST(RowBytesDeathTest, RejectsPartialBlocksAndUnknownTypes) {
   // OpenBLAS starts its threads at load time, so fork-and-exec style is needed.
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH((void)RowBytes(GgmlType::kQ8_0, 33), "multiple of the block size");
-  EXPECT_DEATH((void)RowBytes(GgmlType::kQ4_K, 256), "not computable");
+  EXPECT_DEATH((void)RowBytes(GgmlType::kQ8_K, 256), "not computable");
 }
 
 // Dot products: error within the float summation bound (n + 2) u sum|w_i x_i| of the exact

@@ -1,0 +1,206 @@
+// The weight formats against llama.cpp's own files (../shared/fixtures/kquant, README there):
+// (a) every tensor of every llama-*.gguf, dequantised by every kernel table this CPU supports,
+//     equals ggml's reference dequantisation (gguf-py) bit for bit;
+// (b) logits of every llama-* and qwen2-* model on the fixture tokens are within a per-type
+//     tolerance of llama.cpp's, and pick the same top token almost everywhere.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "primekv/gguf.h"
+#include "primekv/model.h"
+#include "primekv/quant.h"
+#include "quant/kernels.h"
+#include "quant/npz.h"
+
+namespace primekv {
+namespace {
+
+const std::filesystem::path kDir = PRIMEKV_SHARED_DIR "/fixtures/kquant";
+
+// The file types of the fixture set (README): each names the type of most of its tensors.
+const char* const kFileTypes[] = {"F32",    "Q2_K",   "Q3_K_M", "Q4_K_S", "Q4_K_M",
+                                  "Q5_K_S", "Q5_K_M", "Q6_K",   "IQ4_NL", "IQ4_XS",
+                                  "Q4_0",   "Q4_1",   "Q5_0",   "Q5_1",   "Q8_0"};
+
+bool HaveFixtures() { return std::filesystem::exists(kDir / "tokens.txt"); }
+
+std::string Bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof(b));
+  std::ostringstream s;
+  s << f << " (0x" << std::hex << b << ")";
+  return s.str();
+}
+
+class KQuantDequantTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(KQuantDequantTest, EqualsGgmlReference) {
+  if (!HaveFixtures()) GTEST_SKIP() << "no fixtures at " << kDir;
+  const std::string type = GetParam();
+  const auto gguf_path = kDir / ("llama-" + type + ".gguf");
+  auto file = GgufFile::Open(gguf_path);
+  ASSERT_TRUE(file.ok()) << file.message();
+  auto npz = test::ReadNpz((kDir / ("llama-" + type + ".dequant.npz")).string());
+  ASSERT_TRUE(npz.has_value()) << "cannot read the npz of " << type;
+
+  std::map<std::string, int> seen_types;  // ggml type name -> tensors checked
+  for (const GgufTensorInfo& t : file->tensors()) {
+    SCOPED_TRACE(t.name);
+    const auto ref = npz->find(t.name);
+    ASSERT_NE(ref, npz->end());
+    const auto ref_type = npz->find(t.name + ".__type");
+    ASSERT_NE(ref_type, npz->end());
+    const auto info = TypeInfo(t.type);
+    ASSERT_TRUE(info.has_value());
+    ASSERT_EQ(ref_type->second.Text(), info->name);
+    ASSERT_EQ(ref->second.descr, "<f4");
+    ASSERT_EQ(ref->second.size(), static_cast<int64_t>(t.n_elements));
+    ASSERT_TRUE(info->computable) << info->name;
+    const std::vector<float> want = ref->second.Floats();
+    const int64_t cols = t.ne[0];
+    const int64_t rows = static_cast<int64_t>(t.n_elements) / cols;
+    const size_t row_bytes = quant::RowBytes(t.type, cols);
+    const uint8_t* data = file->TensorData(t).data();
+    std::vector<float> got(static_cast<size_t>(cols));
+    for (const quant::internal::KernelTable* table : quant::internal::SupportedKernels()) {
+      const quant::internal::TypeKernels* k = quant::internal::Find(*table, t.type);
+      ASSERT_NE(k, nullptr);
+      int64_t mismatches = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        k->dequantize(data + r * row_bytes, got.data(), cols);
+        for (int64_t c = 0; c < cols; ++c) {
+          const float w = want[static_cast<size_t>(r * cols + c)];
+          if (std::memcmp(&got[c], &w, sizeof(float)) != 0 && mismatches++ < 3) {
+            ADD_FAILURE() << quant::internal::IsaName(table->isa) << " " << info->name << " [" << r
+                          << ", " << c << "]: got " << Bits(got[c]) << ", ggml " << Bits(w);
+          }
+        }
+      }
+      ASSERT_EQ(mismatches, 0) << quant::internal::IsaName(table->isa) << " " << info->name;
+    }
+    ++seen_types[std::string(info->name)];
+  }
+  // The file holds its named type (the _S/_M mixes: the K-quant of the name's digit).
+  std::string base = type;
+  if (base.size() > 2 && (base.ends_with("_S") || base.ends_with("_M")))
+    base.resize(base.size() - 2);
+  EXPECT_GT(seen_types[base], 0) << "no " << base << " tensor in llama-" << type;
+}
+
+std::vector<std::string> QuantisedFileTypes() {
+  std::vector<std::string> out;
+  for (const char* t : kFileTypes) {
+    if (std::string(t) != "F32") out.push_back(t);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, KQuantDequantTest, ::testing::ValuesIn(QuantisedFileTypes()),
+                         [](const auto& info) { return info.param; });
+
+std::vector<Token> FixtureTokens() {
+  std::ifstream in(kDir / "tokens.txt");
+  std::vector<Token> tokens;
+  std::string item;
+  while (std::getline(in, item, ',')) tokens.push_back(static_cast<Token>(std::stoi(item)));
+  return tokens;
+}
+
+std::vector<float> ReadF32(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<float> v(std::filesystem::file_size(path) / sizeof(float));
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+  return v;
+}
+
+struct LogitCase {
+  std::string arch;  // llama | qwen2
+  std::string type;  // file type
+  double max_rel;    // allowed max|ours - llama.cpp| / max|llama.cpp|
+  int min_argmax;    // positions (of 48) whose top token must agree
+};
+
+void PrintTo(const LogitCase& c, std::ostream* os) { *os << c.arch << "-" << c.type; }
+
+// Tolerances from the measured errors (docs/models.md, "Weight types"). llama.cpp rounds the
+// activations to 8 bits (Q8_K blocks for the K-quants and IQ4_XS, Q8_0/Q8_1 for the 32-element
+// formats) before every quantised matmul; our engine multiplies with the float activations. That
+// rounding, not the weight format, dominates the difference: Q8_0 weights (our dequantisation
+// exact, see above) differ by 1.2% of max|logit|, the same as Q4_0 and within the 1.2-1.9% of
+// all quantised types, while F32 (no activation rounding in llama.cpp) agrees to 1e-6. So one
+// tolerance serves every quantised type: 3% (measured worst 1.9%). The random models' logits
+// are nearly flat (max |logit| about 4, top-2 gaps often below the 0.07 difference), so a few
+// top tokens flip: measured 44-48 of 48 agree; at least 42 must.
+std::vector<LogitCase> LogitCases() {
+  std::vector<LogitCase> cases;
+  for (const char* arch : {"llama", "qwen2"}) {
+    for (const char* t : kFileTypes) {
+      const std::string type = t;
+      if (type == "F32") {
+        cases.push_back({arch, type, 1e-5, 48});
+      } else {
+        cases.push_back({arch, type, 3e-2, 42});
+      }
+    }
+  }
+  return cases;
+}
+
+class KQuantLogitsTest : public ::testing::TestWithParam<LogitCase> {};
+
+TEST_P(KQuantLogitsTest, MatchLlamaCpp) {
+  if (!HaveFixtures()) GTEST_SKIP() << "no fixtures at " << kDir;
+  const LogitCase& c = GetParam();
+  const auto path = kDir / (c.arch + "-" + c.type + ".gguf");
+  auto model = Model::Load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  const std::vector<Token> tokens = FixtureTokens();
+  ASSERT_EQ(tokens.size(), 48u);
+  const int vocab = model->config().vocab_size;
+  const std::vector<float> want = ReadF32(kDir / (c.arch + "-" + c.type + ".logits.f32"));
+  ASSERT_EQ(want.size(), tokens.size() * static_cast<size_t>(vocab));
+
+  ThreadPool pool(2);
+  KvCacheOptions kv;
+  kv.dtype = KvDType::kF32;  // as the reference run
+  KvCache cache = model->NewCache(kv);
+  ForwardWorkspace ws;
+  std::vector<float> got(want.size());
+  const auto n = static_cast<int64_t>(tokens.size());
+  ASSERT_TRUE(model->Forward(tokens, cache, {true}, {got.data(), n, vocab}, pool, ws).ok());
+
+  double max_diff = 0.0, max_ref = 0.0;
+  int argmax_agree = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* g = got.data() + i * vocab;
+    const float* w = want.data() + i * vocab;
+    for (int v = 0; v < vocab; ++v) {
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>(g[v]) - w[v]));
+      max_ref = std::max(max_ref, std::fabs(static_cast<double>(w[v])));
+    }
+    argmax_agree += std::max_element(g, g + vocab) - g == std::max_element(w, w + vocab) - w;
+  }
+  const double rel = max_diff / max_ref;
+  // The measured figures, for the table in docs/models.md.
+  std::printf("[kquant logits] %s-%s max|diff| %.4g max|logit| %.4g rel %.3g argmax %d/%d\n",
+              c.arch.c_str(), c.type.c_str(), max_diff, max_ref, rel, argmax_agree,
+              static_cast<int>(n));
+  EXPECT_LE(rel, c.max_rel);
+  EXPECT_GE(argmax_agree, c.min_argmax);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, KQuantLogitsTest, ::testing::ValuesIn(LogitCases()),
+                         [](const auto& info) { return info.param.arch + "_" + info.param.type; });
+
+}  // namespace
+}  // namespace primekv
