@@ -66,9 +66,15 @@ UnpackFn ScalarUnpack(GgmlType type);
 // scales are a few dozen scalar operations per block).
 UnpackFn ScalarScales(GgmlType type);
 
+// Quants only: the int8 q[] of one block, as Unpacked::q.
+using QuantsFn = void (*)(const uint8_t* block, int8_t* q);
+
 // Fill the kernels of kBlockTypes into a table.
 void AddScalarBlockKernels(KernelTable& table);
 void AddAvx2BlockKernels(KernelTable& table);    // x86-64 only; needs AVX2+FMA+F16C
 void AddAvx512BlockKernels(KernelTable& table);  // x86-64 only; needs AVX-512 F/BW/VL
+// The AVX2 quant unpacker of a type (also used by the AVX-512 table), for the kernel tests;
+// null off x86-64. Calling it needs AVX2.
+QuantsFn Avx2Quants(GgmlType type);
 
 }  // namespace primekv::quant::internal

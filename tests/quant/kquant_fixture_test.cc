@@ -177,7 +177,19 @@ TEST_P(KQuantLogitsTest, MatchLlamaCpp) {
   ForwardWorkspace ws;
   std::vector<float> got(want.size());
   const auto n = static_cast<int64_t>(tokens.size());
-  ASSERT_TRUE(model->Forward(tokens, cache, {true}, {got.data(), n, vocab}, pool, ws).ok());
+  // The first 40 tokens as one batch (the GEMM path of MatMul), the last 8 one at a time (the
+  // row-dot path), so both kernels of the type are compared.
+  const int64_t batch = 40;
+  ASSERT_TRUE(model
+                  ->Forward(std::span<const Token>(tokens).first(batch), cache, {true},
+                            {got.data(), batch, vocab}, pool, ws)
+                  .ok());
+  for (int64_t i = batch; i < n; ++i) {
+    ASSERT_TRUE(model
+                    ->Forward(std::span<const Token>(tokens).subspan(i, 1), cache, {true},
+                              {got.data() + i * vocab, 1, vocab}, pool, ws)
+                    .ok());
+  }
 
   double max_diff = 0.0, max_ref = 0.0;
   int argmax_agree = 0;

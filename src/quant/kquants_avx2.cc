@@ -1,0 +1,149 @@
+// AVX2 + FMA kernels of the formats of kquants.h: SIMD unpacking (kquants_x86.inc), then 8-wide
+// float arithmetic on the unpacked form. Target pragma and run-time choice as kernels_avx2.cc.
+#include <cstdint>
+#include <cstring>
+
+#include "quant/kquants.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+
+namespace primekv::quant::internal {
+namespace {
+
+#include "quant/kquants_x86.inc"
+
+float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// The 16 quants of group g as two vectors of 8 floats.
+void GroupQuants(const Unpacked& u, int g, __m256* lo, __m256* hi) {
+  const __m128i q = _mm_load_si128(reinterpret_cast<const __m128i*>(u.q + 16 * g));
+  *lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+  *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(q, q)));
+}
+
+template <QuantsFn kQuants, KBlock kLayout, GgmlType kType>
+float Dot(const void* row, const float* x, int64_t n) {
+  const UnpackFn scales = ScalarScales(kType);
+  const auto* p = static_cast<const uint8_t*>(row);
+  Unpacked u;
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kLayout.elements; ++b, p += kLayout.bytes, x += kLayout.elements) {
+    kQuants(p, u.q);
+    scales(p, u);
+    for (int g = 0; g < kLayout.elements / kGroup16; ++g) {
+      __m256 lo, hi;
+      GroupQuants(u, g, &lo, &hi);
+      const __m256 s = _mm256_set1_ps(u.scale[g]);
+      const __m256 m = _mm256_set1_ps(u.min[g]);
+      a0 = _mm256_fmadd_ps(_mm256_fmsub_ps(lo, s, m), _mm256_loadu_ps(x + 16 * g), a0);
+      a1 = _mm256_fmadd_ps(_mm256_fmsub_ps(hi, s, m), _mm256_loadu_ps(x + 16 * g + 8), a1);
+    }
+  }
+  return HorizontalSum(_mm256_add_ps(a0, a1));
+}
+
+// A multiply, then a subtract, as ggml's reference (this file is built with -ffp-contract=off).
+template <QuantsFn kQuants, KBlock kLayout, GgmlType kType>
+void Dequantize(const void* src, float* dst, int64_t n) {
+  const UnpackFn scales = ScalarScales(kType);
+  const auto* p = static_cast<const uint8_t*>(src);
+  Unpacked u;
+  for (int64_t b = 0; b < n / kLayout.elements; ++b, p += kLayout.bytes, dst += kLayout.elements) {
+    kQuants(p, u.q);
+    scales(p, u);
+    for (int g = 0; g < kLayout.elements / kGroup16; ++g) {
+      __m256 lo, hi;
+      GroupQuants(u, g, &lo, &hi);
+      const __m256 s = _mm256_set1_ps(u.scale[g]);
+      const __m256 m = _mm256_set1_ps(u.min[g]);
+      _mm256_storeu_ps(dst + 16 * g, _mm256_sub_ps(_mm256_mul_ps(s, lo), m));
+      _mm256_storeu_ps(dst + 16 * g + 8, _mm256_sub_ps(_mm256_mul_ps(s, hi), m));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace primekv::quant::internal
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+namespace primekv::quant::internal {
+namespace {
+
+template <QuantsFn kQuants, KBlock kLayout, GgmlType kType>
+void Set(TypeKernels& k) {
+  k.dot = Dot<kQuants, kLayout, kType>;
+  k.dequantize = Dequantize<kQuants, kLayout, kType>;
+}
+
+}  // namespace
+
+// Outside the target region, like Avx2Kernels(). Quantisation stays scalar.
+void AddAvx2BlockKernels(KernelTable& t) {
+  Set<QuantsQ4_1, kQ4_1, GgmlType::kQ4_1>(t.q4_1);
+  Set<QuantsQ5_0, kQ5_0, GgmlType::kQ5_0>(t.q5_0);
+  Set<QuantsQ5_1, kQ5_1, GgmlType::kQ5_1>(t.q5_1);
+  Set<QuantsIq4Nl, kIq4Nl, GgmlType::kIQ4_NL>(t.iq4_nl);
+  Set<QuantsQ2_K, kQ2_K, GgmlType::kQ2_K>(t.q2_k);
+  Set<QuantsQ3_K, kQ3_K, GgmlType::kQ3_K>(t.q3_k);
+  Set<QuantsQ4_K, kQ4_K, GgmlType::kQ4_K>(t.q4_k);
+  Set<QuantsQ5_K, kQ5_K, GgmlType::kQ5_K>(t.q5_k);
+  Set<QuantsQ6_K, kQ6_K, GgmlType::kQ6_K>(t.q6_k);
+  Set<QuantsIq4Xs, kIq4Xs, GgmlType::kIQ4_XS>(t.iq4_xs);
+}
+
+// For the kernel tests: this table's unpacker of `type`'s quants.
+QuantsFn Avx2Quants(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_1:
+      return QuantsQ4_1;
+    case GgmlType::kQ5_0:
+      return QuantsQ5_0;
+    case GgmlType::kQ5_1:
+      return QuantsQ5_1;
+    case GgmlType::kIQ4_NL:
+      return QuantsIq4Nl;
+    case GgmlType::kQ2_K:
+      return QuantsQ2_K;
+    case GgmlType::kQ3_K:
+      return QuantsQ3_K;
+    case GgmlType::kQ4_K:
+      return QuantsQ4_K;
+    case GgmlType::kQ5_K:
+      return QuantsQ5_K;
+    case GgmlType::kQ6_K:
+      return QuantsQ6_K;
+    case GgmlType::kIQ4_XS:
+      return QuantsIq4Xs;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace primekv::quant::internal
+
+#else  // not x86-64
+
+namespace primekv::quant::internal {
+void AddAvx2BlockKernels(KernelTable&) {}
+QuantsFn Avx2Quants(GgmlType) { return nullptr; }
+}  // namespace primekv::quant::internal
+
+#endif
