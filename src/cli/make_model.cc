@@ -22,7 +22,11 @@ void AddMakeModel(CLI::App& app, Runner& run) {
   cmd->add_option("--ffn", s->d_ff)->capture_default_str();
   cmd->add_option("--vocab", s->vocab_size)->capture_default_str();
   cmd->add_option("--context", s->context)->capture_default_str();
-  cmd->add_option("--type", *type, "F32 | F16 | BF16 | Q8_0 | Q4_0")->capture_default_str();
+  cmd->add_option(
+         "--type", *type,
+         "F32 | F16 | BF16 | Q8_0 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | IQ4_NL (row lengths multiples "
+         "of 32) | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS (multiples of 256)")
+      ->capture_default_str();
   cmd->add_option("--seed", s->seed)->capture_default_str();
   cmd->add_option("--tokenizer", s->tokenizer, "llama | gpt2")->capture_default_str();
   cmd->add_option("--rope-base", s->rope_base)->capture_default_str();
