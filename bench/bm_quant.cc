@@ -21,9 +21,16 @@
 namespace primekv {
 namespace {
 
-constexpr GgmlType kTypes[] = {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
-                               GgmlType::kQ4_0};
-constexpr const char* kTypeNames[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0"};
+constexpr GgmlType kTypes[] = {
+    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,   GgmlType::kQ4_0,
+    GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kIQ4_NL, GgmlType::kQ2_K,
+    GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,   GgmlType::kIQ4_XS};
+constexpr const char* kTypeNames[] = {"F32",  "F16",  "BF16", "Q8_0",   "Q4_0",
+                                      "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "Q2_K",
+                                      "Q3_K", "Q4_K", "Q5_K", "Q6_K",   "IQ4_XS"};
+// Indices into kTypes: the original five, and all fifteen.
+const std::vector<int64_t> kBaseTypes = {0, 1, 2, 3, 4};
+const std::vector<int64_t> kAllTypes = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
 
 std::vector<float> RandomFloats(int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -79,7 +86,7 @@ void BM_DotRow(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.view.row_bytes));
   state.SetLabel(std::string(kTypeNames[type_index]) + " " + quant::internal::IsaName(isa));
 }
-BENCHMARK(BM_DotRow)->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1, 2}});
+BENCHMARK(BM_DotRow)->ArgsProduct({kAllTypes, {0, 1, 2}});
 
 void RunMatVec(benchmark::State& state, int64_t rows, int64_t cols) {
   const auto type_index = static_cast<size_t>(state.range(0));
@@ -98,13 +105,13 @@ void RunMatVec(benchmark::State& state, int64_t rows, int64_t cols) {
 
 // Args: type index, threads.
 void BM_MatVec(benchmark::State& state) { RunMatVec(state, 4096, 4096); }
-BENCHMARK(BM_MatVec)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}})->UseRealTime();
+BENCHMARK(BM_MatVec)->ArgsProduct({kAllTypes, {1, 2}})->UseRealTime();
 
 void BM_MatVecDram(benchmark::State& state) {
   const size_t row_bytes = quant::RowBytes(kTypes[state.range(0)], 4096);
   RunMatVec(state, static_cast<int64_t>((size_t{1} << 30) / row_bytes), 4096);
 }
-BENCHMARK(BM_MatVecDram)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}})->UseRealTime();
+BENCHMARK(BM_MatVecDram)->ArgsProduct({kAllTypes, {1, 2}})->UseRealTime();
 
 void RunGemm(benchmark::State& state, GgmlType type, int64_t n, int threads,
              const internal::MatMulTiling& tiling) {
@@ -129,7 +136,7 @@ void BM_Gemm(benchmark::State& state) {
   RunGemm(state, kTypes[state.range(0)], 128, static_cast<int>(state.range(1)), tiling);
   state.SetLabel(std::string(kTypeNames[state.range(0)]) + (tiling.use_blas ? " blas" : ""));
 }
-BENCHMARK(BM_Gemm)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {0, 1}})->UseRealTime();
+BENCHMARK(BM_Gemm)->ArgsProduct({kAllTypes, {1, 2}, {0, 1}})->UseRealTime();
 
 // Args: type index, panel rows, panel cols (K chunk); built-in kernel, 2 threads, n = 128.
 void BM_GemmTiling(benchmark::State& state) {
