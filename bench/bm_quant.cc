@@ -1,5 +1,6 @@
 // Row kernels and MatMul per weight type.
-//   bm_quant --benchmark_filter=DotRow      in-cache kernel speed per ISA (bytes of weights/s)
+//   bm_quant --benchmark_filter=DotRow      in-cache kernel speed per ISA (bytes of weights/s);
+//                                           DotRowQ8K: the same with int8 activations
 //   bm_quant --benchmark_filter=MatVec      MatMul n = 1, 4096 x 4096 (weights mostly in L3)
 //   bm_quant --benchmark_filter=MatVecDram  MatMul n = 1 over ~1 GiB of weights (DRAM-bound)
 //   bm_quant --benchmark_filter=BM_Gemm/    MatMul n = 128, 4096 x 4096 (FLOP/s), built-in
@@ -86,7 +87,35 @@ void BM_DotRow(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.view.row_bytes));
   state.SetLabel(std::string(kTypeNames[type_index]) + " " + quant::internal::IsaName(isa));
 }
-BENCHMARK(BM_DotRow)->ArgsProduct({kAllTypes, {0, 1, 2}});
+BENCHMARK(BM_DotRow)->ArgsProduct({kAllTypes, {0, 1, 2, 3}});
+
+// As BM_DotRow with int8 activations (Q8_K blocks, quantised outside the loop) for the
+// 256-element formats; ISA 3 is AVX-512 VNNI.
+void BM_DotRowQ8K(benchmark::State& state) {
+  const auto type_index = static_cast<size_t>(state.range(0));
+  const auto isa = static_cast<quant::internal::Isa>(state.range(1));
+  const quant::internal::KernelTable* table = nullptr;
+  for (const auto* t : quant::internal::SupportedKernels()) {
+    if (t->isa == isa) table = t;
+  }
+  if (table == nullptr) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  const GgmlType type = kTypes[type_index];
+  const int64_t n = 4096;
+  const BenchWeight w = MakeWeight(type, 1, n);
+  const std::vector<float> x = RandomFloats(n, 3);
+  std::vector<quant::internal::Q8KBlock> xq(n / 256);
+  quant::internal::QuantizeQ8K(x.data(), xq.data(), n);
+  const quant::internal::DotQ8KFn dot = quant::internal::Find(*table, type)->dot_q8k;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(dot(w.bytes.data(), xq.data(), n));
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.view.row_bytes));
+  state.SetLabel(std::string(kTypeNames[type_index]) + " " + quant::internal::IsaName(isa));
+}
+BENCHMARK(BM_DotRowQ8K)->ArgsProduct({{9, 10, 11, 12, 13, 14}, {0, 1, 2, 3}});
 
 void RunMatVec(benchmark::State& state, int64_t rows, int64_t cols) {
   const auto type_index = static_cast<size_t>(state.range(0));

@@ -18,6 +18,8 @@ const char* IsaName(Isa isa) {
       return "avx2";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kAvx512Vnni:
+      return "avx512vnni";
   }
   return "?";
 }
@@ -28,6 +30,7 @@ namespace {
 struct CpuFeatures {
   bool avx2 = false;    // with FMA and F16C, and the OS saving ymm state
   bool avx512 = false;  // F, BW and VL, and the OS saving zmm state
+  bool avx512vnni = false;
 };
 
 // From cpuid and xgetbv directly: GCC's and Clang's __builtin_cpu_supports differ in which
@@ -52,6 +55,7 @@ CpuFeatures DetectCpu() {
   const bool avx512vl = ebx & (1u << 31);
   f.avx2 = os_ymm && avx2 && fma && f16c;
   f.avx512 = f.avx2 && os_zmm && avx512f && avx512bw && avx512vl;
+  f.avx512vnni = f.avx512 && (ecx & (1u << 11));
   return f;
 }
 #endif
@@ -62,6 +66,7 @@ std::vector<const KernelTable*> DetectTables() {
   const CpuFeatures cpu = DetectCpu();
   if (cpu.avx2 && Avx2Kernels() != nullptr) tables.push_back(Avx2Kernels());
   if (cpu.avx512 && Avx512Kernels() != nullptr) tables.push_back(Avx512Kernels());
+  if (cpu.avx512vnni && Avx512VnniKernels() != nullptr) tables.push_back(Avx512VnniKernels());
 #endif
   return tables;
 }

@@ -75,6 +75,44 @@ void Dequantize(const void* src, float* dst, int64_t n) {
   }
 }
 
+// int8 activations: per pair of groups, maddubs on |w| and x carrying w's sign (exact: each
+// pair of products is at most 2 * 127 * 127 in magnitude, within int16), then madd to int32,
+// then one float FMA with the groups' scales; the offsets subtract min_g * bsum_g.
+template <QuantsFn kQuants, GgmlType kType>
+float DotQ8K(const void* row, const Q8KBlock* x, int64_t n) {
+  const UnpackFn scales = ScalarScales(kType);
+  const auto* p = static_cast<const uint8_t*>(row);
+  const int bytes = BlockOf(kType).bytes;
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i pairs = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  Unpacked u;
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kSuperBlock; ++b, p += bytes, ++x) {
+    kQuants(p, u.q);
+    scales(p, u);
+    __m256 block = _mm256_setzero_ps();
+    for (int k = 0; k < kSuperBlock / 32; ++k) {
+      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(u.q + 32 * k));
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs + 32 * k));
+      const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xq, w));
+      const __m256i sums = _mm256_madd_epi16(prod, ones);  // lanes 0-3: group 2k, 4-7: 2k+1
+      const __m256 sc = _mm256_permutevar8x32_ps(
+          _mm256_castps128_ps256(
+              _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(u.scale + 2 * k)))),
+          pairs);
+      block = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), sc, block);
+    }
+    const __m128i bsums_lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x->bsums));
+    const __m128i bsums_hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x->bsums + 8));
+    block = _mm256_fnmadd_ps(_mm256_load_ps(u.min),
+                             _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(bsums_lo)), block);
+    block = _mm256_fnmadd_ps(_mm256_load_ps(u.min + 8),
+                             _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(bsums_hi)), block);
+    acc = _mm256_fmadd_ps(block, _mm256_set1_ps(x->d), acc);
+  }
+  return HorizontalSum(acc);
+}
+
 }  // namespace
 }  // namespace primekv::quant::internal
 
@@ -91,6 +129,7 @@ template <QuantsFn kQuants, KBlock kLayout, GgmlType kType>
 void Set(TypeKernels& k) {
   k.dot = Dot<kQuants, kLayout, kType>;
   k.dequantize = Dequantize<kQuants, kLayout, kType>;
+  if constexpr (kLayout.elements == kSuperBlock) k.dot_q8k = DotQ8K<kQuants, kType>;
 }
 
 }  // namespace

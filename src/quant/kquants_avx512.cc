@@ -28,6 +28,8 @@ namespace {
 
 #include "quant/kquants_x86.inc"
 
+constexpr bool kUseVnni = false;
+
 __m512 GroupQuants(const Unpacked& u, int g) {
   const __m128i q = _mm_load_si128(reinterpret_cast<const __m128i*>(u.q + 16 * g));
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
@@ -72,6 +74,8 @@ void Dequantize(const void* src, float* dst, int64_t n) {
   }
 }
 
+#include "quant/kquants_q8k_avx512.inc"
+
 }  // namespace
 }  // namespace primekv::quant::internal
 
@@ -91,6 +95,7 @@ template <QuantsFn kQuants, KBlock kLayout, GgmlType kType>
 void Set(TypeKernels& k) {
   k.dot = Dot<kQuants, kLayout, kType>;
   k.dequantize = Dequantize<kQuants, kLayout, kType>;
+  if constexpr (kLayout.elements == kSuperBlock) k.dot_q8k = DotQ8K<kQuants, kType>;
 }
 
 }  // namespace

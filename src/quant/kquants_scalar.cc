@@ -316,6 +316,27 @@ float DotBlocks(const void* row, const float* x, int64_t n) {
   return sum;
 }
 
+// int8 activations: sum_g scale_g * (sum q qx) - min_g * bsum_g per block, times the block's d.
+// The inner sums are exact integers, so only the per-group float steps round.
+template <UnpackFn kUnpack, KBlock kLayout>
+float DotQ8KBlocks(const void* row, const Q8KBlock* x, int64_t n) {
+  static_assert(kLayout.elements == kSuperBlock);
+  const auto* p = static_cast<const uint8_t*>(row);
+  Unpacked u;
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / kSuperBlock; ++b, p += kLayout.bytes, ++x) {
+    kUnpack(p, u);
+    float block = 0.0f;
+    for (int g = 0; g < kSuperBlock / kGroup16; ++g) {
+      int isum = 0;
+      for (int i = g * kGroup16; i < (g + 1) * kGroup16; ++i) isum += u.q[i] * x->qs[i];
+      block += u.scale[g] * static_cast<float>(isum) - u.min[g] * static_cast<float>(x->bsums[g]);
+    }
+    sum += x->d * block;
+  }
+  return sum;
+}
+
 // --- Round-to-nearest quantisers. ---------------------------------------------------------------
 
 // Q4_1 / Q5_1: d = (max - min) / levels, m = min; quants rounded against the stored d and m.
@@ -539,10 +560,32 @@ void QuantizeIq4Xs(const float* src, void* dst, int64_t n) {
 
 template <UnpackFn kUnpack, KBlock kLayout>
 TypeKernels Kernels(QuantizeFn quantize) {
-  return {DotBlocks<kUnpack, kLayout>, DequantizeBlocks<kUnpack, kLayout>, quantize};
+  TypeKernels k{DotBlocks<kUnpack, kLayout>, DequantizeBlocks<kUnpack, kLayout>, quantize};
+  if constexpr (kLayout.elements == kSuperBlock) k.dot_q8k = DotQ8KBlocks<kUnpack, kLayout>;
+  return k;
 }
 
 }  // namespace
+
+void QuantizeQ8K(const float* x, Q8KBlock* out, int64_t n) {
+  for (int64_t b = 0; b < n / kSuperBlock; ++b, x += kSuperBlock, ++out) {
+    const float max = SignedMax(x, kSuperBlock);
+    std::memset(out->bsums, 0, sizeof(out->bsums));
+    if (max == 0.0f || !std::isfinite(max)) {
+      out->d = 0.0f;
+      std::memset(out->qs, 0, sizeof(out->qs));
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < kSuperBlock; ++j) {
+      const float v = std::nearbyint(iscale * x[j]);
+      const int q = std::isnan(v) ? 0 : static_cast<int>(std::fmax(-128.0f, std::fmin(127.0f, v)));
+      out->qs[j] = static_cast<int8_t>(q);
+      out->bsums[j / kGroup16] = static_cast<int16_t>(out->bsums[j / kGroup16] + q);
+    }
+    out->d = 1.0f / iscale;
+  }
+}
 
 KBlock BlockOf(GgmlType type) {
   switch (type) {

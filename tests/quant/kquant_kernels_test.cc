@@ -5,13 +5,17 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "primekv/matmul.h"
 #include "primekv/quant.h"
+#include "primekv/thread_pool.h"
 #include "quant/kernels.h"
 #include "quant/kquants.h"
+#include "quant/matmul_internal.h"
 
 namespace primekv::quant {
 namespace {
@@ -126,6 +130,105 @@ void CheckTableAgainstScalar(const KernelTable& table) {
       EXPECT_NEAR(DotRow(t, p, x, n), exact, tolerance);
     }
   }
+}
+
+bool IsSuperBlockType(GgmlType t) { return BlockOf(t).elements == internal::kSuperBlock; }
+
+// int8-activation dots (dot_q8k) of every 256-element format: within the float bound of the
+// exact sum over the decoded weights times the decoded activations (d * qs).
+void CheckQ8KDots(const KernelTable& table) {
+  std::mt19937_64 rng(5);
+  for (GgmlType t : kBlockTypes) {
+    const internal::TypeKernels* k = internal::Find(table, t);
+    if (!IsSuperBlockType(t)) {
+      EXPECT_EQ(k->dot_q8k, nullptr) << Name(t);
+      continue;
+    }
+    ASSERT_NE(k->dot_q8k, nullptr) << Name(t);
+    const KBlock layout = BlockOf(t);
+    for (int64_t blocks : {0, 1, 2, 3, 16, 56}) {
+      SCOPED_TRACE(Name(t) + " blocks=" + std::to_string(blocks) + " " +
+                   internal::IsaName(table.isa));
+      const int64_t n = blocks * layout.elements;
+      const std::vector<uint8_t> encoded = RandomBlocks(rng, t, blocks);
+      std::vector<float> x = RandomFloats(rng, n);
+      for (int64_t i = 0; i < n; i += 37) x[static_cast<size_t>(i)] *= 20.0f;  // outliers
+      std::vector<internal::Q8KBlock> xq(static_cast<size_t>(blocks));
+      internal::QuantizeQ8K(x.data(), xq.data(), n);
+      internal::Unpacked u;
+      double exact = 0.0, magnitude = 0.0;
+      for (int64_t b = 0; b < blocks; ++b) {
+        internal::ScalarUnpack(t)(encoded.data() + b * layout.bytes, u);
+        const internal::Q8KBlock& a = xq[static_cast<size_t>(b)];
+        for (int i = 0; i < layout.elements; ++i) {
+          const double w = static_cast<double>(u.scale[i / 16]) * u.q[i] - u.min[i / 16];
+          const double xv = static_cast<double>(a.d) * a.qs[i];
+          exact += w * xv;
+          magnitude += (std::fabs(static_cast<double>(u.scale[i / 16]) * u.q[i]) +
+                        std::fabs(static_cast<double>(u.min[i / 16]))) *
+                       std::fabs(xv);
+        }
+      }
+      const double tolerance = (static_cast<double>(n) + 4) * 0x1p-24 * magnitude;
+      EXPECT_NEAR(k->dot_q8k(encoded.data(), xq.data(), n), exact, tolerance);
+    }
+  }
+}
+
+TEST(KQuantKernelsTest, QuantizeQ8KAsLlamaCpp) {
+  std::mt19937_64 rng(9);
+  std::vector<float> x = RandomFloats(rng, 256 * 8);
+  for (int j = 0; j < 256; ++j) x[static_cast<size_t>(256 + j)] = 0.0f;  // an all-zero block
+  x[600] = -9.0f;                                                        // a negative maximum
+  x[1000] = std::nextafter(0.5f, 1.0f);
+  std::vector<internal::Q8KBlock> q(8);
+  internal::QuantizeQ8K(x.data(), q.data(), 256 * 8);
+  EXPECT_EQ(q[1].d, 0.0f);
+  for (int b = 0; b < 8; ++b) {
+    float max = 0.0f;
+    for (int j = 0; j < 256; ++j) {
+      if (std::fabs(x[static_cast<size_t>(b * 256 + j)]) > std::fabs(max)) {
+        max = x[static_cast<size_t>(b * 256 + j)];
+      }
+    }
+    if (max == 0.0f) continue;
+    // d = max / -127 (as 1 / (-127 / max)), so max itself maps to -127.
+    EXPECT_EQ(q[static_cast<size_t>(b)].d, 1.0f / (-127.0f / max)) << b;
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int j = 0; j < 16; ++j) {
+        const int i = g * 16 + j;
+        const int qi = q[static_cast<size_t>(b)].qs[i];
+        sum += qi;
+        const double err = std::fabs(static_cast<double>(q[static_cast<size_t>(b)].d) * qi -
+                                     x[static_cast<size_t>(b * 256 + i)]);
+        ASSERT_LE(err, std::fabs(q[static_cast<size_t>(b)].d) * 0.5 * (1 + 1e-5)) << b << " " << i;
+      }
+      EXPECT_EQ(q[static_cast<size_t>(b)].bsums[g], sum);
+    }
+  }
+  EXPECT_EQ(q[2].qs[600 - 512], -127);
+}
+
+TEST(KQuantKernelsTest, Q8KDotsScalar) { CheckQ8KDots(internal::ScalarKernels()); }
+
+TEST(KQuantKernelsTest, Q8KDotsAvx2) {
+  const KernelTable* table = TableOf(Isa::kAvx2);
+  if (table == nullptr) GTEST_SKIP() << "this CPU has no AVX2: AVX2 int8 dots not run";
+  CheckQ8KDots(*table);
+}
+
+TEST(KQuantKernelsTest, Q8KDotsAvx512) {
+  const KernelTable* table = TableOf(Isa::kAvx512);
+  if (table == nullptr) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL: int8 dots not run";
+  CheckQ8KDots(*table);
+}
+
+TEST(KQuantKernelsTest, Q8KDotsAvx512Vnni) {
+  const KernelTable* table = TableOf(Isa::kAvx512Vnni);
+  if (table == nullptr) GTEST_SKIP() << "this CPU has no AVX-512 VNNI: VNNI int8 dots not run";
+  CheckQ8KDots(*table);
+  CheckTableAgainstScalar(*table);
 }
 
 TEST(KQuantKernelsTest, ScalarTableSelfConsistent) {
@@ -366,6 +469,69 @@ TEST(KQuantQuantizeTest, NonFiniteInputsStayDefined) {
     std::vector<float> back(256);
     DequantizeRow(t, q.data(), back.data(), 256);
     EXPECT_FALSE(std::isnan(back[100])) << Name(t);
+  }
+}
+
+// MatMul over the new formats, through every path: row dots with float activations, row dots
+// with int8 activations (256-element formats, several passes of the stack buffer at 14336
+// columns), and the GEMM on dequantised panels; against a double product of the decoded weights.
+// With int8 activations the bound adds the rounding of each activation (at most |d| / 2).
+TEST(KQuantMatMulTest, AllPathsMatchReference) {
+  ThreadPool pool(2);
+  std::mt19937_64 rng(21);
+  for (GgmlType t : kBlockTypes) {
+    const KBlock layout = BlockOf(t);
+    for (int64_t cols : {layout.elements == 32 ? int64_t{96} : int64_t{512}, int64_t{14336}}) {
+      const int64_t rows = 9;
+      const std::vector<uint8_t> w_bytes = RandomBlocks(rng, t, rows * cols / layout.elements);
+      const size_t row_bytes = RowBytes(t, cols);
+      const WeightView w{t, rows, cols, row_bytes, w_bytes.data()};
+      std::vector<float> decoded(static_cast<size_t>(rows * cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        internal::Find(internal::ScalarKernels(), t)
+            ->dequantize(w_bytes.data() + r * row_bytes, decoded.data() + r * cols, cols);
+      }
+      for (int64_t n : {1, 5, 20}) {
+        const std::vector<float> x = RandomFloats(rng, n * cols);
+        for (bool int8 : {false, true}) {
+          SCOPED_TRACE(Name(t) + " cols=" + std::to_string(cols) + " n=" + std::to_string(n) +
+                       (int8 ? " int8" : " float"));
+          ::primekv::internal::MatMulTiling tiling;
+          tiling.int8_activations = int8;
+          std::vector<float> y(static_cast<size_t>(n * rows), -1.0f);
+          ::primekv::internal::MatMulTiled(w, {x.data(), n, cols, cols}, {y.data(), n, rows, rows},
+                                           pool, tiling);
+          const bool rounded = int8 && n < tiling.small_batch && cols % 256 == 0 &&
+                               layout.elements == internal::kSuperBlock;
+          for (int64_t i = 0; i < n; ++i) {
+            // The activation step of each 256-block of this row, as QuantizeQ8K sets it.
+            std::vector<double> step(static_cast<size_t>(cols / 256 + 1), 0.0);
+            if (rounded) {
+              for (int64_t k = 0; k < cols; ++k) {
+                double& s = step[static_cast<size_t>(k / 256)];
+                s = std::fmax(s, std::fabs(x[static_cast<size_t>(i * cols + k)]) / 127.0);
+              }
+            }
+            for (int64_t r = 0; r < rows; ++r) {
+              double exact = 0.0, magnitude = 0.0, rounding = 0.0;
+              for (int64_t k = 0; k < cols; ++k) {
+                const double wv = decoded[static_cast<size_t>(r * cols + k)];
+                const double xv = x[static_cast<size_t>(i * cols + k)];
+                exact += wv * xv;
+                magnitude += std::fabs(wv * xv);
+                rounding += std::fabs(wv) * step[static_cast<size_t>(k / 256)] * 0.5;
+              }
+              // Float bound as in CheckTableAgainstScalar (magnitude without the offsets, so
+              // doubled), plus the activation rounding.
+              const double tol =
+                  2 * (static_cast<double>(cols) + 4) * 0x1p-24 * magnitude + rounding * (1 + 1e-3);
+              ASSERT_NEAR(y[static_cast<size_t>(i * rows + r)], exact, tol)
+                  << "i=" << i << " r=" << r;
+            }
+          }
+        }
+      }
+    }
   }
 }
 
