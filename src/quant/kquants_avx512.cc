@@ -35,9 +35,10 @@ __m512 GroupQuants(const Unpacked& u, int g) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
 }
 
-template <QuantsFn kQuants, KBlock kLayout, GgmlType kType>
+template <QuantsFn kQuants, KBlock kLayout, GgmlType kType, UnpackFn kScales>
 float Dot(const void* row, const float* x, int64_t n) {
-  const UnpackFn scales = ScalarScales(kType);
+  // A SIMD scale decoder where the format has one, else the scalar one (through a pointer).
+  const UnpackFn scales = kScales != nullptr ? kScales : ScalarScales(kType);
   const auto* p = static_cast<const uint8_t*>(row);
   Unpacked u;
   __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
@@ -58,9 +59,10 @@ float Dot(const void* row, const float* x, int64_t n) {
 }
 
 // A multiply, then a subtract, as ggml's reference (this file is built with -ffp-contract=off).
-template <QuantsFn kQuants, KBlock kLayout, GgmlType kType>
+template <QuantsFn kQuants, KBlock kLayout, GgmlType kType, UnpackFn kScales>
 void Dequantize(const void* src, float* dst, int64_t n) {
-  const UnpackFn scales = ScalarScales(kType);
+  // A SIMD scale decoder where the format has one, else the scalar one (through a pointer).
+  const UnpackFn scales = kScales != nullptr ? kScales : ScalarScales(kType);
   const auto* p = static_cast<const uint8_t*>(src);
   Unpacked u;
   for (int64_t b = 0; b < n / kLayout.elements; ++b, p += kLayout.bytes, dst += kLayout.elements) {
@@ -91,27 +93,27 @@ void Dequantize(const void* src, float* dst, int64_t n) {
 namespace primekv::quant::internal {
 namespace {
 
-template <QuantsFn kQuants, KBlock kLayout, GgmlType kType>
+template <QuantsFn kQuants, KBlock kLayout, GgmlType kType, UnpackFn kScales = nullptr>
 void Set(TypeKernels& k) {
-  k.dot = Dot<kQuants, kLayout, kType>;
-  k.dequantize = Dequantize<kQuants, kLayout, kType>;
-  if constexpr (kLayout.elements == kSuperBlock) k.dot_q8k = DotQ8K<kQuants, kType>;
+  k.dot = Dot<kQuants, kLayout, kType, kScales>;
+  k.dequantize = Dequantize<kQuants, kLayout, kType, kScales>;
+  if constexpr (kLayout.elements == kSuperBlock) k.dot_q8k = DotQ8K<kQuants, kType, kScales>;
 }
 
 }  // namespace
 
 // Outside the target region, like Avx512Kernels(). Quantisation stays scalar.
 void AddAvx512BlockKernels(KernelTable& t) {
-  Set<QuantsQ4_1, kQ4_1, GgmlType::kQ4_1>(t.q4_1);
-  Set<QuantsQ5_0, kQ5_0, GgmlType::kQ5_0>(t.q5_0);
-  Set<QuantsQ5_1, kQ5_1, GgmlType::kQ5_1>(t.q5_1);
-  Set<QuantsIq4Nl, kIq4Nl, GgmlType::kIQ4_NL>(t.iq4_nl);
-  Set<QuantsQ2_K, kQ2_K, GgmlType::kQ2_K>(t.q2_k);
-  Set<QuantsQ3_K, kQ3_K, GgmlType::kQ3_K>(t.q3_k);
-  Set<QuantsQ4_K, kQ4_K, GgmlType::kQ4_K>(t.q4_k);
-  Set<QuantsQ5_K, kQ5_K, GgmlType::kQ5_K>(t.q5_k);
-  Set<QuantsQ6_K, kQ6_K, GgmlType::kQ6_K>(t.q6_k);
-  Set<QuantsIq4Xs, kIq4Xs, GgmlType::kIQ4_XS>(t.iq4_xs);
+  Set<QuantsQ4_1, kQ4_1, GgmlType::kQ4_1, ScalesQ4_1Simd>(t.q4_1);
+  Set<QuantsQ5_0, kQ5_0, GgmlType::kQ5_0, ScalesD0Simd>(t.q5_0);
+  Set<QuantsQ5_1, kQ5_1, GgmlType::kQ5_1, ScalesQ4_1Simd>(t.q5_1);
+  Set<QuantsIq4Nl, kIq4Nl, GgmlType::kIQ4_NL, ScalesD0Simd>(t.iq4_nl);
+  Set<QuantsQ2_K, kQ2_K, GgmlType::kQ2_K, ScalesQ2_KSimd>(t.q2_k);
+  Set<QuantsQ3_K, kQ3_K, GgmlType::kQ3_K, ScalesQ3_KSimd>(t.q3_k);
+  Set<QuantsQ4_K, kQ4_K, GgmlType::kQ4_K, ScalesK4Simd>(t.q4_k);
+  Set<QuantsQ5_K, kQ5_K, GgmlType::kQ5_K, ScalesK4Simd>(t.q5_k);
+  Set<QuantsQ6_K, kQ6_K, GgmlType::kQ6_K, ScalesQ6_KSimd>(t.q6_k);
+  Set<QuantsIq4Xs, kIq4Xs, GgmlType::kIQ4_XS, ScalesIq4XsSimd>(t.iq4_xs);
 }
 
 }  // namespace primekv::quant::internal
