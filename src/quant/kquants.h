@@ -57,6 +57,14 @@ inline constexpr GgmlType kBlockTypes[] = {
     GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kIQ4_NL, GgmlType::kQ2_K,
     GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,   GgmlType::kIQ4_XS};
 
+// Whether a format's unpacked quants are never negative (Q2_K, Q4_K, Q5_K, Q4_1, Q5_1): the
+// int8 dots then feed them to the unsigned operand of maddubs/vpdpbusd directly, without
+// moving their signs onto the activations.
+constexpr bool UnsignedQuants(GgmlType type) {
+  return type == GgmlType::kQ2_K || type == GgmlType::kQ4_K || type == GgmlType::kQ5_K ||
+         type == GgmlType::kQ4_1 || type == GgmlType::kQ5_1;
+}
+
 // Layout of one of kBlockTypes; {0, 0} for others.
 KBlock BlockOf(GgmlType type);
 

@@ -97,7 +97,12 @@ float DotQ8K(const void* row, const Q8KBlock* x, int64_t n) {
     for (int k = 0; k < kSuperBlock / 32; ++k) {
       const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(u.q + 32 * k));
       const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs + 32 * k));
-      const __m256i prod = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xq, w));
+      __m256i prod;
+      if constexpr (UnsignedQuants(kType)) {
+        prod = _mm256_maddubs_epi16(w, xq);
+      } else {
+        prod = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xq, w));
+      }
       const __m256i sums = _mm256_madd_epi16(prod, ones);  // lanes 0-3: group 2k, 4-7: 2k+1
       const __m256 sc = _mm256_permutevar8x32_ps(
           _mm256_castps128_ps256(
