@@ -121,6 +121,41 @@ float DotQ8K(const void* row, const Q8KBlock* x, int64_t n) {
   return HorizontalSum(acc);
 }
 
+// Q4_K with int8 activations, unpacked in registers: each 32 bytes of quants are the low
+// nibbles of one 32-element sub-block and the high nibbles of the next, each with one scale, so
+// no unpacked copy is written and no per-group scale vector is needed.
+float DotQ8KQ4K(const void* row, const Q8KBlock* x, int64_t n) {
+  const auto* p = static_cast<const uint8_t*>(row);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  Unpacked u;
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / kSuperBlock; ++b, p += kQ4_K.bytes, ++x) {
+    ScalesK4Simd(p, u);
+    __m256 block = _mm256_setzero_ps();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i v = Load256(p + 16 + 32 * c);
+      const __m256i lo = _mm256_and_si256(v, nibble);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble);
+      const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs + 64 * c));
+      const __m256i x_hi =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs + 64 * c + 32));
+      const __m256i s_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x_lo), ones);
+      const __m256i s_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x_hi), ones);
+      block = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_lo), _mm256_set1_ps(u.scale[4 * c]), block);
+      block = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s_hi), _mm256_set1_ps(u.scale[4 * c + 2]), block);
+    }
+    const __m128i bsums_lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x->bsums));
+    const __m128i bsums_hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x->bsums + 8));
+    block = _mm256_fnmadd_ps(_mm256_load_ps(u.min),
+                             _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(bsums_lo)), block);
+    block = _mm256_fnmadd_ps(_mm256_load_ps(u.min + 8),
+                             _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(bsums_hi)), block);
+    acc = _mm256_fmadd_ps(block, _mm256_set1_ps(x->d), acc);
+  }
+  return HorizontalSum(acc);
+}
+
 }  // namespace
 }  // namespace primekv::quant::internal
 
@@ -151,6 +186,7 @@ void AddAvx2BlockKernels(KernelTable& t) {
   Set<QuantsQ2_K, kQ2_K, GgmlType::kQ2_K, ScalesQ2_KSimd>(t.q2_k);
   Set<QuantsQ3_K, kQ3_K, GgmlType::kQ3_K, ScalesQ3_KSimd>(t.q3_k);
   Set<QuantsQ4_K, kQ4_K, GgmlType::kQ4_K, ScalesK4Simd>(t.q4_k);
+  t.q4_k.dot_q8k = DotQ8KQ4K;
   Set<QuantsQ5_K, kQ5_K, GgmlType::kQ5_K, ScalesK4Simd>(t.q5_k);
   Set<QuantsQ6_K, kQ6_K, GgmlType::kQ6_K, ScalesQ6_KSimd>(t.q6_k);
   Set<QuantsIq4Xs, kIq4Xs, GgmlType::kIQ4_XS, ScalesIq4XsSimd>(t.iq4_xs);

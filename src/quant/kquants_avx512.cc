@@ -111,6 +111,7 @@ void AddAvx512BlockKernels(KernelTable& t) {
   Set<QuantsQ2_K, kQ2_K, GgmlType::kQ2_K, ScalesQ2_KSimd>(t.q2_k);
   Set<QuantsQ3_K, kQ3_K, GgmlType::kQ3_K, ScalesQ3_KSimd>(t.q3_k);
   Set<QuantsQ4_K, kQ4_K, GgmlType::kQ4_K, ScalesK4Simd>(t.q4_k);
+  t.q4_k.dot_q8k = DotQ8KQ4K;
   Set<QuantsQ5_K, kQ5_K, GgmlType::kQ5_K, ScalesK4Simd>(t.q5_k);
   Set<QuantsQ6_K, kQ6_K, GgmlType::kQ6_K, ScalesQ6_KSimd>(t.q6_k);
   Set<QuantsIq4Xs, kIq4Xs, GgmlType::kIQ4_XS, ScalesIq4XsSimd>(t.iq4_xs);
