@@ -59,7 +59,7 @@ const KernelTable* Avx512VnniKernels() {
     t.isa = Isa::kAvx512Vnni;
     t.q2_k.dot_q8k = DotQ8K<QuantsQ2_K, GgmlType::kQ2_K, ScalesQ2_KSimd>;
     t.q3_k.dot_q8k = DotQ8K<QuantsQ3_K, GgmlType::kQ3_K, ScalesQ3_KSimd>;
-    t.q4_k.dot_q8k = DotQ8KQ4K;
+    // Q4_K keeps the AVX2 register-unpacked int8 dot (see AddAvx512BlockKernels).
     t.q5_k.dot_q8k = DotQ8K<QuantsQ5_K, GgmlType::kQ5_K, ScalesK4Simd>;
     t.q6_k.dot_q8k = DotQ8K<QuantsQ6_K, GgmlType::kQ6_K, ScalesQ6_KSimd>;
     t.iq4_xs.dot_q8k = DotQ8K<QuantsIq4Xs, GgmlType::kIQ4_XS, ScalesIq4XsSimd>;
