@@ -5,13 +5,13 @@
 // group of 16 elements:  value[i] = scale[i / 16] * q[i] - min[i / 16]  (min = 0 for the
 // symmetric types, -m for Q4_1/Q5_1). scale and min are computed exactly as ggml does
 // (d * sub_scale in float), and the value with one float multiply and one subtract, so a
-// dequantised element is bit-identical to ggml's reference. The SIMD files replace only the
-// unpacking into this form and the arithmetic around it.
+// dequantised element is bit-identical to ggml's reference. The SIMD files replace the
+// unpacking into this form (kquants_x86.inc) and the arithmetic around it.
 //
-// Why this form: it is also what integer dot products need. A later int8-activation path
-// (activations quantised once per matmul into 8-bit blocks with per-16 sums, as llama.cpp's
-// Q8_K) computes sum_g scale_g * dx * (sum_i q_i qx_i) - min_g * dx * sum_g(qx) from the same
-// unpacked quants, with maddubs/madd or VNNI for the inner sums.
+// Why this form: it is also what integer dot products need. The int8-activation dots (dot_q8k,
+// 256-element formats; activations rounded once per matmul into Q8KBlock, as llama.cpp's Q8_K)
+// compute d_x * sum_g (scale_g * sum_i q_i qx_i - min_g * bsum_g) from the same unpacked quants,
+// with maddubs/madd or VNNI for the exact inner sums. Q4_K's dot skips the unpacked copy.
 #pragma once
 
 #include <cstdint>
