@@ -1,5 +1,6 @@
 // Row kernels and MatMul per weight type.
-//   bm_quant --benchmark_filter=DotRow      in-cache kernel speed per ISA (bytes of weights/s)
+//   bm_quant --benchmark_filter=DotRow      in-cache kernel speed per ISA (bytes of weights/s);
+//                                           DotRowQ8K: the same with int8 activations
 //   bm_quant --benchmark_filter=MatVec      MatMul n = 1, 4096 x 4096 (weights mostly in L3)
 //   bm_quant --benchmark_filter=MatVecDram  MatMul n = 1 over ~1 GiB of weights (DRAM-bound)
 //   bm_quant --benchmark_filter=BM_Gemm/    MatMul n = 128, 4096 x 4096 (FLOP/s), built-in
@@ -21,9 +22,16 @@
 namespace primekv {
 namespace {
 
-constexpr GgmlType kTypes[] = {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
-                               GgmlType::kQ4_0};
-constexpr const char* kTypeNames[] = {"F32", "F16", "BF16", "Q8_0", "Q4_0"};
+constexpr GgmlType kTypes[] = {
+    GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0,   GgmlType::kQ4_0,
+    GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kIQ4_NL, GgmlType::kQ2_K,
+    GgmlType::kQ3_K, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,   GgmlType::kIQ4_XS};
+constexpr const char* kTypeNames[] = {"F32",  "F16",  "BF16", "Q8_0",   "Q4_0",
+                                      "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "Q2_K",
+                                      "Q3_K", "Q4_K", "Q5_K", "Q6_K",   "IQ4_XS"};
+// Indices into kTypes: the original five, and all fifteen.
+const std::vector<int64_t> kBaseTypes = {0, 1, 2, 3, 4};
+const std::vector<int64_t> kAllTypes = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
 
 std::vector<float> RandomFloats(int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -79,7 +87,35 @@ void BM_DotRow(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.view.row_bytes));
   state.SetLabel(std::string(kTypeNames[type_index]) + " " + quant::internal::IsaName(isa));
 }
-BENCHMARK(BM_DotRow)->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1, 2}});
+BENCHMARK(BM_DotRow)->ArgsProduct({kAllTypes, {0, 1, 2, 3}});
+
+// As BM_DotRow with int8 activations (Q8_K blocks, quantised outside the loop) for the
+// 256-element formats; ISA 3 is AVX-512 VNNI.
+void BM_DotRowQ8K(benchmark::State& state) {
+  const auto type_index = static_cast<size_t>(state.range(0));
+  const auto isa = static_cast<quant::internal::Isa>(state.range(1));
+  const quant::internal::KernelTable* table = nullptr;
+  for (const auto* t : quant::internal::SupportedKernels()) {
+    if (t->isa == isa) table = t;
+  }
+  if (table == nullptr) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  const GgmlType type = kTypes[type_index];
+  const int64_t n = 4096;
+  const BenchWeight w = MakeWeight(type, 1, n);
+  const std::vector<float> x = RandomFloats(n, 3);
+  std::vector<quant::internal::Q8KBlock> xq(n / 256);
+  quant::internal::QuantizeQ8K(x.data(), xq.data(), n);
+  const quant::internal::DotQ8KFn dot = quant::internal::Find(*table, type)->dot_q8k;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(dot(w.bytes.data(), xq.data(), n));
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.view.row_bytes));
+  state.SetLabel(std::string(kTypeNames[type_index]) + " " + quant::internal::IsaName(isa));
+}
+BENCHMARK(BM_DotRowQ8K)->ArgsProduct({{9, 10, 11, 12, 13, 14}, {0, 1, 2, 3}});
 
 void RunMatVec(benchmark::State& state, int64_t rows, int64_t cols) {
   const auto type_index = static_cast<size_t>(state.range(0));
@@ -98,13 +134,13 @@ void RunMatVec(benchmark::State& state, int64_t rows, int64_t cols) {
 
 // Args: type index, threads.
 void BM_MatVec(benchmark::State& state) { RunMatVec(state, 4096, 4096); }
-BENCHMARK(BM_MatVec)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}})->UseRealTime();
+BENCHMARK(BM_MatVec)->ArgsProduct({kAllTypes, {1, 2}})->UseRealTime();
 
 void BM_MatVecDram(benchmark::State& state) {
   const size_t row_bytes = quant::RowBytes(kTypes[state.range(0)], 4096);
   RunMatVec(state, static_cast<int64_t>((size_t{1} << 30) / row_bytes), 4096);
 }
-BENCHMARK(BM_MatVecDram)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}})->UseRealTime();
+BENCHMARK(BM_MatVecDram)->ArgsProduct({kAllTypes, {1, 2}})->UseRealTime();
 
 void RunGemm(benchmark::State& state, GgmlType type, int64_t n, int threads,
              const internal::MatMulTiling& tiling) {
@@ -129,7 +165,7 @@ void BM_Gemm(benchmark::State& state) {
   RunGemm(state, kTypes[state.range(0)], 128, static_cast<int>(state.range(1)), tiling);
   state.SetLabel(std::string(kTypeNames[state.range(0)]) + (tiling.use_blas ? " blas" : ""));
 }
-BENCHMARK(BM_Gemm)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {0, 1}})->UseRealTime();
+BENCHMARK(BM_Gemm)->ArgsProduct({kAllTypes, {1, 2}, {0, 1}})->UseRealTime();
 
 // Args: type index, panel rows, panel cols (K chunk); built-in kernel, 2 threads, n = 128.
 void BM_GemmTiling(benchmark::State& state) {

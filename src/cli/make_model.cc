@@ -32,7 +32,11 @@ void AddMakeModel(CLI::App& app, Runner& run) {
       ->check(IntegerIn(0, 1 << 24))
       ->capture_default_str();
   cmd->add_option("--context", s->context)->check(IntegerIn(1, 1 << 28))->capture_default_str();
-  cmd->add_option("--type", *type, "F32 | F16 | BF16 | Q8_0 | Q4_0")->capture_default_str();
+  cmd->add_option(
+         "--type", *type,
+         "F32 | F16 | BF16 | Q8_0 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | IQ4_NL (row lengths multiples "
+         "of 32) | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS (multiples of 256)")
+      ->capture_default_str();
   cmd->add_option("--seed", s->seed)->check(Seed())->capture_default_str();
   cmd->add_option("--tokenizer", s->tokenizer, "llama | gpt2")->capture_default_str();
   cmd->add_option("--rope-base", s->rope_base)

@@ -97,7 +97,8 @@ class TensorLoader {
       return Status::Error(
           f_.display_name() + ": tensor '" + name + "' has type " +
           std::string(info ? info->name : "unknown") +
-          ", which this engine cannot compute (supported: F32, F16, BF16, Q8_0, Q4_0)");
+          ", which this engine cannot compute (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
+          "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
     }
     WeightView w;
     w.type = t->type;

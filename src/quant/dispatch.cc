@@ -6,6 +6,7 @@
 #endif
 
 #include "quant/kernels.h"
+#include "quant/kquants.h"
 
 namespace primekv::quant::internal {
 
@@ -17,6 +18,8 @@ const char* IsaName(Isa isa) {
       return "avx2";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kAvx512Vnni:
+      return "avx512vnni";
   }
   return "?";
 }
@@ -27,6 +30,7 @@ namespace {
 struct CpuFeatures {
   bool avx2 = false;    // with FMA and F16C, and the OS saving ymm state
   bool avx512 = false;  // F, BW and VL, and the OS saving zmm state
+  bool avx512vnni = false;
 };
 
 // From cpuid and xgetbv directly: GCC's and Clang's __builtin_cpu_supports differ in which
@@ -51,6 +55,7 @@ CpuFeatures DetectCpu() {
   const bool avx512vl = ebx & (1u << 31);
   f.avx2 = os_ymm && avx2 && fma && f16c;
   f.avx512 = f.avx2 && os_zmm && avx512f && avx512bw && avx512vl;
+  f.avx512vnni = f.avx512 && (ecx & (1u << 11));
   return f;
 }
 #endif
@@ -61,6 +66,7 @@ std::vector<const KernelTable*> DetectTables() {
   const CpuFeatures cpu = DetectCpu();
   if (cpu.avx2 && Avx2Kernels() != nullptr) tables.push_back(Avx2Kernels());
   if (cpu.avx512 && Avx512Kernels() != nullptr) tables.push_back(Avx512Kernels());
+  if (cpu.avx512vnni && Avx512VnniKernels() != nullptr) tables.push_back(Avx512VnniKernels());
 #endif
   return tables;
 }
@@ -89,6 +95,26 @@ const TypeKernels* Find(const KernelTable& table, GgmlType type) {
       return &table.q8_0;
     case GgmlType::kQ4_0:
       return &table.q4_0;
+    case GgmlType::kQ4_1:
+      return &table.q4_1;
+    case GgmlType::kQ5_0:
+      return &table.q5_0;
+    case GgmlType::kQ5_1:
+      return &table.q5_1;
+    case GgmlType::kIQ4_NL:
+      return &table.iq4_nl;
+    case GgmlType::kQ2_K:
+      return &table.q2_k;
+    case GgmlType::kQ3_K:
+      return &table.q3_k;
+    case GgmlType::kQ4_K:
+      return &table.q4_k;
+    case GgmlType::kQ5_K:
+      return &table.q5_k;
+    case GgmlType::kQ6_K:
+      return &table.q6_k;
+    case GgmlType::kIQ4_XS:
+      return &table.iq4_xs;
     default:
       return nullptr;
   }
@@ -105,7 +131,7 @@ int BlockSize(GgmlType type) {
     case GgmlType::kQ4_0:
       return kQ4_0Block;
     default:
-      return 0;
+      return BlockOf(type).elements;
   }
 }
 
@@ -121,7 +147,7 @@ int BlockBytes(GgmlType type) {
     case GgmlType::kQ4_0:
       return kQ4_0BlockBytes;
     default:
-      return 0;
+      return BlockOf(type).bytes;
   }
 }
 

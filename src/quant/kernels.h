@@ -17,10 +17,24 @@ inline constexpr int kQ4_0Block = 32;
 inline constexpr int kQ4_0BlockBytes = 18;  // d, then 16 bytes; element j is the low nibble of
                                             // byte j, element j + 16 the high one; d * (q - 8)
 
-enum class Isa { kScalar, kAvx2, kAvx512 };
+// kAvx512Vnni: the AVX-512 table with VNNI integer dot products for int8 activations.
+enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Vnni };
 const char* IsaName(Isa isa);
 
 using DotFn = float (*)(const void* row, const float* x, int64_t n);
+
+// 256 activations rounded to 8 bits, as llama.cpp's Q8_K: x[i] ~ d * qs[i], with the sums of
+// each 16 quants. The int8-activation dot products of the 256-element weight formats read it.
+struct Q8KBlock {
+  float d;
+  int8_t qs[256];
+  int16_t bsums[16];
+};
+// Rounds n (a multiple of 256) activations as llama.cpp's quantize_row_q8_K: the element of
+// largest magnitude maps to -127 (d = max / -127), the others round to nearest, ties to even.
+void QuantizeQ8K(const float* x, Q8KBlock* out, int64_t n);
+// sum_i w[i] * d * qs[i] for one encoded weight row and n / 256 activation blocks.
+using DotQ8KFn = float (*)(const void* row, const Q8KBlock* x, int64_t n);
 using DequantizeFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
 
@@ -28,6 +42,7 @@ struct TypeKernels {
   DotFn dot = nullptr;
   DequantizeFn dequantize = nullptr;
   QuantizeFn quantize = nullptr;
+  DotQ8KFn dot_q8k = nullptr;  // int8 activations; only the 256-element block formats
 };
 
 // One tile of the prefill GEMM: acc[j][t] (+)= sum_k w[j * ldw + k] * xp[k * group + t] for
@@ -40,6 +55,8 @@ using GemmTileFn = void (*)(const float* xp, int tokens, const float* w, int64_t
 struct KernelTable {
   Isa isa = Isa::kScalar;
   TypeKernels f32, f16, bf16, q8_0, q4_0;
+  // kquants.h: the K-quants, IQ4 and the older 32-element formats.
+  TypeKernels q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs;
   GemmTileFn gemm_tile = nullptr;
   int gemm_group = 0;  // tokens per packed activation block
   int gemm_rows = 0;   // most weight rows per tile
@@ -49,6 +66,7 @@ const KernelTable& ScalarKernels();
 // Null when this build has no such table (non-x86 targets).
 const KernelTable* Avx2Kernels();
 const KernelTable* Avx512Kernels();
+const KernelTable* Avx512VnniKernels();
 
 // Tables usable on this CPU, scalar first and the fastest last.
 std::span<const KernelTable* const> SupportedKernels();

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "quant/kernels.h"
+#include "quant/kquants.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -333,6 +334,7 @@ const KernelTable* Avx2Kernels() {
     t.q8_0.dequantize = DequantizeQ8_0;
     t.q4_0.dot = DotQ4_0;
     t.q4_0.dequantize = DequantizeQ4_0;
+    AddAvx2BlockKernels(t);
     t.gemm_tile = GemmTile;
     t.gemm_group = kGroup;
     t.gemm_rows = kTileRows;

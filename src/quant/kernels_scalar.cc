@@ -4,6 +4,7 @@
 
 #include "primekv/quant.h"
 #include "quant/kernels.h"
+#include "quant/kquants.h"
 
 namespace primekv::quant::internal {
 namespace {
@@ -193,17 +194,20 @@ void GemmTile(const float* xp, int /*tokens*/, const float* w, int64_t ldw, int 
 }  // namespace
 
 const KernelTable& ScalarKernels() {
-  static const KernelTable table{
-      .isa = Isa::kScalar,
-      .f32 = {DotF32, DequantizeF32, QuantizeF32},
-      .f16 = {DotF16, DequantizeF16, QuantizeF16},
-      .bf16 = {DotBf16, DequantizeBf16, QuantizeBf16},
-      .q8_0 = {DotQ8_0, DequantizeQ8_0, QuantizeQ8_0},
-      .q4_0 = {DotQ4_0, DequantizeQ4_0, QuantizeQ4_0},
-      .gemm_tile = GemmTile,
-      .gemm_group = kScalarGroup,
-      .gemm_rows = 4,
-  };
+  static const KernelTable table = [] {
+    KernelTable t;
+    t.isa = Isa::kScalar;
+    t.f32 = {DotF32, DequantizeF32, QuantizeF32};
+    t.f16 = {DotF16, DequantizeF16, QuantizeF16};
+    t.bf16 = {DotBf16, DequantizeBf16, QuantizeBf16};
+    t.q8_0 = {DotQ8_0, DequantizeQ8_0, QuantizeQ8_0};
+    t.q4_0 = {DotQ4_0, DequantizeQ4_0, QuantizeQ4_0};
+    t.gemm_tile = GemmTile;
+    t.gemm_group = kScalarGroup;
+    t.gemm_rows = 4;
+    AddScalarBlockKernels(t);
+    return t;
+  }();
   return table;
 }
 

@@ -1,7 +1,9 @@
 // y = x * W^T over GGUF weight rows.
 //
 // Small n (decode): every output element is one DotRow over an encoded row, threaded over rows.
-// This is bandwidth-bound, so the rows are read once and never expanded to float.
+// This is bandwidth-bound, so the rows are read once and never expanded to float. For the
+// 256-element block formats (K-quants, IQ4_XS) the activations are first rounded to 8-bit
+// blocks (Q8_K, as llama.cpp) so the dots run on integer multiply-adds.
 //
 // Larger n (prefill): the pool's threads take panels of weight rows; each dequantises its panel
 // a column chunk at a time into per-thread scratch (F32 rows are read in place) and multiplies it
@@ -21,6 +23,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "primekv/quant.h"
@@ -55,10 +58,45 @@ const quant::internal::KernelTable& TableFor(const MatMulTiling& tiling) {
   return tiling.kernels != nullptr ? *tiling.kernels : quant::internal::BestKernels();
 }
 
+// Q8_K blocks of activations MatVecQ8K keeps on the stack: 64 KiB, a 57,344-wide row.
+constexpr int64_t kQ8KBufferBlocks = 224;
+
+// MatVec with int8 activations: x rows quantised into a stack buffer (no allocation per decode
+// step), as many rows at a time as fit.
+void MatVecQ8K(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,
+               quant::internal::DotQ8KFn dot) {
+  const int64_t blocks = w.cols / 256;
+  std::array<quant::internal::Q8KBlock, kQ8KBufferBlocks> buffer;
+  const int64_t rows_per_pass = kQ8KBufferBlocks / blocks;
+  const int64_t min_rows =
+      std::max<int64_t>(1, (int64_t{1} << 16) / std::max<size_t>(1, w.row_bytes));
+  for (int64_t i0 = 0; i0 < x.rows; i0 += rows_per_pass) {
+    const int64_t m = std::min(rows_per_pass, x.rows - i0);
+    for (int64_t i = 0; i < m; ++i) {
+      quant::internal::QuantizeQ8K(x.Row(i0 + i), buffer.data() + i * blocks, w.cols);
+    }
+    pool.ParallelFor(
+        w.rows,
+        [&](int64_t begin, int64_t end, int) {
+          for (int64_t r = begin; r < end; ++r) {
+            const uint8_t* row = w.Row(r);
+            for (int64_t i = 0; i < m; ++i)
+              y(i0 + i, r) = dot(row, buffer.data() + i * blocks, w.cols);
+          }
+        },
+        min_rows);
+  }
+}
+
 void MatVec(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,
             const MatMulTiling& tiling) {
   const quant::internal::TypeKernels* kernels = quant::internal::Find(TableFor(tiling), w.type);
   Check(kernels != nullptr, "MatMul: element type is not computable");
+  if (tiling.int8_activations && kernels->dot_q8k != nullptr && w.cols % 256 == 0 &&
+      w.cols / 256 <= kQ8KBufferBlocks) {
+    MatVecQ8K(w, x, y, pool, kernels->dot_q8k);
+    return;
+  }
   const quant::internal::DotFn dot = kernels->dot;
   // Chunks of at least ~64 KiB of weights keep the pool's hand-off cost negligible; small
   // matrices run on the calling thread.

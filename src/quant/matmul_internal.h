@@ -19,6 +19,9 @@ struct MatMulTiling {
   int64_t token_block = 512;  // tokens packed at a time; bounds the per-thread accumulators
   bool use_blas = false;      // cblas_sgemm per panel instead of the built-in kernel (for A/B)
   const quant::internal::KernelTable* kernels = nullptr;  // null: the best for this CPU
+  // Small n with a 256-element block format: round the activations to 8 bits once per call and
+  // use integer dot products (as llama.cpp does); false: float dots (for A/B and tests).
+  bool int8_activations = true;
 };
 
 void MatMulTiled(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,

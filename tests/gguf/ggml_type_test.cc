@@ -24,17 +24,19 @@ const Expected kExpected[] = {
     {GgmlType::kF16, "F16", 1, 2, true},
     {GgmlType::kBF16, "BF16", 1, 2, true},
     {GgmlType::kQ4_0, "Q4_0", 32, kF16 + 32 / 2, true},
-    {GgmlType::kQ4_1, "Q4_1", 32, 2 * kF16 + 32 / 2, false},
-    {GgmlType::kQ5_0, "Q5_0", 32, kF16 + 32 / 8 + 32 / 2, false},
-    {GgmlType::kQ5_1, "Q5_1", 32, 2 * kF16 + 32 / 8 + 32 / 2, false},
+    {GgmlType::kQ4_1, "Q4_1", 32, 2 * kF16 + 32 / 2, true},
+    {GgmlType::kQ5_0, "Q5_0", 32, kF16 + 32 / 8 + 32 / 2, true},
+    {GgmlType::kQ5_1, "Q5_1", 32, 2 * kF16 + 32 / 8 + 32 / 2, true},
     {GgmlType::kQ8_0, "Q8_0", 32, kF16 + 32, true},
     {GgmlType::kQ8_1, "Q8_1", 32, 2 * kF16 + 32, false},
-    {GgmlType::kQ2_K, "Q2_K", 256, 256 / 16 + 256 / 4 + 2 * kF16, false},
-    {GgmlType::kQ3_K, "Q3_K", 256, 256 / 8 + 256 / 4 + 12 + kF16, false},
-    {GgmlType::kQ4_K, "Q4_K", 256, 2 * kF16 + 12 + 256 / 2, false},
-    {GgmlType::kQ5_K, "Q5_K", 256, 2 * kF16 + 12 + 256 / 8 + 256 / 2, false},
-    {GgmlType::kQ6_K, "Q6_K", 256, 256 / 2 + 256 / 4 + 256 / 16 + kF16, false},
+    {GgmlType::kQ2_K, "Q2_K", 256, 256 / 16 + 256 / 4 + 2 * kF16, true},
+    {GgmlType::kQ3_K, "Q3_K", 256, 256 / 8 + 256 / 4 + 12 + kF16, true},
+    {GgmlType::kQ4_K, "Q4_K", 256, 2 * kF16 + 12 + 256 / 2, true},
+    {GgmlType::kQ5_K, "Q5_K", 256, 2 * kF16 + 12 + 256 / 8 + 256 / 2, true},
+    {GgmlType::kQ6_K, "Q6_K", 256, 256 / 2 + 256 / 4 + 256 / 16 + kF16, true},
     {GgmlType::kQ8_K, "Q8_K", 256, kF32 + 256 + 256 / 16 * 2, false},
+    {GgmlType::kIQ4_NL, "IQ4_NL", 32, kF16 + 32 / 2, true},
+    {GgmlType::kIQ4_XS, "IQ4_XS", 256, kF16 + 2 + 256 / 64 + 256 / 2, true},
     {GgmlType::kI8, "I8", 1, 1, false},
     {GgmlType::kI16, "I16", 1, 2, false},
     {GgmlType::kI32, "I32", 1, 4, false},
@@ -65,7 +67,7 @@ TEST(GgmlType, UnknownIdsAreRejected) {
     if (TypeInfo(id)) ++known;
   }
   EXPECT_EQ(known, static_cast<int>(std::size(kExpected)));
-  for (uint32_t id : {4u, 5u, 16u, 23u, 29u, 31u, 1000u, 0xffffffffu}) {
+  for (uint32_t id : {4u, 5u, 16u, 21u, 22u, 29u, 31u, 1000u, 0xffffffffu}) {
     EXPECT_FALSE(TypeInfo(id).has_value()) << id;
   }
 }
