@@ -25,6 +25,9 @@ void AddMakeModel(CLI::App& app, Runner& run) {
   cmd->add_option("--type", *type, "F32 | F16 | BF16 | Q8_0 | Q4_0")->capture_default_str();
   cmd->add_option("--seed", s->seed)->capture_default_str();
   cmd->add_option("--tokenizer", s->tokenizer, "llama | gpt2")->capture_default_str();
+  cmd->add_option("--hf-tokenizer", s->hf_tokenizer,
+                  "Hugging Face tokenizer folder (tokenizer.json, tokenizer_config.json) to "
+                  "import with its chat template; --vocab then only pads the vocabulary");
   cmd->add_option("--rope-base", s->rope_base)->capture_default_str();
   cmd->add_option("--rope-scaling", *rope_scaling, "none | llama3")->capture_default_str();
   cmd->add_flag("--tied", s->tied_embeddings, "Share the output matrix with the embeddings");
