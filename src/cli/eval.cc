@@ -78,6 +78,9 @@ void AddEval(CLI::App& app, Runner& run) {
   cmd->add_option("--chunk", a->spec.chunk)->capture_default_str();
   cmd->add_option("--interval", a->spec.interval)->capture_default_str();
   cmd->add_flag("--chat", a->spec.chat, "Use the model's chat template");
+  cmd->add_option(
+      "--chat-template", a->spec.chat_template,
+      "Chat template by name, overriding the model's (implies --chat): " + ChatFormatNames());
   cmd->add_option("--kv-type", a->kv_type, "f16 | f32")->capture_default_str();
   cmd->add_option("-t,--threads", a->spec.threads)->capture_default_str();
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
@@ -94,6 +97,7 @@ void AddEval(CLI::App& app, Runner& run) {
       if (a->kv_type != "f16" && a->kv_type != "f32") return Fail("--kv-type must be f16 or f32");
       a->spec.kv_dtype = a->kv_type == "f32" ? KvDType::kF32 : KvDType::kF16;
       a->spec.out = a->out;
+      if (!a->spec.chat_template.empty()) a->spec.chat = true;
       a->spec.progress = !a->quiet;
       auto model = Model::Load(a->model);
       if (!model.ok()) return Fail(model.message());

@@ -93,6 +93,12 @@ TaskOptions TaskOptionsFor(const Model& model, const EvalRunSpec& spec, std::str
 Result<EvalRunSummary> RunEvaluation(const Model& model, const EvalRunSpec& spec) {
   auto mode = ParseCompressionMode(spec.mode);
   if (!mode) return Status::Error("unknown mode '" + spec.mode + "'");
+  std::optional<ChatFormat> chat_format;
+  if (spec.chat) {
+    auto f = ResolveChatFormat(model.tokenizer(), spec.chat_template);
+    if (!f.ok()) return f.status();
+    chat_format = *f;
+  }
   if (spec.tasks.empty() || spec.presses.empty())
     return Status::Error("eval: need tasks and presses");
   std::error_code ec;
@@ -170,7 +176,8 @@ Result<EvalRunSummary> RunEvaluation(const Model& model, const EvalRunSpec& spec
           qs.push_back(t.question);
           prefixes.push_back(t.answer_prefix);
         }
-        auto conv = EncodeConversation(model.tokenizer(), spec.chat, s.context, qs, prefixes);
+        auto conv =
+            EncodeConversation(model.tokenizer(), spec.chat, s.context, qs, prefixes, chat_format);
         ctx = std::move(conv.context);
         questions = std::move(conv.turns);
       }
