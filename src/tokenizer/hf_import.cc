@@ -1,10 +1,13 @@
 // Hugging Face tokenizer folder -> TokenizerSpec, with the metadata choices llama.cpp's
 // converter makes (token types, pre-tokenizer name, special ids, add_bos, chat template).
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "primekv/tokenizer.h"
 

