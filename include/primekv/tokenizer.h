@@ -160,6 +160,10 @@ Result<std::string> RenderChat(const Tokenizer& tokenizer, ChatFormat format,
 // empty where RenderChat fails.
 std::string ApplyChatTemplate(ChatFormat format, std::span<const ChatMessage> messages,
                               bool add_generation_prompt);
+// One more user turn and the generation prompt, for a conversation already rendered with
+// `format`: what the template adds for it, without the once-only parts (Llama 3.1's system block,
+// Qwen2's default system message).
+std::string ApplyChatTemplateFollowUp(ChatFormat format, std::string_view user_content);
 
 // A long context followed by questions asked in turns, as token lists: the context (with BOS)
 // is prefilled and compressed once, then each turn's tokens are appended before its answer.

@@ -36,8 +36,7 @@ ConversationTokens EncodeConversation(const Tokenizer& tokenizer, bool chat,
   out.context = tokenizer.Encode(rendered, true, true);
   for (size_t i = 0; i < questions.size(); ++i) {
     std::string text =
-        i == 0 ? "\n\n" + questions[i] + suffix
-               : ApplyChatTemplate(fmt, std::vector<ChatMessage>{{"user", questions[i]}}, true);
+        i == 0 ? "\n\n" + questions[i] + suffix : ApplyChatTemplateFollowUp(fmt, questions[i]);
     out.turns.push_back(tokenizer.Encode(text + std::string(prefix(i)), false, true));
   }
   return out;

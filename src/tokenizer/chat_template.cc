@@ -3,6 +3,7 @@
 // transformers.js renderings in tests/tokenizer/data/chat.json).
 #include <array>
 #include <string>
+#include <vector>
 
 #include "primekv/tokenizer.h"
 
@@ -425,6 +426,21 @@ std::string ApplyChatTemplate(ChatFormat format, std::span<const ChatMessage> me
   std::string out = std::move(r).value();
   if (!o.bos_token.empty() && out.starts_with(o.bos_token)) out.erase(0, o.bos_token.size());
   return out;
+}
+
+std::string ApplyChatTemplateFollowUp(ChatFormat format, std::string_view user_content) {
+  const std::vector<ChatMessage> turn = {{"user", std::string(user_content)}};
+  switch (format) {
+    case ChatFormat::kLlama31:
+      return ApplyChatTemplate(ChatFormat::kLlama3, turn, true);
+    case ChatFormat::kQwen2:
+      return ApplyChatTemplate(ChatFormat::kChatML, turn, true);
+    case ChatFormat::kLlama2:
+      // The Llama 2 template opens every user turn with BOS.
+      return "<s>" + ApplyChatTemplate(format, turn, true);
+    default:
+      return ApplyChatTemplate(format, turn, true);
+  }
 }
 
 }  // namespace primekv

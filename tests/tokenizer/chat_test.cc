@@ -53,6 +53,24 @@ TEST(Chat, Llama2) {
             "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi! [/INST] Hello. </s><s>[INST] 2+2? [/INST]");
 }
 
+TEST(Chat, FollowUpTurnsLeaveOutOnceOnlyParts) {
+  EXPECT_EQ(ApplyChatTemplateFollowUp(ChatFormat::kLlama31, "q"),
+            "<|start_header_id|>user<|end_header_id|>\n\nq<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(ApplyChatTemplateFollowUp(ChatFormat::kQwen2, "q"),
+            "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(ApplyChatTemplateFollowUp(ChatFormat::kQwen3, "q"),
+            "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(ApplyChatTemplateFollowUp(ChatFormat::kMistral, "q"), "[INST] q[/INST]");
+  EXPECT_EQ(ApplyChatTemplateFollowUp(ChatFormat::kLlama2, "q"), "<s>[INST] q [/INST]");
+  // A first turn of Llama 3.1 and Qwen2 does carry them.
+  const std::vector<ChatMessage> one = {{"user", "q"}};
+  EXPECT_NE(ApplyChatTemplate(ChatFormat::kLlama31, one, true).find("Cutting Knowledge Date"),
+            std::string::npos);
+  EXPECT_NE(ApplyChatTemplate(ChatFormat::kQwen2, one, true).find("You are a helpful assistant."),
+            std::string::npos);
+}
+
 TEST(Chat, Qwen3ThinkingSwitch) {
   const std::vector<ChatMessage> msgs = {{"user", "Hi"}};
   ChatRenderOptions o;
