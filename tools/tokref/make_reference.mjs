@@ -244,7 +244,11 @@ for (const [name, t] of Object.entries(templates)) {
         } catch (e) {
           error = String(e.message ?? e);
         }
-        renderings.push({ template: name, conversation: ci, add_generation_prompt, kwargs, text, error });
+        // The prompt's tokens, as apply_chat_template(..., tokenize=true) encodes it: no BOS
+        // added (the template writes it), special-token text parsed.
+        const tok = name.startsWith("llama3") ? llama : name.startsWith("qwen") || name === "chatml" ? qwen : null;
+        const ids = tok && text !== null ? Array.from(tok.encode(text, { add_special_tokens: false })) : null;
+        renderings.push({ template: name, conversation: ci, add_generation_prompt, kwargs, text, error, ids });
       }
     }
   });
