@@ -143,8 +143,8 @@ std::string ChatFormatNames();  // comma-separated, for help and errors
 
 struct ChatRenderOptions {
   bool add_generation_prompt = true;
-  int enable_thinking = -1;  // Qwen3: -1 leaves it undefined (thinking), 0 false, 1 true
-  std::string bos_token;     // the texts the template inserts for bos_token / eos_token
+  std::optional<bool> enable_thinking;  // Qwen3's switch; unset leaves it undefined (thinking)
+  std::string bos_token;                // the texts the template inserts for bos_token / eos_token
   std::string eos_token;
 };
 // The exact text the family's template renders, BOS text included where the template puts it.

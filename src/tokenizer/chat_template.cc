@@ -85,8 +85,6 @@ std::string_view StripChar(std::string_view s, char c, bool left, bool right) {
   return s;
 }
 
-Status AlternationError(std::string_view message) { return Status::Error(std::string(message)); }
-
 std::string RenderLlama3(std::span<const ChatMessage> msgs, const ChatRenderOptions& o) {
   std::string out;
   for (size_t i = 0; i < msgs.size(); ++i) {
@@ -186,7 +184,7 @@ std::string RenderQwen3(std::span<const ChatMessage> msgs, const ChatRenderOptio
   }
   if (o.add_generation_prompt) {
     out += "<|im_start|>assistant\n";
-    if (o.enable_thinking == 0) out += "<think>\n\n</think>\n\n";
+    if (o.enable_thinking.has_value() && !*o.enable_thinking) out += "<think>\n\n</think>\n\n";
   }
   return out;
 }
@@ -201,7 +199,7 @@ Result<std::string> RenderMistral(std::span<const ChatMessage> msgs, const ChatR
   }
   for (size_t i = 0; i < msgs.size(); ++i) {
     if ((msgs[i].role == "user") != (i % 2 == 0)) {
-      return AlternationError(
+      return Status::Error(
           "After the optional system message, conversation roles must alternate "
           "user/assistant/user/assistant/...");
     }
@@ -238,8 +236,7 @@ Result<std::string> RenderLlama2(std::span<const ChatMessage> msgs, const ChatRe
   for (size_t i = 0; i < msgs.size(); ++i) {
     const ChatMessage& m = msgs[i];
     if ((m.role == "user") != (i % 2 == 0)) {
-      return AlternationError(
-          "Conversation roles must alternate user/assistant/user/assistant/...");
+      return Status::Error("Conversation roles must alternate user/assistant/user/assistant/...");
     }
     std::string content = m.content;
     if (i == 0 && has_system) {

@@ -76,7 +76,7 @@ TEST(Chat, Qwen3ThinkingSwitch) {
   ChatRenderOptions o;
   EXPECT_EQ(RenderChat(ChatFormat::kQwen3, msgs, o).value(),
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
-  o.enable_thinking = 0;
+  o.enable_thinking = false;
   EXPECT_EQ(RenderChat(ChatFormat::kQwen3, msgs, o).value(),
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
 }

@@ -249,7 +249,7 @@ TEST(TokenizerParity, ChatTemplatesMatchTransformersJs) {
     o.bos_token = t["bos_token"].is_string() ? t["bos_token"].get<std::string>() : "";
     o.eos_token = t["eos_token"].get<std::string>();
     if (r["kwargs"].contains("enable_thinking"))
-      o.enable_thinking = r["kwargs"]["enable_thinking"] ? 1 : 0;
+      o.enable_thinking = r["kwargs"]["enable_thinking"].get<bool>();
     const auto& msgs = conversations[r["conversation"].get<size_t>()];
     auto got = RenderChat(ExpectedFamily(name), msgs, o);
     const std::string what = name + " conversation " + r["conversation"].dump() + " " +
