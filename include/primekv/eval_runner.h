@@ -27,7 +27,8 @@ struct EvalRunSpec {
   int max_new_tokens = 0;  // > 0 overrides the tasks' defaults
   int chunk = 512;
   int interval = 512;
-  bool chat = false;  // wrap prompts in the model's chat template
+  bool chat = false;          // wrap prompts in the model's chat template
+  std::string chat_template;  // --chat-template NAME: overrides the GGUF's template
   KvDType kv_dtype = KvDType::kF16;
   int threads = 0;
   bool progress = true;

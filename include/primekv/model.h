@@ -181,6 +181,8 @@ struct RandomModelSpec {
   GgmlType type = GgmlType::kF32;
   uint64_t seed = 1;
   std::string tokenizer = "llama";  // llama | gpt2
+  // A Hugging Face tokenizer folder to import instead (vocab_size then only pads it).
+  std::string hf_tokenizer;
   float rope_base = 10000.0f;
   bool llama3_rope_scaling = false;
   bool tied_embeddings = false;

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,6 +17,7 @@
 namespace primekv {
 
 class GgufFile;
+class GgufWriter;
 
 using Token = int32_t;
 
@@ -46,6 +49,17 @@ struct TokenizerSpec {
 
 // Reads tokenizer.ggml.* keys with the documented defaults.
 Result<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& file);
+// Writes the spec as the tokenizer.ggml.* keys (and tokenizer.chat_template) llama.cpp reads;
+// ids of -1 are left out. TokenizerSpecFromGguf reads back the same spec (eot aside, which it
+// infers from <|eot_id|>/<|im_end|> when absent).
+void AddTokenizerMetadata(GgufWriter& writer, const TokenizerSpec& spec);
+// Reads a Hugging Face tokenizer folder (tokenizer.json and tokenizer_config.json) the way
+// llama.cpp's converter writes it to GGUF: byte-level BPE ("gpt2") with the pre-tokenizer named
+// from the split regex ("llama-bpe", "qwen2", "gpt-2"), normal vocabulary tokens, added tokens
+// as control (special or spelled <|...|>) or user-defined, merges, bos/eos/unk/pad ids from the
+// config, add_bos from the config or the post-processor, and the chat template. The vocabulary
+// is padded to vocab_size with unused "[PADn]" tokens.
+Result<TokenizerSpec> TokenizerSpecFromHfDir(const std::filesystem::path& dir, int vocab_size = 0);
 // Checks what Tokenizer::Create relies on: a known model (and, for gpt2, a known pre-tokenizer and
 // well-formed merges), a non-empty vocabulary, scores/types matching it, special ids in range.
 Status ValidateTokenizerSpec(const TokenizerSpec& spec);
@@ -95,19 +109,61 @@ class Tokenizer {
 // (<|begin_of_text|>, <|end_of_text|>, <|eot_id|>, ...) and reserved pieces up to vocab_size.
 Result<TokenizerSpec> MakeSyntheticTokenizerSpec(std::string_view model, int vocab_size);
 
-// Chat formats. kNone means "no template": messages are joined plainly.
-enum class ChatFormat { kNone, kLlama3, kChatML, kMistral };
+// Chat formats. kNone means "no template": messages are joined plainly. Each other format
+// renders exactly what transformers.js's apply_chat_template produces on that family's
+// published template (system + user/assistant turns + generation prompt; tools unsupported).
+enum class ChatFormat {
+  kNone,
+  kLlama3,   // Llama 3 Instruct (header/eot turns)
+  kChatML,   // plain <|im_start|>role ... <|im_end|>
+  kMistral,  // Mistral v0.3 ("v3"): [INST] ... [/INST], system before the last user turn
+  kLlama31,  // Llama 3.1/3.3 Instruct: system block with the knowledge/today dates
+  kQwen2,    // Qwen2 Instruct: ChatML with the default system prompt
+  kQwen3,    // Qwen3: ChatML, <think> handling and the enable_thinking switch
+  kLlama2,   // Llama 2 chat: <s>[INST] <<SYS>> ... [/INST]
+};
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant"
+  std::string role;  // "system", "user", "assistant" (Qwen3 also "tool")
   std::string content;
 };
-// Picks the format from tokenizer.chat_template (if any), then the vocabulary's special tokens.
+// Picks the format from tokenizer.chat_template (if any), then the vocabulary's special tokens;
+// kNone when neither says (an unrecognised template included: see ResolveChatFormat).
 ChatFormat DetectChatFormat(const Tokenizer& tokenizer);
+// What --chat uses: `name` (if not empty) chooses a format by name; otherwise the GGUF's
+// tokenizer.chat_template must be one of the recognised families (an error names an unknown
+// one and lists the names); without a template the vocabulary decides as in DetectChatFormat.
+Result<ChatFormat> ResolveChatFormat(const Tokenizer& tokenizer, std::string_view name = {});
+// The family of a template text; an error quotes the template's start and lists the names.
+Result<ChatFormat> ChatFormatFromTemplate(std::string_view chat_template);
+// "llama3", "llama3.1", "chatml", "qwen2", "qwen3", "mistral-v0.3" (alias "mistral"),
+// "llama2", "none".
+Result<ChatFormat> ChatFormatFromName(std::string_view name);
 std::string_view ChatFormatName(ChatFormat f);
+std::string ChatFormatNames();  // comma-separated, for help and errors
+
+struct ChatRenderOptions {
+  bool add_generation_prompt = true;
+  std::optional<bool> enable_thinking;  // Qwen3's switch; unset leaves it undefined (thinking)
+  std::string bos_token;                // the texts the template inserts for bos_token / eos_token
+  std::string eos_token;
+};
+// The exact text the family's template renders, BOS text included where the template puts it.
+// Errors where the template raises (Mistral and Llama 2 need alternating user/assistant turns).
+Result<std::string> RenderChat(ChatFormat format, std::span<const ChatMessage> messages,
+                               const ChatRenderOptions& options);
+// RenderChat with the tokenizer's BOS/EOS texts.
+Result<std::string> RenderChat(const Tokenizer& tokenizer, ChatFormat format,
+                               std::span<const ChatMessage> messages,
+                               const ChatRenderOptions& options);
 // Renders messages (with special tokens spelled as text; encode with parse_special = true).
-// BOS is not included: Encode adds it.
+// The leading BOS text is left out: Encode adds BOS. Uses the family's usual BOS/EOS texts;
+// empty where RenderChat fails.
 std::string ApplyChatTemplate(ChatFormat format, std::span<const ChatMessage> messages,
                               bool add_generation_prompt);
+// One more user turn and the generation prompt, for a conversation already rendered with
+// `format`: what the template adds for it, without the once-only parts (Llama 3.1's system block,
+// Qwen2's default system message).
+std::string ApplyChatTemplateFollowUp(ChatFormat format, std::string_view user_content);
 
 // A long context followed by questions asked in turns, as token lists: the context (with BOS)
 // is prefilled and compressed once, then each turn's tokens are appended before its answer.
@@ -119,10 +175,11 @@ struct ConversationTokens {
 // With chat: one user message holding the context and the first question (split so that the
 // context is its own prefix), later questions as new user messages; the answer prefix, if
 // any, follows the generation prompt so the reply continues it. answer_prefixes may be empty
-// or hold one string per question.
+// or hold one string per question. `format` overrides DetectChatFormat (--chat-template).
 ConversationTokens EncodeConversation(const Tokenizer& tokenizer, bool chat,
                                       std::string_view context,
                                       std::span<const std::string> questions,
-                                      std::span<const std::string> answer_prefixes = {});
+                                      std::span<const std::string> answer_prefixes = {},
+                                      std::optional<ChatFormat> format = std::nullopt);
 
 }  // namespace primekv

@@ -53,14 +53,15 @@ void AddConvert(CLI::App& app, Runner& run) {
       app.add_subcommand("convert", "Write GGUF from a JSON manifest and raw float32 tensors");
   cmd->add_option("--manifest", *manifest, "manifest.json (see tools/train)")->required();
   cmd->add_option("-o,--output", *out, "Output GGUF")->required();
-  cmd->add_option("--type", *type, "Matrix type: F32 | F16 | BF16 | Q8_0 | Q4_0")
+  cmd->add_option("--type", *type,
+                  "Matrix type: F32 | F16 | BF16 | Q8_0 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | IQ4_NL | "
+                  "Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS")
       ->capture_default_str();
   cmd->callback([&run, manifest, out, type] {
     run = [=] {
       auto t = ParseGgmlType(*type);
       if (!t || !TypeInfo(*t)->computable)
-        return Fail("--type: unsupported type '" + Printable(*type) +
-                    "' (F32, F16, BF16, Q8_0, Q4_0)");
+        return Fail("--type: unsupported type '" + Printable(*type) + "' (see --help)");
       return RunConvert(*manifest, *out, *t);
     };
   });

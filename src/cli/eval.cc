@@ -98,6 +98,9 @@ void AddEval(CLI::App& app, Runner& run) {
       ->check(IntegerIn(1, std::numeric_limits<int>::max()))
       ->capture_default_str();
   cmd->add_flag("--chat", a->spec.chat, "Use the model's chat template");
+  cmd->add_option(
+      "--chat-template", a->spec.chat_template,
+      "Chat template by name, overriding the model's (implies --chat): " + ChatFormatNames());
   AddKvType(*cmd, a->spec.kv_dtype);
   cmd->add_option("-t,--threads", a->spec.threads)->check(Threads())->capture_default_str();
   cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
@@ -125,6 +128,7 @@ void AddEval(CLI::App& app, Runner& run) {
       }
       a->spec.presses = std::move(presses);
       a->spec.out = a->out;
+      if (!a->spec.chat_template.empty()) a->spec.chat = true;
       a->spec.progress = !a->quiet;
 
       if (a->spec.samples < 1)

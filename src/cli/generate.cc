@@ -29,6 +29,7 @@ struct GenerateArgs {
   float top_p = 0.95f;
   uint64_t seed = 0;
   bool chat = false;
+  std::string chat_template;
   bool json = false;
   int threads = 0;
   std::string press = "none";
@@ -89,7 +90,15 @@ int RunGenerate(const GenerateArgs& a) {
   if (!prefixes.empty() && prefixes.size() != a.questions.size()) {
     return Fail("--answer-prefix: give one, or one per --question");
   }
-  auto [ctx_ids, q_ids] = EncodeConversation(tok, a.chat, context, a.questions, prefixes);
+  const bool chat = a.chat || !a.chat_template.empty();
+  std::optional<ChatFormat> chat_format;
+  if (chat) {
+    auto f = ResolveChatFormat(tok, a.chat_template);
+    if (!f.ok()) return Fail(a.model + ": " + f.message());
+    chat_format = *f;
+  }
+  auto [ctx_ids, q_ids] =
+      EncodeConversation(tok, chat, context, a.questions, prefixes, chat_format);
   if (ctx_ids.empty()) return Fail("the prompt encodes to no tokens");
   // Everything must fit the context size: the prompt or it is an error, the answers or -n is cut.
   std::string ctx_note;
@@ -241,6 +250,9 @@ void AddGenerate(CLI::App& app, Runner& run) {
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Sampling seed")->check(Seed())->capture_default_str();
   cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat template");
+  cmd->add_option(
+      "--chat-template", a->chat_template,
+      "Chat template by name, overriding the model's (implies --chat): " + ChatFormatNames());
   cmd->add_flag("--json", a->json, "Print one JSON object instead of streaming text");
   cmd->add_option("-t,--threads", a->threads, "Threads (0 = all cores)")
       ->check(Threads())

@@ -39,6 +39,9 @@ void AddMakeModel(CLI::App& app, Runner& run) {
       ->capture_default_str();
   cmd->add_option("--seed", s->seed)->check(Seed())->capture_default_str();
   cmd->add_option("--tokenizer", s->tokenizer, "llama | gpt2")->capture_default_str();
+  cmd->add_option("--hf-tokenizer", s->hf_tokenizer,
+                  "Hugging Face tokenizer folder (tokenizer.json, tokenizer_config.json) to "
+                  "import with its chat template; --vocab then only pads the vocabulary");
   cmd->add_option("--rope-base", s->rope_base)
       ->check(RealIn(0, 1e30, /*lo_open=*/true))
       ->capture_default_str();

@@ -73,15 +73,17 @@ Result<json> CurrentConfig(const EvalRunSpec& spec, int ctx_size) {
              {"hash", fp->hash},
              {"scheme", fp->scheme}};
   }
-  json settings = {{"mode", spec.mode},
-                   {"seed", spec.seed},
-                   {"length", spec.length},
-                   {"max-new-tokens", spec.max_new_tokens},
-                   {"ctx-size", ctx_size},
-                   {"chat", spec.chat},
-                   {"kv-type", spec.kv_dtype == KvDType::kF32 ? "f32" : "f16"},
-                   {"chunk", spec.mode == "chunked" ? json(spec.chunk) : json()},
-                   {"interval", spec.mode == "decode" ? json(spec.interval) : json()}};
+  json settings = {
+      {"mode", spec.mode},
+      {"seed", spec.seed},
+      {"length", spec.length},
+      {"max-new-tokens", spec.max_new_tokens},
+      {"ctx-size", ctx_size},
+      {"chat", spec.chat},
+      {"chat-template", spec.chat_template.empty() ? json() : json(spec.chat_template)},
+      {"kv-type", spec.kv_dtype == KvDType::kF32 ? "f32" : "f16"},
+      {"chunk", spec.mode == "chunked" ? json(spec.chunk) : json()},
+      {"interval", spec.mode == "decode" ? json(spec.interval) : json()}};
   json tasks = json::object();
   for (const std::string& task : spec.tasks) {
     auto fp = TaskFingerprint(task);
@@ -174,6 +176,12 @@ Result<EvalRunSummary> RunEvaluation(const Model& model, const EvalRunSpec& spec
   };
   auto mode = ParseCompressionMode(spec.mode);
   if (!mode) return Status::Error("unknown --mode '" + spec.mode + "'");
+  std::optional<ChatFormat> chat_format;
+  if (spec.chat) {
+    auto f = ResolveChatFormat(model.tokenizer(), spec.chat_template);
+    if (!f.ok()) return f.status();
+    chat_format = *f;
+  }
   if (spec.tasks.empty() || spec.presses.empty())
     return Status::Error("eval: need tasks and presses");
   if (spec.samples < 1) return Status::Error("--samples must be >= 1");
@@ -283,7 +291,8 @@ Result<EvalRunSummary> RunEvaluation(const Model& model, const EvalRunSpec& spec
           qs.push_back(t.question);
           prefixes.push_back(t.answer_prefix);
         }
-        auto conv = EncodeConversation(model.tokenizer(), spec.chat, s.context, qs, prefixes);
+        auto conv =
+            EncodeConversation(model.tokenizer(), spec.chat, s.context, qs, prefixes, chat_format);
         ctx = std::move(conv.context);
         questions = std::move(conv.turns);
       }

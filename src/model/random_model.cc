@@ -82,29 +82,6 @@ std::vector<float> Llama3FreqFactors(int rope_dim, double base) {
   return out;
 }
 
-void AddTokenizer(GgufWriter& w, const TokenizerSpec& t) {
-  w.Add("tokenizer.ggml.model", GgufValue::String(t.model));
-  if (!t.pre.empty()) w.Add("tokenizer.ggml.pre", GgufValue::String(t.pre));
-  w.Add("tokenizer.ggml.tokens", GgufValue::StringArray(t.tokens));
-  if (!t.scores.empty()) w.Add("tokenizer.ggml.scores", GgufValue::Float32Array(t.scores));
-  if (!t.token_types.empty())
-    w.Add("tokenizer.ggml.token_type", GgufValue::Int32Array(t.token_types));
-  if (!t.merges.empty()) w.Add("tokenizer.ggml.merges", GgufValue::StringArray(t.merges));
-  if (t.bos >= 0)
-    w.Add("tokenizer.ggml.bos_token_id", GgufValue::Uint32(static_cast<uint32_t>(t.bos)));
-  if (t.eos >= 0)
-    w.Add("tokenizer.ggml.eos_token_id", GgufValue::Uint32(static_cast<uint32_t>(t.eos)));
-  if (t.eot >= 0)
-    w.Add("tokenizer.ggml.eot_token_id", GgufValue::Uint32(static_cast<uint32_t>(t.eot)));
-  if (t.unk >= 0)
-    w.Add("tokenizer.ggml.unknown_token_id", GgufValue::Uint32(static_cast<uint32_t>(t.unk)));
-  w.Add("tokenizer.ggml.add_bos_token", GgufValue::Bool(t.add_bos));
-  if (t.model == "llama")
-    w.Add("tokenizer.ggml.add_space_prefix", GgufValue::Bool(t.add_space_prefix));
-  if (!t.chat_template.empty())
-    w.Add("tokenizer.chat_template", GgufValue::String(t.chat_template));
-}
-
 bool IsMoe(const RandomModelSpec& s) { return s.arch == "qwen3moe"; }
 
 // Keys of a Qwen3-MoE file beside the shared ones (no shared expert).
@@ -174,8 +151,11 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::filesystem::path& o
                            ")");
     }
   }
-  auto tok = MakeSyntheticTokenizerSpec(s.tokenizer, s.vocab_size);
+  // A real Hugging Face tokenizer, or a synthetic one of the requested size.
+  auto tok = s.hf_tokenizer.empty() ? MakeSyntheticTokenizerSpec(s.tokenizer, s.vocab_size)
+                                    : TokenizerSpecFromHfDir(s.hf_tokenizer, s.vocab_size);
   if (!tok.ok()) return Status::Error("make-model: " + tok.message());
+  const int vocab_size = static_cast<int>(tok->tokens.size());
 
   GgufWriter w;
   const std::string a = s.arch;
@@ -192,17 +172,17 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::filesystem::path& o
   w.Add(a + ".rope.dimension_count", GgufValue::Uint32(static_cast<uint32_t>(s.head_dim)));
   w.Add(a + ".rope.freq_base", GgufValue::Float32(s.rope_base));
   w.Add(a + ".attention.layer_norm_rms_epsilon", GgufValue::Float32(a == "llama" ? 1e-5f : 1e-6f));
-  w.Add(a + ".vocab_size", GgufValue::Uint32(static_cast<uint32_t>(s.vocab_size)));
+  w.Add(a + ".vocab_size", GgufValue::Uint32(static_cast<uint32_t>(vocab_size)));
   if (IsMoe(s)) AddExpertKeys(w, s);
-  AddTokenizer(w, *tok);
+  AddTokenizerMetadata(w, *tok);
 
   Rng rng(s.seed);
   const int qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim;
   const double in_std = 1.0 / std::sqrt(static_cast<double>(s.d_model));
-  Status st = AddMatrix(w, rng, "token_embd.weight", s.vocab_size, s.d_model, s.type, 1.0);
+  Status st = AddMatrix(w, rng, "token_embd.weight", vocab_size, s.d_model, s.type, 1.0);
   if (!st.ok()) return st;
   if (!s.tied_embeddings) {
-    st = AddMatrix(w, rng, "output.weight", s.vocab_size, s.d_model, s.type, in_std);
+    st = AddMatrix(w, rng, "output.weight", vocab_size, s.d_model, s.type, in_std);
     if (!st.ok()) return st;
   }
   if (!(st = AddVector(w, "output_norm.weight", NormWeights(rng, s.d_model))).ok()) return st;

@@ -12,9 +12,10 @@ struct NamedKind {
   std::string_view name;
   PreTokenizerKind kind;
 };
-constexpr std::array<NamedKind, 8> kNames = {{
+constexpr std::array<NamedKind, 9> kNames = {{
     {"default", PreTokenizerKind::kGpt2},
     {"gpt2", PreTokenizerKind::kGpt2},
+    {"gpt-2", PreTokenizerKind::kGpt2},
     {"llama3", PreTokenizerKind::kLlama3},
     {"llama-bpe", PreTokenizerKind::kLlama3},
     {"llama-v3", PreTokenizerKind::kLlama3},
@@ -146,6 +147,10 @@ std::string SupportedPreTokenizerNames() {
 
 bool PreTokenizerIgnoresMerges(std::string_view pre) {
   return pre == "llama3" || pre == "llama-bpe" || pre == "llama-v3";
+}
+
+bool PreTokenizerNormalizesNfc(std::string_view pre) {
+  return pre == "qwen2" || pre == "deepseek-r1-qwen";
 }
 
 std::vector<std::string_view> PreTokenize(PreTokenizerKind kind, std::string_view text) {

@@ -26,6 +26,9 @@ std::string SupportedPreTokenizerNames();
 // Llama 3's tokenizer emits a pre-token that is itself in the vocabulary as that token, without
 // running BPE (Hugging Face "ignore_merges"); true for "llama3", "llama-bpe", "llama-v3".
 bool PreTokenizerIgnoresMerges(std::string_view pre);
+// Qwen2's Hugging Face tokenizer normalizes text to NFC before splitting; true for "qwen2" and
+// "deepseek-r1-qwen".
+bool PreTokenizerNormalizesNfc(std::string_view pre);
 
 // Splits `text` into consecutive non-empty pieces that concatenate back to `text`. Invalid UTF-8
 // bytes count as single non-letter, non-number, non-space characters.

@@ -109,6 +109,7 @@ struct Tokenizer::Impl {
   std::unordered_map<uint32_t, uint8_t> char_to_byte;  // gpt2: inverse byte map
   std::array<uint32_t, 256> byte_cp = tokenizer_internal::ByteToCodepoint();  // gpt2 byte map
   bool ignore_merges = false;  // gpt2: a pre-token that is itself a token skips BPE
+  bool nfc = false;            // gpt2: NFC-normalize each text fragment first
   // Special tokens by text, and for each first byte the lengths they come in, longest first
   // (vocabularies may hold hundreds of thousands of <|reserved_N|> tokens).
   TextMap special_ids;
@@ -129,6 +130,7 @@ void Tokenizer::Impl::Build() {
   if (gpt2) {
     pre = PreTokenizerFromName(spec.pre).value();
     ignore_merges = PreTokenizerIgnoresMerges(spec.pre);
+    nfc = PreTokenizerNormalizesNfc(spec.pre);
   }
   types.assign(n, TokenType::kNormal);
   for (size_t i = 0; i < spec.token_types.size(); ++i) {
@@ -335,6 +337,11 @@ void Tokenizer::Impl::EncodeLlama(std::string_view text, bool at_start,
 }
 
 void Tokenizer::Impl::EncodeGpt2(std::string_view text, std::vector<Token>& out) const {
+  if (nfc) {
+    const std::string normalized = NormalizeNfc(text);
+    for (std::string_view piece : PreTokenize(pre, normalized)) EncodeBpePiece(piece, out);
+    return;
+  }
   for (std::string_view piece : PreTokenize(pre, text)) EncodeBpePiece(piece, out);
 }
 

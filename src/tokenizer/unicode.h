@@ -15,6 +15,21 @@ struct CodepointRange {
 };
 std::span<const CodepointRange> LetterRanges();
 std::span<const CodepointRange> NumberRanges();
+
+// NFC data (nfc_table.cc): runs of equal non-zero canonical combining class, canonical
+// decompositions (second == 0: a singleton), and primary composites sorted by (first, second).
+struct CccRange {
+  uint32_t lo, hi, ccc;
+};
+struct Decomposition {
+  uint32_t cp, first, second;
+};
+struct Composite {
+  uint32_t first, second, composite;
+};
+std::span<const CccRange> CombiningClassRanges();
+std::span<const Decomposition> CanonicalDecompositions();
+std::span<const Composite> PrimaryComposites();
 }  // namespace unicode_internal
 
 // One decoded character. Invalid UTF-8 decodes byte by byte: `valid` is false, `len` is 1 and
@@ -38,5 +53,9 @@ bool IsUnicodeNumber(uint32_t cp);  // general category N*
 bool IsUnicodeSpace(uint32_t cp);   // White_Space property (regex \s)
 // Class of a decoded character; invalid bytes are kOther.
 CharClass ClassifyChar(const Utf8Char& c);
+
+// Unicode Normalization Form C (what Hugging Face's "NFC" normalizer applies). Invalid UTF-8
+// bytes are copied through unchanged and block composition across them.
+std::string NormalizeNfc(std::string_view text);
 
 }  // namespace primekv

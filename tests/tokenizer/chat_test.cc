@@ -35,12 +35,50 @@ TEST(Chat, ChatML) {
 }
 
 TEST(Chat, Mistral) {
+  // Mistral v0.3: the system text joins the last user turn; there is no generation prompt.
   EXPECT_EQ(ApplyChatTemplate(ChatFormat::kMistral, kConversation, true),
-            "[INST] Be brief.\n\nHi! [/INST]Hello.</s>[INST] 2+2? [/INST]");
+            "[INST] Hi![/INST] Hello.</s>[INST] Be brief.\n\n2+2?[/INST]");
   EXPECT_EQ(ApplyChatTemplate(ChatFormat::kMistral, kConversation, false),
-            "[INST] Be brief.\n\nHi! [/INST]Hello.</s>[INST] 2+2? [/INST]");
+            "[INST] Hi![/INST] Hello.</s>[INST] Be brief.\n\n2+2?[/INST]");
   const std::vector<ChatMessage> only_system = {{"system", "S"}};
-  EXPECT_EQ(ApplyChatTemplate(ChatFormat::kMistral, only_system, true), "[INST] S [/INST]");
+  EXPECT_EQ(ApplyChatTemplate(ChatFormat::kMistral, only_system, true), "");
+  // Roles that do not alternate are an error of the template, so nothing is rendered.
+  const std::vector<ChatMessage> two_users = {{"user", "a"}, {"user", "b"}};
+  EXPECT_FALSE(RenderChat(ChatFormat::kMistral, two_users, {}).ok());
+  EXPECT_EQ(ApplyChatTemplate(ChatFormat::kMistral, two_users, true), "");
+}
+
+TEST(Chat, Llama2) {
+  EXPECT_EQ(ApplyChatTemplate(ChatFormat::kLlama2, kConversation, true),
+            "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi! [/INST] Hello. </s><s>[INST] 2+2? [/INST]");
+}
+
+TEST(Chat, FollowUpTurnsLeaveOutOnceOnlyParts) {
+  EXPECT_EQ(ApplyChatTemplateFollowUp(ChatFormat::kLlama31, "q"),
+            "<|start_header_id|>user<|end_header_id|>\n\nq<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(ApplyChatTemplateFollowUp(ChatFormat::kQwen2, "q"),
+            "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(ApplyChatTemplateFollowUp(ChatFormat::kQwen3, "q"),
+            "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(ApplyChatTemplateFollowUp(ChatFormat::kMistral, "q"), "[INST] q[/INST]");
+  EXPECT_EQ(ApplyChatTemplateFollowUp(ChatFormat::kLlama2, "q"), "<s>[INST] q [/INST]");
+  // A first turn of Llama 3.1 and Qwen2 does carry them.
+  const std::vector<ChatMessage> one = {{"user", "q"}};
+  EXPECT_NE(ApplyChatTemplate(ChatFormat::kLlama31, one, true).find("Cutting Knowledge Date"),
+            std::string::npos);
+  EXPECT_NE(ApplyChatTemplate(ChatFormat::kQwen2, one, true).find("You are a helpful assistant."),
+            std::string::npos);
+}
+
+TEST(Chat, Qwen3ThinkingSwitch) {
+  const std::vector<ChatMessage> msgs = {{"user", "Hi"}};
+  ChatRenderOptions o;
+  EXPECT_EQ(RenderChat(ChatFormat::kQwen3, msgs, o).value(),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  o.enable_thinking = false;
+  EXPECT_EQ(RenderChat(ChatFormat::kQwen3, msgs, o).value(),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
 }
 
 TEST(Chat, None) {
@@ -53,7 +91,9 @@ TEST(Chat, Names) {
   EXPECT_EQ(ChatFormatName(ChatFormat::kNone), "none");
   EXPECT_EQ(ChatFormatName(ChatFormat::kLlama3), "llama3");
   EXPECT_EQ(ChatFormatName(ChatFormat::kChatML), "chatml");
-  EXPECT_EQ(ChatFormatName(ChatFormat::kMistral), "mistral");
+  EXPECT_EQ(ChatFormatName(ChatFormat::kMistral), "mistral-v0.3");
+  EXPECT_EQ(ChatFormatName(ChatFormat::kQwen3), "qwen3");
+  EXPECT_EQ(ChatFormatName(ChatFormat::kLlama31), "llama3.1");
 }
 
 Tokenizer WithTemplateAndTokens(std::string tmpl, std::vector<std::string> extra) {
@@ -73,8 +113,17 @@ TEST(Chat, Detection) {
             ChatFormat::kChatML);
   EXPECT_EQ(DetectChatFormat(WithTemplateAndTokens("x <|start_header_id|> y", {"<|im_start|>"})),
             ChatFormat::kLlama3);
+  EXPECT_EQ(DetectChatFormat(WithTemplateAndTokens(
+                "{{ \"[AVAILABLE_TOOLS] [\" }}{%- if loop.last and system_message is defined "
+                "%}{{ \"[INST] \" + m + \"[/INST]\" }}",
+                {})),
+            ChatFormat::kMistral);
+  // An unrecognised template falls back to its markers here (ResolveChatFormat refuses it).
   EXPECT_EQ(DetectChatFormat(WithTemplateAndTokens("{{ '[INST] ' + m }}", {})),
             ChatFormat::kMistral);
+  EXPECT_FALSE(ResolveChatFormat(WithTemplateAndTokens("{{ '[INST] ' + m }}", {"[INST]"})).ok());
+  EXPECT_EQ(ResolveChatFormat(WithTemplateAndTokens("{{ '[INST] ' + m }}", {}), "chatml").value(),
+            ChatFormat::kChatML);
   // ...then the vocabulary.
   EXPECT_EQ(DetectChatFormat(WithTemplateAndTokens("", {"<|im_start|>", "<|im_end|>"})),
             ChatFormat::kChatML);

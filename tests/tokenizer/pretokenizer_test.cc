@@ -249,3 +249,29 @@ TEST(PreTokenizer, PiecesCoverArbitraryBytes) {
 
 }  // namespace
 }  // namespace primekv
+
+namespace primekv {
+namespace {
+
+// NFC by hand from the Unicode data: composition, canonical reordering, exclusions,
+// singletons, Hangul, and pass-through of invalid bytes.
+TEST(Unicode, NormalizeNfc) {
+  EXPECT_EQ(NormalizeNfc("plain ascii"), "plain ascii");
+  EXPECT_EQ(NormalizeNfc("e\xCC\x81"), "\xC3\xA9");  // e + U+0301 -> é
+  // a + U+0302 + U+0323: reordered to the dot below (220) before the circumflex (230), then
+  // composed to U+1EAD ậ.
+  EXPECT_EQ(NormalizeNfc("a\xCC\x82\xCC\xA3"), "\xE1\xBA\xAD");
+  EXPECT_EQ(NormalizeNfc("\xE2\x84\xAB"), "\xC3\x85");  // U+212B ANGSTROM SIGN -> U+00C5
+  // U+0958 is excluded from composition: NFC keeps U+0915 U+093C.
+  EXPECT_EQ(NormalizeNfc("\xE0\xA5\x98"), "\xE0\xA4\x95\xE0\xA4\xBC");
+  // Hangul jamo L V T -> syllable U+D55C 한.
+  EXPECT_EQ(NormalizeNfc("\xE1\x84\x92\xE1\x85\xA1\xE1\x86\xAB"), "\xED\x95\x9C");
+  // A mark after another starter does not reach back: "ab" + U+0301 -> a, b́ (no b́ composite).
+  EXPECT_EQ(NormalizeNfc("ab\xCC\x81"), "ab\xCC\x81");
+  // Invalid bytes pass through and block composition.
+  EXPECT_EQ(NormalizeNfc("e\xFF\xCC\x81"), "e\xFF\xCC\x81");
+  EXPECT_EQ(NormalizeNfc("\xC3\xA9\xCC\x81"), "\xC3\xA9\xCC\x81");  // é + U+0301: no composite
+}
+
+}  // namespace
+}  // namespace primekv

@@ -57,7 +57,8 @@ TEST(TokenizerSpec, ValidationErrorsNameTheProblem) {
   s.pad = 1000;
   ExpectError(s, "padding token id 1000");
   s = HandGpt2::Spec("starcoder");
-  ExpectError(s, "unsupported tokenizer.ggml.pre \"starcoder\"; supported: default, gpt2, llama3");
+  ExpectError(
+      s, "unsupported tokenizer.ggml.pre \"starcoder\"; supported: default, gpt2, gpt-2, llama3");
   s = HandGpt2::Spec();
   s.merges[3] = "ll";
   ExpectError(s, "tokenizer.ggml.merges[3] = \"ll\" is not two space-separated tokens");
