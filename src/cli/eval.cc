@@ -1,6 +1,8 @@
 #include "primekv/eval.h"
 
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -8,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "primekv/eval_runner.h"
+#include "primekv/eval_stats.h"
 
 namespace primekv::cli {
 namespace {
@@ -43,6 +46,35 @@ int DumpTasks(const Model& model, const EvalRunSpec& spec, const std::string& pa
   return 0;
 }
 
+// --presses is split at commas, which also separate a press's parameters: a piece with '=' and
+// no ':' cannot be a press name, so it continues the previous press ("primekv:a=1,b=2").
+std::vector<std::string> JoinPressParams(const std::vector<std::string>& pieces) {
+  std::vector<std::string> out;
+  for (const auto& p : pieces) {
+    const bool param = p.find('=') != std::string::npos && p.find(':') == std::string::npos;
+    if (param && !out.empty()) {
+      out.back() += "," + p;
+    } else {
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+// Paired comparison of two presses over DIR/results.jsonl, printed and kept beside the report.
+int Compare(const std::string& dir, const std::string& a, const std::string& b) {
+  auto scores = LoadSampleScores(std::filesystem::path(dir) / "results.jsonl");
+  if (!scores.ok()) return Fail(scores.message());
+  auto md = PairedComparison(*scores, a, b);
+  if (!md.ok()) return Fail("eval --compare: " + md.message());
+  std::string name = "compare_" + a + "_" + b + ".md";
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  std::ofstream(std::filesystem::path(dir) / name) << *md;
+  std::printf("%s", md->c_str());
+  return 0;
+}
+
 }  // namespace
 
 void AddEval(CLI::App& app, Runner& run) {
@@ -53,6 +85,7 @@ void AddEval(CLI::App& app, Runner& run) {
     std::string out;
     std::string dump;
     bool quiet = false;
+    std::vector<std::string> compare;  // two press names: B minus A, paired
   };
   auto a = std::make_shared<Args>();
   a->spec.tasks = ListTasks();
@@ -86,6 +119,11 @@ void AddEval(CLI::App& app, Runner& run) {
                                "Write the generated samples to this jsonl file (the jsonl:PATH "
                                "format) and exit");
   out->excludes(dump);
+  cmd->add_option("--compare", a->compare,
+                  "A,B: after the run, B minus A on the same samples with its paired 95% "
+                  "bootstrap interval (printed and written to DIR/compare_A_B.md)")
+      ->delimiter(',')
+      ->expected(2);
 
   cmd->callback([&run, a] {
     run = [a] {
@@ -94,6 +132,7 @@ void AddEval(CLI::App& app, Runner& run) {
       if (a->kv_type != "f16" && a->kv_type != "f32") return Fail("--kv-type must be f16 or f32");
       a->spec.kv_dtype = a->kv_type == "f32" ? KvDType::kF32 : KvDType::kF16;
       a->spec.out = a->out;
+      a->spec.presses = JoinPressParams(a->spec.presses);
       a->spec.progress = !a->quiet;
       auto model = Model::Load(a->model);
       if (!model.ok()) return Fail(model.message());
@@ -103,6 +142,7 @@ void AddEval(CLI::App& app, Runner& run) {
       for (const auto& w : summary->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
       std::fprintf(stderr, "eval: %d units run, %d already done; report in %s/report.md\n",
                    summary->computed, summary->skipped, a->out.c_str());
+      if (!a->compare.empty()) return Compare(a->out, a->compare[0], a->compare[1]);
       return 0;
     };
   });

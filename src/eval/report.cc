@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "primekv/eval_runner.h"
+#include "primekv/eval_stats.h"
 
 namespace primekv {
 
@@ -111,6 +112,7 @@ Status WriteEvalReport(const std::filesystem::path& dir) {
     md << "\n";
   };
   write_table("Average over tasks", average);
+  if (auto ss = LoadSampleScores(dir / "results.jsonl"); ss.ok()) md << IntervalTable(*ss);
   for (const auto& [task, rows] : table) write_table(task, rows);
   for (const auto& [task, presses] : per_turn) {
     md << "## " << task
