@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "primekv/eval_runner.h"
 #include "primekv/eval_stats.h"
+#include "primekv/press.h"
 
 namespace primekv::cli {
 namespace {
@@ -85,7 +86,7 @@ void AddEval(CLI::App& app, Runner& run) {
     std::string out;
     std::string dump;
     bool quiet = false;
-    std::vector<std::string> compare;  // two press names: B minus A, paired
+    std::string compare;  // "A,B": B minus A, paired
   };
   auto a = std::make_shared<Args>();
   a->spec.tasks = ListTasks();
@@ -121,9 +122,9 @@ void AddEval(CLI::App& app, Runner& run) {
   out->excludes(dump);
   cmd->add_option("--compare", a->compare,
                   "A,B: after the run, B minus A on the same samples with its paired 95% "
-                  "bootstrap interval (printed and written to DIR/compare_A_B.md)")
-      ->delimiter(',')
-      ->expected(2);
+                  "bootstrap interval (printed and written to DIR/compare_A_B.md); press "
+                  "parameters stay with their press: A=primekv:key=self,combine=logit,B=keydiff "
+                  "is written 'primekv:key=self,combine=logit,keydiff'");
 
   cmd->callback([&run, a] {
     run = [a] {
@@ -142,7 +143,22 @@ void AddEval(CLI::App& app, Runner& run) {
       for (const auto& w : summary->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
       std::fprintf(stderr, "eval: %d units run, %d already done; report in %s/report.md\n",
                    summary->computed, summary->skipped, a->out.c_str());
-      if (!a->compare.empty()) return Compare(a->out, a->compare[0], a->compare[1]);
+      if (!a->compare.empty()) {
+        std::vector<std::string> pieces;
+        for (size_t b = 0, e; b <= a->compare.size(); b = e + 1) {
+          e = a->compare.find(',', b);
+          if (e == std::string::npos) e = a->compare.size();
+          pieces.push_back(a->compare.substr(b, e - b));
+        }
+        const auto two = JoinPressParams(pieces);
+        if (two.size() != 2) return Fail("eval --compare: give two presses, A,B");
+        // Results name a press by its canonical text (parameters sorted).
+        auto canon = [](const std::string& t) {
+          auto spec = ParsePressSpec(t);
+          return spec.ok() ? spec->Text() : t;
+        };
+        return Compare(a->out, canon(two[0]), canon(two[1]));
+      }
       return 0;
     };
   });

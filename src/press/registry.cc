@@ -19,7 +19,7 @@ struct Entry {
 const std::array<Entry, 12>& Table() {
   static const std::array<Entry, 12> kTable = {{
       {{"none", "Full KV cache, no compression", "baseline", true}, nullptr, BudgetKind::kUniform},
-      {{"primekv", "leverage of the key x W_O-projected centred value (design.md §2)",
+      {{"primekv", "self-query log-attention of the key + log W_O-projected centred value",
         "Zhang & Ilvovsky, Neurocomputing; docs/design.md", true},
        press_internal::MakePrimeKvScorer,
        BudgetKind::kUniform},
