@@ -18,5 +18,6 @@ ScorerResult MakeTovaScorer(const PressParams& p);
 ScorerResult MakeExpectedAttentionScorer(const PressParams& p);
 ScorerResult MakePrimeKvScorer(const PressParams& p);
 ScorerResult MakeOracleScorer(const PressParams& p);
+ScorerResult MakeCurDkvScorer(const PressParams& p);
 
 }  // namespace primekv::press_internal

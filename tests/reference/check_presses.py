@@ -50,7 +50,7 @@ FIXTURES = [
 
 BASE_PRESSES = ["knorm", "keydiff", "random", "streamingllm", "lagkv", "snapkv", "pyramidkv",
                 "tova", "expected_attention", "primekv", "adakv:primekv", "adakv:keydiff",
-                "adakv:snapkv", "oracle"]
+                "adakv:snapkv", "oracle", "curdkv"]
 
 
 def presses_for(fx):
@@ -169,7 +169,7 @@ def protected_mask(spec, layer):
         mask = layer.positions >= layer.window_positions[0]
     elif name == "tova":
         mask = layer.positions >= layer.window_positions[-1]
-    elif name in ("expected_attention", "streamingllm"):
+    elif name in ("expected_attention", "streamingllm", "curdkv"):
         mask[:4] = True
     return np.broadcast_to(mask, (layer.n_kv_heads, layer.n))
 

@@ -317,6 +317,25 @@ def primekv(layer, key="self", value="wo_centered", combine="logit", rounds="one
     return out
 
 
+def curdkv(layer, window=16, n_sink=4):
+    """CurDKV (arXiv 2509.15038): |k|^2 and |v|^2, each divided by its sum over consecutive
+    windows of 16 rows, multiplied, normalised over the head; the first 4 rows get max + 1."""
+    out = np.empty((layer.n_kv_heads, layer.n))
+    for h in range(layer.n_kv_heads):
+        parts = []
+        for x in (layer.keys[h], layer.values[h]):
+            s = (x * x).sum(axis=1)
+            for w0 in range(0, layer.n, window):
+                tot = s[w0:w0 + window].sum()
+                s[w0:w0 + window] = s[w0:w0 + window] / tot if tot > 0 else 0.0
+            parts.append(s)
+        p = parts[0] * parts[1]
+        p = p / p.sum() if p.sum() > 0 else np.zeros_like(p)
+        p[:n_sink] = p.max() + 1.0
+        out[h] = p
+    return out
+
+
 # ------------------------------------------------------------------------------------------------
 # Query-aware scorers
 
@@ -464,6 +483,8 @@ def scores_for(spec, layer):
                        params.get("combine", "logit"), params.get("rounds", "one"))
     if name == "oracle":
         return oracle(layer)
+    if name == "curdkv":
+        return curdkv(layer)
     raise ValueError(f"no reference for press '{spec}'")
 
 
@@ -678,6 +699,19 @@ class SelfTest(unittest.TestCase):
         # round 1 drops row 0 (1 + 1/2, tie broken toward the lower row), row 1 is left (2 + 1)
         self.assertClose(primekv(lay, "none", "norm", "product", "halving"),
                          [[1.5, 3, 1 / 3, 2 / 3]])
+
+    def test_curdkv_hand(self):
+        # 20 rows in windows of 16 and 4: |k|^2 = 1 except row 5 (4) and row 17 (3); |v|^2 = 1
+        # except row 6 (2). Window 0 sums: k 19, v 17; window 1: k 6, v 4.
+        k = np.ones((20, 1))
+        k[5, 0], k[17, 0] = 2.0, math.sqrt(3.0)
+        v = np.ones((20, 1))
+        v[6, 0] = math.sqrt(2.0)
+        p = np.array([1 / 19 / 17] * 16 + [1 / 6 / 4] * 4)
+        p[5], p[6], p[17] = 4 / 19 / 17, 1 / 19 * 2 / 17, 3 / 6 / 4
+        p = p / p.sum()
+        p[:4] = p.max() + 1
+        self.assertClose(curdkv(_layer(k, v)), [p], 1e-12)
 
     def test_leverage_properties(self):
         rng = np.random.default_rng(1)
