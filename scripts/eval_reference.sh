@@ -23,14 +23,14 @@ ruler=niah_single_1,niah_single_2,niah_single_3,niah_multikey_1,niah_multikey_2,
 ruler+=,niah_multivalue,niah_multiquery,vt,cwe,fwe,multiturn
 start=$(date +%s)
 "$bin" eval "${common[@]}" --tasks "$ruler" --length "${LENGTH:-2048}" \
-  --max-new-tokens "${MAX_NEW:-48}" --out "$prefix-ruler"
+  --max-new-tokens "${MAX_NEW:-48}" --out "$prefix-ruler" --compare keydiff,primekv
 mid=$(date +%s)
 
 heldout=""
 for f in single single_uuid multikey dense multivalue multiquery vt freq multiturn; do
   heldout+="${heldout:+,}jsonl:docs/results/heldout/$f.jsonl"
 done
-"$bin" eval "${common[@]}" --tasks "$heldout" --out "$prefix-heldout"
+"$bin" eval "${common[@]}" --tasks "$heldout" --out "$prefix-heldout" --compare keydiff,primekv
 end=$(date +%s)
 echo "RULER + multiturn: $((mid - start)) s; held-out families: $((end - mid)) s; total $((end - start)) s"
 
