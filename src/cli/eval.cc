@@ -1,6 +1,8 @@
 #include "primekv/eval.h"
 
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -10,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "primekv/eval_runner.h"
+#include "primekv/eval_stats.h"
 #include "primekv/press.h"
 
 namespace primekv::cli {
@@ -48,6 +51,20 @@ int DumpTasks(const Model& model, const EvalRunSpec& spec, const std::string& pa
   return 0;
 }
 
+// Paired comparison of two presses over DIR/results.jsonl, printed and kept beside the report.
+int Compare(const std::string& dir, const std::string& a, const std::string& b) {
+  auto scores = LoadSampleScores(std::filesystem::path(dir) / "results.jsonl");
+  if (!scores.ok()) return Fail(scores.message());
+  auto md = PairedComparison(*scores, a, b);
+  if (!md.ok()) return Fail("eval --compare: " + md.message());
+  std::string name = "compare_" + a + "_" + b + ".md";
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  std::ofstream(std::filesystem::path(dir) / name) << *md;
+  std::printf("%s", md->c_str());
+  return 0;
+}
+
 }  // namespace
 
 void AddEval(CLI::App& app, Runner& run) {
@@ -57,6 +74,7 @@ void AddEval(CLI::App& app, Runner& run) {
     std::string out;
     std::string dump;
     bool quiet = false;
+    std::string compare;  // "A,B": B minus A, paired
   };
   auto a = std::make_shared<Args>();
   a->spec.tasks = ListTasks();
@@ -114,6 +132,11 @@ void AddEval(CLI::App& app, Runner& run) {
                   "that need more are not run and are reported as over_context");
   cmd->add_flag("--allow-ctx-overflow", a->spec.allow_ctx_overflow,
                 "Allow --ctx-size above the model's trained context (warns)");
+  cmd->add_option("--compare", a->compare,
+                  "A,B: after the run, B minus A on the same samples with its paired 95% "
+                  "bootstrap interval (printed and written to DIR/compare_A_B.md); press "
+                  "parameters stay with their press: A=primekv:key=self,combine=logit,B=keydiff "
+                  "is written 'primekv:key=self,combine=logit,keydiff'");
 
   cmd->callback([&run, a] {
     run = [a] {
@@ -150,6 +173,17 @@ void AddEval(CLI::App& app, Runner& run) {
                      summary->over_context, summary->ctx_size);
       }
       std::fprintf(stderr, "; report in %s/report.md\n", a->out.c_str());
+      if (!a->compare.empty()) {
+        auto two = SplitPressList(a->compare);
+        if (!two.ok()) return Fail("eval --compare: " + two.message());
+        if (two->size() != 2) return Fail("eval --compare: give two presses, A,B");
+        // Results name a press by its canonical text (parameters sorted).
+        auto canon = [](const std::string& t) {
+          auto spec = ParsePressSpec(t);
+          return spec.ok() ? spec->Text() : t;
+        };
+        return Compare(a->out, canon((*two)[0]), canon((*two)[1]));
+      }
       return 0;
     };
   });

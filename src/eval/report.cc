@@ -10,6 +10,7 @@
 
 #include "eval/results.h"
 #include "primekv/eval_runner.h"
+#include "primekv/eval_stats.h"
 
 namespace primekv {
 
@@ -148,6 +149,7 @@ Status WriteEvalReport(const std::filesystem::path& dir, std::vector<std::string
     md << "\n";
   };
   write_table("Average over tasks", average);
+  if (auto ss = LoadSampleScores(dir / "results.jsonl"); ss.ok()) md << IntervalTable(*ss);
   for (const auto& [task, rows] : table) write_table(task, rows);
   for (const auto& [task, presses] : per_turn) {
     md << "## " << task

@@ -1,10 +1,14 @@
-// PrimeKV (Zhang & Ilvovsky, Neurocomputing): attention-free scores from the cache itself,
-// as derived in docs/design.md §2 (the paper's own formulas are not public).
-//   key side  r_i = (k_i - kbar)^T (Kc^T Kc)^-1 (k_i - kbar): leverage, "irreplaceability"
+// PrimeKV (Zhang & Ilvovsky, Neurocomputing): attention-free scores from the cache itself. The
+// paper's formulas are not public; docs/design.md derives this score from the exact removal
+// identity D_i = a_i (o_{-i} - v_i), with the query that would need entry i modelled as q = k_i:
+//   key side   r_i = k_i . (k_i - kbar) / sqrt(d): mean-field log-attention of that query
 //   value side c_i = sqrt((v_i - vbar)^T M (v_i - vbar)), M = sum_{h in group} W_O^(h)T W_O^(h)
-//   score = r_i * c_i
-// Each factor can be swapped: key=leverage|cosine|none, value=wo_centered|wo|centered|norm|none.
-// Cost per KV head is O(n d^2): a d x d Gram, a Cholesky factor, and two n x d x d products.
+//   score      r_i + log c_i  (the identity's a_i * c_i, with a_i an exponential)
+// Variants (docs/design.md §4): key=self|selfexact|leverage|cosine|none,
+// value=wo_centered|wo|centered|norm|none, combine=logit|product|rank, rounds=one|halving
+// (set-aware successive halving). The first reconstruction was key=leverage,combine=product.
+// Cost per KV head is O(n d^2) (W_O Gram quadratic form); key=leverage adds a Cholesky factor,
+// key=selfexact an O(n^2 d) pass with no n x n matrix kept.
 #include "press/scorer_util.h"
 #include "press/scorers.h"
 #include "primekv/dense.h"
@@ -12,8 +16,9 @@
 namespace primekv::press_internal {
 namespace {
 
-enum class KeySide { kLeverage, kCosine, kNone };
+enum class KeySide { kLeverage, kCosine, kSelf, kSelfExact, kNone };
 enum class ValueSide { kWoCentered, kWo, kCentered, kNorm, kNone };
+enum class Combine { kProduct, kRank, kLogit };
 
 // Relative diagonal jitter keeping the Cholesky factorisation defined for rank-deficient keys
 // (fewer entries than dimensions, duplicated keys): a safeguard, not a tuning knob.
@@ -119,9 +124,24 @@ void QuadraticNorms(const std::vector<float>& x, int n, int d, std::span<const f
   }
 }
 
+// Normalised ascending ranks in (0, 1]: (1 + #smaller) / n, ties by lower row.
+std::vector<double> Ranks(const std::vector<double>& x) {
+  const int n = static_cast<int>(x.size());
+  std::vector<int> order(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    const double xa = x[static_cast<size_t>(a)], xb = x[static_cast<size_t>(b)];
+    return xa != xb ? xa < xb : a < b;
+  });
+  std::vector<double> r(static_cast<size_t>(n));
+  for (int j = 0; j < n; ++j) r[static_cast<size_t>(order[static_cast<size_t>(j)])] = (j + 1.0) / n;
+  return r;
+}
+
 class PrimeKvScorer : public Scorer {
  public:
-  PrimeKvScorer(KeySide key, ValueSide value) : key_(key), value_(value) {}
+  PrimeKvScorer(KeySide key, ValueSide value, Combine combine, bool halving)
+      : key_(key), value_(value), combine_(combine), halving_(halving) {}
   PressNeeds Needs() const override {
     PressNeeds n;
     n.values = value_ != ValueSide::kNone;
@@ -131,33 +151,132 @@ class PrimeKvScorer : public Scorer {
 
   void Score(const LayerInput& in, HeadScores& out) const override {
     const int d = in.head_dim;
-    std::vector<double> r, c;
     for (int h = 0; h < in.n_kv_heads; ++h) {
       const HeadEntries& e = in.heads[static_cast<size_t>(h)];
       const int n = e.size();
       auto& s = out[static_cast<size_t>(h)];
       if (n == 0) continue;
-      KeyFactor(e, n, d, r);
-      ValueFactor(in, h, e, n, d, c);
-      for (int i = 0; i < n; ++i)
-        s[static_cast<size_t>(i)] =
-            static_cast<float>(r[static_cast<size_t>(i)] * c[static_cast<size_t>(i)]);
+      std::span<const float> gram;
+      if (value_ == ValueSide::kWoCentered || value_ == ValueSide::kWo)
+        gram = in.output_gram.subspan(static_cast<size_t>(h) * d * d, static_cast<size_t>(d) * d);
+      if (!halving_) {
+        const std::vector<double> x = SetScores(e.keys, e.values, n, d, gram);
+        for (int i = 0; i < n; ++i)
+          s[static_cast<size_t>(i)] = static_cast<float>(x[static_cast<size_t>(i)]);
+        continue;
+      }
+      // Successive halving (the set identity): score the entries that remain, drop the lower
+      // half, rescore the rest against each other, until one is left. An entry removed in
+      // round t gets t + (its place among that round's removed entries) / (removed + 1), so
+      // the survivors of later rounds rank above everything removed before them.
+      std::vector<int> active(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) active[static_cast<size_t>(i)] = i;
+      std::vector<float> keys, values;
+      for (int round = 0;; ++round) {
+        const int m = static_cast<int>(active.size());
+        if (m == 1) {
+          s[static_cast<size_t>(active[0])] = static_cast<float>(round + 1);
+          break;
+        }
+        keys.resize(static_cast<size_t>(m) * d);
+        values.resize(e.values.empty() ? 0 : static_cast<size_t>(m) * d);
+        for (int j = 0; j < m; ++j) {
+          const size_t src = static_cast<size_t>(active[static_cast<size_t>(j)]) * d;
+          std::copy_n(e.keys.data() + src, d, keys.data() + static_cast<size_t>(j) * d);
+          if (!values.empty())
+            std::copy_n(e.values.data() + src, d, values.data() + static_cast<size_t>(j) * d);
+        }
+        const std::vector<double> x = SetScores(keys, values, m, d, gram);
+        std::vector<int> order(static_cast<size_t>(m));
+        for (int j = 0; j < m; ++j) order[static_cast<size_t>(j)] = j;
+        std::sort(order.begin(), order.end(), [&](int a, int b) {
+          const double xa = x[static_cast<size_t>(a)], xb = x[static_cast<size_t>(b)];
+          return xa != xb ? xa < xb : a < b;  // ascending; ties: lower row removed first
+        });
+        const int removed = m / 2;
+        for (int j = 0; j < removed; ++j)
+          s[static_cast<size_t>(active[static_cast<size_t>(order[static_cast<size_t>(j)])])] =
+              static_cast<float>(round + (j + 1.0) / (removed + 1.0));
+        std::vector<int> next;
+        next.reserve(static_cast<size_t>(m - removed));
+        for (int j = removed; j < m; ++j)
+          next.push_back(active[static_cast<size_t>(order[static_cast<size_t>(j)])]);
+        std::sort(next.begin(), next.end());
+        active = std::move(next);
+      }
     }
   }
 
  private:
-  void KeyFactor(const HeadEntries& e, int n, int d, std::vector<double>& r) const {
+  // Scores of n entries judged against each other (means, covariance and anchor of this set).
+  std::vector<double> SetScores(const std::vector<float>& keys, const std::vector<float>& values,
+                                int n, int d, std::span<const float> gram) const {
+    std::vector<double> r, c;
+    KeyFactor(keys, n, d, r);
+    ValueFactor(values, n, d, gram, c);
+    if (combine_ == Combine::kRank) {
+      // Scale-free: neither factor's dynamic range can dominate the other's.
+      r = Ranks(r);
+      c = Ranks(c);
+    }
+    std::vector<double> x(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      const double ri = r[static_cast<size_t>(i)], ci = c[static_cast<size_t>(i)];
+      // logit: the key side is a log-attention, so a_i * c_i ranks as r_i + log c_i.
+      x[static_cast<size_t>(i)] =
+          combine_ == Combine::kLogit ? ri + std::log(std::max(ci, 1e-30)) : ri * ci;
+    }
+    return x;
+  }
+
+  void KeyFactor(const std::vector<float>& keys, int n, int d, std::vector<double>& r) const {
     switch (key_) {
       case KeySide::kNone:
         r.assign(static_cast<size_t>(n), 1.0);
         return;
       case KeySide::kLeverage:
-        Leverage(Centered(e.keys, n, d, Mean(e.keys, n, d)), n, d, r);
+        Leverage(Centered(keys, n, d, Mean(keys, n, d)), n, d, r);
         return;
+      case KeySide::kSelf: {
+        // Mean-field log-attention of the query that targets entry i (q = k_i):
+        // log a_ii ~ (|k_i|^2 - k_i . kbar) / sqrt(d) - log n; the constant is dropped.
+        const std::vector<double> mean = Mean(keys, n, d);
+        const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+        r.resize(static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i) {
+          const float* k = keys.data() + static_cast<size_t>(i) * d;
+          double s = 0;
+          for (int t = 0; t < d; ++t) s += k[t] * (k[t] - mean[static_cast<size_t>(t)]);
+          r[static_cast<size_t>(i)] = s * scale;
+        }
+        return;
+      }
+      case KeySide::kSelfExact: {
+        // Exact log-attention of the self-query: |k_i|^2/sqrt(d) - logsumexp_j k_i.k_j/sqrt(d).
+        const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+        constexpr int kRows = 256;
+        std::vector<float> block(static_cast<size_t>(kRows) * n), kt(static_cast<size_t>(d) * n);
+        dense::Transpose(keys.data(), n, d, d, kt.data(), n);
+        r.resize(static_cast<size_t>(n));
+        for (int i0 = 0; i0 < n; i0 += kRows) {
+          const int rows = std::min(kRows, n - i0);
+          dense::GemmNN(rows, n, d, 1.0f, keys.data() + static_cast<size_t>(i0) * d, d, kt.data(),
+                        n, 0.0f, block.data(), n);
+          for (int a = 0; a < rows; ++a) {
+            const float* row = block.data() + static_cast<size_t>(a) * n;
+            double mx = -1e300;
+            for (int j = 0; j < n; ++j) mx = std::max(mx, row[j] * scale);
+            double sum = 0;
+            for (int j = 0; j < n; ++j) sum += std::exp(row[j] * scale - mx);
+            r[static_cast<size_t>(i0 + a)] = row[i0 + a] * scale - mx - std::log(sum);
+          }
+        }
+        return;
+      }
       case KeySide::kCosine: {
         std::vector<double> anchor(static_cast<size_t>(d), 0.0);
         for (int i = 0; i < n; ++i) {
-          const float* k = e.keys.data() + static_cast<size_t>(i) * d;
+          const float* k = keys.data() + static_cast<size_t>(i) * d;
           const double inv = 1.0 / std::max(Norm(k, d), 1e-12);
           for (int t = 0; t < d; ++t) anchor[static_cast<size_t>(t)] += k[t] * inv / n;
         }
@@ -166,7 +285,7 @@ class PrimeKvScorer : public Scorer {
         an = std::max(std::sqrt(an), 1e-12);
         r.resize(static_cast<size_t>(n));
         for (int i = 0; i < n; ++i) {
-          const float* k = e.keys.data() + static_cast<size_t>(i) * d;
+          const float* k = keys.data() + static_cast<size_t>(i) * d;
           double dot = 0;
           for (int t = 0; t < d; ++t) dot += k[t] * anchor[static_cast<size_t>(t)];
           r[static_cast<size_t>(i)] = 1.0 - dot / (std::max(Norm(k, d), 1e-12) * an);
@@ -176,7 +295,7 @@ class PrimeKvScorer : public Scorer {
     }
   }
 
-  void ValueFactor(const LayerInput& in, int h, const HeadEntries& e, int n, int d,
+  void ValueFactor(const std::vector<float>& values, int n, int d, std::span<const float> gram,
                    std::vector<double>& c) const {
     const bool centered = value_ == ValueSide::kWoCentered || value_ == ValueSide::kCentered;
     if (value_ == ValueSide::kNone) {
@@ -184,11 +303,9 @@ class PrimeKvScorer : public Scorer {
       return;
     }
     std::vector<double> zero(static_cast<size_t>(d), 0.0);
-    const std::vector<float> x = Centered(e.values, n, d, centered ? Mean(e.values, n, d) : zero);
+    const std::vector<float> x = Centered(values, n, d, centered ? Mean(values, n, d) : zero);
     if (value_ == ValueSide::kWoCentered || value_ == ValueSide::kWo) {
-      QuadraticNorms(
-          x, n, d,
-          in.output_gram.subspan(static_cast<size_t>(h) * d * d, static_cast<size_t>(d) * d), c);
+      QuadraticNorms(x, n, d, gram, c);
       return;
     }
     c.resize(static_cast<size_t>(n));
@@ -198,24 +315,33 @@ class PrimeKvScorer : public Scorer {
 
   KeySide key_;
   ValueSide value_;
+  Combine combine_;
+  bool halving_;
 };
 
 }  // namespace
 
 ScorerResult MakePrimeKvScorer(const PressParams& p, const std::string& press) {
   ParamReader r(p, press);
-  const std::string key = r.Text("key", "leverage");
+  const std::string key = r.Text("key", "self");
   const std::string value = r.Text("value", "wo_centered");
+  const std::string combine = r.Text("combine", "logit");
+  const std::string rounds = r.Text("rounds", "one");
   if (Status s = r.Finish(); !s.ok()) return s;
   KeySide ks;
   if (key == "leverage") {
     ks = KeySide::kLeverage;
   } else if (key == "cosine") {
     ks = KeySide::kCosine;
+  } else if (key == "self") {
+    ks = KeySide::kSelf;
+  } else if (key == "selfexact") {
+    ks = KeySide::kSelfExact;
   } else if (key == "none") {
     ks = KeySide::kNone;
   } else {
-    return Status::Error("press " + press + ": key='" + key + "' (choose leverage, cosine, none)");
+    return Status::Error("press " + press + ": key='" + key +
+                         "' (choose leverage, cosine, self, selfexact, none)");
   }
   ValueSide vs;
   if (value == "wo_centered") {
@@ -232,7 +358,20 @@ ScorerResult MakePrimeKvScorer(const PressParams& p, const std::string& press) {
     return Status::Error("press " + press + ": value='" + value +
                          "' (choose wo_centered, wo, centered, norm, none)");
   }
-  return std::unique_ptr<Scorer>(new PrimeKvScorer(ks, vs));
+  Combine cb;
+  if (combine == "product") {
+    cb = Combine::kProduct;
+  } else if (combine == "rank") {
+    cb = Combine::kRank;
+  } else if (combine == "logit") {
+    cb = Combine::kLogit;
+  } else {
+    return Status::Error("press " + press + ": combine='" + combine +
+                         "' (choose product, rank, logit)");
+  }
+  if (rounds != "one" && rounds != "halving")
+    return Status::Error("press " + press + ": rounds='" + rounds + "' (choose one, halving)");
+  return std::unique_ptr<Scorer>(new PrimeKvScorer(ks, vs, cb, rounds == "halving"));
 }
 
 }  // namespace primekv::press_internal

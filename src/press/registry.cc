@@ -19,10 +19,10 @@ struct Entry {
   BudgetKind budget;
 };
 
-const std::array<Entry, 12>& Table() {
-  static const std::array<Entry, 12> kTable = {{
+const std::array<Entry, 13>& Table() {
+  static const std::array<Entry, 13> kTable = {{
       {{"none", "Full KV cache, no compression", "baseline", true}, nullptr, BudgetKind::kUniform},
-      {{"primekv", "leverage of the key x W_O-projected centred value (design.md §2)",
+      {{"primekv", "self-query log-attention of the key + log W_O-projected centred value",
         "Zhang & Ilvovsky, Neurocomputing; docs/design.md", true},
        press_internal::MakePrimeKvScorer,
        BudgetKind::kUniform},
@@ -42,6 +42,10 @@ const std::array<Entry, 12>& Table() {
       {{"lagkv", "min-max scaled std against the next partition (lag 128)",
         "arXiv 2504.04704; kvpress lagkv_press.py", true},
        press_internal::MakeLagKvScorer,
+       BudgetKind::kUniform},
+      {{"curdkv", "local (16) squared-norm leverage of key x value, 4 sinks",
+        "arXiv 2509.15038; kvpress cur_press.py", true},
+       press_internal::MakeCurDkvScorer,
        BudgetKind::kUniform},
       {{"snapkv", "window-64 attention, pooled (kernel 5)",
         "arXiv 2404.14469; kvpress snapkv_press.py", false},

@@ -19,5 +19,6 @@ ScorerResult MakeTovaScorer(const PressParams& p, const std::string& press);
 ScorerResult MakeExpectedAttentionScorer(const PressParams& p, const std::string& press);
 ScorerResult MakePrimeKvScorer(const PressParams& p, const std::string& press);
 ScorerResult MakeOracleScorer(const PressParams& p, const std::string& press);
+ScorerResult MakeCurDkvScorer(const PressParams& p, const std::string& press);
 
 }  // namespace primekv::press_internal

@@ -50,7 +50,7 @@ FIXTURES = [
 
 BASE_PRESSES = ["knorm", "keydiff", "random", "streamingllm", "lagkv", "snapkv", "pyramidkv",
                 "tova", "expected_attention", "primekv", "adakv:primekv", "adakv:keydiff",
-                "adakv:snapkv", "oracle"]
+                "adakv:snapkv", "oracle", "curdkv"]
 
 
 def presses_for(fx):
@@ -60,6 +60,19 @@ def presses_for(fx):
             for v in pr.PRIMEKV_VALUES:
                 out.append(f"primekv:key={k},value={v}")
         out.append("adakv:primekv:key=cosine,value=norm")
+        # issue 11: the log-attention combination, and set-aware successive halving
+        out.append("primekv:key=self,combine=logit,rounds=halving")
+        for k in pr.PRIMEKV_KEYS:
+            out.append(f"primekv:key={k},combine=logit")
+        if not fx["skew"]:
+            # The rank combination is discontinuous in the factors: on the skewed fixture,
+            # float32 (engine) and float64 (reference) factors that tie to ~1e-6 swap ranks.
+            # Halving over leverage or cosine is not checked at all: in its last rounds (two
+            # or three entries left) centred leverage, cosine to the anchor and centred value
+            # norms tie exactly in exact arithmetic, so rounding picks the survivor.
+            # key=self keeps |k|^2 in its score and does not tie (checked above).
+            for k in ("leverage", "cosine"):
+                out.append(f"primekv:key={k},combine=rank")
     return out
 
 
@@ -156,7 +169,7 @@ def protected_mask(spec, layer):
         mask = layer.positions >= layer.window_positions[0]
     elif name == "tova":
         mask = layer.positions >= layer.window_positions[-1]
-    elif name in ("expected_attention", "streamingllm"):
+    elif name in ("expected_attention", "streamingllm", "curdkv"):
         mask[:4] = True
     return np.broadcast_to(mask, (layer.n_kv_heads, layer.n))
 

@@ -237,36 +237,102 @@ def leverage(k):
     return np.einsum("ja,ja->j", kc, np.linalg.solve(gram, kc.T).T)
 
 
-PRIMEKV_KEYS = ("leverage", "cosine", "none")
+PRIMEKV_KEYS = ("leverage", "cosine", "self", "selfexact", "none")
 PRIMEKV_VALUES = ("wo_centered", "wo", "centered", "norm", "none")
+PRIMEKV_COMBINES = ("product", "rank", "logit")
+PRIMEKV_ROUNDS = ("one", "halving")
 
 
-def primekv(layer, key="leverage", value="wo_centered"):
+def ranks(x):
+    """Normalised ascending ranks (1 + number of smaller entries) / n; ties: lower row first."""
+    order = np.argsort(x, kind="stable")
+    r = np.empty(len(x))
+    r[order] = (np.arange(len(x)) + 1.0) / len(x)
+    return r
+
+
+def primekv_set_scores(k, v, m, key, value, combine):
+    """PrimeKV's score of each of the n entries (keys k, values v: [n, d]) judged against this
+    set only; m is the head's output Gram (or None)."""
+    n = k.shape[0]
+    if key == "leverage":
+        r = leverage(k)
+    elif key == "cosine":
+        r = 1.0 - cos_to(k, unit(k).mean(axis=0))
+    elif key == "self":
+        # mean-field log-attention of the query q = k_i: (|k_i|^2 - k_i . kbar) / sqrt(d)
+        r = np.einsum("ja,ja->j", k, k - k.mean(axis=0)) / math.sqrt(k.shape[1])
+    elif key == "selfexact":
+        z = k @ k.T / math.sqrt(k.shape[1])
+        zmax = z.max(axis=1, keepdims=True)
+        r = np.diag(z) - (zmax[:, 0] + np.log(np.exp(z - zmax).sum(axis=1)))
+    elif key == "none":
+        r = np.ones(n)
+    else:
+        raise ValueError(key)
+    if value == "wo_centered":
+        c = _m_norm(v - v.mean(axis=0), m)
+    elif value == "wo":
+        c = _m_norm(v, m)
+    elif value == "centered":
+        c = np.linalg.norm(v - v.mean(axis=0), axis=1)
+    elif value == "norm":
+        c = np.linalg.norm(v, axis=1)
+    elif value == "none":
+        c = np.ones(n)
+    else:
+        raise ValueError(value)
+    if combine == "rank":
+        r, c = ranks(r), ranks(c)
+    elif combine == "logit":
+        return r + np.log(np.maximum(c, 1e-30))
+    elif combine != "product":
+        raise ValueError(combine)
+    return r * c
+
+
+def primekv(layer, key="self", value="wo_centered", combine="logit", rounds="one"):
     out = np.empty((layer.n_kv_heads, layer.n))
     for h in range(layer.n_kv_heads):
         k = layer.keys[h]
         v = layer.values[h]
-        if key == "leverage":
-            r = leverage(k)
-        elif key == "cosine":
-            r = 1.0 - cos_to(k, unit(k).mean(axis=0))
-        elif key == "none":
-            r = np.ones(layer.n)
-        else:
-            raise ValueError(key)
-        if value == "wo_centered":
-            c = _m_norm(v - v.mean(axis=0), _output_gram(layer, h))
-        elif value == "wo":
-            c = _m_norm(v, _output_gram(layer, h))
-        elif value == "centered":
-            c = np.linalg.norm(v - v.mean(axis=0), axis=1)
-        elif value == "norm":
-            c = np.linalg.norm(v, axis=1)
-        elif value == "none":
-            c = np.ones(layer.n)
-        else:
-            raise ValueError(value)
-        out[h] = r * c
+        m = _output_gram(layer, h) if value in ("wo_centered", "wo") else None
+        if rounds == "one":
+            out[h] = primekv_set_scores(k, v, m, key, value, combine)
+            continue
+        if rounds != "halving":
+            raise ValueError(rounds)
+        # Successive halving: drop the lower half of the remaining entries (by their score among
+        # the remaining), rescore, repeat; round t's removed entries get t + place/(removed+1).
+        active = np.arange(layer.n)
+        t = 0
+        while len(active) > 1:
+            x = primekv_set_scores(k[active], v[active], m, key, value, combine)
+            order = np.lexsort((active, x))  # ascending score, ties: lower row first
+            removed = len(active) // 2
+            out[h, active[order[:removed]]] = t + np.arange(1, removed + 1) / (removed + 1.0)
+            active = np.sort(active[order[removed:]])
+            t += 1
+        out[h, active] = t + 1
+    return out
+
+
+def curdkv(layer, window=16, n_sink=4):
+    """CurDKV (arXiv 2509.15038): |k|^2 and |v|^2, each divided by its sum over consecutive
+    windows of 16 rows, multiplied, normalised over the head; the first 4 rows get max + 1."""
+    out = np.empty((layer.n_kv_heads, layer.n))
+    for h in range(layer.n_kv_heads):
+        parts = []
+        for x in (layer.keys[h], layer.values[h]):
+            s = (x * x).sum(axis=1)
+            for w0 in range(0, layer.n, window):
+                tot = s[w0:w0 + window].sum()
+                s[w0:w0 + window] = s[w0:w0 + window] / tot if tot > 0 else 0.0
+            parts.append(s)
+        p = parts[0] * parts[1]
+        p = p / p.sum() if p.sum() > 0 else np.zeros_like(p)
+        p[:n_sink] = p.max() + 1.0
+        out[h] = p
     return out
 
 
@@ -413,9 +479,12 @@ def scores_for(spec, layer):
     if name == "expected_attention":
         return expected_attention(layer)
     if name == "primekv":
-        return primekv(layer, params.get("key", "leverage"), params.get("value", "wo_centered"))
+        return primekv(layer, params.get("key", "self"), params.get("value", "wo_centered"),
+                       params.get("combine", "logit"), params.get("rounds", "one"))
     if name == "oracle":
         return oracle(layer)
+    if name == "curdkv":
+        return curdkv(layer)
     raise ValueError(f"no reference for press '{spec}'")
 
 
@@ -607,15 +676,42 @@ class SelfTest(unittest.TestCase):
         self.assertClose(leverage(keys), [r] * 4)
         c = [math.sqrt(4 * 0.5625 + 0.0625), math.sqrt(4 * 0.0625 + 0.5625),
              math.sqrt(4 * 0.0625 + 0.0625), math.sqrt(4 * 0.0625 + 0.0625)]
-        self.assertClose(primekv(lay), [np.multiply(r, c)])
-        self.assertClose(primekv(lay, "none", "wo"), [[2, 1, 0, 0]])
-        self.assertClose(primekv(lay, "none", "norm"), [[1, 1, 0, 0]])
-        self.assertClose(primekv(lay, "none", "centered"),
+        self.assertClose(primekv(lay, "leverage", combine="product"), [np.multiply(r, c)])
+        self.assertClose(primekv(lay, "none", "wo", "product"), [[2, 1, 0, 0]])
+        self.assertClose(primekv(lay, "none", "norm", "product"), [[1, 1, 0, 0]])
+        self.assertClose(primekv(lay, "none", "centered", "product"),
                          [[math.sqrt(0.625), math.sqrt(0.625), math.sqrt(0.125),
                            math.sqrt(0.125)]])
-        self.assertClose(primekv(lay, "none", "none"), [[1, 1, 1, 1]])
+        self.assertClose(primekv(lay, "none", "none", "product"), [[1, 1, 1, 1]])
         # cosine: unit keys sum to 0 -> anchor 0 -> cos 0 -> r = 1
-        self.assertClose(primekv(lay, "cosine", "none"), [[1, 1, 1, 1]])
+        self.assertClose(primekv(lay, "cosine", "none", "product"), [[1, 1, 1, 1]])
+        # default (key=self, combine=logit): kbar = 0, so r = |k|^2 / sqrt(2) = 1/sqrt(2); the
+        # score is r + log c
+        self.assertClose(primekv(lay), [1 / math.sqrt(2) + np.log(c)])
+        # selfexact for k0 = (1, 0): logits k0.k_j / sqrt(2) = (1, -1, 0, 0) / sqrt(2)
+        z = 1 / math.sqrt(2)
+        lse = math.log(math.exp(z) + math.exp(-z) + 2)
+        self.assertClose(primekv(lay, "selfexact", "none", "product"), [[z - lse] * 4])
+        # rank: key none -> ranks (1/4, 2/4, 3/4, 1) by row; |v| = (1, 1, 0, 0) -> ranks
+        # (3/4, 1, 1/4, 2/4) (ties: lower row ranks lower)
+        self.assertClose(primekv(lay, "none", "norm", "rank"), [[0.1875, 0.5, 0.1875, 0.5]])
+        # halving on |v| = (1, 1, 0, 0): round 0 drops rows 2, 3 (scores 0 + 1/3, 0 + 2/3),
+        # round 1 drops row 0 (1 + 1/2, tie broken toward the lower row), row 1 is left (2 + 1)
+        self.assertClose(primekv(lay, "none", "norm", "product", "halving"),
+                         [[1.5, 3, 1 / 3, 2 / 3]])
+
+    def test_curdkv_hand(self):
+        # 20 rows in windows of 16 and 4: |k|^2 = 1 except row 5 (4) and row 17 (3); |v|^2 = 1
+        # except row 6 (2). Window 0 sums: k 19, v 17; window 1: k 6, v 4.
+        k = np.ones((20, 1))
+        k[5, 0], k[17, 0] = 2.0, math.sqrt(3.0)
+        v = np.ones((20, 1))
+        v[6, 0] = math.sqrt(2.0)
+        p = np.array([1 / 19 / 17] * 16 + [1 / 6 / 4] * 4)
+        p[5], p[6], p[17] = 4 / 19 / 17, 1 / 19 * 2 / 17, 3 / 6 / 4
+        p = p / p.sum()
+        p[:4] = p.max() + 1
+        self.assertClose(curdkv(_layer(k, v)), [p], 1e-12)
 
     def test_leverage_properties(self):
         rng = np.random.default_rng(1)
@@ -641,7 +737,8 @@ class SelfTest(unittest.TestCase):
         wo = np.array([[1.0, 2.0], [3.0, 0.0]])
         lay = _layer(np.array([[1.0], [2.0]]), np.array([[0.0], [2.0]]), n_heads=2, wo=wo)
         m = 1 + 9 + 4
-        self.assertClose(primekv(lay, "none", "wo_centered"), [[math.sqrt(m), math.sqrt(m)]])
+        self.assertClose(primekv(lay, "none", "wo_centered", "product"),
+                         [[math.sqrt(m), math.sqrt(m)]])
 
     def test_oracle(self):
         # d = 1, q = 1, k = (0, ln 3): a = (1/4, 3/4); v = (0, 4): o = 3; |W_O| = 2

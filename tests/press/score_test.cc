@@ -1,0 +1,86 @@
+// PrimeKV's default score and CurDKV on hand-worked inputs (the full comparison against the
+// numpy twins on random fixtures is tests/reference/check_presses.py).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "primekv/press.h"
+
+namespace primekv {
+namespace {
+
+HeadScores ScoreWith(const std::string& spec, const HeadEntries& e, int d,
+                     const std::vector<float>& gram) {
+  auto parsed = ParsePressSpec(spec);
+  EXPECT_TRUE(parsed.ok());
+  auto press = MakePress(*parsed);
+  EXPECT_TRUE(press.ok()) << press.message();
+  std::vector<HeadEntries> heads{e};
+  LayerInput in;
+  in.n_layers = 1;
+  in.n_heads = 1;
+  in.n_kv_heads = 1;
+  in.head_dim = d;
+  in.heads = heads;
+  in.output_gram = gram;
+  HeadScores out(1, std::vector<float>(static_cast<size_t>(e.size()), 0.0f));
+  press->scorer->Score(in, out);
+  return out;
+}
+
+TEST(PrimeKvScore, DefaultIsSelfQueryLogAttentionPlusLogValue) {
+  // Keys +-e1, +-e2: kbar = 0, so r = |k|^2 / sqrt(2) = 1/sqrt(2) for every entry. Values
+  // (1,0), (0,1), 0, 0 with vbar = (1/4, 1/4) and M = diag(4, 1):
+  // c = sqrt(4*0.5625 + 0.0625), sqrt(4*0.0625 + 0.5625), sqrt(4*0.0625 + 0.0625) (twice).
+  HeadEntries e;
+  e.keys = {1, 0, -1, 0, 0, 1, 0, -1};
+  e.values = {1, 0, 0, 1, 0, 0, 0, 0};
+  e.positions = {0, 1, 2, 3};
+  const std::vector<float> gram{4, 0, 0, 1};
+  const auto s = ScoreWith("primekv", e, 2, gram);
+  const double r = 1 / std::sqrt(2.0);
+  const double c[] = {std::sqrt(2.3125), std::sqrt(0.8125), std::sqrt(0.3125), std::sqrt(0.3125)};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(s[0][i], r + std::log(c[i]), 1e-6) << i;
+  // The first reconstruction, leverage x value: Gram of centred keys 2 I (+ jitter), r = 1/2.
+  const auto old = ScoreWith("primekv:key=leverage,combine=product", e, 2, gram);
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(old[0][i], 0.5 / (1 + 1e-6) * c[i], 1e-6) << i;
+}
+
+TEST(PrimeKvScore, SelfKeyPrefersLargeKeysAwayFromTheMean) {
+  // Three equal keys (1, 0) and a longer orthogonal one (0, 2): kbar = (3/4, 1/2).
+  HeadEntries e;
+  e.keys = {1, 0, 1, 0, 1, 0, 0, 2};
+  e.values.assign(8, 0);
+  e.positions = {0, 1, 2, 3};
+  const auto s = ScoreWith("primekv:key=self,value=none", e, 2, {});
+  // r_i = k_i . (k_i - kbar) / sqrt(2), kbar = (0.75, 0.5)
+  EXPECT_NEAR(s[0][0], 0.25 / std::sqrt(2.0), 1e-6);
+  EXPECT_NEAR(s[0][3], 2 * 1.5 / std::sqrt(2.0), 1e-6);
+}
+
+TEST(CurDkvScore, LocalLeverageProductWithSinks) {
+  // 20 one-dimensional rows: windows [0, 16) and [16, 20). |k|^2 = 1 except row 5 (4) and row
+  // 17 (3); |v|^2 = 1 except row 6 (2). Window sums: k 19 and 6, v 17 and 4.
+  HeadEntries e;
+  e.keys.assign(20, 1.0f);
+  e.values.assign(20, 1.0f);
+  e.keys[5] = 2.0f;
+  e.keys[17] = std::sqrt(3.0f);
+  e.values[6] = std::sqrt(2.0f);
+  for (int i = 0; i < 20; ++i) e.positions.push_back(i);
+  std::vector<double> p(20);
+  for (int i = 0; i < 20; ++i) p[i] = i < 16 ? 1.0 / 19 / 17 : 1.0 / 6 / 4;
+  p[5] = 4.0 / 19 / 17;
+  p[6] = 2.0 / 19 / 17;
+  p[17] = 3.0 / 6 / 4;
+  double sum = 0, mx = 0;
+  for (double x : p) sum += x;
+  for (double& x : p) mx = std::max(mx, x /= sum);
+  const auto s = ScoreWith("curdkv", e, 1, {});
+  for (int i = 0; i < 20; ++i) EXPECT_NEAR(s[0][i], i < 4 ? mx + 1 : p[i], 1e-6) << i;
+  // Sinks, then row 17 (3/24), then the window-1 rows at 1/24 (tie: lower row) before row 5.
+  EXPECT_EQ(SelectTopK(s[0], 6), (std::vector<int32_t>{0, 1, 2, 3, 16, 17}));
+}
+
+}  // namespace
+}  // namespace primekv
