@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets with clang (libFuzzer + ASan + UBSan) and runs one or all of them.
 # Usage: fuzz/run_fuzz.sh [TARGET] [SECONDS]
 #   TARGET: gguf (the GGUF reader), press_spec (the --press parser), manifest (convert's
-#           manifest reader) or all (default: gguf, the historical behaviour);
+#           manifest reader), jsonl (the jsonl:/aime:/longbench: task-file loaders) or all
+#           (default: gguf, the historical behaviour);
 #   SECONDS: per target (default 60). `fuzz/run_fuzz.sh 60` still means gguf for 60 s.
 # Env: PRIMEKV_FUZZ_BUILD_DIR (default <repo>/build/fuzz, the `fuzz` preset's directory),
 #      PRIMEKV_FUZZ_JOBS (build parallelism, default 2),
@@ -18,10 +19,10 @@ if [[ $# -gt 0 && ! "$1" =~ ^[0-9]+$ ]]; then
 fi
 seconds="${1:-60}"
 case "$target" in
-  gguf | press_spec | manifest) targets=("$target") ;;
-  all) targets=(gguf press_spec manifest) ;;
+  gguf | press_spec | manifest | jsonl) targets=("$target") ;;
+  all) targets=(gguf press_spec manifest jsonl) ;;
   *)
-    echo "run_fuzz.sh: unknown target '$target' (gguf, press_spec, manifest, all)" >&2
+    echo "run_fuzz.sh: unknown target '$target' (gguf, press_spec, manifest, jsonl, all)" >&2
     exit 2
     ;;
 esac
@@ -46,6 +47,7 @@ build_targets=()
 for t in "${targets[@]}"; do
   case "$t" in
     gguf) build_targets+=(gguf_reader_fuzz gguf_fuzz_seeds) ;;
+    jsonl) build_targets+=(jsonl_tasks_fuzz) ;;
     *) build_targets+=("${t}_fuzz") ;;
   esac
 done
@@ -65,6 +67,14 @@ run_one() {
       ;;
     press_spec) binary="$build/fuzz/press_spec_fuzz" dict="$root/fuzz/press_spec.dict" max_len=4096 ;;
     manifest) binary="$build/fuzz/manifest_fuzz" dict="$root/fuzz/json.dict" max_len=4096 ;;
+    jsonl)
+      # Seeds: the first 4 KiB of each fixture and held-out file (options come from the last
+      # bytes).
+      for f in "$root"/tests/eval/fixtures/*.jsonl "$root"/docs/results/heldout/*.jsonl; do
+        [[ -f "$f" ]] && head -c 4096 "$f" > "$work/$t/corpus/$(basename "$f")"
+      done
+      binary="$build/fuzz/jsonl_tasks_fuzz" dict="$root/fuzz/jsonl.dict" max_len=8192
+      ;;
   esac
   echo "fuzzing $t for ${seconds}s"
   local status=0

@@ -72,7 +72,7 @@ Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& ne
                                         ThreadPool& pool);
 PressNeeds UnionNeeds(const PressNeeds& a, const PressNeeds& b);
 
-// Context size (docs/reliability-eval.md): the most positions a run may use.
+// Context size (docs/reliability.md): the most positions a run may use.
 inline constexpr int kMaxContextSize = 1 << 24;
 // `requested` tokens, or the model's trained context when 0. Above the trained context only with
 // allow_overflow, and then *warning (when given) says so. Errors name --ctx-size.
