@@ -259,12 +259,18 @@ std::variant<std::unique_ptr<Turn>, HttpError> Engine::Begin(TurnRequest req) {
   const size_t reserve = s->cache->BytesAllocatedAfterReserve(static_cast<int>(new_tokens)) -
                          s->cache->BytesAllocated();
   {
-    std::lock_guard lock(store_mu_);
+    std::unique_lock lock(store_mu_);
     const size_t now = s->cache->BytesAllocated();
     if (restored) s->bytes = 0;
-    bytes_used_ += now - s->bytes;
+    bytes_used_ = bytes_used_ - s->bytes + now;
     s->bytes = now;
-    while (bytes_used_ + reserve > options_.kv_budget_bytes && EvictOneLocked(s)) {
+    // Evict idle sessions; while running turns hold the rest, wait for one to finish (bounded).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (;;) {
+      while (bytes_used_ + reserve > options_.kv_budget_bytes && EvictOneLocked(s)) {
+      }
+      if (bytes_used_ + reserve <= options_.kv_budget_bytes || running_turns_ == 0) break;
+      if (store_cv_.wait_until(lock, deadline) == std::cv_status::timeout) break;
     }
     if (bytes_used_ + reserve > options_.kv_budget_bytes) {
       ++counters_.rejected_memory;
@@ -278,11 +284,11 @@ std::variant<std::unique_ptr<Turn>, HttpError> Engine::Begin(TurnRequest req) {
       give_slot();
       return HttpError{503,
                        "the KV budget (" + std::to_string(options_.kv_budget_bytes) +
-                           " bytes) cannot hold this request (" + std::to_string(need) +
-                           " bytes) beside the running ones",
+                           " bytes) cannot hold this request (" + std::to_string(need) + " bytes)",
                        "", "server_overloaded"};
     }
     bytes_used_ += reserve;
+    ++running_turns_;
   }
   return std::make_unique<Turn>(this, s, reserve, std::move(req), static_cast<int>(keep));
 }
@@ -312,7 +318,9 @@ void Engine::Finish(Session* s, size_t reserved, bool ok) {
       const std::string id = s->id;
       sessions_.erase(id);
     }
+    --running_turns_;
   }
+  store_cv_.notify_all();
   std::lock_guard lock(slot_mu_);
   ++slots_free_;
   slot_cv_.notify_one();

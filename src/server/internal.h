@@ -152,7 +152,9 @@ class Engine {
   std::mutex store_mu_;  // sessions, accounting, compressors, counters below
   std::map<std::string, std::unique_ptr<Session>> sessions_;
   std::map<std::string, std::unique_ptr<Compressor>> compressors_;
-  size_t bytes_used_ = 0;  // sessions' bytes plus reservations of running turns
+  std::condition_variable store_cv_;  // a turn finished: memory may be free
+  size_t bytes_used_ = 0;             // sessions' bytes plus reservations of running turns
+  int running_turns_ = 0;
   uint64_t clock_ = 0;
   uint64_t id_counter_ = 0;
   uint64_t id_salt_ = 0;
