@@ -112,6 +112,7 @@ void Engine::IndexSessionDir() {
     s->budget = snap->budget;
     s->last_prompt_len = snap->last_prompt_len;
     s->tokens = std::move(snap->tokens);
+    s->persisted = true;
     sessions_[s->id] = std::move(s);
   }
   std::fprintf(stderr, "primekv serve: %zu session(s) indexed from %s\n", sessions_.size(),
@@ -127,11 +128,12 @@ bool Engine::EvictOneLocked(const Session* except) {
   if (!victim) return false;
   bytes_used_ -= victim->bytes;
   ++counters_.evictions;
-  if (options_.session_dir.empty()) {
+  if (!victim->persisted) {
     const std::string id = victim->id;
     sessions_.erase(id);  // nowhere to keep it: the conversation is forgotten
   } else {
-    // Its file is current (written after every turn), so dropping the cache loses nothing.
+    // Its file is current (written after every completed turn): dropping the cache loses
+    // nothing.
     victim->cache.reset();
     victim->capture.reset();
     victim->bytes = 0;
@@ -214,6 +216,10 @@ std::variant<std::unique_ptr<Turn>, HttpError> Engine::Begin(TurnRequest req) {
       char hex[17];
       std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(z));
       fresh->id = std::string("s") + hex;
+      if (sessions_.count(fresh->id)) {
+        give_slot();
+        return HttpError{500, "session id collision; retry", "", "server_error"};
+      }
       fresh->press = req.press;
       fresh->ratio = req.ratio;
       s = fresh.get();
@@ -243,13 +249,16 @@ std::variant<std::unique_ptr<Turn>, HttpError> Engine::Begin(TurnRequest req) {
     }
     s->cache = std::make_unique<KvCache>(std::move(*snap->cache));
     s->tokens = std::move(snap->tokens);
+    s->budget = snap->budget;
+    s->last_prompt_len = snap->last_prompt_len;
     restored = true;
     ++counters_.restores;
   }
-  if (!s->cache) s->cache = std::make_unique<KvCache>(model_->NewCache(kv_));
-  if (!s->capture) {
+  if (!s->capture || !s->cache) {
     std::lock_guard lock(store_mu_);
-    s->capture = std::make_unique<PressCapture>(*model_, CompressorFor(s->press).Needs());
+    if (!s->cache) s->cache = std::make_unique<KvCache>(model_->NewCache(kv_));
+    if (!s->capture)
+      s->capture = std::make_unique<PressCapture>(*model_, CompressorFor(s->press).Needs());
   }
   keep = std::min(keep, CommonPrefix(s->tokens, req.prompt));
 
@@ -300,11 +309,11 @@ Turn::Turn(Engine* engine, Session* session, size_t reserved, TurnRequest reques
       req_(std::move(request)),
       keep_(keep) {}
 
-Turn::~Turn() { engine_->Finish(session_, reserved_, ran_); }
+Turn::~Turn() { engine_->Finish(session_, reserved_, ran_, modified_); }
 
 const std::string& Turn::session_id() const { return session_->id; }
 
-void Engine::Finish(Session* s, size_t reserved, bool ok) {
+void Engine::Finish(Session* s, size_t reserved, bool ok, bool modified) {
   {
     std::lock_guard lock(store_mu_);
     bytes_used_ -= reserved;
@@ -313,7 +322,13 @@ void Engine::Finish(Session* s, size_t reserved, bool ok) {
     s->bytes = now;
     s->busy = false;
     s->last_used = ++clock_;
-    if (!ok && s->tokens.empty()) {
+    if (!ok && modified && s->persisted) {
+      // A failed turn leaves the cache suspect: fall back to the last completed turn's file.
+      s->cache.reset();
+      s->capture.reset();
+      bytes_used_ -= s->bytes;
+      s->bytes = 0;
+    } else if (!ok && (modified || s->tokens.empty())) {
       bytes_used_ -= s->bytes;
       const std::string id = s->id;
       sessions_.erase(id);
@@ -358,6 +373,7 @@ Result<TurnOutcome> Turn::Run(const TextSink& sink) {
   out.prompt_tokens = static_cast<int>(req_.prompt.size());
   out.cached_tokens = keep_;
 
+  modified_ = true;
   // Cut the cache where the request departs from the session, then prefill the rest.
   if (static_cast<size_t>(keep_) < s.tokens.size()) {
     cache.TruncateFrom(keep_);
@@ -452,8 +468,11 @@ Result<TurnOutcome> Turn::Run(const TextSink& sink) {
   if (cache.BytesAllocated() > 2 * cache.BytesReserved() + (size_t{1} << 20)) {
     *s.cache = cache.Clone();
   }
-  if (Status st = e.Persist(s); !st.ok()) {
-    std::fprintf(stderr, "primekv serve: %s\n", st.message().c_str());
+  if (!e.options_.session_dir.empty()) {
+    const Status st = e.Persist(s);
+    if (!st.ok()) std::fprintf(stderr, "primekv serve: %s\n", st.message().c_str());
+    std::lock_guard lock(e.store_mu_);
+    s.persisted = st.ok();
   }
   ran_ = true;
   std::lock_guard lock(e.store_mu_);

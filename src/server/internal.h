@@ -92,8 +92,9 @@ class Turn {
   Session* session_;
   size_t reserved_;
   TurnRequest req_;
-  int keep_;  // session tokens kept (the rest of the prompt is prefilled)
-  bool ran_ = false;
+  int keep_;               // session tokens kept (the rest of the prompt is prefilled)
+  bool ran_ = false;       // Run completed
+  bool modified_ = false;  // Run changed the session (if it then failed, the state is suspect)
 };
 
 struct Session {
@@ -106,6 +107,7 @@ struct Session {
   std::unique_ptr<KvCache> cache;  // null while evicted to disk
   std::unique_ptr<PressCapture> capture;
   bool busy = false;
+  bool persisted = false;  // its file in --session-dir holds its last completed turn
   uint64_t last_used = 0;
   size_t bytes = 0;  // accounted against the budget
 };
@@ -135,7 +137,7 @@ class Engine {
   void IndexSessionDir();
   bool EvictOneLocked(const Session* except);
   Status Persist(Session& s);
-  void Finish(Session* s, size_t reserved, bool ok);
+  void Finish(Session* s, size_t reserved, bool ok, bool modified);
 
   ServerOptions options_;
   std::unique_ptr<Model> model_;
