@@ -444,6 +444,7 @@ Result<TurnOutcome> Turn::Run(const TextSink& sink) {
           !st.ok())
         return st;
       s.tokens.push_back(next);
+      out.appended.push_back(next);
       if (!stop && mode == CompressionMode::kDecode && compress &&
           (i + 1) % std::max(1, e.options_.interval) == 0) {
         const int target = KeepCount(cache.NextPosition(), s.ratio);

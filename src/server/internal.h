@@ -64,8 +64,9 @@ struct TurnRequest {
 struct TurnOutcome {
   std::string session_id;
   std::string text;
-  std::vector<Token> tokens;
-  std::string finish_reason;  // stop | length | cancelled
+  std::vector<Token> tokens;    // the answer's ids, without an end-of-generation token
+  std::vector<Token> appended;  // every id added to the session after the prompt (end included)
+  std::string finish_reason;    // stop | length | cancelled
   int prompt_tokens = 0;
   int cached_tokens = 0;  // prompt tokens whose K/V came from the session (not prefilled)
   int prefilled_tokens = 0;

@@ -134,7 +134,8 @@ std::optional<HttpError> ParseCommon(const json& j, Engine& engine, ParsedReques
     if (m.is_number_unsigned() ? m.get<uint64_t>() > INT_MAX : m.get<int64_t>() > INT_MAX)
       return HttpError{400, std::string(key) + ": exceeds the context", key,
                        "context_length_exceeded"};
-    if (m.get<int64_t>() < 1) return Bad(key, "must be >= 1");
+    // 0 is an extension: prefill (and compress) the prompt into its session, generate nothing.
+    if (m.get<int64_t>() < 0) return Bad(key, "must be >= 0");
     max_tokens = m.get<int64_t>();
     explicit_max = true;
   }
@@ -246,16 +247,25 @@ Parse ParseCompletion(const json& j, Engine& engine) {
   if (!j.contains("prompt")) return Bad("prompt", "is required");
   const json& pr = j["prompt"];
   std::string prompt;
+  std::vector<Token> ids;
+  const int vocab = engine.model().config().vocab_size;
   if (pr.is_string()) {
     prompt = pr.get<std::string>();
   } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
     prompt = pr[0].get<std::string>();
+  } else if (pr.is_array() && !pr.empty() && pr[0].is_number()) {
+    // Token ids, taken as they are (no BOS added), as the OpenAI API allows.
+    for (const json& t : pr) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab)
+        return Bad("prompt", "token ids must be integers in [0, " + std::to_string(vocab) + ")");
+      ids.push_back(static_cast<Token>(t.get<int64_t>()));
+    }
   } else {
-    return Bad("prompt", "must be a string (or an array of one string)");
+    return Bad("prompt", "must be a string, an array of one string, or an array of token ids");
   }
   if (j.contains("echo") && j["echo"] == true) return Bad("echo", "is not supported");
   if (auto err = ParseCommon(j, engine, p)) return *err;
-  p.turn.prompt = engine.model().tokenizer().Encode(prompt, true, false);
+  p.turn.prompt = ids.empty() ? engine.model().tokenizer().Encode(prompt, true, false) : ids;
   FillMaxTokens(p, engine);
   return p;
 }
@@ -353,7 +363,8 @@ class HttpServer {
                        {"model", model},
                        {"choices", {choice}},
                        {"usage", Usage(*out)},
-                       {"session", out->session_id}};
+                       {"session", out->session_id},
+                       {"primekv", {{"answer_tokens", out->appended}}}};
       res.set_content(Dump(j2), "application/json");
       return;
     }

@@ -307,6 +307,8 @@ def case_bad(work):
              {"messages": ok_msg, "max_tokens": 10 ** 15}, 400, "max_tokens"),
             ("max_tokens past the context", "/v1/chat/completions",
              {"messages": ok_msg, "max_tokens": 2047}, 400, "max_tokens"),
+            ("prompt token out of range", "/v1/completions", {"prompt": [1, 99999]}, 400,
+             "prompt"),
             ("max_tokens negative", "/v1/chat/completions",
              {"messages": ok_msg, "max_tokens": -1}, 400, "max_tokens"),
             ("stream wrong type", "/v1/chat/completions",
@@ -451,16 +453,71 @@ def case_sessions(work):
         s.stop()
 
 
+def case_multiturn(work):
+    """A 10-turn conversation through the API (token-id prompts, one session) answers as the
+    engine's multi-turn pipeline (`primekv generate --mode multiturn`, the RunPipeline that
+    `primekv eval` runs) with the same press and ratio, and prefills only each new question."""
+    keys = ["silver-lantern", "red-harbor", "blue-falcon", "green-door", "old-bridge"]
+    questions = ["What is the special magic number for %s?" % keys[i % 5] for i in range(10)]
+    ctx_path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "examples", "demo-context.txt")
+    n = 12
+    for press, ratio in [("primekv", 0.75), ("snapkv", 0.5)]:
+        cmd = [ARGS.primekv, "generate", "-m", ARGS.model, "--context-file", ctx_path,
+               "--mode", "multiturn", "--press", press, "--ratio", str(ratio), "-n", str(n),
+               "--temp", "0", "--json", "-t", "1"]
+        for q in questions:
+            cmd += ["--question", q]
+        ref = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True,
+                                        timeout=300).stdout)
+        s = Server(work, "--press", press, "--ratio", str(ratio))
+        try:
+            # The context alone first (max_tokens 0): prefilled and compressed, as the pipeline
+            # compresses the context before the first question.
+            history = list(ref["prompt_tokens"])
+            st, j, text = s.post("/v1/completions", {"prompt": history, "max_tokens": 0})
+            check(st == 200 and j["usage"]["completion_tokens"] == 0, "context-only request")
+            session = j["session"]
+            same = True
+            for t, turn in enumerate(ref["turns"]):
+                history += turn["question_tokens"]
+                m0 = s.metrics()["primekv_prefill_tokens_total"]
+                st, j, text = s.post("/v1/completions", {
+                    "prompt": history, "temperature": 0, "max_tokens": n, "session": session})
+                if st != 200:
+                    check(False, "turn %d: %d %s" % (t + 1, st, text[:200]))
+                    break
+                prefilled = s.metrics()["primekv_prefill_tokens_total"] - m0
+                if prefilled != len(turn["question_tokens"]):
+                    check(False, "turn %d prefilled %d tokens, question has %d" % (
+                        t + 1, prefilled, len(turn["question_tokens"])))
+                answer = j["primekv"]["answer_tokens"]
+                if j["choices"][0]["text"] != turn["text"] or \
+                        answer[:len(turn["tokens"])] != turn["tokens"]:
+                    same = False
+                    print("     turn %d: api %r / pipeline %r" % (
+                        t + 1, j["choices"][0]["text"], turn["text"]))
+                history += answer
+            check(same and all(turn["tokens"] for turn in ref["turns"]),
+                  "%s %.2f: 10 turns through the API equal the multi-turn pipeline" % (press, ratio))
+            print("     last answer: %r" % ref["turns"][-1]["text"])
+            m = s.metrics()
+            check(m["primekv_compressions_total"] >= 2, "%s: re-compressed over the turns" % press)
+        finally:
+            s.stop()
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument("--primekv", required=True)
     ap.add_argument("--model", required=True)
-    ap.add_argument("case", choices=["api", "bad", "sessions"])
+    ap.add_argument("case", choices=["api", "bad", "sessions", "multiturn"])
     ARGS = ap.parse_args()
     work = tempfile.mkdtemp(prefix="primekv-server-test-")
     try:
-        {"api": case_api, "bad": case_bad, "sessions": case_sessions}[ARGS.case](work)
+        {"api": case_api, "bad": case_bad, "sessions": case_sessions,
+         "multiturn": case_multiturn}[ARGS.case](work)
     finally:
         if not FAILS:
             shutil.rmtree(work, ignore_errors=True)
