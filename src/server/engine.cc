@@ -289,6 +289,11 @@ std::variant<std::unique_ptr<Turn>, HttpError> Engine::Begin(TurnRequest req) {
         bytes_used_ -= s->bytes;
         const std::string id = s->id;
         sessions_.erase(id);
+      } else if (restored && s->persisted) {
+        bytes_used_ -= s->bytes;  // back to disk: it was only read for this request
+        s->bytes = 0;
+        s->cache.reset();
+        s->capture.reset();
       }
       give_slot();
       return HttpError{503,
