@@ -453,6 +453,87 @@ def case_sessions(work):
         s.stop()
 
 
+def session_file_tokens(path):
+    """Token count in a session file's header (magic 8, version 4, size 8, header length 4)."""
+    data = open(path, "rb").read()
+    hlen = int.from_bytes(data[20:24], "little")
+    return json.loads(data[24:24 + hlen])["n_tokens"]
+
+
+def case_kill(work):
+    """kill -9 in the middle of concurrent conversations; after a restart with the same
+    --session-dir, every conversation whose last answer the client received continues with
+    the answer a server that never stopped gives."""
+    import threading
+    sess = os.path.join(work, "kill-sessions")
+    keys = ["silver-lantern", "red-harbor", "blue-falcon", "green-door"]
+
+    def prompt_for(c, turns):  # turns: answers so far
+        p = "Conversation %d.\n%s\nWhat is the special magic number for %s?\n" % (
+            c, demo_prompt(), keys[c % 4])
+        for i, a in enumerate(turns):
+            p += a + "\nWhat is the special magic number for %s?\n" % keys[(c + i + 1) % 4]
+        return p
+
+    s = Server(work, "--slots", "2", session_dir=sess)
+    got = {c: [] for c in range(6)}
+    sessions = {}
+
+    def client(c):
+        for _ in range(8):
+            try:
+                st, j, _ = s.post("/v1/completions", {"prompt": prompt_for(c, got[c]),
+                                                      "temperature": 0, "max_tokens": 8},
+                                  timeout=60)
+            except Exception:  # noqa: BLE001 - the server is killed under us
+                return
+            if st != 200:
+                return
+            got[c].append(j["choices"][0]["text"])
+            sessions[c] = (j["session"], j["usage"]["prompt_tokens"] + len(
+                j["primekv"]["answer_tokens"]))
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(6)]
+    for t in threads:
+        t.start()
+    deadline = time.time() + 60
+    while sum(len(v) for v in got.values()) < 12 and time.time() < deadline:
+        time.sleep(0.01)
+    s.stop(kill=True)
+    for t in threads:
+        t.join()
+    received = sum(len(v) for v in got.values())
+    check(received >= 12, "kill -9 after %d answered turns" % received)
+
+    s = Server(work, session_dir=sess)
+    ref = Server(work)
+    compared = 0
+    try:
+        for c in range(6):
+            if not got[c]:
+                continue
+            sid, n_tokens = sessions[c]
+            path = os.path.join(sess, sid + ".pkvs")
+            if session_file_tokens(path) != n_tokens:
+                continue  # a later turn finished on the server but never reached the client
+            st, j, _ = s.post("/v1/completions", {"prompt": prompt_for(c, got[c]),
+                                                  "temperature": 0, "max_tokens": 8})
+            answers = []
+            for _ in range(len(got[c]) + 1):
+                _, r, _ = ref.post("/v1/completions", {"prompt": prompt_for(c, answers),
+                                                       "temperature": 0, "max_tokens": 8})
+                answers.append(r["choices"][0]["text"])
+            same = st == 200 and answers[:-1] == got[c] and j["choices"][0]["text"] == answers[-1]
+            check(same and j["session"] == sid,
+                  "conversation %d (%d turns before the kill) continues as if never killed" % (
+                      c, len(got[c])))
+            compared += 1
+    finally:
+        s.stop()
+        ref.stop()
+    check(compared >= 3, "%d conversations compared after the kill" % compared)
+
+
 def case_multiturn(work):
     """A 10-turn conversation through the API (token-id prompts, one session) answers as the
     engine's multi-turn pipeline (`primekv generate --mode multiturn`, the RunPipeline that
@@ -512,12 +593,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--primekv", required=True)
     ap.add_argument("--model", required=True)
-    ap.add_argument("case", choices=["api", "bad", "sessions", "multiturn"])
+    ap.add_argument("case", choices=["api", "bad", "sessions", "multiturn", "kill"])
     ARGS = ap.parse_args()
     work = tempfile.mkdtemp(prefix="primekv-server-test-")
     try:
         {"api": case_api, "bad": case_bad, "sessions": case_sessions,
-         "multiturn": case_multiturn}[ARGS.case](work)
+         "multiturn": case_multiturn, "kill": case_kill}[ARGS.case](work)
     finally:
         if not FAILS:
             shutil.rmtree(work, ignore_errors=True)
