@@ -31,7 +31,8 @@ struct ServerOptions {
 // Validates the options (a message naming the option, or OK).
 Status ValidateServerOptions(const ServerOptions& options);
 
-// Loads the model, binds, and serves until SIGINT/SIGTERM. Returns the process exit code.
+// Loads the model, binds, and serves until the process is stopped (SIGINT/SIGTERM end it; every
+// completed turn is already saved). Returns the process exit code on failure to start.
 int RunServer(const ServerOptions& options);
 
 }  // namespace primekv

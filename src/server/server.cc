@@ -1,7 +1,6 @@
 // The HTTP layer of `primekv serve`: routes, authentication, request validation, responses in
 // the OpenAI shapes (JSON, or server-sent events when streaming).
 #include <httplib.h>
-#include <pthread.h>
 #include <signal.h>
 
 #include <atomic>
@@ -11,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "server/internal.h"
 
@@ -435,14 +433,9 @@ int RunServer(const ServerOptions& options) {
     std::fprintf(stderr, "primekv serve: %s\n", s.message().c_str());
     return 1;
   }
-  // SIGINT/SIGTERM are taken by one thread with sigwait (no handler, no global state); every
-  // thread started after this inherits the mask. SIGUSR1 wakes that thread on a normal exit.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // SIGINT/SIGTERM keep their default action: every completed turn is already on disk
+  // (--session-dir), so stopping loses only turns in flight. (A sigwait thread cannot own
+  // them: OpenBLAS starts its threads before main, with the signals unblocked.)
   signal(SIGPIPE, SIG_IGN);  // a client that goes away must not end the process
 
   auto engine = server::Engine::Create(options);
@@ -472,16 +465,7 @@ int RunServer(const ServerOptions& options) {
   std::fprintf(stderr, "primekv serve: listening on http://%s:%d (press %s, ratio %.2f, %s)\n",
                options.host.c_str(), port, options.press.c_str(), options.ratio,
                std::string(CompressionModeName(options.mode)).c_str());
-  std::thread stopper([&svr, set] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    svr.stop();
-  });
-  const bool ok = svr.listen_after_bind();
-  pthread_kill(stopper.native_handle(), SIGUSR1);
-  stopper.join();
-  std::fprintf(stderr, "primekv serve: stopped\n");
-  return ok ? 0 : 1;
+  return svr.listen_after_bind() ? 0 : 1;
 }
 
 }  // namespace primekv
