@@ -59,6 +59,10 @@ class KvCache {
   Status Append(int layer, MatView<const float> k, MatView<const float> v,
                 std::span<const int32_t> positions);
 
+  // Appends n entries to one head only (restoring a ragged cache from a file): keys and values
+  // [n * head_dim], positions [n] strictly increasing and after the head's last position.
+  Status AppendHead(int layer, int kv_head, std::span<const float> keys,
+                    std::span<const float> values, std::span<const int32_t> positions);
   // Makes room for `extra` more entries in every head without allocating later: the pool gets
   // enough free pages and each head's page table enough capacity (decode loops call this).
   void Reserve(int extra);
@@ -84,6 +88,10 @@ class KvCache {
   // Bytes of the live entries (keys + values + positions), and of all pages held from the pool.
   size_t BytesInUse() const;
   size_t BytesReserved() const;
+  // Bytes of every page the pool holds, free ones included (what the cache costs in memory).
+  size_t BytesAllocated() const;
+  // BytesAllocated() after Reserve(extra): what appending `extra` entries per head may cost.
+  size_t BytesAllocatedAfterReserve(int extra) const;
   size_t PeakBytesInUse() const { return peak_bytes_in_use_; }
   void ResetPeak() { peak_bytes_in_use_ = BytesInUse(); }
   size_t BytesPerEntry() const;  // one key + one value + one position

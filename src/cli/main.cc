@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   primekv::cli::AddFidelity(app, run);
   primekv::cli::AddEval(app, run);
   primekv::cli::AddTokenize(app, run);
+  primekv::cli::AddServe(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

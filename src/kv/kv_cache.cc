@@ -110,6 +110,24 @@ size_t KvCache::BytesReserved() const {
   return (pool_->pages.size() - pool_->free_list.size()) * pool_->page_bytes;
 }
 
+size_t KvCache::BytesAllocated() const { return pool_->pages.size() * pool_->page_bytes; }
+
+size_t KvCache::BytesAllocatedAfterReserve(int extra) const {
+  const int pt = options_.page_tokens;
+  size_t pages_needed = 0;
+  for (const auto& head : heads_) {
+    const size_t want = static_cast<size_t>((head.length + extra + pt - 1) / pt);
+    if (want > head.pages.size()) pages_needed += want - head.pages.size();
+  }
+  size_t pages = pool_->pages.size();
+  const size_t free = pool_->free_list.size();
+  if (pages_needed > free) {
+    const size_t chunk = Pool::kPagesPerChunk;
+    pages += (pages_needed - free + chunk - 1) / chunk * chunk;
+  }
+  return pages * pool_->page_bytes;
+}
+
 void KvCache::TrackPeak() { peak_bytes_in_use_ = std::max(peak_bytes_in_use_, BytesInUse()); }
 
 void KvCache::WriteRow(const KvPage& page, int slot, const float* k, const float* v, int32_t pos) {
@@ -176,6 +194,41 @@ Status KvCache::Append(int layer, MatView<const float> k, MatView<const float> v
   if (layer == n_layers_ - 1 || positions.back() + 1 > next_position_) {
     next_position_ = std::max(next_position_, positions.back() + 1);
   }
+  TrackPeak();
+  return Status::Ok();
+}
+
+Status KvCache::AppendHead(int layer, int kv_head, std::span<const float> keys,
+                           std::span<const float> values, std::span<const int32_t> positions) {
+  if (layer < 0 || layer >= n_layers_ || kv_head < 0 || kv_head >= n_kv_heads_)
+    return Status::Error("KV append: head out of range");
+  const size_t n = positions.size();
+  const size_t d = static_cast<size_t>(head_dim_);
+  if (keys.size() != n * d || values.size() != n * d)
+    return Status::Error("KV append: row sizes do not match head_dim");
+  HeadState& head = Head(layer, kv_head);
+  if (options_.max_tokens_per_head > 0 &&
+      static_cast<size_t>(head.length) + n > static_cast<size_t>(options_.max_tokens_per_head))
+    return Status::Error("KV cache full");
+  for (size_t i = 0; i < n; ++i) {
+    const bool after_prev =
+        i > 0 ? positions[i] > positions[i - 1]
+              : head.length == 0 || positions[0] > PositionAt(layer, kv_head, head.length - 1);
+    if (!after_prev || positions[i] < 0)
+      return Status::Error("KV append: positions not increasing");
+  }
+  const int pt = options_.page_tokens;
+  for (size_t i = 0; i < n; ++i) {
+    const int slot = head.length % pt;
+    if (slot == 0 && head.length / pt == static_cast<int>(head.pages.size())) {
+      head.pages.push_back(pool_->Acquire());
+    }
+    const KvPage& page = pool_->pages[head.pages[head.length / pt]];
+    WriteRow(page, slot, keys.data() + i * d, values.data() + i * d, positions[i]);
+    ++head.length;
+  }
+  live_entries_ += static_cast<int64_t>(n);
+  if (n > 0) next_position_ = std::max(next_position_, positions[n - 1] + 1);
   TrackPeak();
   return Status::Ok();
 }

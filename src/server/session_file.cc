@@ -1,0 +1,220 @@
+// Session files: "PKVSESS1" magic, u32 version, u64 payload size, payload, u64 FNV-1a of the
+// payload. Payload: u32 header length + JSON header, i32 tokens, then per (layer, KV head):
+// u32 length, i32 positions, f32 keys, f32 values. F16 caches round-trip exactly via f32.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "server/internal.h"
+
+namespace primekv::server {
+
+namespace {
+
+constexpr char kMagic[8] = {'P', 'K', 'V', 'S', 'E', 'S', 'S', '1'};
+constexpr uint32_t kVersion = 1;
+constexpr uint64_t kMaxPayload = uint64_t{1} << 34;  // 16 GiB: rejects absurd sizes early
+
+uint64_t Fnv1a(const uint8_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+template <typename T>
+void Put(std::string& out, const T& v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+template <typename T>
+void PutSpan(std::string& out, const std::vector<T>& v) {
+  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+// Bounded reader over the payload.
+struct Reader {
+  const uint8_t* p;
+  size_t n;
+  size_t at = 0;
+  template <typename T>
+  bool Get(T* v) {
+    if (n - at < sizeof(T)) return false;
+    std::memcpy(v, p + at, sizeof(T));
+    at += sizeof(T);
+    return true;
+  }
+  template <typename T>
+  bool GetVec(size_t count, std::vector<T>* v) {
+    if (count > (n - at) / sizeof(T)) return false;
+    v->resize(count);
+    std::memcpy(v->data(), p + at, count * sizeof(T));
+    at += count * sizeof(T);
+    return true;
+  }
+};
+
+}  // namespace
+
+bool ValidSessionId(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Status WriteSessionFile(const std::string& dir, const SessionSnapshot& s, const KvCache& c) {
+  if (!ValidSessionId(s.id)) return Status::Error("invalid session id");
+  nlohmann::json h = {{"id", s.id},
+                      {"press", s.press},
+                      {"ratio", s.ratio},
+                      {"mode", s.mode},
+                      {"budget", s.budget},
+                      {"last_prompt_len", s.last_prompt_len},
+                      {"n_tokens", s.tokens.size()},
+                      {"n_layers", c.n_layers()},
+                      {"n_kv_heads", c.n_kv_heads()},
+                      {"head_dim", c.head_dim()},
+                      {"next_position", c.NextPosition()}};
+  const std::string header = h.dump();
+  std::string payload;
+  Put(payload, static_cast<uint32_t>(header.size()));
+  payload += header;
+  PutSpan(payload, s.tokens);
+  std::vector<float> keys, values;
+  std::vector<int32_t> pos;
+  for (int l = 0; l < c.n_layers(); ++l) {
+    for (int kh = 0; kh < c.n_kv_heads(); ++kh) {
+      c.ReadHead(l, kh, &keys, &values, &pos);
+      Put(payload, static_cast<uint32_t>(pos.size()));
+      PutSpan(payload, pos);
+      PutSpan(payload, keys);
+      PutSpan(payload, values);
+    }
+  }
+  std::string file(kMagic, sizeof(kMagic));
+  Put(file, kVersion);
+  Put(file, static_cast<uint64_t>(payload.size()));
+  file += payload;
+  Put(file, Fnv1a(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()));
+
+  const std::string final_path = dir + "/" + s.id + ".pkvs";
+  const std::string tmp = final_path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::Error("cannot write '" + tmp + "': " + std::strerror(errno));
+  size_t done = 0;
+  while (done < file.size()) {
+    const ssize_t w = ::write(fd, file.data() + done, file.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Status::Error("cannot write '" + tmp + "': " + why);
+    }
+    done += static_cast<size_t>(w);
+  }
+  // fsync before rename: after a crash the file is either the old one or the complete new one.
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::Error("cannot sync '" + tmp + "'");
+  }
+  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::Error("cannot rename '" + tmp + "': " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Result<SessionSnapshot> ReadSessionFile(const std::string& path, const Model& model,
+                                        const KvCacheOptions& kv, bool header_only) {
+  auto fail = [&](const std::string& why) -> Status {
+    return Status::Error("session file '" + path + "': " + why);
+  };
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail("cannot open");
+  char magic[8];
+  uint32_t version = 0;
+  uint64_t size = 0;
+  if (!in.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0) return fail("bad magic");
+  if (!in.read(reinterpret_cast<char*>(&version), 4) || version != kVersion)
+    return fail("unsupported version");
+  if (!in.read(reinterpret_cast<char*>(&size), 8) || size > kMaxPayload)
+    return fail("bad payload size");
+  std::error_code ec;
+  const auto file_size = std::filesystem::file_size(path, ec);
+  if (ec || file_size != 20 + size + 8) return fail("truncated or oversized");
+  std::vector<uint8_t> payload(size);
+  uint64_t sum = 0;
+  if (!in.read(reinterpret_cast<char*>(payload.data()), static_cast<std::streamsize>(size)) ||
+      !in.read(reinterpret_cast<char*>(&sum), 8))
+    return fail("truncated");
+  if (Fnv1a(payload.data(), payload.size()) != sum) return fail("checksum mismatch");
+
+  Reader r{payload.data(), payload.size()};
+  uint32_t hlen = 0;
+  std::vector<char> htext;
+  if (!r.Get(&hlen) || !r.GetVec(hlen, &htext)) return fail("bad header");
+  SessionSnapshot s;
+  const ModelConfig& mc = model.config();
+  int32_t next_position = 0;
+  size_t n_tokens = 0;
+  try {
+    const auto h = nlohmann::json::parse(htext.begin(), htext.end());
+    s.id = h.at("id").get<std::string>();
+    s.press = h.at("press").get<std::string>();
+    s.ratio = h.at("ratio").get<double>();
+    s.mode = h.at("mode").get<std::string>();
+    s.budget = h.at("budget").get<int>();
+    s.last_prompt_len = h.at("last_prompt_len").get<int>();
+    n_tokens = h.at("n_tokens").get<size_t>();
+    next_position = h.at("next_position").get<int32_t>();
+    if (h.at("n_layers").get<int>() != mc.n_layers ||
+        h.at("n_kv_heads").get<int>() != mc.n_kv_heads ||
+        h.at("head_dim").get<int>() != mc.head_dim)
+      return fail("written for a model of another shape");
+  } catch (const nlohmann::json::exception& e) {
+    return fail(std::string("bad header: ") + e.what());
+  }
+  if (!ValidSessionId(s.id) || std::filesystem::path(path).filename().string() != s.id + ".pkvs")
+    return fail("id does not match the file name");
+  if (!r.GetVec(n_tokens, &s.tokens)) return fail("truncated tokens");
+  if (s.last_prompt_len < 0 || static_cast<size_t>(s.last_prompt_len) > s.tokens.size() ||
+      next_position != static_cast<int32_t>(s.tokens.size()))
+    return fail("inconsistent token counts");
+  for (Token t : s.tokens) {
+    if (t < 0 || t >= mc.vocab_size) return fail("token id out of range");
+  }
+  if (header_only) return s;
+  KvCache cache = model.NewCache(kv);
+  const size_t d = static_cast<size_t>(mc.head_dim);
+  std::vector<float> keys, values;
+  std::vector<int32_t> pos;
+  for (int l = 0; l < mc.n_layers; ++l) {
+    for (int kh = 0; kh < mc.n_kv_heads; ++kh) {
+      uint32_t len = 0;
+      if (!r.Get(&len) || len > n_tokens || !r.GetVec(len, &pos) || !r.GetVec(len * d, &keys) ||
+          !r.GetVec(len * d, &values))
+        return fail("truncated cache");
+      for (int32_t p : pos) {
+        if (p < 0 || p >= next_position) return fail("cache position out of range");
+      }
+      if (Status st = cache.AppendHead(l, kh, keys, values, pos); !st.ok())
+        return fail(st.message());
+    }
+  }
+  if (r.at != r.n) return fail("trailing bytes");
+  cache.SetNextPosition(next_position);
+  s.cache = std::move(cache);
+  return s;
+}
+
+}  // namespace primekv::server
