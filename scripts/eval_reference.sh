@@ -28,9 +28,9 @@ if [ ! -x "$bin" ]; then
 fi
 smoke="${SMOKE:-0}"
 ratios=0.25,0.5,0.75,0.9
-n_main="${SAMPLES:-10}" n_dev=5 n_test=20 n_test_other=5 n_turns=50
+n_main="${SAMPLES:-10}" n_dev=5 n_test=20 n_test_other=5 n_turns=50 n_turns_fq=25
 if [ "$smoke" = 1 ]; then
-  ratios=0.75 n_main=1 n_dev=1 n_test=1 n_test_other=1 n_turns=1
+  ratios=0.75 n_main=1 n_dev=1 n_test=1 n_test_other=1 n_turns=1 n_turns_fq=1
 fi
 # Committed folders from before config.json: verify and record, or stop.
 for d in "$prefix-heldout" "$prefix-heldout-dev" "$prefix-heldout-test"; do
@@ -107,7 +107,7 @@ t6=$(date +%s)
   --ratios "$turn_ratios" --samples "$n_turns" --threads "${THREADS:-0}" --seed 42 -q \
   --out "$prefix-multiturn-test-context" --compare snapkv,primekv > /dev/null
 "$bin" eval -m "$model" --tasks "$turns" --mode first-question \
-  --presses none,snapkv,pyramidkv,primekv --ratios "$turn_ratios" --samples "$n_turns" \
+  --presses none,snapkv,pyramidkv --ratios "$turn_ratios" --samples "$n_turns_fq" \
   --threads "${THREADS:-0}" --seed 42 -q --out "$prefix-multiturn-test-first-question" \
   --compare snapkv,primekv > /dev/null
 for r in ${turn_ratios//,/ }; do
