@@ -34,8 +34,8 @@ def main():
     ap.add_argument("--ratios", default="0.75")
     ap.add_argument("--threads", default=os.environ.get("THREADS", "0"))
     ap.add_argument("--record", action="store_true")
-    ap.add_argument("extra", nargs="*")
-    a = ap.parse_args()
+    a, extra = ap.parse_known_args()
+    a.extra = [x for x in extra if x != "--"]
 
     results = os.path.join(a.dir, "results.jsonl")
     if os.path.exists(os.path.join(a.dir, "config.json")):
