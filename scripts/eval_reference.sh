@@ -20,12 +20,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix="${1:-docs/results/reference}"
 bin="${PRIMEKV_BIN:-build/release/src/cli/primekv}"
-export PRIMEKV_BIN="$bin"
 model=models/primekv-retrieval.gguf
 if [ ! -x "$bin" ]; then
   bash scripts/build.sh release primekv_cli
   bin=build/release/src/cli/primekv
 fi
+export PRIMEKV_BIN="$bin"  # for scripts/verify_eval_rows.py
 smoke="${SMOKE:-0}"
 ratios=0.25,0.5,0.75,0.9
 n_main="${SAMPLES:-10}" n_dev=5 n_test=20 n_test_other=5 n_turns=50 n_turns_fq=25
