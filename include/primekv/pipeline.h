@@ -20,6 +20,9 @@ enum class CompressionMode {
   kMultiTurn,  // questions in turns; answers stay; re-compress when over budget
   kChunked,    // prefill the context in chunks, compressing after each one
   kDecode,     // like kContext, and re-compress every `interval` generated tokens
+  // The context and the first question are prefilled and compressed once (query-aware presses
+  // see the first question); every question is then asked on that cache, independently.
+  kFirstQuestion,
 };
 std::optional<CompressionMode> ParseCompressionMode(std::string_view s);
 std::string_view CompressionModeName(CompressionMode m);
@@ -80,7 +83,8 @@ Result<int> ResolveContextSize(const ModelConfig& config, int64_t requested, boo
                                std::string* warning = nullptr);
 // Positions a conversation occupies: the context, then each turn's question and max_new_tokens
 // answer tokens, summed over turns in kMultiTurn (answers stay in the cache), else the largest
-// turn (turns are answered independently). No questions: one answer after the context.
+// turn (turns are answered independently; in kFirstQuestion after the first question, which
+// stays). No questions: one answer after the context.
 int64_t ConversationPositions(CompressionMode mode, int64_t context_tokens,
                               const std::vector<std::vector<Token>>& questions,
                               int64_t max_new_tokens);

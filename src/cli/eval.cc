@@ -102,8 +102,10 @@ void AddEval(CLI::App& app, Runner& run) {
   cmd->add_option("--length", a->spec.length, "Target tokens per generated sample")
       ->check(IntegerIn(1, 1 << 24))
       ->capture_default_str();
-  cmd->add_option("--mode", a->spec.mode, "context | question | multiturn | chunked | decode")
-      ->check(OneOf({"context", "question", "multiturn", "multi-turn", "chunked", "decode"}))
+  cmd->add_option("--mode", a->spec.mode,
+                  "context | question | multiturn | chunked | decode | first-question")
+      ->check(OneOf({"context", "question", "multiturn", "multi-turn", "chunked", "decode",
+                     "first-question"}))
       ->capture_default_str();
   cmd->add_option("--seed", a->spec.seed)->check(Seed())->capture_default_str();
   cmd->add_option("--max-new-tokens", a->spec.max_new_tokens,

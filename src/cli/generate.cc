@@ -70,7 +70,8 @@ int RunGenerate(const GenerateArgs& a) {
   }
   auto mode = ParseCompressionMode(a.mode);
   if (!mode)
-    return Fail("unknown --mode '" + a.mode + "' (context, question, multiturn, chunked, decode)");
+    return Fail("unknown --mode '" + a.mode +
+                "' (context, question, multiturn, chunked, decode, first-question)");
   auto spec = ParsePressSpec(a.press);  // checked at parse time (PressList)
   if (!spec.ok()) return Fail(spec.message());
   auto press = MakePress(*spec);
@@ -264,8 +265,10 @@ void AddGenerate(CLI::App& app, Runner& run) {
   cmd->add_option("--ratio", a->ratio, "Fraction of the KV cache to remove, in [0, 1)")
       ->check(RealIn(0, 1, false, /*hi_open=*/true))
       ->capture_default_str();
-  cmd->add_option("--mode", a->mode, "context | question | multiturn | chunked | decode")
-      ->check(OneOf({"context", "question", "multiturn", "multi-turn", "chunked", "decode"}))
+  cmd->add_option("--mode", a->mode,
+                  "context | question | multiturn | chunked | decode | first-question")
+      ->check(OneOf({"context", "question", "multiturn", "multi-turn", "chunked", "decode",
+                     "first-question"}))
       ->capture_default_str();
   cmd->add_option("--chunk", a->chunk, "Prefill chunk for --mode chunked")
       ->check(IntegerIn(1, std::numeric_limits<int>::max()))

@@ -216,6 +216,8 @@ int64_t ConversationPositions(CompressionMode mode, int64_t context_tokens,
     sum += turn;
     largest = std::max(largest, turn);
   }
+  if (mode == CompressionMode::kFirstQuestion)
+    return context_tokens + static_cast<int64_t>(questions.front().size()) + largest;
   return context_tokens + (mode == CompressionMode::kMultiTurn ? sum : largest);
 }
 
@@ -225,6 +227,7 @@ std::optional<CompressionMode> ParseCompressionMode(std::string_view s) {
   if (s == "multiturn" || s == "multi-turn") return CompressionMode::kMultiTurn;
   if (s == "chunked") return CompressionMode::kChunked;
   if (s == "decode") return CompressionMode::kDecode;
+  if (s == "first-question") return CompressionMode::kFirstQuestion;
   return std::nullopt;
 }
 
@@ -240,6 +243,8 @@ std::string_view CompressionModeName(CompressionMode m) {
       return "chunked";
     case CompressionMode::kDecode:
       return "decode";
+    case CompressionMode::kFirstQuestion:
+      return "first-question";
   }
   return "?";
 }
@@ -260,7 +265,8 @@ Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compres
         " reads queries, so it cannot compress during chunked prefill; use a query-free press");
   }
   const bool reuse = prefilled != nullptr && options.mode != CompressionMode::kQuestion &&
-                     options.mode != CompressionMode::kChunked;
+                     options.mode != CompressionMode::kChunked &&
+                     options.mode != CompressionMode::kFirstQuestion;
   Runner run(model, compressor, options, pool, reuse ? prefilled : nullptr);
   const ModelConfig& c = model.config();
   run.report.context_tokens = static_cast<int>(context.size());
@@ -279,6 +285,23 @@ Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compres
       auto r = run.Answer(static_cast<int>(t), {});
       if (!r.ok()) return r.status();
       run.report.turns.push_back(std::move(r).value());
+    }
+    run.Finish();
+    return run.report;
+  }
+
+  if (options.mode == CompressionMode::kFirstQuestion) {
+    // Compressed once, after the first question (the paper's multi-turn protocol); the first
+    // question stays in the cache, each later question and every answer is dropped after its turn.
+    std::vector<Token> joined(context.begin(), context.end());
+    joined.insert(joined.end(), turns[0].begin(), turns[0].end());
+    if (Status s = run.PrefillContext(joined); !s.ok()) return s;
+    const int32_t first_end = run.cache.NextPosition();
+    for (size_t t = 0; t < turns.size(); ++t) {
+      auto r = run.Answer(static_cast<int>(t), t == 0 ? std::span<const Token>() : turns[t]);
+      if (!r.ok()) return r.status();
+      run.report.turns.push_back(std::move(r).value());
+      if (t + 1 < turns.size()) run.cache.TruncateFrom(first_end);
     }
     run.Finish();
     return run.report;

@@ -225,6 +225,35 @@ TEST(Pipeline, MultiTurnStaysNearBudgetAndAnswersEveryTurn) {
   EXPECT_LE(r->kv_bytes_peak, 400 * per_token);
 }
 
+// kFirstQuestion compresses once, with the first question in SnapKV's window: its first turn is
+// question mode's first turn, and no later turn compresses again.
+TEST(Pipeline, FirstQuestionCompressesOnceWithTheFirstQuestion) {
+  const Model& m = SmallModel();
+  ThreadPool pool(2);
+  Compressor comp(m, Make("snapkv"));
+  PipelineOptions opt;
+  opt.ratio = 0.5;
+  opt.max_new_tokens = 6;
+  const auto ctx = RandomTokens(300, 11);
+  std::vector<std::vector<Token>> qs{RandomTokens(10, 12), RandomTokens(8, 13),
+                                     RandomTokens(9, 14)};
+  opt.mode = CompressionMode::kQuestion;
+  auto per_question = RunPipeline(m, comp, opt, ctx, qs, pool);
+  opt.mode = CompressionMode::kFirstQuestion;
+  auto once = RunPipeline(m, comp, opt, ctx, qs, pool);
+  ASSERT_TRUE(per_question.ok()) << per_question.message();
+  ASSERT_TRUE(once.ok()) << once.message();
+  ASSERT_EQ(once->turns.size(), 3u);
+  EXPECT_EQ(per_question->compressions, 3);
+  EXPECT_EQ(once->compressions, 1);
+  EXPECT_EQ(once->turns[0].tokens, per_question->turns[0].tokens);
+  const size_t per_token = static_cast<size_t>(m.config().n_layers) * m.config().n_kv_heads *
+                           m.NewCache().BytesPerEntry();
+  // The budget is taken over the context and the first question (question mode's report holds
+  // its last turn's compression instead).
+  EXPECT_EQ(once->kv_bytes_compressed, static_cast<size_t>(KeepCount(310, 0.5)) * per_token);
+}
+
 // -n 2147483647 once overflowed the decode reservation (and -n 3000000 reserved gigabytes): the
 // reservation is now bounded by the room left in the trained context.
 TEST(Pipeline, HugeMaxNewTokensReservesOnlyTheRoomInTheContext) {
@@ -274,6 +303,10 @@ TEST(ContextSize, ConversationPositionsFollowTheMode) {
   EXPECT_EQ(ConversationPositions(CompressionMode::kQuestion, 100, q, 10), 100 + 3 + 10);
   EXPECT_EQ(ConversationPositions(CompressionMode::kMultiTurn, 100, q, 10), 100 + 13 + 12);
   EXPECT_EQ(ConversationPositions(CompressionMode::kDecode, 100, {}, 10), 110);
+  // The first question stays in the cache under every later turn.
+  EXPECT_EQ(ConversationPositions(CompressionMode::kFirstQuestion, 100, q, 10), 100 + 3 + 3 + 10);
+  EXPECT_EQ(ParseCompressionMode("first-question"), CompressionMode::kFirstQuestion);
+  EXPECT_EQ(CompressionModeName(CompressionMode::kFirstQuestion), "first-question");
   // No overflow at the extremes of int.
   EXPECT_EQ(
       ConversationPositions(CompressionMode::kMultiTurn, 100, q, std::numeric_limits<int>::max()),
