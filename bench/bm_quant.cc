@@ -4,6 +4,8 @@
 //   bm_quant --benchmark_filter=MatVecDram  MatMul n = 1 over ~1 GiB of weights (DRAM-bound)
 //   bm_quant --benchmark_filter=BM_Gemm/    MatMul n = 128, 4096 x 4096 (FLOP/s), built-in
 //                                           kernel vs OpenBLAS
+//   bm_quant --benchmark_filter=Int8        the integer-dot path (quant/int8_gemm.h) per ISA:
+//                                           Int8Gemm n = 128 and Int8MatVec n = 1, 4096 x 4096
 // Sweeps behind MatMul's defaults: GemmTiling (panel sizes), SmallBatch (dot vs GEMM path),
 // BlasThreads (one F32 sgemm on OpenBLAS's own threads).
 #include <benchmark/benchmark.h>
@@ -15,6 +17,7 @@
 
 #include "primekv/matmul.h"
 #include "primekv/quant.h"
+#include "quant/int8_gemm.h"
 #include "quant/kernels.h"
 #include "quant/matmul_internal.h"
 
@@ -130,6 +133,32 @@ void BM_Gemm(benchmark::State& state) {
   state.SetLabel(std::string(kTypeNames[state.range(0)]) + (tiling.use_blas ? " blas" : ""));
 }
 BENCHMARK(BM_Gemm)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {0, 1}})->UseRealTime();
+
+// The integer-dot path. Args: type index (3 Q8_0, 4 Q4_0), threads, ISA (0 scalar, 1 avx2,
+// 2 avx512vnni), n. Skipped for an ISA this CPU lacks.
+void BM_Int8(benchmark::State& state) {
+  const quant::internal::Int8Kernels* tables[] = {&quant::internal::ScalarInt8Kernels(),
+                                                  quant::internal::Avx2Int8Kernels(),
+                                                  quant::internal::Avx512VnniInt8Kernels()};
+  const quant::internal::Int8Kernels* table = tables[state.range(2)];
+  if (table == nullptr || !quant::internal::CpuHasInt8Isa(table->isa)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  internal::MatMulTiling tiling;
+  tiling.int8 = table;
+  RunGemm(state, kTypes[state.range(0)], state.range(3), static_cast<int>(state.range(1)), tiling);
+  state.SetLabel(std::string(kTypeNames[state.range(0)]) + " " +
+                 quant::internal::Int8IsaName(table->isa));
+}
+BENCHMARK(BM_Int8)
+    ->Name("BM_Int8Gemm")
+    ->ArgsProduct({{3, 4}, {1, 2}, {1, 2}, {128}})
+    ->UseRealTime();
+BENCHMARK(BM_Int8)
+    ->Name("BM_Int8MatVec")
+    ->ArgsProduct({{3, 4}, {1, 2}, {1, 2}, {1}})
+    ->UseRealTime();
 
 // Args: type index, panel rows, panel cols (K chunk); built-in kernel, 2 threads, n = 128.
 void BM_GemmTiling(benchmark::State& state) {

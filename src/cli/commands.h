@@ -18,6 +18,7 @@ void AddListPresses(CLI::App& app, Runner& run);
 void AddPressScores(CLI::App& app, Runner& run);
 void AddFidelity(CLI::App& app, Runner& run);
 void AddEval(CLI::App& app, Runner& run);
+void AddBench(CLI::App& app, Runner& run);
 
 // Prints "primekv: <message>" to stderr and returns the exit code for errors.
 int Fail(const std::string& message);

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   primekv::cli::AddPressScores(app, run);
   primekv::cli::AddFidelity(app, run);
   primekv::cli::AddEval(app, run);
+  primekv::cli::AddBench(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -5,6 +5,7 @@
 
 #include "primekv/tensor.h"
 #include "primekv/thread_pool.h"
+#include "quant/int8_gemm.h"
 #include "quant/kernels.h"
 
 namespace primekv::internal {
@@ -19,6 +20,9 @@ struct MatMulTiling {
   int64_t token_block = 512;  // tokens packed at a time; bounds the per-thread accumulators
   bool use_blas = false;      // cblas_sgemm per panel instead of the built-in kernel (for A/B)
   const quant::internal::KernelTable* kernels = nullptr;  // null: the best for this CPU
+  // Integer dot products on 8-bit activations for the weight types this table covers
+  // (quant/int8_gemm.h); null: float kernels only. MatMul passes the best for this CPU.
+  const quant::internal::Int8Kernels* int8 = nullptr;
 };
 
 void MatMulTiled(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,
