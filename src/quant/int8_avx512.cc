@@ -11,6 +11,7 @@
 // and two blocks: vpdpbusd, a conversion, a scale product and an FMA.
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "quant/int8_gemm.h"
@@ -169,7 +170,7 @@ void MicroTokens(const uint8_t* w, size_t row_bytes, const Q8Rows& a, int64_t t0
 // per (row, token) pair as in Micro. The repacking is paid once per 16 rows and call, and
 // shared by every token.
 constexpr int kPanelRows = 16;
-constexpr int kPanelTokens = 8;
+constexpr int kPanelTokens = 16;
 constexpr int kPackMinTokens = 16;  // below this, Micro (no repacking) is faster
 
 struct PackedPanel {
@@ -177,28 +178,45 @@ struct PackedPanel {
   std::vector<float> d;    // [blocks][16 rows]: weight scales, 0 for missing rows
 };
 
+// Rows r and r + 8 of the panel share a vector (halves), then an 8 x 8 transpose of dwords
+// inside each half leaves dword kk of every row in vector kk, lane = row.
 template <class W>
 void PackPanel(const uint8_t* w, size_t row_bytes, int rows, int64_t blocks, PackedPanel& out) {
   if (out.q.size() < static_cast<size_t>(blocks) * 512) out.q.resize(blocks * 512);
   if (out.d.size() < static_cast<size_t>(blocks) * kPanelRows) out.d.resize(blocks * kPanelRows);
-  alignas(64) uint8_t tmp[kPanelRows][32] = {};
-  const __m512i rows_base =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(32));
+  const __m512i lo_idx = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i hi_idx = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
   for (int64_t b = 0; b < blocks; ++b) {
-    for (int r = 0; r < kPanelRows; ++r) {
-      if (r < rows) {
-        const uint8_t* p = w + static_cast<size_t>(r) * row_bytes + b * W::kBytes;
-        _mm256_store_si256(reinterpret_cast<__m256i*>(tmp[r]), W::Unsigned32(p));
-        out.d[b * kPanelRows + r] = _cvtsh_ss(static_cast<uint16_t>(LoadU16(p)));
-      } else {
-        out.d[b * kPanelRows + r] = 0.0f;
-      }
+    const auto row = [&](int r) {
+      return r < rows ? W::Unsigned32(w + static_cast<size_t>(r) * row_bytes + b * W::kBytes)
+                      : _mm256_setzero_si256();
+    };
+    __m512i z[8];
+    for (int i = 0; i < 8; ++i)
+      z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(row(i)), row(i + 8), 1);
+    __m512i t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);
+      t[i + 1] = _mm512_unpackhi_epi32(z[i], z[i + 1]);
     }
-    for (int kk = 0; kk < 8; ++kk) {
-      const __m512i words =
-          _mm512_i32gather_epi32(_mm512_add_epi32(rows_base, _mm512_set1_epi32(4 * kk)), tmp, 1);
-      _mm512_storeu_si512(out.q.data() + b * 512 + kk * 64, words);
+    for (int i = 0; i < 8; i += 4) {
+      u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+      u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+      u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+      u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    // u[c] (c < 4) holds rows 0-3 of columns c and c + 4 (128-bit lanes 0/1; rows 8-11 in 2/3),
+    // u[c + 4] rows 4-7 (and 12-15).
+    uint8_t* dst = out.q.data() + b * 512;
+    for (int c = 0; c < 4; ++c) {
+      _mm512_storeu_si512(dst + c * 64, _mm512_permutex2var_epi64(u[c], lo_idx, u[c + 4]));
+      _mm512_storeu_si512(dst + (c + 4) * 64, _mm512_permutex2var_epi64(u[c], hi_idx, u[c + 4]));
+    }
+    for (int r = 0; r < kPanelRows; ++r) {
+      out.d[b * kPanelRows + r] =
+          r < rows ? _cvtsh_ss(static_cast<uint16_t>(
+                         LoadU16(w + static_cast<size_t>(r) * row_bytes + b * W::kBytes)))
+                   : 0.0f;
     }
   }
 }
@@ -209,31 +227,30 @@ int32_t LoadI32(const int8_t* p) {
   return v;
 }
 
+// Per block: the panel's eight weight vectors stay in registers while each token's eight
+// broadcast dwords run through them; one accumulator per token.
 template <int kTokens>
 void PanelTile(const PackedPanel& panel, int64_t blocks, int shift, const Q8Rows& a, int64_t t0,
                int rows, float* out, int64_t ldo) {
   __m512 acc[kTokens];
   for (int t = 0; t < kTokens; ++t) acc[t] = _mm512_setzero_ps();
-  const int8_t* q[kTokens];
-  for (int t = 0; t < kTokens; ++t) q[t] = a.q + (t0 + t) * a.stride;
+  const int8_t* q = a.q + t0 * a.stride;
+  const float* d = a.d + t0 * a.block_stride;
+  const int32_t* sum = a.sum + t0 * a.block_stride;
   for (int64_t b = 0; b < blocks; ++b) {
-    __m512i dot[kTokens];
-    for (int t = 0; t < kTokens; ++t) {
-      // The offset's share, -offset * sum(q), as the starting value.
-      dot[t] = _mm512_set1_epi32(-(a.sum[(t0 + t) * a.block_stride + b] << shift));
-    }
     const uint8_t* pq = panel.q.data() + b * 512;
-    for (int kk = 0; kk < 8; ++kk) {
-      const __m512i wv = _mm512_loadu_si512(pq + kk * 64);
-      for (int t = 0; t < kTokens; ++t) {
-        dot[t] = _mm512_dpbusd_epi32(dot[t], wv,
-                                     _mm512_set1_epi32(LoadI32(q[t] + b * kQ8Block + 4 * kk)));
-      }
-    }
+    __m512i wv[8];
+    for (int kk = 0; kk < 8; ++kk) wv[kk] = _mm512_loadu_si512(pq + kk * 64);
     const __m512 dw = _mm512_loadu_ps(panel.d.data() + b * kPanelRows);
     for (int t = 0; t < kTokens; ++t) {
-      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a.d[(t0 + t) * a.block_stride + b]));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), scale, acc[t]);
+      const int8_t* qt = q + t * a.stride + b * kQ8Block;
+      // The offset's share, -offset * sum(q), as the starting value.
+      __m512i dot = _mm512_set1_epi32(-(sum[t * a.block_stride + b] << shift));
+      for (int kk = 0; kk < 8; ++kk) {
+        dot = _mm512_dpbusd_epi32(dot, wv[kk], _mm512_set1_epi32(LoadI32(qt + 4 * kk)));
+      }
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(d[t * a.block_stride + b]));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[t]);
     }
   }
   const auto mask = static_cast<__mmask16>((1u << rows) - 1);
@@ -249,12 +266,14 @@ void GemmPacked(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& 
     const int rn = static_cast<int>(rows - r0 < kPanelRows ? rows - r0 : kPanelRows);
     PackPanel<W>(w + static_cast<size_t>(r0) * row_bytes, row_bytes, rn, blocks, panel);
     int64_t t0 = 0;
-    for (; t0 + kPanelTokens <= a.rows; t0 += kPanelTokens) {
-      PanelTile<kPanelTokens>(panel, blocks, W::kOffsetShift, a, t0, rn, out + t0 * ldo + r0, ldo);
-    }
-    for (; t0 < a.rows; ++t0) {
-      PanelTile<1>(panel, blocks, W::kOffsetShift, a, t0, rn, out + t0 * ldo + r0, ldo);
-    }
+    const auto tile = [&](auto tokens) {
+      for (; t0 + tokens() <= a.rows; t0 += tokens()) {
+        PanelTile<tokens()>(panel, blocks, W::kOffsetShift, a, t0, rn, out + t0 * ldo + r0, ldo);
+      }
+    };
+    tile(std::integral_constant<int, kPanelTokens>{});
+    tile(std::integral_constant<int, 4>{});
+    tile(std::integral_constant<int, 1>{});
   }
 }
 
