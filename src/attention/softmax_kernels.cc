@@ -50,15 +50,16 @@ void ScalarScale(float* a, int n, float f) {
 float ExpApprox(float x) {
   if (!(x >= kMinX)) return 0.0f;  // also NaN -> 0 (never produced by finite scores)
   if (x > kMaxX) x = kMaxX;
+  // Plain multiply-adds: std::fma would be a libm call in this (baseline ISA) translation unit.
   const float n = std::nearbyint(x * kLog2e);
-  const float r = std::fma(n, -kLn2Lo, std::fma(n, -kLn2Hi, x));
-  float p = std::fma(kC7, r, kC6);
-  p = std::fma(p, r, kC5);
-  p = std::fma(p, r, kC4);
-  p = std::fma(p, r, kC3);
-  p = std::fma(p, r, kC2);
-  p = std::fma(p, r, 1.0f);
-  p = std::fma(p, r, 1.0f);
+  const float r = (x - n * kLn2Hi) - n * kLn2Lo;
+  float p = kC7 * r + kC6;
+  p = p * r + kC5;
+  p = p * r + kC4;
+  p = p * r + kC3;
+  p = p * r + kC2;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
   const auto e = static_cast<int32_t>(n);
   uint32_t bits;
   std::memcpy(&bits, &p, sizeof(bits));

@@ -49,11 +49,11 @@ TEST(SoftmaxKernels, EveryTableMatchesScalar) {
       const float sa = k->exp_sum(a.data(), n, m);
       const float sb = ref.exp_sum(b.data(), n, m);
       for (int j = 0; j < n; ++j) {
-        ASSERT_NEAR(a[j], b[j], 1e-7f * b[j] + 1e-38f) << what << " j=" << j;
+        ASSERT_NEAR(a[j], b[j], 3e-7f * b[j] + 1e-38f) << what << " j=" << j;
         const float x = s[j] - m;  // the kernels subtract in float too
         ASSERT_NEAR(a[j], std::exp(static_cast<double>(x)), 4e-7 * a[j]) << what;
       }
-      EXPECT_NEAR(sa, sb, 1e-6f * sb) << what;
+      EXPECT_NEAR(sa, sb, 2e-6f * sb) << what;
       std::vector<float> c = s, e = s;
       k->scale(c.data(), n, 0.37f);
       ref.scale(e.data(), n, 0.37f);
