@@ -6,6 +6,7 @@
 //                                           kernel vs OpenBLAS
 //   bm_quant --benchmark_filter=Int8        the integer-dot path (quant/int8_gemm.h) per ISA:
 //                                           Int8Gemm n = 128 and Int8MatVec n = 1, 4096 x 4096
+//   bm_quant --benchmark_filter=Peak        one core's AVX-512 FMA and VNNI peak (CPU time)
 // Sweeps behind MatMul's defaults: GemmTiling (panel sizes), SmallBatch (dot vs GEMM path),
 // BlasThreads (one F32 sgemm on OpenBLAS's own threads).
 #include <benchmark/benchmark.h>
@@ -13,6 +14,10 @@
 
 #include <cstring>
 #include <random>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <vector>
 
 #include "primekv/matmul.h"
@@ -159,6 +164,57 @@ BENCHMARK(BM_Int8)
     ->Name("BM_Int8MatVec")
     ->ArgsProduct({{3, 4}, {1, 2}, {1, 2}, {1}})
     ->UseRealTime();
+
+// Peak arithmetic of one core, for the kernels' share of it: 12 independent chains of AVX-512
+// FMAs (32 flops each) or of vpdpbusd (64 multiply-adds = 128 ops each), in registers.
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) float PeakFma(int64_t iters) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  __m512 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+  alignas(64) float lanes[16];  // (no reduce intrinsics: GCC 12 bug 105593 warns in them)
+  _mm512_store_ps(lanes, s);
+  return lanes[0] + lanes[15];
+}
+__attribute__((target("avx512f,avx512vnni"))) int PeakVnni(int64_t iters) {
+  __m512i acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_epi32(i);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+  __m512i s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_epi32(s, acc[i]);
+  alignas(64) int lanes[16];
+  _mm512_store_si512(lanes, s);
+  return lanes[0] + lanes[15];
+}
+
+// Arg: 0 FMA (FLOP/s), 1 vpdpbusd (int8 ops/s). Skipped where the CPU lacks it.
+void BM_Peak(benchmark::State& state) {
+  const bool vnni = state.range(0) == 1;
+  if (!__builtin_cpu_supports("avx512f") || (vnni && !__builtin_cpu_supports("avx512vnni"))) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  constexpr int64_t kIters = 1 << 20;
+  for (auto _ : state) {
+    int64_t iters = kIters;
+    benchmark::DoNotOptimize(iters);  // keeps the call from being hoisted out of the loop
+    if (vnni) {
+      benchmark::DoNotOptimize(PeakVnni(iters));
+    } else {
+      benchmark::DoNotOptimize(PeakFma(iters));
+    }
+  }
+  state.counters[vnni ? "int8 op/s" : "FLOP/s"] = benchmark::Counter(
+      (vnni ? 128.0 : 32.0) * 12 * kIters, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Peak)->Arg(0)->Arg(1);
+#endif
 
 // Args: type index, panel rows, panel cols (K chunk); built-in kernel, 2 threads, n = 128.
 void BM_GemmTiling(benchmark::State& state) {
