@@ -165,6 +165,36 @@ BENCHMARK(BM_Int8)
     ->ArgsProduct({{3, 4}, {1, 2}, {1, 2}, {1}})
     ->UseRealTime();
 
+// The same over ~1 GiB of weights (DRAM-bound, as a decode step). Args as BM_Int8, n = 1.
+void BM_Int8Dram(benchmark::State& state) {
+  const quant::internal::Int8Kernels* tables[] = {&quant::internal::ScalarInt8Kernels(),
+                                                  quant::internal::Avx2Int8Kernels(),
+                                                  quant::internal::Avx512VnniInt8Kernels()};
+  const quant::internal::Int8Kernels* table = tables[state.range(2)];
+  if (table == nullptr || !quant::internal::CpuHasInt8Isa(table->isa)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  const GgmlType type = kTypes[state.range(0)];
+  const int64_t cols = 4096;
+  const int64_t rows = static_cast<int64_t>((size_t{1} << 30) / quant::RowBytes(type, cols));
+  ThreadPool pool(static_cast<int>(state.range(1)));
+  const BenchWeight w = MakeWeight(type, rows, cols);
+  const std::vector<float> x = RandomFloats(cols, 3);
+  std::vector<float> y(static_cast<size_t>(rows));
+  internal::MatMulTiling tiling;
+  tiling.int8 = table;
+  for (auto _ : state) {
+    internal::MatMulTiled(w.view, MatView<const float>(x.data(), 1, cols),
+                          MatView<float>(y.data(), 1, rows), pool, tiling);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.bytes.size()));
+  state.SetLabel(std::string(kTypeNames[state.range(0)]) + " " +
+                 quant::internal::Int8IsaName(table->isa));
+}
+BENCHMARK(BM_Int8Dram)->ArgsProduct({{3, 4}, {1, 2}, {1, 2}})->UseRealTime();
+
 // Peak arithmetic of one core, for the kernels' share of it: 12 independent chains of AVX-512
 // FMAs (32 flops each) or of vpdpbusd (64 multiply-adds = 128 ops each), in registers.
 #if defined(__x86_64__)
