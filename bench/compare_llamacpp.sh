@@ -14,7 +14,7 @@
 #
 # Environment: REPS (timed runs per short test, default 3), LONG_REPS (runs of the 4096-token
 # tests, default 1), THREADS (default "1 2"), LLAMA_ARGS (extra flags for both llama.cpp tools, e.g.
-# "--poll 0"), LLAMA_COMMIT (label, when the build does not know its commit), KEEP=1 keeps the raw JSON (its folder is printed).
+# "--poll 0"), LLAMA_COMMIT / PRIMEKV_COMMIT (labels, e.g. for a binary copied elsewhere), KEEP=1 keeps the raw JSON (its folder is printed).
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
@@ -88,6 +88,7 @@ ELAPSED=$(($(date +%s) - START))
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 COMMIT=$(git -C "$HERE" rev-parse --short HEAD 2>/dev/null || echo unknown)
 [[ -n $(git -C "$HERE" status --porcelain --untracked-files=no 2>/dev/null) ]] && COMMIT="$COMMIT+dirty"
+COMMIT=${PRIMEKV_COMMIT:-$COMMIT}
 CPU=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
 FAMILY=$(lscpu | sed -n 's/^CPU family:[[:space:]]*//p' | head -1)
 MODELNO=$(lscpu | sed -n 's/^Model:[[:space:]]*//p' | head -1)
