@@ -10,6 +10,10 @@ namespace primekv {
 
 namespace {
 
+// Query rows (group x tokens) up to which scores are direct dot products (decode of GQA groups
+// up to 8); beyond, the page transpose pays for itself in the GEMM.
+constexpr int kDirectScoreRows = 8;
+
 // Scratch layout per thread, for R = group * kQueryTile query rows and T = page_tokens keys.
 struct TileScratch {
   float* q;       // [R, d] gathered queries of the group
@@ -96,10 +100,15 @@ void AttendCached(const AttnShape& shape, MatView<const float> q, std::span<cons
         if (page.positions[0] > max_pos) break;  // positions ascend: nothing visible further on
         float* key_rows = ts.values + static_cast<size_t>(pt) * d;
         cache.PageKeysToFloat(page, count, key_rows);
-        dense::Transpose(key_rows, count, d, d, ts.keys, pt);
         cache.PageValuesToFloat(page, count, ts.values);
-        // scores[rows, count] = scale * Q K^T
-        dense::GemmNN(rows, count, d, shape.scale, ts.q, d, ts.keys, pt, 0.0f, ts.scores, pt);
+        // scores[rows, count] = scale * Q K^T. A few rows (decode): dot products against the
+        // key rows; many: transpose the page once and run a GEMM.
+        if (rows <= kDirectScoreRows) {
+          softmax.scores(ts.q, rows, key_rows, count, d, shape.scale, ts.scores, pt);
+        } else {
+          dense::Transpose(key_rows, count, d, d, ts.keys, pt);
+          dense::GemmNN(rows, count, d, shape.scale, ts.q, d, ts.keys, pt, 0.0f, ts.scores, pt);
+        }
         for (int r = 0; r < rows; ++r) {
           const int32_t pos = q_pos[q0 + r % qn];
           float* s = ts.scores + static_cast<size_t>(r) * pt;

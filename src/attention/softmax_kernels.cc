@@ -45,6 +45,17 @@ void ScalarScale(float* a, int n, float f) {
   for (int j = 0; j < n; ++j) a[j] *= f;
 }
 
+void ScalarScores(const float* q, int rows, const float* k, int count, int d, float alpha, float* s,
+                  int lds) {
+  for (int r = 0; r < rows; ++r) {
+    for (int j = 0; j < count; ++j) {
+      float dot = 0.0f;
+      for (int c = 0; c < d; ++c) dot += q[r * d + c] * k[j * d + c];
+      s[r * lds + j] = alpha * dot;
+    }
+  }
+}
+
 }  // namespace
 
 float ExpApprox(float x) {
@@ -69,7 +80,7 @@ float ExpApprox(float x) {
 }
 
 const SoftmaxKernels& ScalarSoftmax() {
-  static const SoftmaxKernels k{"scalar", ScalarRowMax, ScalarExpSum, ScalarScale};
+  static const SoftmaxKernels k{"scalar", ScalarRowMax, ScalarExpSum, ScalarScale, ScalarScores};
   return k;
 }
 
@@ -147,6 +158,50 @@ void Avx512Scale(float* a, int n, float f) {
   for (; j < n; ++j) a[j] *= f;
 }
 
+// Horizontal sums of 16 vectors, as one vector (lane j = sum of a[j]).
+__m512 SumEach16(const __m512 (&a)[16]) {
+  __m512 b[8], c[4];
+  for (int i = 0; i < 8; ++i) {
+    b[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
+                         _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+  }
+  for (int i = 0; i < 4; ++i) {
+    const __m512d lo =
+        _mm512_unpacklo_pd(_mm512_castps_pd(b[2 * i]), _mm512_castps_pd(b[2 * i + 1]));
+    const __m512d hi =
+        _mm512_unpackhi_pd(_mm512_castps_pd(b[2 * i]), _mm512_castps_pd(b[2 * i + 1]));
+    c[i] = _mm512_add_ps(_mm512_castpd_ps(lo), _mm512_castpd_ps(hi));
+  }
+  const __m512 e0 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x88), _mm512_shuffle_f32x4(c[0], c[1], 0xDD));
+  const __m512 e1 =
+      _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], 0x88), _mm512_shuffle_f32x4(c[2], c[3], 0xDD));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(e0, e1, 0x88), _mm512_shuffle_f32x4(e0, e1, 0xDD));
+}
+
+// 16 keys at a time: one accumulator per key over d, then the 16 sums in one vector.
+void Avx512Scores(const float* q, int rows, const float* k, int count, int d, float alpha, float* s,
+                  int lds) {
+  if (d % 16 != 0) return ScalarScores(q, rows, k, count, d, alpha, s, lds);
+  const __m512 va = _mm512_set1_ps(alpha);
+  for (int j0 = 0; j0 < count; j0 += 16) {
+    const int n = count - j0 < 16 ? count - j0 : 16;
+    for (int r = 0; r < rows; ++r) {
+      const float* qr = q + r * d;
+      __m512 acc[16];
+      for (int jj = 0; jj < 16; ++jj) acc[jj] = _mm512_setzero_ps();
+      for (int c = 0; c < d; c += 16) {
+        const __m512 qv = _mm512_loadu_ps(qr + c);
+        for (int jj = 0; jj < n; ++jj) {
+          acc[jj] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + (j0 + jj) * d + c), acc[jj]);
+        }
+      }
+      const auto mask = static_cast<__mmask16>((1u << n) - 1);
+      _mm512_mask_storeu_ps(s + r * lds + j0, mask, _mm512_mul_ps(va, SumEach16(acc)));
+    }
+  }
+}
+
 __m256 Exp8(__m256 x) {
   const __m256 valid = x;
   x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kMinX)), _mm256_set1_ps(kMaxX));
@@ -217,11 +272,11 @@ void Avx2Scale(float* a, int n, float f) {
 #endif
 
 const SoftmaxKernels* Avx2Softmax() {
-  static const SoftmaxKernels k{"avx2", Avx2RowMax, Avx2ExpSum, Avx2Scale};
+  static const SoftmaxKernels k{"avx2", Avx2RowMax, Avx2ExpSum, Avx2Scale, ScalarScores};
   return &k;
 }
 const SoftmaxKernels* Avx512Softmax() {
-  static const SoftmaxKernels k{"avx512", Avx512RowMax, Avx512ExpSum, Avx512Scale};
+  static const SoftmaxKernels k{"avx512", Avx512RowMax, Avx512ExpSum, Avx512Scale, Avx512Scores};
   return &k;
 }
 bool CpuRunsSoftmax(const SoftmaxKernels& k) {

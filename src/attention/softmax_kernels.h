@@ -18,6 +18,11 @@ struct SoftmaxKernels {
   float (*exp_sum)(float* s, int n, float m) = nullptr;
   // a[0..n) *= f.
   void (*scale)(float* a, int n, float f) = nullptr;
+  // s[r * lds + j] = alpha * q[r * d + c] . k[j * d + c] summed over c < d, for r < rows and
+  // j < count, with keys as rows (no transposed copy): the decode step, where a few query
+  // rows meet each page once and a transpose would cost more than the products.
+  void (*scores)(const float* q, int rows, const float* k, int count, int d, float alpha, float* s,
+                 int lds) = nullptr;
 };
 
 const SoftmaxKernels& ScalarSoftmax();

@@ -60,6 +60,42 @@ TEST(SoftmaxKernels, EveryTableMatchesScalar) {
       EXPECT_EQ(c, e) << what;
     }
   }
+  // Scores against the double sum (the scalar twin included).
+  std::vector<const SoftmaxKernels*> all = {&ScalarSoftmax()};
+  for (const SoftmaxKernels* k : {Avx2Softmax(), Avx512Softmax()})
+    if (k != nullptr && CpuRunsSoftmax(*k)) all.push_back(k);
+  for (const SoftmaxKernels* k : all) {
+    for (int d : {64, 128, 40}) {
+      for (int rows : {1, 4, 8}) {
+        for (int count : {1, 15, 16, 17, 32}) {
+          std::vector<float> q(rows * d), kk(count * d);
+          for (auto& v : q) v = dist(rng);
+          for (auto& v : kk) v = dist(rng);
+          const int lds = count + 3;
+          std::vector<float> s(rows * lds, -7.0f);
+          k->scores(q.data(), rows, kk.data(), count, d, 0.125f, s.data(), lds);
+          for (int r = 0; r < rows; ++r) {
+            for (int j = 0; j < lds; ++j) {
+              const std::string what = std::string(k->isa) + " d=" + std::to_string(d) +
+                                       " rows=" + std::to_string(rows) +
+                                       " count=" + std::to_string(count) +
+                                       " r=" + std::to_string(r) + " j=" + std::to_string(j);
+              if (j >= count) {
+                ASSERT_EQ(s[r * lds + j], -7.0f) << what << ": wrote past count";
+                continue;
+              }
+              double exact = 0, mag = 0;
+              for (int c = 0; c < d; ++c) {
+                exact += double{q[r * d + c]} * kk[j * d + c];
+                mag += std::fabs(double{q[r * d + c]} * kk[j * d + c]);
+              }
+              ASSERT_NEAR(s[r * lds + j], 0.125 * exact, 0.125 * (d + 2) * 1.2e-7 * mag) << what;
+            }
+          }
+        }
+      }
+    }
+  }
   if (!skipped.empty()) {
     std::string names;
     for (const auto& n : skipped) names += n + " ";
