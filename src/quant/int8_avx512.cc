@@ -282,6 +282,13 @@ template <class W>
 void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
           int64_t ldo) {
   if (a.rows >= kPackMinTokens) return GemmPacked<W>(w, row_bytes, rows, a, out, ldo);
+  if (a.rows == 1) {
+    // Decode: one row after the other, a single sequential stream for the prefetchers.
+    for (int64_t r = 0; r < rows; ++r) {
+      Micro<W, 1, 1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, a, 0, out + r, ldo);
+    }
+    return;
+  }
   for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
     const uint8_t* wr = w + static_cast<size_t>(r0) * row_bytes;
     const int64_t rn = rows - r0 < kTileRows ? rows - r0 : kTileRows;
