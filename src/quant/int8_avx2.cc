@@ -104,6 +104,14 @@ void MicroTokens(const uint8_t* w, size_t row_bytes, const Q8Rows& a, int64_t t0
 template <class W>
 void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
           int64_t ldo) {
+  if (a.rows == 1) {
+    // Decode: one row after the other, a single sequential stream for the prefetchers (on
+    // AVX512-VNNI this nearly doubled decode speed over interleaved row tiles).
+    for (int64_t r = 0; r < rows; ++r) {
+      Micro<W, 1, 1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, a, 0, out + r, ldo);
+    }
+    return;
+  }
   // Chunks of 64 tokens keep their activations in L2 while a 2-row tile stays in L1.
   for (int64_t c0 = 0; c0 < a.rows; c0 += 64) {
     const int64_t c1 = a.rows - c0 < 64 ? a.rows : c0 + 64;
