@@ -5,6 +5,9 @@
 //   bm_quant --benchmark_filter=MatVecDram  MatMul n = 1 over ~1 GiB of weights (DRAM-bound)
 //   bm_quant --benchmark_filter=BM_Gemm/    MatMul n = 128, 4096 x 4096 (FLOP/s), built-in
 //                                           kernel vs OpenBLAS
+//   bm_quant --benchmark_filter=Int8        the integer-dot path (quant/int8_gemm.h) per ISA:
+//                                           Int8Gemm n = 128 and Int8MatVec n = 1, 4096 x 4096
+//   bm_quant --benchmark_filter=Peak        one core's AVX-512 FMA and VNNI peak (CPU time)
 // Sweeps behind MatMul's defaults: GemmTiling (panel sizes), SmallBatch (dot vs GEMM path),
 // BlasThreads (one F32 sgemm on OpenBLAS's own threads).
 #include <benchmark/benchmark.h>
@@ -12,10 +15,15 @@
 
 #include <cstring>
 #include <random>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <vector>
 
 #include "primekv/matmul.h"
 #include "primekv/quant.h"
+#include "quant/int8_gemm.h"
 #include "quant/kernels.h"
 #include "quant/matmul_internal.h"
 
@@ -166,6 +174,113 @@ void BM_Gemm(benchmark::State& state) {
   state.SetLabel(std::string(kTypeNames[state.range(0)]) + (tiling.use_blas ? " blas" : ""));
 }
 BENCHMARK(BM_Gemm)->ArgsProduct({kAllTypes, {1, 2}, {0, 1}})->UseRealTime();
+
+// The integer-dot path. Args: type index (3 Q8_0, 4 Q4_0), threads, ISA (0 scalar, 1 avx2,
+// 2 avx512vnni), n. Skipped for an ISA this CPU lacks.
+void BM_Int8(benchmark::State& state) {
+  const quant::internal::Int8Kernels* tables[] = {&quant::internal::ScalarInt8Kernels(),
+                                                  quant::internal::Avx2Int8Kernels(),
+                                                  quant::internal::Avx512VnniInt8Kernels()};
+  const quant::internal::Int8Kernels* table = tables[state.range(2)];
+  if (table == nullptr || !quant::internal::CpuHasInt8Isa(table->isa)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  internal::MatMulTiling tiling;
+  tiling.int8 = table;
+  RunGemm(state, kTypes[state.range(0)], state.range(3), static_cast<int>(state.range(1)), tiling);
+  state.SetLabel(std::string(kTypeNames[state.range(0)]) + " " +
+                 quant::internal::Int8IsaName(table->isa));
+}
+BENCHMARK(BM_Int8)
+    ->Name("BM_Int8Gemm")
+    ->ArgsProduct({{3, 4}, {1, 2}, {1, 2}, {128}})
+    ->UseRealTime();
+BENCHMARK(BM_Int8)
+    ->Name("BM_Int8MatVec")
+    ->ArgsProduct({{3, 4}, {1, 2}, {1, 2}, {1}})
+    ->UseRealTime();
+
+// The same over ~1 GiB of weights (DRAM-bound, as a decode step). Args as BM_Int8, n = 1.
+void BM_Int8Dram(benchmark::State& state) {
+  const quant::internal::Int8Kernels* tables[] = {&quant::internal::ScalarInt8Kernels(),
+                                                  quant::internal::Avx2Int8Kernels(),
+                                                  quant::internal::Avx512VnniInt8Kernels()};
+  const quant::internal::Int8Kernels* table = tables[state.range(2)];
+  if (table == nullptr || !quant::internal::CpuHasInt8Isa(table->isa)) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  const GgmlType type = kTypes[state.range(0)];
+  const int64_t cols = 4096;
+  const int64_t rows = static_cast<int64_t>((size_t{1} << 30) / quant::RowBytes(type, cols));
+  ThreadPool pool(static_cast<int>(state.range(1)));
+  const BenchWeight w = MakeWeight(type, rows, cols);
+  const std::vector<float> x = RandomFloats(cols, 3);
+  std::vector<float> y(static_cast<size_t>(rows));
+  internal::MatMulTiling tiling;
+  tiling.int8 = table;
+  for (auto _ : state) {
+    internal::MatMulTiled(w.view, MatView<const float>(x.data(), 1, cols),
+                          MatView<float>(y.data(), 1, rows), pool, tiling);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.bytes.size()));
+  state.SetLabel(std::string(kTypeNames[state.range(0)]) + " " +
+                 quant::internal::Int8IsaName(table->isa));
+}
+BENCHMARK(BM_Int8Dram)->ArgsProduct({{3, 4}, {1, 2}, {1, 2}})->UseRealTime();
+
+// Peak arithmetic of one core, for the kernels' share of it: 12 independent chains of AVX-512
+// FMAs (32 flops each) or of vpdpbusd (64 multiply-adds = 128 ops each), in registers.
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) float PeakFma(int64_t iters) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  __m512 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+  alignas(64) float lanes[16];  // (no reduce intrinsics: GCC 12 bug 105593 warns in them)
+  _mm512_store_ps(lanes, s);
+  return lanes[0] + lanes[15];
+}
+__attribute__((target("avx512f,avx512vnni"))) int PeakVnni(int64_t iters) {
+  __m512i acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_epi32(i);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+  __m512i s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_epi32(s, acc[i]);
+  alignas(64) int lanes[16];
+  _mm512_store_si512(lanes, s);
+  return lanes[0] + lanes[15];
+}
+
+// Arg: 0 FMA (FLOP/s), 1 vpdpbusd (int8 ops/s). Skipped where the CPU lacks it.
+void BM_Peak(benchmark::State& state) {
+  const bool vnni = state.range(0) == 1;
+  if (!__builtin_cpu_supports("avx512f") || (vnni && !__builtin_cpu_supports("avx512vnni"))) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  constexpr int64_t kIters = 1 << 20;
+  for (auto _ : state) {
+    int64_t iters = kIters;
+    benchmark::DoNotOptimize(iters);  // keeps the call from being hoisted out of the loop
+    if (vnni) {
+      benchmark::DoNotOptimize(PeakVnni(iters));
+    } else {
+      benchmark::DoNotOptimize(PeakFma(iters));
+    }
+  }
+  state.counters[vnni ? "int8 op/s" : "FLOP/s"] = benchmark::Counter(
+      (vnni ? 128.0 : 32.0) * 12 * kIters, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Peak)->Arg(0)->Arg(1);
+#endif
 
 // Args: type index, panel rows, panel cols (K chunk); built-in kernel, 2 threads, n = 128.
 void BM_GemmTiling(benchmark::State& state) {

@@ -8,9 +8,10 @@
 
 namespace primekv {
 
-// y = x * W^T: x is [n, w.cols], y is [n, w.rows]. For n == 1 this is a bandwidth-bound
-// matrix-vector product over the encoded rows; for larger n the weights are dequantised in
-// row panels and multiplied with a GEMM.
+// y = x * W^T: x is [n, w.cols], y is [n, w.rows]. Q8_0 and Q4_0 weights are multiplied on
+// integer dot products with x quantised to 8-bit blocks (as llama.cpp does; the rounding adds
+// at most sum_k |w_k| * max|x|_block / 254 to each output). Other types: for small n a
+// bandwidth-bound product over the encoded rows, for larger n a GEMM over dequantised panels.
 void MatMul(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool);
 
 // Gathers one row (e.g. a token embedding) as floats.

@@ -2,12 +2,17 @@
 #include <cmath>
 #include <limits>
 
+#include "attention/softmax_kernels.h"
 #include "primekv/attention.h"
 #include "primekv/dense.h"
 
 namespace primekv {
 
 namespace {
+
+// Query rows (group x tokens) up to which scores are direct dot products (decode of GQA groups
+// up to 8); beyond, the page transpose pays for itself in the GEMM.
+constexpr int kDirectScoreRows = 8;
 
 // Scratch layout per thread, for R = group * kQueryTile query rows and T = page_tokens keys.
 struct TileScratch {
@@ -66,6 +71,7 @@ void AttendCached(const AttnShape& shape, MatView<const float> q, std::span<cons
   Check(cache.head_dim() == d && cache.n_kv_heads() == shape.n_kv_heads,
         "AttendCached: cache shape differs from attention shape");
   workspace.Reserve(pool.size(), shape, pt);
+  const attention_internal::SoftmaxKernels& softmax = attention_internal::BestSoftmax();
   const int tq = AttentionWorkspace::kQueryTile;
   const int n_qtiles = (n + tq - 1) / tq;
   const int64_t tasks = static_cast<int64_t>(shape.n_kv_heads) * n_qtiles;
@@ -94,34 +100,32 @@ void AttendCached(const AttnShape& shape, MatView<const float> q, std::span<cons
         if (page.positions[0] > max_pos) break;  // positions ascend: nothing visible further on
         float* key_rows = ts.values + static_cast<size_t>(pt) * d;
         cache.PageKeysToFloat(page, count, key_rows);
-        dense::Transpose(key_rows, count, d, d, ts.keys, pt);
         cache.PageValuesToFloat(page, count, ts.values);
-        // scores[rows, count] = scale * Q K^T
-        dense::GemmNN(rows, count, d, shape.scale, ts.q, d, ts.keys, pt, 0.0f, ts.scores, pt);
+        // scores[rows, count] = scale * Q K^T. A few rows (decode): dot products against the
+        // key rows; many: transpose the page once and run a GEMM.
+        if (rows <= kDirectScoreRows) {
+          softmax.scores(ts.q, rows, key_rows, count, d, shape.scale, ts.scores, pt);
+        } else {
+          dense::Transpose(key_rows, count, d, d, ts.keys, pt);
+          dense::GemmNN(rows, count, d, shape.scale, ts.q, d, ts.keys, pt, 0.0f, ts.scores, pt);
+        }
         for (int r = 0; r < rows; ++r) {
           const int32_t pos = q_pos[q0 + r % qn];
           float* s = ts.scores + static_cast<size_t>(r) * pt;
           int visible = count;
           while (visible > 0 && page.positions[visible - 1] > pos) --visible;
-          float mx = ts.m[r];
-          for (int j = 0; j < visible; ++j) mx = std::max(mx, s[j]);
+          const float mx = softmax.row_max(s, visible, ts.m[r]);
           if (visible == 0 || mx == -std::numeric_limits<float>::infinity()) {
             std::fill_n(s, count, 0.0f);
             continue;
           }
-          const float corr = std::exp(ts.m[r] - mx);  // exp(-inf) = 0 on the first page
-          float sum = 0;
-          for (int j = 0; j < visible; ++j) {
-            s[j] = std::exp(s[j] - mx);
-            sum += s[j];
-          }
+          // ExpApprox(-inf) = 0 on the first page.
+          const float corr = attention_internal::ExpApprox(ts.m[r] - mx);
+          const float sum = softmax.exp_sum(s, visible, mx);
           std::fill(s + visible, s + count, 0.0f);
           ts.l[r] = ts.l[r] * corr + sum;
           ts.m[r] = mx;
-          if (corr != 1.0f) {
-            float* a = ts.acc + static_cast<size_t>(r) * d;
-            for (int c = 0; c < d; ++c) a[c] *= corr;
-          }
+          if (corr != 1.0f) softmax.scale(ts.acc + static_cast<size_t>(r) * d, d, corr);
         }
         // acc[rows, d] += P V
         dense::GemmNN(rows, d, count, 1.0f, ts.scores, pt, ts.values, d, 1.0f, ts.acc, d);

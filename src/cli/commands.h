@@ -20,6 +20,7 @@ void AddFidelity(CLI::App& app, Runner& run);
 void AddEval(CLI::App& app, Runner& run);
 void AddTokenize(CLI::App& app, Runner& run);
 void AddServe(CLI::App& app, Runner& run);
+void AddBench(CLI::App& app, Runner& run);
 
 // Prints "primekv: <message>" to stderr and returns the exit code for errors.
 int Fail(const std::string& message);

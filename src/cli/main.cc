@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   primekv::cli::AddEval(app, run);
   primekv::cli::AddTokenize(app, run);
   primekv::cli::AddServe(app, run);
+  primekv::cli::AddBench(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

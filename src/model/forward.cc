@@ -19,10 +19,25 @@ void RmsNorm(const float* x, const float* w, int n, float eps, float* out) {
   for (int i = 0; i < n; ++i) out[i] = x[i] * inv * w[i];
 }
 
-void RmsNormRows(MatView<const float> x, const std::vector<float>& w, float eps,
-                 MatView<float> out) {
-  for (int64_t r = 0; r < x.rows; ++r)
+// Element-wise work over token rows, spread over the pool once there are enough rows that the
+// hand-off pays (a prefill batch: otherwise these loops are serial sections between matmuls).
+template <typename Fn>
+void ForRows(ThreadPool& pool, int64_t rows, int64_t row_elems, Fn&& fn) {
+  const int64_t min_rows =
+      std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, row_elems));
+  pool.ParallelFor(
+      rows,
+      [&](int64_t begin, int64_t end, int) {
+        for (int64_t r = begin; r < end; ++r) fn(r);
+      },
+      min_rows);
+}
+
+void RmsNormRows(MatView<const float> x, const std::vector<float>& w, float eps, MatView<float> out,
+                 ThreadPool& pool) {
+  ForRows(pool, x.rows, x.cols, [&](int64_t r) {
     RmsNorm(x.Row(r), w.data(), static_cast<int>(x.cols), eps, out.Row(r));
+  });
 }
 
 template <typename T>
@@ -231,7 +246,7 @@ Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const Forwa
                         static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))};
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = layers_[static_cast<size_t>(l)];
-    RmsNormRows(x, L.attn_norm, c.rms_eps, h);
+    RmsNormRows(x, L.attn_norm, c.rms_eps, h, pool);
     ProjectQueries(l, h, pos, q, pool);
     MatMul(L.wk, h, k, pool);
     MatMul(L.wv, h, v, pool);
@@ -257,9 +272,11 @@ Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const Forwa
     AttendCached(shape, q, pos, cache, l, attn, pool, ws.attention);
     if (tap) tap->OnAttentionOutput(l, attn);
     MatMul(L.wo, attn, h, pool);
-    for (size_t i = 0; i < N * D; ++i) ws.x[i] += ws.h[i];
+    ForRows(pool, n, c.d_model, [&](int64_t r) {
+      for (size_t i = r * D; i < (r + 1) * D; ++i) ws.x[i] += ws.h[i];
+    });
 
-    RmsNormRows(x, L.ffn_norm, c.rms_eps, h);
+    RmsNormRows(x, L.ffn_norm, c.rms_eps, h, pool);
     if (c.moe()) {
       AddExpertFfn(c, L, h, x, pool, ws);
       continue;
@@ -268,18 +285,23 @@ Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const Forwa
     MatView<float> up(ws.up.data(), n, c.d_ff);
     MatMul(L.w_gate, h, gate, pool);
     MatMul(L.w_up, h, up, pool);
-    for (size_t i = 0; i < N * static_cast<size_t>(c.d_ff); ++i) {
-      const float g = ws.gate[i];
-      ws.gate[i] = g / (1.0f + std::exp(-g)) * ws.up[i];
-    }
+    const size_t F = static_cast<size_t>(c.d_ff);
+    ForRows(pool, n, c.d_ff, [&](int64_t r) {
+      for (size_t i = r * F; i < (r + 1) * F; ++i) {
+        const float g = ws.gate[i];
+        ws.gate[i] = g / (1.0f + std::exp(-g)) * ws.up[i];
+      }
+    });
     MatMul(L.w_down, gate, h, pool);
-    for (size_t i = 0; i < N * D; ++i) ws.x[i] += ws.h[i];
+    ForRows(pool, n, c.d_model, [&](int64_t r) {
+      for (size_t i = r * D; i < (r + 1) * D; ++i) ws.x[i] += ws.h[i];
+    });
   }
   cache.SetNextPosition(p0 + n);
 
   MatView<const float> rows(x.Row(n - n_out), n_out, c.d_model);
   MatView<float> normed(ws.h.data(), n_out, c.d_model);
-  RmsNormRows(rows, output_norm_, c.rms_eps, normed);
+  RmsNormRows(rows, output_norm_, c.rms_eps, normed, pool);
   MatMul(output_, normed, MatView<float>(logits.data, n_out, c.vocab_size, logits.stride), pool);
   return Status::Ok();
 }

@@ -107,11 +107,13 @@ Status AddExperts(GgufWriter& w, Rng& rng, const std::string& name, int n_expert
   return w.AddTensor(name, type, {cols, rows, n_experts}, std::move(data));
 }
 
-// Router and experts of one MoE layer, in place of ffn_gate/ffn_up/ffn_down.
+// Router and experts of one MoE layer, in place of ffn_gate/ffn_up/ffn_down. The router stays
+// F32 whatever the type, as llama.cpp's quantiser leaves it: routing is a discrete choice that
+// rounded weights or activations could flip.
 Status AddExpertLayer(GgufWriter& w, Rng& rng, const RandomModelSpec& s, const std::string& p) {
   const double in_std = 1.0 / std::sqrt(static_cast<double>(s.d_model));
   const int E = s.n_experts, F = s.d_ff_expert, D = s.d_model;
-  for (Status x : {AddMatrix(w, rng, p + "ffn_gate_inp.weight", E, D, s.type, in_std),
+  for (Status x : {AddMatrix(w, rng, p + "ffn_gate_inp.weight", E, D, GgmlType::kF32, in_std),
                    AddExperts(w, rng, p + "ffn_gate_exps.weight", E, F, D, s.type, in_std),
                    AddExperts(w, rng, p + "ffn_up_exps.weight", E, F, D, s.type, in_std),
                    AddExperts(w, rng, p + "ffn_down_exps.weight", E, D, F, s.type,

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "primekv/quant.h"
+#include "quant/int8_matmul.h"
 #include "quant/kernels.h"
 #include "quant/matmul_internal.h"
 
@@ -256,6 +257,7 @@ void MatMulTiled(const WeightView& w, MatView<const float> x, MatView<float> y, 
     for (int64_t i = 0; i < y.rows; ++i) std::fill_n(y.Row(i), y.cols, 0.0f);
     return;
   }
+  if (tiling.int8 != nullptr && MatMulInt8(w, x, y, pool, *tiling.int8)) return;
   if (x.rows < tiling.small_batch) {
     MatVec(w, x, y, pool, tiling);
   } else if (tiling.use_blas) {
@@ -268,7 +270,9 @@ void MatMulTiled(const WeightView& w, MatView<const float> x, MatView<float> y, 
 }  // namespace internal
 
 void MatMul(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool) {
-  internal::MatMulTiled(w, x, y, pool, internal::MatMulTiling{});
+  internal::MatMulTiling tiling;
+  tiling.int8 = &quant::internal::BestInt8Kernels();
+  internal::MatMulTiled(w, x, y, pool, tiling);
 }
 
 void GetRow(const WeightView& w, int64_t row, float* out) {

@@ -5,6 +5,7 @@
 
 #include "primekv/tensor.h"
 #include "primekv/thread_pool.h"
+#include "quant/int8_gemm.h"
 #include "quant/kernels.h"
 
 namespace primekv::internal {
@@ -22,6 +23,9 @@ struct MatMulTiling {
   // Small n with a 256-element block format: round the activations to 8 bits once per call and
   // use integer dot products (as llama.cpp does); false: float dots (for A/B and tests).
   bool int8_activations = true;
+  // Integer dot products on 8-bit activations for the weight types this table covers
+  // (quant/int8_gemm.h); null: float kernels only. MatMul passes the best for this CPU.
+  const quant::internal::Int8Kernels* int8 = nullptr;
 };
 
 void MatMulTiled(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,

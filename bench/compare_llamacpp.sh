@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Side-by-side throughput of llama.cpp and primekv on the same GGUF file, same threads.
+#
+#   bench/compare_llamacpp.sh LLAMA_CPP_BUILD_DIR MODEL [PRIMEKV_BINARY]
+#
+# Runs llama.cpp's llama-bench (prefill 512, decode 128, at each thread count) and
+# llama-batched-bench (prefill 4096 then decode 128 at depth 4096, at the largest thread count)
+# and the matching `primekv bench` runs, interleaved test by test (the order alternates) so
+# that a change of load on a shared machine hits both engines alike. Prints a markdown table
+# of medians with primekv / llama.cpp ratios, the machine, both commits and the load.
+# llama.cpp is a measuring stick only: build it outside this tree, e.g. at commit c392e509:
+#   cmake -B build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF
+#   cmake --build build -j --target llama-bench llama-batched-bench
+#
+# Environment: REPS (timed runs per short test, default 3), LONG_REPS (runs of the 4096-token
+# tests, default 1), THREADS (default "1 2"), LLAMA_ARGS (extra flags for both llama.cpp tools, e.g.
+# "--poll 0"), LLAMA_COMMIT / PRIMEKV_COMMIT (labels, e.g. for a binary copied elsewhere), KEEP=1 keeps the raw JSON (its folder is printed).
+set -euo pipefail
+
+if [[ $# -lt 2 ]]; then
+  sed -n '2,20p' "$0"
+  exit 2
+fi
+LLAMA_DIR=$1
+MODEL=$2
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+PRIMEKV=${3:-$HERE/build/ci/src/cli/primekv}
+REPS=${REPS:-3}
+LONG_REPS=${LONG_REPS:-1}
+THREADS=${THREADS:-"1 2"}
+LLAMA_ARGS=${LLAMA_ARGS:-}
+find_bin() {
+  for c in "$LLAMA_DIR/bin/$1" "$LLAMA_DIR/$1"; do
+    [[ -x $c ]] && { echo "$c"; return; }
+  done
+  echo "no $1 under $LLAMA_DIR" >&2
+  exit 1
+}
+LLAMA_BENCH=$(find_bin llama-bench)
+LLAMA_BATCHED=$(find_bin llama-batched-bench)
+[[ -x $PRIMEKV ]] || { echo "no primekv binary at $PRIMEKV" >&2; exit 1; }
+[[ -f $MODEL ]] || { echo "no model at $MODEL" >&2; exit 1; }
+
+OUT=$(mktemp -d)
+[[ ${KEEP:-0} == 1 ]] || trap 'rm -rf "$OUT"' EXIT
+MAX_T=0
+for t in $THREADS; do ((t > MAX_T)) && MAX_T=$t; done
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+START=$(date +%s)
+
+order=0
+run_pair() {  # name, llama command..., --, primekv command...
+  local name=$1
+  shift
+  local llama=() prime=()
+  while [[ $1 != -- ]]; do llama+=("$1"); shift; done
+  shift
+  prime=("$@")
+  echo "[$(date +%T)] $name (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+  if ((order % 2 == 0)); then
+    "${llama[@]}" >"$OUT/llama_$name.json" 2>"$OUT/llama_$name.log"
+    "${prime[@]}" >"$OUT/primekv_$name.json" 2>"$OUT/primekv_$name.log"
+  else
+    "${prime[@]}" >"$OUT/primekv_$name.json" 2>"$OUT/primekv_$name.log"
+    "${llama[@]}" >"$OUT/llama_$name.json" 2>"$OUT/llama_$name.log"
+  fi
+  order=$((order + 1))
+}
+
+for t in $THREADS; do
+  # shellcheck disable=SC2086
+  run_pair "pp512_t$t" "$LLAMA_BENCH" -m "$MODEL" -p 512 -n 0 -t "$t" -r "$REPS" -o json $LLAMA_ARGS \
+    -- "$PRIMEKV" bench -m "$MODEL" -p 512 -n 0 -t "$t" -r "$REPS" --json
+  # shellcheck disable=SC2086
+  run_pair "tg128_t$t" "$LLAMA_BENCH" -m "$MODEL" -p 0 -n 128 -t "$t" -r "$REPS" -o json $LLAMA_ARGS \
+    -- "$PRIMEKV" bench -m "$MODEL" -p 0 -n 128 -t "$t" -r "$REPS" --json
+done
+# Prefill 4096 and decode at depth 4096: batched-bench times one prefill of 4096 tokens (in
+# micro-batches of 512) and the 128 decode steps after it; primekv bench times the same
+# prefill and then decodes from a cache of 4096 entries per head (synthetic rows: the decode
+# step reads the same bytes).
+long_llama=(bash -c "for i in \$(seq $LONG_REPS); do '$LLAMA_BATCHED' -m '$MODEL' -c 4352 -b 2048 \
+  -ub 512 -npp 4096 -ntg 128 -npl 1 -t $MAX_T $LLAMA_ARGS --output-format jsonl 2>/dev/null | grep '^{'; done")
+run_pair "long_t$MAX_T" "${long_llama[@]}" \
+  -- "$PRIMEKV" bench -m "$MODEL" -p 4096 -n 128 -d 4096 -t "$MAX_T" -r "$LONG_REPS" --json
+
+ELAPSED=$(($(date +%s) - START))
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+COMMIT=$(git -C "$HERE" rev-parse --short HEAD 2>/dev/null || echo unknown)
+[[ -n $(git -C "$HERE" status --porcelain --untracked-files=no 2>/dev/null) ]] && COMMIT="$COMMIT+dirty"
+COMMIT=${PRIMEKV_COMMIT:-$COMMIT}
+CPU=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
+FAMILY=$(lscpu | sed -n 's/^CPU family:[[:space:]]*//p' | head -1)
+MODELNO=$(lscpu | sed -n 's/^Model:[[:space:]]*//p' | head -1)
+FLAGS=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
+  grep -xE 'avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx_vnni|avx512_bf16|amx_tile|amx_int8|amx_bf16' |
+  tr '\n' ' ')
+
+python3 - "$OUT" "$THREADS" "$MAX_T" <<'PY'
+import json, os, statistics, sys, pathlib
+out, threads, max_t = pathlib.Path(sys.argv[1]), sys.argv[2].split(), sys.argv[3]
+
+def load_json(path):
+    text = path.read_text()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return [json.loads(l) for l in text.splitlines() if l.startswith("{")]
+
+def llama_bench(name):
+    rows = load_json(out / f"llama_{name}.json")
+    return statistics.median(rows[0]["samples_ts"]), rows[0].get("build_commit", "?")
+
+def batched(key):
+    rows = load_json(out / f"llama_long_t{max_t}.json")
+    rows = [rows] if isinstance(rows, dict) else rows
+    return statistics.median(r[key] for r in rows)
+
+def primekv(name, test):
+    j = load_json(out / f"primekv_{name}.json")
+    return next(t["median"] for t in j["tests"] if t["test"] == test)
+
+rows, llama_commit = [], "?"
+for t in threads:
+    pp, llama_commit = llama_bench(f"pp512_t{t}")
+    rows.append((f"prefill 512, {t} thread{'s' if t != '1' else ''}", pp, primekv(f"pp512_t{t}", "pp512")))
+    tg, _ = llama_bench(f"tg128_t{t}")
+    rows.append((f"decode 128, {t} thread{'s' if t != '1' else ''}", tg, primekv(f"tg128_t{t}", "tg128")))
+rows.append((f"prefill 4096, {max_t} threads", batched("speed_pp"), primekv(f"long_t{max_t}", "pp4096")))
+rows.append((f"decode at depth 4096, {max_t} threads", batched("speed_tg"),
+             primekv(f"long_t{max_t}", "tg128 @ d4096")))
+print(f"llama.cpp build {os.environ.get('LLAMA_COMMIT') or llama_commit}")
+print()
+print("| tokens/s | llama.cpp | primekv | ratio |")
+print("|---|---:|---:|---:|")
+for name, a, b in rows:
+    print(f"| {name} | {a:.2f} | {b:.2f} | {b / a:.2f} |")
+PY
+echo
+echo "CPU: $CPU (family $FAMILY, model $MODELNO); flags: $FLAGS"
+echo "primekv $COMMIT; model $(basename "$MODEL"); reps $REPS (4096-token tests $LONG_REPS)"
+echo "load average before: $LOAD_BEFORE, after: $LOAD_AFTER; ${ELAPSED}s"
+[[ ${KEEP:-0} == 1 ]] && echo "raw results: $OUT"
+exit 0

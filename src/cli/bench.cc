@@ -1,0 +1,490 @@
+// `primekv bench`: prefill and decode throughput of a model, llama-bench style.
+//
+// Tests: "pp<P>" prefills P tokens into an empty cache (in micro-batches of --ubatch, as
+// llama.cpp does); "tg<N>" decodes N tokens one at a time after a cache of --depth entries per
+// head (filled by a real prefill, or with synthetic rows, which cost the decode step the same
+// reads). Each test runs once to warm up and then --reps times; the table shows the median and
+// the sample standard deviation. For decode tests it also shows the bytes one step reads
+// (every weight matrix, one embedding row, and the live KV cache) and what share of the
+// measured read bandwidth that is at the measured speed.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "primekv/compressor.h"
+#include "primekv/model.h"
+
+namespace primekv::cli {
+
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  std::vector<int> prompt = {512};
+  std::vector<int> gen = {128};
+  std::vector<int> depth = {0};
+  std::vector<int> threads = {0};
+  int ubatch = 512;
+  int reps = 5;
+  std::string press = "none";
+  double ratio = 0.0;
+  std::string fill = "synthetic";
+  std::string kv_type = "f16";
+  bool json = false;
+  bool bandwidth_only = false;
+  int bandwidth_mib = 1024;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double PeakRssBytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0;  // Linux reports KiB
+}
+
+struct Summary {
+  double median = 0, stddev = 0, min = 0, max = 0;
+};
+
+Summary Summarise(std::vector<double> v) {
+  Summary s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  s.min = v.front();
+  s.max = v.back();
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(n);
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  s.stddev = n > 1 ? std::sqrt(ss / static_cast<double>(n - 1)) : 0.0;
+  return s;
+}
+
+// The sum of n words: four independent chains, vectorised at the widest ISA the CPU has
+// (GCC function multi-versioning; one load per 64 bytes on AVX-512), so the loop is bound by
+// memory, not by issue.
+#if defined(__x86_64__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+uint64_t
+SumWords(const uint64_t* p, size_t n) {
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += p[i];
+    s1 += p[i + 1];
+    s2 += p[i + 2];
+    s3 += p[i + 3];
+  }
+  for (; i < n; ++i) s0 += p[i];
+  return s0 ^ s1 ^ s2 ^ s3;
+}
+
+// Read bandwidth: the best of several passes summing a buffer of `mib` MiB, one contiguous
+// share per thread of the pool (as a decode matvec reads its rows).
+double MeasureBandwidth(int mib, ThreadPool& pool) {
+  const size_t words = static_cast<size_t>(mib) * (size_t{1} << 20) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(words);
+  pool.ParallelFor(static_cast<int64_t>(words), [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) buf[static_cast<size_t>(i)] = static_cast<uint64_t>(i);
+  });
+  const int64_t n_threads = pool.size();
+  std::vector<uint64_t> sinks(static_cast<size_t>(n_threads));
+  double best = 0;
+  for (int pass = 0; pass < 8; ++pass) {
+    const auto t0 = Clock::now();
+    pool.ParallelFor(
+        n_threads,
+        [&](int64_t b, int64_t e, int) {
+          for (int64_t part = b; part < e; ++part) {
+            const size_t lo = words * static_cast<size_t>(part) / static_cast<size_t>(n_threads);
+            const size_t hi =
+                words * static_cast<size_t>(part + 1) / static_cast<size_t>(n_threads);
+            sinks[static_cast<size_t>(part)] += SumWords(buf.data() + lo, hi - lo);
+          }
+        },
+        1);
+    const double s = Seconds(t0, Clock::now());
+    best = std::max(best, static_cast<double>(words * sizeof(uint64_t)) / s);
+  }
+  uint64_t all = 0;
+  for (uint64_t s : sinks) all ^= s;
+  if (all == 42) std::fputs("", stderr);  // keeps the sums observable
+  return best;
+}
+
+// Bytes of weights one decode step reads: every layer matrix, the output matrix, the norms
+// and one embedding row.
+double WeightBytesPerToken(const Model& m) {
+  const ModelConfig& c = m.config();
+  const auto mat = [](const WeightView& w) { return static_cast<double>(w.rows) * w.row_bytes; };
+  double bytes = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& L = m.layer(l);
+    bytes +=
+        mat(L.wq) + mat(L.wk) + mat(L.wv) + mat(L.wo) + mat(L.w_gate) + mat(L.w_up) + mat(L.w_down);
+    bytes += 2.0 * c.d_model * sizeof(float);
+  }
+  const GgufTensorInfo* out = m.file().FindTensor("output.weight");
+  const GgufTensorInfo* emb = m.file().FindTensor("token_embd.weight");
+  const auto size = [&](const GgufTensorInfo* t) {
+    return static_cast<double>(m.file().TensorData(*t).size());
+  };
+  if (out != nullptr) bytes += size(out);
+  if (emb != nullptr) {
+    if (out == nullptr) bytes += size(emb);  // tied: read whole as the output matrix
+    bytes += size(emb) / c.vocab_size;       // the embedding row
+  }
+  return bytes + c.d_model * sizeof(float);
+}
+
+struct BenchContext {
+  const Model& model;
+  const BenchArgs& args;
+  ThreadPool& pool;
+  ForwardWorkspace ws;
+  std::vector<float> logits;
+  std::mt19937_64 rng{1234};
+};
+
+std::vector<Token> RandomTokens(BenchContext& b, int n) {
+  std::uniform_int_distribution<int> dist(0, b.model.config().vocab_size - 1);
+  std::vector<Token> t(static_cast<size_t>(n));
+  for (auto& x : t) x = dist(b.rng);
+  return t;
+}
+
+Status Prefill(BenchContext& b, KvCache& cache, int n) {
+  const std::vector<Token> tokens = RandomTokens(b, n);
+  const int ub = std::max(1, b.args.ubatch);
+  MatView<float> logits(b.logits.data(), 1, b.model.config().vocab_size);
+  for (int i = 0; i < n; i += ub) {
+    const int count = std::min(ub, n - i);
+    std::span<const Token> part(tokens.data() + i, static_cast<size_t>(count));
+    if (Status s = b.model.Forward(part, cache, {}, logits, b.pool, b.ws); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+// Synthetic K/V rows, N(0, 1), appended in chunks to every layer.
+Status FillSynthetic(BenchContext& b, KvCache& cache, int depth) {
+  const ModelConfig& c = b.model.config();
+  const int chunk = 256;
+  std::vector<float> k(static_cast<size_t>(chunk) * c.kv_width());
+  std::vector<float> v(k.size());
+  std::vector<int32_t> pos(static_cast<size_t>(chunk));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& x : k) x = normal(b.rng);
+  for (auto& x : v) x = normal(b.rng);
+  const int32_t p0 = cache.NextPosition();
+  for (int i = 0; i < depth; i += chunk) {
+    const int count = std::min(chunk, depth - i);
+    for (int j = 0; j < count; ++j) pos[static_cast<size_t>(j)] = p0 + i + j;
+    MatView<const float> kv(k.data(), count, c.kv_width());
+    MatView<const float> vv(v.data(), count, c.kv_width());
+    for (int l = 0; l < c.n_layers; ++l) {
+      if (Status s = cache.Append(l, kv, vv, std::span<const int32_t>(pos.data(), count)); !s.ok())
+        return s;
+    }
+  }
+  cache.SetNextPosition(p0 + depth);
+  return Status::Ok();
+}
+
+struct TestResult {
+  std::string name;
+  int threads = 0;
+  int prompt = 0, gen = 0, depth = 0;
+  std::vector<double> tokens_per_s;
+  Summary summary;
+  double kv_bytes = 0;         // live KV bytes read per decode step (at the start)
+  double bytes_per_token = 0;  // weights + KV, decode tests only
+  double bandwidth_share = 0;  // bytes_per_token * tokens/s / bandwidth
+  double kept_fraction = 1.0;  // entries kept by the press
+};
+
+// One prefill run: tokens/s.
+Result<double> RunPrompt(BenchContext& b, KvCache& cache, int n) {
+  cache.Clear();
+  cache.SetNextPosition(0);
+  const auto t0 = Clock::now();
+  if (Status s = Prefill(b, cache, n); !s.ok()) return s;
+  return n / Seconds(t0, Clock::now());
+}
+
+// Cache at `depth` (then compressed if a press is set), from which each decode run starts.
+Status PrepareDepth(BenchContext& b, const Compressor& compressor, KvCache& cache, int depth,
+                    double* kept_fraction) {
+  cache.Clear();
+  cache.SetNextPosition(0);
+  if (depth > 0) {
+    Status s = b.args.fill == "prefill" ? Prefill(b, cache, depth) : FillSynthetic(b, cache, depth);
+    if (!s.ok()) return s;
+  }
+  *kept_fraction = 1.0;
+  if (compressor.enabled() && b.args.ratio > 0 && depth > 0) {
+    const double before = static_cast<double>(cache.TotalEntries());
+    if (Status s = compressor.Compress(cache, b.args.ratio, nullptr, b.pool); !s.ok()) return s;
+    *kept_fraction = static_cast<double>(cache.TotalEntries()) / before;
+  }
+  return Status::Ok();
+}
+
+// One decode run of n tokens from the cache as prepared; the appended entries are dropped
+// afterwards so every run starts at the same depth.
+Result<double> RunGen(BenchContext& b, KvCache& cache, int n) {
+  const int32_t start = cache.NextPosition();
+  cache.Reserve(n);
+  const std::vector<Token> tokens = RandomTokens(b, n);
+  MatView<float> logits(b.logits.data(), 1, b.model.config().vocab_size);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    std::span<const Token> one(tokens.data() + i, 1);
+    if (Status s = b.model.Forward(one, cache, {}, logits, b.pool, b.ws); !s.ok()) return s;
+  }
+  const double secs = Seconds(t0, Clock::now());
+  cache.TruncateFrom(start);
+  cache.SetNextPosition(start);
+  return n / secs;
+}
+
+std::string Human(double bytes) {
+  char buf[32];
+  if (bytes >= 1e9) {
+    std::snprintf(buf, sizeof(buf), "%.2f GB", bytes / 1e9);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f MB", bytes / 1e6);
+  }
+  return buf;
+}
+
+int RunBench(const BenchArgs& a) {
+  if (a.bandwidth_only) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (int t : a.threads) {
+      ThreadPool pool(t);
+      const double bw = MeasureBandwidth(a.bandwidth_mib, pool);
+      rows.push_back({{"threads", pool.size()}, {"read_bytes_per_s", bw}});
+      if (!a.json) std::printf("read bandwidth, %d thread(s): %.2f GB/s\n", pool.size(), bw / 1e9);
+    }
+    if (a.json) std::printf("%s\n", rows.dump(2).c_str());
+    return 0;
+  }
+  if (a.model.empty()) return Fail("bench: -m MODEL is required (or --bandwidth)");
+  if (a.reps < 1) return Fail("--reps must be >= 1");
+  if (a.fill != "synthetic" && a.fill != "prefill")
+    return Fail("--fill must be synthetic or prefill");
+  if (a.kv_type != "f16" && a.kv_type != "f32") return Fail("--kv-type must be f16 or f32");
+  if (!(a.ratio >= 0 && a.ratio < 1)) return Fail("--ratio must be in [0, 1)");
+  auto spec = ParsePressSpec(a.press);
+  if (!spec.ok()) return Fail(spec.message());
+  auto press = MakePress(*spec);
+  if (!press.ok()) return Fail(press.message());
+  auto model = Model::Load(a.model);
+  if (!model.ok()) return Fail(model.message());
+  const ModelConfig& c = model->config();
+  Compressor compressor(*model, std::move(press).value());
+  const PressNeeds needs = compressor.Needs();
+  if (compressor.enabled() && needs.window_queries > 0) {
+    return Fail("bench: press '" + compressor.press().name +
+                "' needs window queries, which bench does not capture");
+  }
+  const double weight_bytes = WeightBytesPerToken(*model);
+
+  int max_depth = 0, max_prompt = 0, max_gen = 0;
+  for (int d : a.depth) max_depth = std::max(max_depth, d);
+  for (int p : a.prompt) max_prompt = std::max(max_prompt, p);
+  for (int g : a.gen) max_gen = std::max(max_gen, g);
+  KvCacheOptions kv;
+  kv.dtype = a.kv_type == "f32" ? KvDType::kF32 : KvDType::kF16;
+
+  std::vector<TestResult> results;
+  std::vector<std::pair<int, double>> bandwidth;  // threads -> bytes/s
+  for (int t : a.threads) {
+    ThreadPool pool(t);
+    BenchContext b{*model, a, pool, {}, std::vector<float>(static_cast<size_t>(c.vocab_size))};
+    KvCache cache = model->NewCache(kv);
+    cache.Reserve(std::max(max_prompt, max_depth + max_gen));
+    for (int p : a.prompt) {
+      if (p <= 0) continue;
+      TestResult r;
+      r.name = "pp" + std::to_string(p);
+      r.threads = pool.size();
+      r.prompt = p;
+      // Warm-up: one micro-batch (page faults of the mapping, the workspaces, the pool).
+      if (auto w = RunPrompt(b, cache, std::min(p, a.ubatch)); !w.ok()) return Fail(w.message());
+      for (int rep = 0; rep < a.reps; ++rep) {
+        auto tps = RunPrompt(b, cache, p);
+        if (!tps.ok()) return Fail(tps.message());
+        r.tokens_per_s.push_back(*tps);
+      }
+      r.summary = Summarise(r.tokens_per_s);
+      if (!a.json)
+        std::fprintf(stderr, "  %s t=%d: %.2f tok/s\n", r.name.c_str(), r.threads,
+                     r.summary.median);
+      results.push_back(std::move(r));
+    }
+    for (int d : a.depth) {
+      for (int g : a.gen) {
+        if (g <= 0) continue;
+        TestResult r;
+        r.name = "tg" + std::to_string(g) + (d > 0 ? " @ d" + std::to_string(d) : "");
+        r.threads = pool.size();
+        r.gen = g;
+        r.depth = d;
+        if (Status s = PrepareDepth(b, compressor, cache, d, &r.kept_fraction); !s.ok())
+          return Fail(s.message());
+        r.kv_bytes = static_cast<double>(cache.BytesInUse());
+        if (auto w = RunGen(b, cache, 2); !w.ok()) return Fail(w.message());
+        for (int rep = 0; rep < a.reps; ++rep) {
+          auto tps = RunGen(b, cache, g);
+          if (!tps.ok()) return Fail(tps.message());
+          r.tokens_per_s.push_back(*tps);
+        }
+        r.summary = Summarise(r.tokens_per_s);
+        // The cache grows by g/2 entries on average over a run.
+        const double kv_avg = r.kv_bytes + 0.5 * g * static_cast<double>(cache.BytesPerEntry()) *
+                                               c.n_layers * c.n_kv_heads;
+        r.bytes_per_token = weight_bytes + kv_avg;
+        if (!a.json)
+          std::fprintf(stderr, "  %s t=%d: %.2f tok/s\n", r.name.c_str(), r.threads,
+                       r.summary.median);
+        results.push_back(std::move(r));
+      }
+    }
+  }
+  const double peak_rss = PeakRssBytes();
+  // Bandwidth last, so its buffer does not count in the peak RSS above.
+  bool any_decode = false;
+  for (const auto& r : results) any_decode |= r.gen > 0;
+  if (any_decode) {
+    for (int t : a.threads) {
+      ThreadPool pool(t);
+      bandwidth.emplace_back(pool.size(), MeasureBandwidth(a.bandwidth_mib, pool));
+    }
+    for (auto& r : results) {
+      if (r.gen == 0) continue;
+      for (const auto& [t, bw] : bandwidth)
+        if (t == r.threads) r.bandwidth_share = r.bytes_per_token * r.summary.median / bw;
+    }
+  }
+
+  const std::string press_label =
+      compressor.enabled() && a.ratio > 0
+          ? compressor.press().name + " " + std::to_string(a.ratio).substr(0, 4)
+          : "none";
+  if (a.json) {
+    nlohmann::json j;
+    j["model"] = a.model;
+    j["model_name"] = c.name;
+    j["weight_bytes_per_token"] = weight_bytes;
+    j["peak_rss_bytes"] = peak_rss;
+    j["kv_type"] = a.kv_type;
+    j["press"] = compressor.enabled() ? compressor.press().name : "none";
+    j["ratio"] = a.ratio;
+    j["fill"] = a.fill;
+    j["reps"] = a.reps;
+    nlohmann::json bw = nlohmann::json::array();
+    for (const auto& [t, v] : bandwidth) bw.push_back({{"threads", t}, {"read_bytes_per_s", v}});
+    j["bandwidth"] = bw;
+    nlohmann::json tests = nlohmann::json::array();
+    for (const auto& r : results) {
+      nlohmann::json e = {{"test", r.name},
+                          {"threads", r.threads},
+                          {"n_prompt", r.prompt},
+                          {"n_gen", r.gen},
+                          {"depth", r.depth},
+                          {"tokens_per_s", r.tokens_per_s},
+                          {"median", r.summary.median},
+                          {"stddev", r.summary.stddev},
+                          {"min", r.summary.min},
+                          {"max", r.summary.max}};
+      if (r.gen > 0) {
+        e["kv_bytes"] = r.kv_bytes;
+        e["bytes_per_token"] = r.bytes_per_token;
+        e["bandwidth_share"] = r.bandwidth_share;
+        e["kept_fraction"] = r.kept_fraction;
+      }
+      tests.push_back(e);
+    }
+    j["tests"] = tests;
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("| model | threads | press | test | t/s | bytes/token | of bandwidth |\n");
+  std::printf("|---|---:|---|---|---:|---:|---:|\n");
+  for (const auto& r : results) {
+    std::string bytes = "", share = "";
+    if (r.gen > 0) {
+      bytes = Human(r.bytes_per_token);
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.0f%%", 100.0 * r.bandwidth_share);
+      share = buf;
+    }
+    std::printf("| %s | %d | %s | %s | %.2f ± %.2f | %s | %s |\n", c.name.c_str(), r.threads,
+                press_label.c_str(), r.name.c_str(), r.summary.median, r.summary.stddev,
+                bytes.c_str(), share.c_str());
+  }
+  std::printf("\npeak RSS %s", Human(peak_rss).c_str());
+  for (const auto& [t, v] : bandwidth)
+    std::printf("; read bandwidth %d thread(s) %.2f GB/s", t, v / 1e9);
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace
+
+void AddBench(CLI::App& app, Runner& run) {
+  auto a = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "Prefill and decode throughput (llama-bench style)");
+  cmd->add_option("-m,--model", a->model, "GGUF model file");
+  cmd->add_option("-p,--n-prompt", a->prompt, "Prefill lengths (0 = none)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("-n,--n-gen", a->gen, "Decoded tokens per run (0 = none)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("-d,--depth", a->depth, "KV entries per head before decoding")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", a->threads, "Thread counts (0 = all cores)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("-u,--ubatch", a->ubatch, "Prefill micro-batch")->capture_default_str();
+  cmd->add_option("-r,--reps", a->reps, "Timed runs per test (after one warm-up)")
+      ->capture_default_str();
+  cmd->add_option("--press", a->press, "Compress the cache at depth with this press")
+      ->capture_default_str();
+  cmd->add_option("--ratio", a->ratio, "Fraction of the cache the press removes")
+      ->capture_default_str();
+  cmd->add_option("--fill", a->fill,
+                  "How the depth is filled: synthetic (random K/V rows; the decode step reads "
+                  "the same bytes) | prefill (real forward passes)")
+      ->capture_default_str();
+  cmd->add_option("--kv-type", a->kv_type, "KV storage: f16 | f32")->capture_default_str();
+  cmd->add_flag("--json", a->json, "Print JSON instead of a markdown table");
+  cmd->add_flag("--bandwidth", a->bandwidth_only, "Only measure the read bandwidth");
+  cmd->add_option("--bandwidth-mib", a->bandwidth_mib, "Buffer for the bandwidth measurement")
+      ->capture_default_str();
+  cmd->callback([&run, a] { run = [a] { return RunBench(*a); }; });
+}
+
+}  // namespace primekv::cli

@@ -1,0 +1,159 @@
+// AVX2 integer-dot kernels (no VNNI): one 32-element block per ymm. vpmaddubsw needs one
+// unsigned operand, so each product is formed as |w| * (a with w's sign) (vpsignb), which keeps
+// every pair sum within int16 (|w| <= 128, |a| <= 127); vpmaddwd with ones then adds pairs to
+// int32. A 2 rows x 3 tokens tile fits the 16 ymm registers.
+#include <cstdint>
+#include <cstring>
+
+#include "quant/int8_gemm.h"
+#include "quant/kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+
+namespace primekv::quant::internal {
+namespace {
+
+constexpr int kTileRows = 2;
+constexpr int kTileTokens = 3;
+
+float LoadScale(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return _cvtsh_ss(v);
+}
+
+struct Q8_0Weights {
+  static constexpr int kBytes = kQ8_0BlockBytes;
+  static __m256i Signed(const uint8_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+  }
+};
+
+struct Q4_0Weights {
+  static constexpr int kBytes = kQ4_0BlockBytes;
+  static __m256i Signed(const uint8_t* p) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+    const __m128i low = _mm_set1_epi8(0x0F);
+    const __m256i nibbles =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(bytes, low)),
+                                _mm_and_si128(_mm_srli_epi16(bytes, 4), low), 1);
+    return _mm256_sub_epi8(nibbles, _mm256_set1_epi8(8));
+  }
+};
+
+template <class W, int kRows, int kTokens>
+void Micro(const uint8_t* w, size_t row_bytes, const Q8Rows& a, int64_t t0, float* out,
+           int64_t ldo) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int64_t blocks = a.blocks();
+  __m256 acc[kRows][kTokens];
+  for (int r = 0; r < kRows; ++r)
+    for (int t = 0; t < kTokens; ++t) acc[r][t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m256i wq[kRows], wabs[kRows];
+    float ws[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      const uint8_t* p = w + static_cast<size_t>(r) * row_bytes + b * W::kBytes;
+      wq[r] = W::Signed(p);
+      wabs[r] = _mm256_abs_epi8(wq[r]);
+      ws[r] = LoadScale(p);
+    }
+    for (int t = 0; t < kTokens; ++t) {
+      const int64_t row = t0 + t;
+      const __m256i q =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + row * a.stride + b * kQ8Block));
+      const float ad = a.d[row * a.block_stride + b];
+      for (int r = 0; r < kRows; ++r) {
+        const __m256i pairs = _mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(q, wq[r]));
+        const __m256i dot = _mm256_madd_epi16(pairs, ones);
+        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(ws[r] * ad), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int t = 0; t < kTokens; ++t) {
+      const __m128 s4 =
+          _mm_add_ps(_mm256_castps256_ps128(acc[r][t]), _mm256_extractf128_ps(acc[r][t], 1));
+      const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+      out[t * ldo + r] = _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+    }
+  }
+}
+
+template <class W, int kRows>
+void MicroTokens(const uint8_t* w, size_t row_bytes, const Q8Rows& a, int64_t t0, int tokens,
+                 float* out, int64_t ldo) {
+  switch (tokens) {
+    case 1:
+      return Micro<W, kRows, 1>(w, row_bytes, a, t0, out, ldo);
+    case 2:
+      return Micro<W, kRows, 2>(w, row_bytes, a, t0, out, ldo);
+    default:
+      return Micro<W, kRows, 3>(w, row_bytes, a, t0, out, ldo);
+  }
+}
+
+template <class W>
+void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+          int64_t ldo) {
+  if (a.rows == 1) {
+    // Decode: one row after the other, a single sequential stream for the prefetchers (on
+    // AVX512-VNNI this nearly doubled decode speed over interleaved row tiles).
+    for (int64_t r = 0; r < rows; ++r) {
+      Micro<W, 1, 1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, a, 0, out + r, ldo);
+    }
+    return;
+  }
+  // Chunks of 64 tokens keep their activations in L2 while a 2-row tile stays in L1.
+  for (int64_t c0 = 0; c0 < a.rows; c0 += 64) {
+    const int64_t c1 = a.rows - c0 < 64 ? a.rows : c0 + 64;
+    for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
+      const uint8_t* wr = w + static_cast<size_t>(r0) * row_bytes;
+      for (int64_t t0 = c0; t0 < c1; t0 += kTileTokens) {
+        const int tn = static_cast<int>(c1 - t0 < kTileTokens ? c1 - t0 : kTileTokens);
+        float* o = out + t0 * ldo + r0;
+        if (rows - r0 >= 2) {
+          MicroTokens<W, 2>(wr, row_bytes, a, t0, tn, o, ldo);
+        } else {
+          MicroTokens<W, 1>(wr, row_bytes, a, t0, tn, o, ldo);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace primekv::quant::internal
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+namespace primekv::quant::internal {
+
+// The scalar quantiser serves here: it is O(n k) against the product's O(n k rows).
+const Int8Kernels* Avx2Int8Kernels() {
+  static const Int8Kernels table{Int8Isa::kAvx2, ScalarInt8Kernels().quantize, Gemm<Q8_0Weights>,
+                                 Gemm<Q4_0Weights>};
+  return &table;
+}
+
+}  // namespace primekv::quant::internal
+
+#else  // not x86-64
+
+namespace primekv::quant::internal {
+const Int8Kernels* Avx2Int8Kernels() { return nullptr; }
+}  // namespace primekv::quant::internal
+
+#endif

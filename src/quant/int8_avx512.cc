@@ -1,0 +1,362 @@
+// AVX-512 VNNI integer-dot kernels: vpdpbusd multiplies 64 unsigned weight bytes with 64 signed
+// activation bytes and adds each group of four products into one of 16 int32 lanes, so one
+// instruction covers two 32-element blocks (lanes 0-7 block b, lanes 8-15 block b + 1).
+//
+// vpdpbusd wants one unsigned operand. The weights are made unsigned by an offset (Q8_0: w + 128,
+// one xor per weight vector; Q4_0: its nibbles are already w + 8) and the offset times the
+// activation block sum is subtracted by starting the accumulator at -offset * sum (lane 0 and
+// lane 8), so the correction costs nothing per (row, token) pair.
+//
+// The micro-kernel keeps a 4 rows x 4 tokens tile of float accumulators in registers; per pair
+// and two blocks: vpdpbusd, a conversion, a scale product and an FMA.
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "quant/int8_gemm.h"
+#include "quant/kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#if defined(__clang__)
+#pragma clang attribute push(                                                      \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), \
+    apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+#endif
+// GCC 12's AVX-512 headers: see kernels_avx512.cc (GCC bug 105593).
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace primekv::quant::internal {
+namespace {
+
+constexpr int kTileRows = 4;
+constexpr int kTileTokens = 4;
+
+uint32_t LoadU16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Lanes 0-7 from element 0 of v, lanes 8-15 from element 1.
+__m512i PairIndex() { return _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1); }
+
+// The fp16 scales of blocks at p and (if kTwo) p + kBytes, spread as lanes 0-7 and 8-15.
+template <int kBytes, bool kTwo>
+__m512 WeightScales(const uint8_t* p, __m512i pair) {
+  const uint32_t bits = LoadU16(p) | (kTwo ? LoadU16(p + kBytes) << 16 : 0u);
+  const __m128 s = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(bits)));
+  return _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(s));
+}
+
+struct Q8_0Weights {
+  static constexpr int kBytes = kQ8_0BlockBytes;
+  static constexpr int kOffsetShift = 7;  // offset 128
+  template <bool kTwo>
+  static __m512i Quants(const uint8_t* p) {
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+    const __m256i hi = kTwo ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 + kBytes))
+                            : _mm256_setzero_si256();
+    const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    // w + 128 as unsigned; a missing second block stays 0 (no products).
+    return _mm512_maskz_xor_epi32(kTwo ? 0xFFFF : 0x00FF, both, _mm512_set1_epi8(-128));
+  }
+  // One block's 32 weights + 128, in element order.
+  static __m256i Unsigned32(const uint8_t* p) {
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)),
+                            _mm256_set1_epi8(-128));
+  }
+};
+
+struct Q4_0Weights {
+  static constexpr int kBytes = kQ4_0BlockBytes;
+  static constexpr int kOffsetShift = 3;  // offset 8
+  template <bool kTwo>
+  static __m512i Quants(const uint8_t* p) {
+    const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+    const __m128i b1 = kTwo ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 + kBytes))
+                            : _mm_setzero_si128();
+    const __m256i bytes = _mm256_inserti128_si256(_mm256_castsi128_si256(b0), b1, 1);
+    // [b0, b1, b0 >> 4, b1 >> 4] -> [b0, b0 >> 4, b1, b1 >> 4]: elements 0-15, 16-31 of each.
+    const __m512i z =
+        _mm512_inserti64x4(_mm512_castsi256_si512(bytes), _mm256_srli_epi16(bytes, 4), 1);
+    return _mm512_and_si512(_mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)),
+                            _mm512_set1_epi8(0x0F));
+  }
+  // One block's 32 nibbles (weights + 8), in element order.
+  static __m256i Unsigned32(const uint8_t* p) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+    const __m128i low = _mm_set1_epi8(0x0F);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(bytes, low)),
+                                   _mm_and_si128(_mm_srli_epi16(bytes, 4), low), 1);
+  }
+};
+
+// Blocks b and (if kTwo) b + 1 of one tile into its accumulators.
+template <class W, int kRows, int kTokens, bool kTwo>
+[[gnu::always_inline]] inline void Step(const uint8_t* w, size_t row_bytes, const Q8Rows& a,
+                                        int64_t t0, int64_t b, __m512i pair,
+                                        __m512 (&acc)[kRows][kTokens]) {
+  __m512i u[kRows];
+  __m512 ws[kRows];
+  for (int r = 0; r < kRows; ++r) {
+    const uint8_t* p = w + static_cast<size_t>(r) * row_bytes + b * W::kBytes;
+    u[r] = W::template Quants<kTwo>(p);
+    ws[r] = WeightScales<W::kBytes, kTwo>(p, pair);
+  }
+  for (int t = 0; t < kTokens; ++t) {
+    const int64_t row = t0 + t;
+    const __m512i q = _mm512_loadu_si512(a.q + row * a.stride + b * kQ8Block);
+    const float* d = a.d + row * a.block_stride + b;
+    const int32_t* s = a.sum + row * a.block_stride + b;
+    const __m512 as = _mm512_permutexvar_ps(
+        pair, _mm512_castps128_ps512(
+                  _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(d)))));
+    const __m512i sums = _mm512_maskz_permutexvar_epi32(
+        0x0101, pair, _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s))));
+    const __m512i init =
+        _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sums, W::kOffsetShift));
+    for (int r = 0; r < kRows; ++r) {
+      const __m512i dot = _mm512_dpbusd_epi32(init, u[r], q);
+      acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(ws[r], as), acc[r][t]);
+    }
+  }
+}
+
+// One tile: kRows weight rows x kTokens activation rows over all blocks.
+template <class W, int kRows, int kTokens>
+void Micro(const uint8_t* w, size_t row_bytes, const Q8Rows& a, int64_t t0, float* out,
+           int64_t ldo) {
+  const __m512i pair = PairIndex();
+  const int64_t blocks = a.blocks();
+  __m512 acc[kRows][kTokens];
+  for (int r = 0; r < kRows; ++r)
+    for (int t = 0; t < kTokens; ++t) acc[r][t] = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) Step<W, kRows, kTokens, true>(w, row_bytes, a, t0, b, pair, acc);
+  if (b < blocks) Step<W, kRows, kTokens, false>(w, row_bytes, a, t0, b, pair, acc);
+  for (int r = 0; r < kRows; ++r)
+    for (int t = 0; t < kTokens; ++t) out[t * ldo + r] = _mm512_reduce_add_ps(acc[r][t]);
+}
+
+template <class W, int kRows>
+void MicroTokens(const uint8_t* w, size_t row_bytes, const Q8Rows& a, int64_t t0, int tokens,
+                 float* out, int64_t ldo) {
+  switch (tokens) {
+    case 1:
+      return Micro<W, kRows, 1>(w, row_bytes, a, t0, out, ldo);
+    case 2:
+      return Micro<W, kRows, 2>(w, row_bytes, a, t0, out, ldo);
+    case 3:
+      return Micro<W, kRows, 3>(w, row_bytes, a, t0, out, ldo);
+    default:
+      return Micro<W, kRows, 4>(w, row_bytes, a, t0, out, ldo);
+  }
+}
+
+// Batches (prefill): 16 weight rows are repacked so that one vector holds four consecutive
+// weights of each row (lane = row). vpdpbusd against four activation bytes broadcast to every
+// lane then advances 16 rows at once, and after eight steps each lane holds a whole block's
+// dot product for its row: the conversion and scaling happen once per 16 rows and block, not
+// per (row, token) pair as in Micro. The repacking is paid once per 16 rows and call, and
+// shared by every token.
+constexpr int kPanelRows = 16;
+constexpr int kPanelTokens = 16;
+constexpr int kPackMinTokens = 16;  // below this, Micro (no repacking) is faster
+
+struct PackedPanel {
+  std::vector<uint8_t> q;  // [blocks][8][16 rows][4 bytes]: unsigned weights (w + offset)
+  std::vector<float> d;    // [blocks][16 rows]: weight scales, 0 for missing rows
+};
+
+// Rows r and r + 8 of the panel share a vector (halves), then an 8 x 8 transpose of dwords
+// inside each half leaves dword kk of every row in vector kk, lane = row.
+template <class W>
+void PackPanel(const uint8_t* w, size_t row_bytes, int rows, int64_t blocks, PackedPanel& out) {
+  if (out.q.size() < static_cast<size_t>(blocks) * 512) out.q.resize(blocks * 512);
+  if (out.d.size() < static_cast<size_t>(blocks) * kPanelRows) out.d.resize(blocks * kPanelRows);
+  const __m512i lo_idx = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i hi_idx = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const auto row = [&](int r) {
+      return r < rows ? W::Unsigned32(w + static_cast<size_t>(r) * row_bytes + b * W::kBytes)
+                      : _mm256_setzero_si256();
+    };
+    __m512i z[8];
+    for (int i = 0; i < 8; ++i)
+      z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(row(i)), row(i + 8), 1);
+    __m512i t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);
+      t[i + 1] = _mm512_unpackhi_epi32(z[i], z[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+      u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+      u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+      u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+      u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    // u[c] (c < 4) holds rows 0-3 of columns c and c + 4 (128-bit lanes 0/1; rows 8-11 in 2/3),
+    // u[c + 4] rows 4-7 (and 12-15).
+    uint8_t* dst = out.q.data() + b * 512;
+    for (int c = 0; c < 4; ++c) {
+      _mm512_storeu_si512(dst + c * 64, _mm512_permutex2var_epi64(u[c], lo_idx, u[c + 4]));
+      _mm512_storeu_si512(dst + (c + 4) * 64, _mm512_permutex2var_epi64(u[c], hi_idx, u[c + 4]));
+    }
+    for (int r = 0; r < kPanelRows; ++r) {
+      out.d[b * kPanelRows + r] =
+          r < rows ? _cvtsh_ss(static_cast<uint16_t>(
+                         LoadU16(w + static_cast<size_t>(r) * row_bytes + b * W::kBytes)))
+                   : 0.0f;
+    }
+  }
+}
+
+int32_t LoadI32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Per block: the panel's eight weight vectors stay in registers while each token's eight
+// broadcast dwords run through them; one accumulator per token.
+template <int kTokens>
+void PanelTile(const PackedPanel& panel, int64_t blocks, int shift, const Q8Rows& a, int64_t t0,
+               int rows, float* out, int64_t ldo) {
+  __m512 acc[kTokens];
+  for (int t = 0; t < kTokens; ++t) acc[t] = _mm512_setzero_ps();
+  const int8_t* q = a.q + t0 * a.stride;
+  const float* d = a.d + t0 * a.block_stride;
+  const int32_t* sum = a.sum + t0 * a.block_stride;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* pq = panel.q.data() + b * 512;
+    __m512i wv[8];
+    for (int kk = 0; kk < 8; ++kk) wv[kk] = _mm512_loadu_si512(pq + kk * 64);
+    const __m512 dw = _mm512_loadu_ps(panel.d.data() + b * kPanelRows);
+    for (int t = 0; t < kTokens; ++t) {
+      const int8_t* qt = q + t * a.stride + b * kQ8Block;
+      // The offset's share, -offset * sum(q), as the starting value.
+      __m512i dot = _mm512_set1_epi32(-(sum[t * a.block_stride + b] << shift));
+      for (int kk = 0; kk < 8; ++kk) {
+        dot = _mm512_dpbusd_epi32(dot, wv[kk], _mm512_set1_epi32(LoadI32(qt + 4 * kk)));
+      }
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(d[t * a.block_stride + b]));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[t]);
+    }
+  }
+  const auto mask = static_cast<__mmask16>((1u << rows) - 1);
+  for (int t = 0; t < kTokens; ++t) _mm512_mask_storeu_ps(out + t * ldo, mask, acc[t]);
+}
+
+template <class W>
+void GemmPacked(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                int64_t ldo) {
+  thread_local PackedPanel panel;
+  const int64_t blocks = a.blocks();
+  for (int64_t r0 = 0; r0 < rows; r0 += kPanelRows) {
+    const int rn = static_cast<int>(rows - r0 < kPanelRows ? rows - r0 : kPanelRows);
+    PackPanel<W>(w + static_cast<size_t>(r0) * row_bytes, row_bytes, rn, blocks, panel);
+    int64_t t0 = 0;
+    const auto tile = [&](auto tokens) {
+      for (; t0 + tokens() <= a.rows; t0 += tokens()) {
+        PanelTile<tokens()>(panel, blocks, W::kOffsetShift, a, t0, rn, out + t0 * ldo + r0, ldo);
+      }
+    };
+    tile(std::integral_constant<int, kPanelTokens>{});
+    tile(std::integral_constant<int, 4>{});
+    tile(std::integral_constant<int, 1>{});
+  }
+}
+
+// Row tiles outermost, so a tile's weight rows stay in L1 while all tokens pass over them.
+template <class W>
+void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+          int64_t ldo) {
+  if (a.rows >= kPackMinTokens) return GemmPacked<W>(w, row_bytes, rows, a, out, ldo);
+  if (a.rows == 1) {
+    // Decode: one row after the other, a single sequential stream for the prefetchers.
+    for (int64_t r = 0; r < rows; ++r) {
+      Micro<W, 1, 1>(w + static_cast<size_t>(r) * row_bytes, row_bytes, a, 0, out + r, ldo);
+    }
+    return;
+  }
+  for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
+    const uint8_t* wr = w + static_cast<size_t>(r0) * row_bytes;
+    const int64_t rn = rows - r0 < kTileRows ? rows - r0 : kTileRows;
+    for (int64_t t0 = 0; t0 < a.rows; t0 += kTileTokens) {
+      const int tn = static_cast<int>(a.rows - t0 < kTileTokens ? a.rows - t0 : kTileTokens);
+      float* o = out + t0 * ldo + r0;
+      switch (rn) {
+        case 1:
+          MicroTokens<W, 1>(wr, row_bytes, a, t0, tn, o, ldo);
+          break;
+        case 2:
+          MicroTokens<W, 2>(wr, row_bytes, a, t0, tn, o, ldo);
+          break;
+        case 3:
+          MicroTokens<W, 3>(wr, row_bytes, a, t0, tn, o, ldo);
+          break;
+        default:
+          MicroTokens<W, 4>(wr, row_bytes, a, t0, tn, o, ldo);
+          break;
+      }
+    }
+  }
+}
+
+// Bit-identical to the scalar quantiser: the same max, scale, reciprocal and rounding.
+void QuantizeQ8(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
+  for (int64_t b = 0; b < n / kQ8Block; ++b, x += kQ8Block, q += kQ8Block) {
+    const __m512 x0 = _mm512_loadu_ps(x);
+    const __m512 x1 = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+    const float scale = amax / 127.0f;
+    const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, vinv));
+    const __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vinv));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(i0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(i1));
+    d[b] = scale;
+    sum[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+  }
+}
+
+}  // namespace
+}  // namespace primekv::quant::internal
+
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+namespace primekv::quant::internal {
+
+const Int8Kernels* Avx512VnniInt8Kernels() {
+  static const Int8Kernels table{Int8Isa::kAvx512Vnni, QuantizeQ8, Gemm<Q8_0Weights>,
+                                 Gemm<Q4_0Weights>};
+  return &table;
+}
+
+}  // namespace primekv::quant::internal
+
+#else  // not x86-64
+
+namespace primekv::quant::internal {
+const Int8Kernels* Avx512VnniInt8Kernels() { return nullptr; }
+}  // namespace primekv::quant::internal
+
+#endif

@@ -1,0 +1,66 @@
+// Internal: matrix products on integer dot products. The activations are quantised once per
+// product to 8-bit blocks (Q8Rows); each weight type then supplies one kernel that multiplies
+// its encoded rows with such activations (Q8GemmFn). A new weight type (the K-quants) joins by
+// adding its Q8GemmFn to the tables; the activation format already carries the per-block sums
+// that formats with offsets or minimums need.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "primekv/ggml_type.h"
+
+namespace primekv::quant::internal {
+
+inline constexpr int kQ8Block = 32;  // activation values per block
+
+// Activations as x[t][k] ~= d[t][k / 32] * q[t][k]: q in [-127, 127], d = max|x| / 127 over the
+// block, and sum[t][b] = the sum of block b's q (for weights stored with an offset: Q4_0's
+// nibbles are w + 8, and the VNNI kernels read Q8_0 as w + 128).
+struct Q8Rows {
+  int64_t rows = 0;
+  int64_t cols = 0;              // a multiple of kQ8Block
+  int64_t stride = 0;            // bytes between rows of q: cols rounded up to 64, zero-padded
+  int64_t block_stride = 0;      // entries between rows of d and sum: blocks rounded up to even,
+                                 // the padding entry zero
+  const int8_t* q = nullptr;     // [rows][stride]
+  const float* d = nullptr;      // [rows][block_stride]
+  const int32_t* sum = nullptr;  // [rows][block_stride]
+  int64_t blocks() const { return cols / kQ8Block; }
+};
+
+// One row: x[n] (n a multiple of 32) into q[n], d[n / 32], sum[n / 32]. Every table's version
+// gives the same bits: round to nearest even of x * (1 / d), d = max|x| / 127.
+using QuantizeQ8Fn = void (*)(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum);
+
+// out[t * ldo + r] = sum_k W[r][k] * A[t][k] for r < rows and t < a.rows, where W's rows are
+// encoded in the kernel's weight type, row r at w + r * row_bytes.
+using Q8GemmFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
+                          float* out, int64_t ldo);
+
+enum class Int8Isa { kScalar, kAvx2, kAvx512Vnni };
+const char* Int8IsaName(Int8Isa isa);
+
+struct Int8Kernels {
+  Int8Isa isa = Int8Isa::kScalar;
+  QuantizeQ8Fn quantize = nullptr;
+  Q8GemmFn q8_0 = nullptr;
+  Q8GemmFn q4_0 = nullptr;
+};
+
+const Int8Kernels& ScalarInt8Kernels();
+// Null when this build has no such table (non-x86 targets).
+const Int8Kernels* Avx2Int8Kernels();
+const Int8Kernels* Avx512VnniInt8Kernels();
+
+// Whether the CPU (and OS) can run a table of this ISA.
+bool CpuHasInt8Isa(Int8Isa isa);
+// Tables usable on this CPU, scalar first and the fastest last.
+std::span<const Int8Kernels* const> SupportedInt8Kernels();
+const Int8Kernels& BestInt8Kernels();
+
+// The table's kernel for weights of `type`, or null when the type has no integer path.
+Q8GemmFn FindQ8Gemm(const Int8Kernels& table, GgmlType type);
+
+}  // namespace primekv::quant::internal

@@ -1,0 +1,186 @@
+// y = x * W^T on integer dot products (quant/int8_gemm.h): x is quantised once per call to
+// 8-bit blocks, in parallel over its rows, then the pool's threads take ranges of weight rows.
+// Decode (a few rows of x) reads each weight row once, in ranges of at least 64 KiB per task;
+// for prefill each task gets a range of whole 16-row panels and up to 512 tokens.
+#include <algorithm>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "primekv/quant.h"
+#include "quant/int8_gemm.h"
+#include "quant/int8_matmul.h"
+
+namespace primekv {
+namespace quant::internal {
+namespace {
+
+#if defined(__x86_64__)
+struct Int8Cpu {
+  bool avx2 = false;
+  bool avx512_vnni = false;
+};
+
+Int8Cpu DetectInt8Cpu() {
+  Int8Cpu f;
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
+  const bool fma = ecx & (1u << 12);
+  const bool osxsave = ecx & (1u << 27);
+  const bool avx = ecx & (1u << 28);
+  const bool f16c = ecx & (1u << 29);
+  if (!osxsave || !avx) return f;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  const bool os_ymm = (xcr0_lo & 0x6u) == 0x6u;
+  const bool os_zmm = (xcr0_lo & 0xE6u) == 0xE6u;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
+  const bool avx2 = ebx & (1u << 5);
+  const bool avx512f = ebx & (1u << 16);
+  const bool avx512bw = ebx & (1u << 30);
+  const bool avx512vl = ebx & (1u << 31);
+  const bool avx512vnni = ecx & (1u << 11);
+  f.avx2 = os_ymm && avx2 && fma && f16c;
+  f.avx512_vnni = f.avx2 && os_zmm && avx512f && avx512bw && avx512vl && avx512vnni;
+  return f;
+}
+#endif
+
+std::vector<const Int8Kernels*> DetectInt8Tables() {
+  std::vector<const Int8Kernels*> tables = {&ScalarInt8Kernels()};
+  for (const Int8Kernels* t : {Avx2Int8Kernels(), Avx512VnniInt8Kernels()}) {
+    if (t != nullptr && CpuHasInt8Isa(t->isa)) tables.push_back(t);
+  }
+  return tables;
+}
+
+}  // namespace
+
+bool CpuHasInt8Isa(Int8Isa isa) {
+#if defined(__x86_64__)
+  static const Int8Cpu cpu = DetectInt8Cpu();
+  switch (isa) {
+    case Int8Isa::kScalar:
+      return true;
+    case Int8Isa::kAvx2:
+      return cpu.avx2;
+    case Int8Isa::kAvx512Vnni:
+      return cpu.avx512_vnni;
+  }
+  return false;
+#else
+  return isa == Int8Isa::kScalar;
+#endif
+}
+
+std::span<const Int8Kernels* const> SupportedInt8Kernels() {
+  static const std::vector<const Int8Kernels*> tables = DetectInt8Tables();
+  return tables;
+}
+
+const Int8Kernels& BestInt8Kernels() {
+  static const Int8Kernels* const best = SupportedInt8Kernels().back();
+  return *best;
+}
+
+Q8GemmFn FindQ8Gemm(const Int8Kernels& table, GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ8_0:
+      return table.q8_0;
+    case GgmlType::kQ4_0:
+      return table.q4_0;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace quant::internal
+
+namespace internal {
+namespace {
+
+// Quantised activations of one call. Kept per thread and reused, so decode steps allocate
+// nothing once warm (tests/press/decode_alloc_test.cc); MatMul is called from one thread at a
+// time per forward pass, and each calling thread gets its own buffers.
+struct Q8Scratch {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> sum;
+};
+
+template <typename T>
+void GrowTo(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+// Tokens per kernel call: bounds the activations a task walks over (the kernels block for
+// their caches inside) while letting the batch kernels repack a weight panel once per call.
+constexpr int64_t kTokenChunk = 512;
+
+}  // namespace
+
+void QuantizeActivations(MatView<const float> x, const quant::internal::Int8Kernels& kernels,
+                         std::vector<int8_t>& q, std::vector<float>& d, std::vector<int32_t>& sum,
+                         quant::internal::Q8Rows& out, ThreadPool& pool) {
+  using quant::internal::kQ8Block;
+  const int64_t blocks = x.cols / kQ8Block;
+  out.rows = x.rows;
+  out.cols = x.cols;
+  out.stride = (x.cols + 63) / 64 * 64;
+  out.block_stride = (blocks + 1) / 2 * 2;
+  GrowTo(q, static_cast<size_t>(out.rows * out.stride));
+  GrowTo(d, static_cast<size_t>(out.rows * out.block_stride));
+  GrowTo(sum, static_cast<size_t>(out.rows * out.block_stride));
+  const auto quantize_rows = [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) {
+      int8_t* qt = q.data() + t * out.stride;
+      float* dt = d.data() + t * out.block_stride;
+      int32_t* st = sum.data() + t * out.block_stride;
+      kernels.quantize(x.Row(t), x.cols, qt, dt, st);
+      std::fill(qt + x.cols, qt + out.stride, int8_t{0});
+      std::fill(dt + blocks, dt + out.block_stride, 0.0f);
+      std::fill(st + blocks, st + out.block_stride, 0);
+    }
+  };
+  // About 16K values per task: below that the hand-off costs more than the work.
+  pool.ParallelFor(x.rows, quantize_rows, std::max<int64_t>(1, (int64_t{1} << 14) / x.cols));
+  out.q = q.data();
+  out.d = d.data();
+  out.sum = sum.data();
+}
+
+bool MatMulInt8(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,
+                const quant::internal::Int8Kernels& kernels) {
+  const quant::internal::Q8GemmFn gemm = quant::internal::FindQ8Gemm(kernels, w.type);
+  if (gemm == nullptr || w.cols % quant::internal::kQ8Block != 0) return false;
+  thread_local Q8Scratch scratch;
+  quant::internal::Q8Rows a;
+  QuantizeActivations(x, kernels, scratch.q, scratch.d, scratch.sum, a, pool);
+  // Units of whole row tiles (4 rows; 16, the repacked panel, for batches); tasks of at least
+  // 64 KiB of weights.
+  const int64_t kUnit = x.rows >= 16 ? 16 : 4;
+  const int64_t units = (w.rows + kUnit - 1) / kUnit;
+  const int64_t min_units =
+      std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, kUnit * w.row_bytes));
+  pool.ParallelFor(
+      units,
+      [&](int64_t begin, int64_t end, int) {
+        const int64_t r0 = begin * kUnit;
+        const int64_t r1 = std::min(w.rows, end * kUnit);
+        for (int64_t t0 = 0; t0 < a.rows; t0 += kTokenChunk) {
+          quant::internal::Q8Rows part = a;
+          part.rows = std::min(kTokenChunk, a.rows - t0);
+          part.q = a.q + t0 * a.stride;
+          part.d = a.d + t0 * a.block_stride;
+          part.sum = a.sum + t0 * a.block_stride;
+          gemm(w.Row(r0), w.row_bytes, r1 - r0, part, y.Row(t0) + r0, y.stride);
+        }
+      },
+      min_units);
+  return true;
+}
+
+}  // namespace internal
+}  // namespace primekv

@@ -1,0 +1,23 @@
+// Internal: the integer-dot path of MatMul (quant/int8_gemm.h), called from matmul.cc.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "primekv/tensor.h"
+#include "primekv/thread_pool.h"
+#include "quant/int8_gemm.h"
+
+namespace primekv::internal {
+
+// Quantises every row of x (x.cols a multiple of 32) into the given buffers, growing them as
+// needed, and describes the result in `out`.
+void QuantizeActivations(MatView<const float> x, const quant::internal::Int8Kernels& kernels,
+                         std::vector<int8_t>& q, std::vector<float>& d, std::vector<int32_t>& sum,
+                         quant::internal::Q8Rows& out, ThreadPool& pool);
+
+// y = x * W^T through `kernels`; false (nothing written) when W's type has no integer path there.
+bool MatMulInt8(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,
+                const quant::internal::Int8Kernels& kernels);
+
+}  // namespace primekv::internal

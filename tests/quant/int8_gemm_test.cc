@@ -1,0 +1,212 @@
+// The integer-dot path: the activation quantiser of every table against its definition and
+// bit for bit against the scalar one, and every table's Q8_0 / Q4_0 product against an
+// independent double-precision sum over the same quantised activations. Tables for an
+// instruction set this CPU lacks are built but reported as skipped.
+#include "quant/int8_gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "primekv/matmul.h"
+#include "quant/int8_matmul.h"
+#include "quant/quant_reference.h"
+
+namespace primekv {
+namespace {
+
+using quant::internal::Int8Isa;
+using quant::internal::Int8IsaName;
+using quant::internal::Int8Kernels;
+using quant::internal::kQ8Block;
+using quant::internal::Q8Rows;
+using quant::ref::RandomFloats;
+using quant::ref::RandomRow;
+using quant::ref::RefDecode;
+using quant::ref::RefRowBytes;
+using quant::ref::TypeName;
+
+constexpr double kFloatUnit = 1.0 / (1 << 23);  // float epsilon, 2^-23
+
+// Every table this build has, with whether this CPU can run it.
+std::vector<const Int8Kernels*> AllTables() {
+  std::vector<const Int8Kernels*> all = {&quant::internal::ScalarInt8Kernels()};
+  for (const Int8Kernels* t :
+       {quant::internal::Avx2Int8Kernels(), quant::internal::Avx512VnniInt8Kernels()}) {
+    if (t != nullptr) all.push_back(t);
+  }
+  return all;
+}
+
+std::string Skipped(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+TEST(Int8QuantizeTest, ScalarMeetsItsDefinition) {
+  std::mt19937_64 rng(7);
+  const int64_t n = 320;
+  std::vector<float> x = RandomFloats(rng, n, 3.0f);
+  for (int j = 32; j < 64; ++j) x[j] = 0.0f;  // an all-zero block
+  x[70] = 1e-30f;                             // a tiny block maximum
+  for (int j = 64; j < 96; ++j) x[j] = j == 70 ? x[j] : 0.0f;
+  std::vector<int8_t> q(n);
+  std::vector<float> d(n / kQ8Block);
+  std::vector<int32_t> sum(n / kQ8Block);
+  quant::internal::ScalarInt8Kernels().quantize(x.data(), n, q.data(), d.data(), sum.data());
+  for (int64_t b = 0; b < n / kQ8Block; ++b) {
+    double amax = 0;
+    int32_t s = 0;
+    for (int j = 0; j < kQ8Block; ++j) amax = std::max(amax, std::fabs(double{x[b * 32 + j]}));
+    EXPECT_FLOAT_EQ(d[b], static_cast<float>(amax / 127.0)) << "block " << b;
+    for (int j = 0; j < kQ8Block; ++j) {
+      const int64_t k = b * kQ8Block + j;
+      ASSERT_LE(std::abs(int{q[k]}), 127);
+      // Rounding to nearest: within half a step (plus the float rounding of x / d).
+      EXPECT_LE(std::fabs(x[k] - double{d[b]} * q[k]), 0.5 * d[b] * (1 + 1e-5) + 1e-37)
+          << "element " << k;
+      s += q[k];
+    }
+    EXPECT_EQ(sum[b], s) << "block " << b;
+  }
+  EXPECT_EQ(d[1], 0.0f);
+  for (int j = 32; j < 64; ++j) EXPECT_EQ(q[j], 0);
+  EXPECT_EQ(std::abs(int{q[70]}), 127);
+}
+
+TEST(Int8QuantizeTest, EveryTableMatchesScalarBitForBit) {
+  std::mt19937_64 rng(8);
+  const int64_t n = 2048;
+  const std::vector<float> x = RandomFloats(rng, n, 0.7f);
+  std::vector<int8_t> q0(n), q1(n);
+  std::vector<float> d0(n / 32), d1(n / 32);
+  std::vector<int32_t> s0(n / 32), s1(n / 32);
+  quant::internal::ScalarInt8Kernels().quantize(x.data(), n, q0.data(), d0.data(), s0.data());
+  std::vector<std::string> skipped;
+  for (const Int8Kernels* t : AllTables()) {
+    if (!quant::internal::CpuHasInt8Isa(t->isa)) {
+      skipped.push_back(Int8IsaName(t->isa));
+      continue;
+    }
+    t->quantize(x.data(), n, q1.data(), d1.data(), s1.data());
+    EXPECT_EQ(q0, q1) << Int8IsaName(t->isa);
+    EXPECT_EQ(d0, d1) << Int8IsaName(t->isa);
+    EXPECT_EQ(s0, s1) << Int8IsaName(t->isa);
+  }
+  if (!skipped.empty()) GTEST_SKIP() << "not run on this CPU: " << Skipped(skipped);
+}
+
+// Products of every table against sum_b dw_b * da_b * sum_j w_j a_j in double, from the
+// reference decoder's weights and the quantised activations; the tolerance is the float
+// summation bound over the blocks.
+TEST(Int8GemmTest, EveryTableMatchesDoubleReference) {
+  std::mt19937_64 rng(9);
+  ThreadPool pool(1);
+  std::vector<std::string> skipped;
+  for (const Int8Kernels* table : AllTables()) {
+    if (!quant::internal::CpuHasInt8Isa(table->isa)) {
+      skipped.push_back(Int8IsaName(table->isa));
+      continue;
+    }
+    for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+      const quant::internal::Q8GemmFn gemm = quant::internal::FindQ8Gemm(*table, type);
+      ASSERT_NE(gemm, nullptr);
+      for (auto [rows, cols] :
+           {std::pair<int64_t, int64_t>{1, 32}, {5, 96}, {9, 64}, {37, 320}, {8, 2080}}) {
+        const size_t pad = 6;
+        const size_t row_bytes = RefRowBytes(type, cols) + pad;
+        std::vector<uint8_t> wbytes(row_bytes * rows);
+        std::vector<std::vector<double>> wdec;
+        for (int64_t r = 0; r < rows; ++r) {
+          const std::vector<uint8_t> row = RandomRow(rng, type, cols, 0.5f);
+          std::copy(row.begin(), row.end(), wbytes.begin() + r * row_bytes);
+          wdec.push_back(RefDecode(type, row.data(), cols));
+        }
+        for (int64_t n : {1, 2, 3, 4, 5, 7, 70}) {
+          const std::vector<float> x = RandomFloats(rng, n * cols);
+          std::vector<int8_t> q;
+          std::vector<float> d;
+          std::vector<int32_t> s;
+          Q8Rows a;
+          internal::QuantizeActivations(MatView<const float>(x.data(), n, cols), *table, q, d, s, a,
+                                        pool);
+          const int64_t ldo = rows + 3;
+          std::vector<float> out(n * ldo, -7.0f);
+          gemm(wbytes.data(), row_bytes, rows, a, out.data(), ldo);
+          const std::string what = std::string(Int8IsaName(table->isa)) + " " + TypeName(type) +
+                                   " rows=" + std::to_string(rows) +
+                                   " cols=" + std::to_string(cols) + " n=" + std::to_string(n);
+          for (int64_t t = 0; t < n; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+              double exact = 0, magnitude = 0;
+              for (int64_t k = 0; k < cols; ++k) {
+                const double term =
+                    wdec[r][k] * a.d[t * a.block_stride + k / 32] * a.q[t * a.stride + k];
+                exact += term;
+                magnitude += std::fabs(term);
+              }
+              const double tol = (cols / 32.0 + 4) * 2 * kFloatUnit * magnitude + 1e-30;
+              ASSERT_NEAR(out[t * ldo + r], exact, tol) << what << " t=" << t << " r=" << r;
+            }
+            for (int64_t r = rows; r < ldo; ++r)
+              ASSERT_EQ(out[t * ldo + r], -7.0f) << what << ": wrote past the rows";
+          }
+        }
+      }
+    }
+  }
+  if (!skipped.empty()) GTEST_SKIP() << "not run on this CPU: " << Skipped(skipped);
+}
+
+// MatMul through the integer path against the exact float product: off by no more than the
+// activation rounding, sum_k |w_k| * d_block(k) / 2, plus float summation.
+TEST(Int8GemmTest, MatMulStaysWithinActivationRounding) {
+  std::mt19937_64 rng(10);
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+      const int64_t rows = 301, cols = 576;
+      const size_t row_bytes = RefRowBytes(type, cols);
+      std::vector<uint8_t> wbytes(row_bytes * rows);
+      std::vector<std::vector<double>> wdec;
+      for (int64_t r = 0; r < rows; ++r) {
+        const std::vector<uint8_t> row = RandomRow(rng, type, cols, 0.5f);
+        std::copy(row.begin(), row.end(), wbytes.begin() + r * row_bytes);
+        wdec.push_back(RefDecode(type, row.data(), cols));
+      }
+      const WeightView w{type, rows, cols, row_bytes, wbytes.data()};
+      for (int64_t n : {1, 3, 130}) {
+        const std::vector<float> x = RandomFloats(rng, n * cols);
+        std::vector<float> y(n * rows);
+        MatMul(w, MatView<const float>(x.data(), n, cols), MatView<float>(y.data(), n, rows), pool);
+        for (int64_t t = 0; t < n; ++t) {
+          std::vector<double> half_step(cols / 32);
+          for (int64_t b = 0; b < cols / 32; ++b) {
+            double amax = 0;
+            for (int j = 0; j < 32; ++j)
+              amax = std::max(amax, std::fabs(double{x[t * cols + b * 32 + j]}));
+            half_step[b] = amax / 127.0 / 2 * (1 + 1e-5);
+          }
+          for (int64_t r = 0; r < rows; ++r) {
+            double exact = 0, bound = 0, magnitude = 0;
+            for (int64_t k = 0; k < cols; ++k) {
+              exact += wdec[r][k] * x[t * cols + k];
+              bound += std::fabs(wdec[r][k]) * half_step[k / 32];
+              magnitude += std::fabs(wdec[r][k] * x[t * cols + k]);
+            }
+            const double tol = bound + (cols / 32.0 + 4) * 4 * kFloatUnit * magnitude + 1e-30;
+            ASSERT_NEAR(y[t * rows + r], exact, tol) << TypeName(type) << " threads=" << threads
+                                                     << " n=" << n << " t=" << t << " r=" << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace primekv
