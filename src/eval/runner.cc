@@ -319,7 +319,9 @@ Result<EvalRunSummary> RunEvaluation(const Model& model, const EvalRunSpec& spec
         pre.emplace(std::move(p).value());
       }
       for (size_t g : todo) {
-        const auto& [ci, r] = grid[g];
+        // Plain names, not a structured binding: clang 14 (the fuzz build) cannot capture one.
+        const size_t ci = grid[g].first;
+        const double r = grid[g].second;
         const Compressor& comp = compressors[ci];
         const auto row = [&](size_t t) {
           json j;
