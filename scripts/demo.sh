@@ -18,6 +18,9 @@ echo "== Question answering over a compressed cache (press primekv, a quarter of
 
 echo "== Retrieval accuracy, full cache vs compressed (held-out sets of the model's own tasks, 2048 tokens)"
 out=build/demo-eval
+# A demo always runs fresh: eval would otherwise resume rows that an older build of the engine
+# wrote under the same settings.
+rm -rf "$out"
 h=docs/results/heldout
 "$bin" eval -m "$model" --tasks "jsonl:$h/single.jsonl,jsonl:$h/multikey.jsonl,jsonl:$h/multiturn.jsonl" \
   --presses none,primekv,streamingllm --ratios 0.5,0.75 --samples 5 --out "$out"
