@@ -24,19 +24,11 @@ const char* IsaName(Isa isa) {
   return "?";
 }
 
-namespace {
-
-#if defined(__x86_64__)
-struct CpuFeatures {
-  bool avx2 = false;    // with FMA and F16C, and the OS saving ymm state
-  bool avx512 = false;  // F, BW and VL, and the OS saving zmm state
-  bool avx512vnni = false;
-};
-
 // From cpuid and xgetbv directly: GCC's and Clang's __builtin_cpu_supports differ in which
 // feature names they accept (Clang 14 has no "f16c").
 CpuFeatures DetectCpu() {
   CpuFeatures f;
+#if defined(__x86_64__)
   unsigned eax, ebx, ecx, edx;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
   const bool fma = ecx & (1u << 12);
@@ -56,9 +48,11 @@ CpuFeatures DetectCpu() {
   f.avx2 = os_ymm && avx2 && fma && f16c;
   f.avx512 = f.avx2 && os_zmm && avx512f && avx512bw && avx512vl;
   f.avx512vnni = f.avx512 && (ecx & (1u << 11));
+#endif
   return f;
 }
-#endif
+
+namespace {
 
 std::vector<const KernelTable*> DetectTables() {
   std::vector<const KernelTable*> tables = {&ScalarKernels()};

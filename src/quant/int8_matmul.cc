@@ -2,51 +2,18 @@
 // 8-bit blocks, in parallel over its rows, then the pool's threads take ranges of weight rows.
 // Decode (a few rows of x) reads each weight row once, in ranges of at least 64 KiB per task;
 // for prefill each task gets a range of whole 16-row panels and up to 512 tokens.
+#include "quant/int8_matmul.h"
+
 #include <algorithm>
 #include <vector>
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
-
 #include "primekv/quant.h"
 #include "quant/int8_gemm.h"
-#include "quant/int8_matmul.h"
+#include "quant/kernels.h"
 
 namespace primekv {
 namespace quant::internal {
 namespace {
-
-#if defined(__x86_64__)
-struct Int8Cpu {
-  bool avx2 = false;
-  bool avx512_vnni = false;
-};
-
-Int8Cpu DetectInt8Cpu() {
-  Int8Cpu f;
-  unsigned eax, ebx, ecx, edx;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
-  const bool fma = ecx & (1u << 12);
-  const bool osxsave = ecx & (1u << 27);
-  const bool avx = ecx & (1u << 28);
-  const bool f16c = ecx & (1u << 29);
-  if (!osxsave || !avx) return f;
-  unsigned xcr0_lo, xcr0_hi;
-  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-  const bool os_ymm = (xcr0_lo & 0x6u) == 0x6u;
-  const bool os_zmm = (xcr0_lo & 0xE6u) == 0xE6u;
-  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
-  const bool avx2 = ebx & (1u << 5);
-  const bool avx512f = ebx & (1u << 16);
-  const bool avx512bw = ebx & (1u << 30);
-  const bool avx512vl = ebx & (1u << 31);
-  const bool avx512vnni = ecx & (1u << 11);
-  f.avx2 = os_ymm && avx2 && fma && f16c;
-  f.avx512_vnni = f.avx2 && os_zmm && avx512f && avx512bw && avx512vl && avx512vnni;
-  return f;
-}
-#endif
 
 std::vector<const Int8Kernels*> DetectInt8Tables() {
   std::vector<const Int8Kernels*> tables = {&ScalarInt8Kernels()};
@@ -60,14 +27,14 @@ std::vector<const Int8Kernels*> DetectInt8Tables() {
 
 bool CpuHasInt8Isa(Int8Isa isa) {
 #if defined(__x86_64__)
-  static const Int8Cpu cpu = DetectInt8Cpu();
+  static const CpuFeatures cpu = DetectCpu();
   switch (isa) {
     case Int8Isa::kScalar:
       return true;
     case Int8Isa::kAvx2:
       return cpu.avx2;
     case Int8Isa::kAvx512Vnni:
-      return cpu.avx512_vnni;
+      return cpu.avx512vnni;
   }
   return false;
 #else

@@ -68,6 +68,15 @@ const KernelTable* Avx2Kernels();
 const KernelTable* Avx512Kernels();
 const KernelTable* Avx512VnniKernels();
 
+// What this CPU (and the OS's saved register state) offers, from cpuid and xgetbv; all false
+// off x86-64. Every kernel dispatch (float tables, int8 tables) decides from this one reading.
+struct CpuFeatures {
+  bool avx2 = false;    // with FMA and F16C, and the OS saving ymm state
+  bool avx512 = false;  // F, BW and VL, and the OS saving zmm state
+  bool avx512vnni = false;
+};
+CpuFeatures DetectCpu();
+
 // Tables usable on this CPU, scalar first and the fastest last.
 std::span<const KernelTable* const> SupportedKernels();
 // The fastest supported table; decided once per process.
