@@ -55,6 +55,12 @@ class [[nodiscard]] Result {
   std::variant<T, Status> data_;
 };
 
+inline Status ToStatus(const Status& s) { return s; }
+template <typename T>
+Status ToStatus(const Result<T>& r) {
+  return r.status();
+}
+
 // Programmer-error check: prints where and why, then aborts. Not for input validation.
 // (__builtin_FILE/LINE rather than std::source_location, which clang 14 lacks with libstdc++.)
 inline void Check(bool condition, const char* what, const char* file = __builtin_FILE(),
@@ -66,3 +72,21 @@ inline void Check(bool condition, const char* what, const char* file = __builtin
 }
 
 }  // namespace primekv
+
+// Early return on failure. These are macros because only a macro can return from the
+// caller; everything else about them is ordinary code.
+//   PRIMEKV_RETURN_IF_ERROR(WriteHeader(out));            // a Status or any Result<T>
+//   PRIMEKV_ASSIGN_OR_RETURN(auto layers, ReadInt(f, k));  // declares `layers` as T
+#define PRIMEKV_STATUS_CONCAT_INNER(a, b) a##b
+#define PRIMEKV_STATUS_CONCAT(a, b) PRIMEKV_STATUS_CONCAT_INNER(a, b)
+#define PRIMEKV_RETURN_IF_ERROR(expr)                                      \
+  do {                                                                     \
+    auto primekv_status_ = (expr);                                         \
+    if (!primekv_status_.ok()) return ::primekv::ToStatus(primekv_status_); \
+  } while (false)
+#define PRIMEKV_ASSIGN_OR_RETURN(lhs, expr) \
+  PRIMEKV_ASSIGN_OR_RETURN_IMPL(PRIMEKV_STATUS_CONCAT(primekv_result_, __COUNTER__), lhs, expr)
+#define PRIMEKV_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr)   \
+  auto tmp = (expr);                                    \
+  if (!tmp.ok()) return ::primekv::ToStatus(tmp);       \
+  lhs = std::move(tmp).value()
