@@ -15,7 +15,8 @@
 # step 1 writes to $prefix-ruler-v2; docs/results/reference-ruler stays as an earlier engine made it.
 # Usage: scripts/eval_reference.sh [OUT_PREFIX]
 #   environment: SAMPLES, LENGTH, MAX_NEW, THREADS, PRIMEKV_BIN,
-#   SMOKE=1: one sample per task, ratio 0.75 only, every step (use a scratch OUT_PREFIX)
+#   SMOKE=N: N samples per task (N=1 or more), ratio 0.75 only, every step (use a scratch
+#   OUT_PREFIX); SMOKE=3 is the before/after check of a behaviour-preserving refactor
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix="${1:-docs/results/reference}"
@@ -29,8 +30,10 @@ export PRIMEKV_BIN="$bin"  # for scripts/verify_eval_rows.py
 smoke="${SMOKE:-0}"
 ratios=0.25,0.5,0.75,0.9
 n_main="${SAMPLES:-10}" n_dev=5 n_test=20 n_test_other=5 n_turns=50 n_turns_fq=25
-if [ "$smoke" = 1 ]; then
-  ratios=0.75 n_main=1 n_dev=1 n_test=1 n_test_other=1 n_turns=1 n_turns_fq=1
+if [ "$smoke" != 0 ]; then
+  [[ "$smoke" =~ ^[1-9][0-9]*$ ]] || { echo "SMOKE must be a positive integer" >&2; exit 2; }
+  ratios=0.75 n_main=$smoke n_dev=$smoke n_test=$smoke n_test_other=$smoke
+  n_turns=$smoke n_turns_fq=$smoke
 fi
 # Committed folders from before config.json: verify and record, or stop.
 for d in "$prefix-heldout" "$prefix-heldout-dev" "$prefix-heldout-test"; do
@@ -101,7 +104,7 @@ echo "dev ablation: $((t4 - t3)) s; test split: $((t5 - t4)) s"
 #    ~2000-token samples in the model's 2048-token context (results §6.6).
 turns="jsonl:docs/results/heldout-test/multiturn.jsonl,jsonl:docs/results/heldout-test/drift.jsonl"
 turn_ratios=0.75,0.5
-[ "$smoke" = 1 ] && turn_ratios=0.75
+[ "$smoke" != 0 ] && turn_ratios=0.75
 t6=$(date +%s)
 "$bin" eval -m "$model" --tasks "$turns" --presses none,primekv,snapkv,pyramidkv,keydiff \
   --ratios "$turn_ratios" --samples "$n_turns" --threads "${THREADS:-0}" --seed 42 -q \
