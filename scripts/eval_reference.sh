@@ -111,8 +111,7 @@ t6=$(date +%s)
   --out "$prefix-multiturn-test-context" --compare snapkv,primekv > /dev/null
 "$bin" eval -m "$model" --tasks "$turns" --mode first-question \
   --presses none,snapkv,pyramidkv --ratios "$turn_ratios" --samples "$n_turns_fq" \
-  --threads "${THREADS:-0}" --seed 42 -q --out "$prefix-multiturn-test-first-question" \
-  --compare snapkv,primekv > /dev/null
+  --threads "${THREADS:-0}" --seed 42 -q --out "$prefix-multiturn-test-first-question" > /dev/null
 for r in ${turn_ratios//,/ }; do
   python3 scripts/per_turn.py --ratio "$r" --table "$prefix-multiturn-test-context" \
     --table "$prefix-multiturn-test-first-question" \

@@ -11,6 +11,7 @@
 
 #include "primekv/kv_cache.h"
 #include "primekv/status.h"
+#include "primekv/text.h"
 
 namespace primekv::cli {
 
@@ -41,9 +42,5 @@ CLI::Option* AddKvType(CLI::App& cmd, KvDType& out);
 // Reads a whole regular file (not a directory, FIFO or device: those are refused without
 // blocking). `what` names the file's role in messages ("--text-file", "manifest").
 Result<std::string> ReadRegularFile(const std::string& path, std::string_view what);
-
-// Escapes bytes outside printable ASCII as \xNN and shortens long text, for messages that echo
-// user or file input.
-std::string Printable(std::string_view text, size_t max_shown = 80);
 
 }  // namespace primekv::cli

@@ -9,6 +9,7 @@
 #include "primekv/dense.h"
 #include "primekv/matmul.h"
 #include "primekv/quant.h"
+#include "primekv/text.h"
 
 namespace primekv {
 
@@ -17,21 +18,7 @@ namespace {
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
 
 // File text in messages: printable ASCII, other bytes as \xNN, at most 80 bytes.
-std::string QuoteForMessage(std::string_view s) {
-  constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < 80; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out + (s.size() > 80 ? "...'" : "'");
-}
+std::string QuoteForMessage(std::string_view s) { return "'" + Printable(s, 80) + "'"; }
 
 std::string Key(const ModelConfig& c, const std::string& suffix) {
   return c.arch_name + "." + suffix;

@@ -5,6 +5,7 @@
 
 #include "press/scorer_util.h"
 #include "press/scorers.h"
+#include "primekv/text.h"
 
 namespace primekv {
 
@@ -79,23 +80,7 @@ std::string Trim(std::string_view s) {
 }
 
 // User text echoed in messages: printable ASCII only, bounded length.
-std::string Shown(std::string_view s) {
-  constexpr size_t kMax = 60;
-  constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < kMax; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  if (s.size() > kMax) out += "...";
-  return out;
-}
+std::string Shown(std::string_view s) { return Printable(s, 60); }
 
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
