@@ -77,72 +77,40 @@ const KernelTable& BestKernels() {
   return *best;
 }
 
+namespace {
+
+struct TypeSlot {
+  GgmlType type;
+  TypeKernels KernelTable::*kernels;
+};
+constexpr TypeSlot kSlots[] = {
+    {GgmlType::kF32, &KernelTable::f32},       {GgmlType::kF16, &KernelTable::f16},
+    {GgmlType::kBF16, &KernelTable::bf16},     {GgmlType::kQ8_0, &KernelTable::q8_0},
+    {GgmlType::kQ4_0, &KernelTable::q4_0},     {GgmlType::kQ4_1, &KernelTable::q4_1},
+    {GgmlType::kQ5_0, &KernelTable::q5_0},     {GgmlType::kQ5_1, &KernelTable::q5_1},
+    {GgmlType::kIQ4_NL, &KernelTable::iq4_nl}, {GgmlType::kQ2_K, &KernelTable::q2_k},
+    {GgmlType::kQ3_K, &KernelTable::q3_k},     {GgmlType::kQ4_K, &KernelTable::q4_k},
+    {GgmlType::kQ5_K, &KernelTable::q5_k},     {GgmlType::kQ6_K, &KernelTable::q6_k},
+    {GgmlType::kIQ4_XS, &KernelTable::iq4_xs},
+};
+
+}  // namespace
+
 const TypeKernels* Find(const KernelTable& table, GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-      return &table.f32;
-    case GgmlType::kF16:
-      return &table.f16;
-    case GgmlType::kBF16:
-      return &table.bf16;
-    case GgmlType::kQ8_0:
-      return &table.q8_0;
-    case GgmlType::kQ4_0:
-      return &table.q4_0;
-    case GgmlType::kQ4_1:
-      return &table.q4_1;
-    case GgmlType::kQ5_0:
-      return &table.q5_0;
-    case GgmlType::kQ5_1:
-      return &table.q5_1;
-    case GgmlType::kIQ4_NL:
-      return &table.iq4_nl;
-    case GgmlType::kQ2_K:
-      return &table.q2_k;
-    case GgmlType::kQ3_K:
-      return &table.q3_k;
-    case GgmlType::kQ4_K:
-      return &table.q4_k;
-    case GgmlType::kQ5_K:
-      return &table.q5_k;
-    case GgmlType::kQ6_K:
-      return &table.q6_k;
-    case GgmlType::kIQ4_XS:
-      return &table.iq4_xs;
-    default:
-      return nullptr;
+  for (const TypeSlot& slot : kSlots) {
+    if (slot.type == type) return &(table.*slot.kernels);
   }
+  return nullptr;
 }
 
 int BlockSize(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-      return 1;
-    case GgmlType::kQ8_0:
-      return kQ8_0Block;
-    case GgmlType::kQ4_0:
-      return kQ4_0Block;
-    default:
-      return BlockOf(type).elements;
-  }
+  const auto info = TypeInfo(type);
+  return info && info->computable ? info->block_size : 0;
 }
 
 int BlockBytes(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-      return 4;
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-      return 2;
-    case GgmlType::kQ8_0:
-      return kQ8_0BlockBytes;
-    case GgmlType::kQ4_0:
-      return kQ4_0BlockBytes;
-    default:
-      return BlockOf(type).bytes;
-  }
+  const auto info = TypeInfo(type);
+  return info && info->computable ? static_cast<int>(info->block_bytes) : 0;
 }
 
 }  // namespace primekv::quant::internal

@@ -10,12 +10,15 @@
 
 namespace primekv::quant::internal {
 
-// Block layouts of the quantised formats (ggml's): an fp16 scale d, then the quants.
-inline constexpr int kQ8_0Block = 32;       // elements per block
-inline constexpr int kQ8_0BlockBytes = 34;  // d, then 32 int8; value = d * q
-inline constexpr int kQ4_0Block = 32;
-inline constexpr int kQ4_0BlockBytes = 18;  // d, then 16 bytes; element j is the low nibble of
-                                            // byte j, element j + 16 the high one; d * (q - 8)
+// Block layouts of the quantised formats (ggml's, sizes from the type table in
+// primekv/ggml_type.h): an fp16 scale d, then the quants.
+inline constexpr int kQ8_0Block = TypeInfo(GgmlType::kQ8_0)->block_size;  // d, then 32 int8;
+inline constexpr int kQ8_0BlockBytes =                                    // value = d * q
+    static_cast<int>(TypeInfo(GgmlType::kQ8_0)->block_bytes);
+// d, then 16 bytes; element j is the low nibble of byte j, element j + 16 the high one;
+// value = d * (q - 8).
+inline constexpr int kQ4_0Block = TypeInfo(GgmlType::kQ4_0)->block_size;
+inline constexpr int kQ4_0BlockBytes = static_cast<int>(TypeInfo(GgmlType::kQ4_0)->block_bytes);
 
 // kAvx512Vnni: the AVX-512 table with VNNI integer dot products for int8 activations.
 enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Vnni };
@@ -85,7 +88,8 @@ const KernelTable& BestKernels();
 // Kernels of `type` in `table`, or null for a type quant cannot compute.
 const TypeKernels* Find(const KernelTable& table, GgmlType type);
 
-// Block size (elements) and block bytes of the computable types; 0 for the others.
+// Block size (elements) and block bytes of the computable types (from the type table); 0 for
+// the others.
 int BlockSize(GgmlType type);
 int BlockBytes(GgmlType type);
 

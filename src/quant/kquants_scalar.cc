@@ -588,30 +588,10 @@ void QuantizeQ8K(const float* x, Q8KBlock* out, int64_t n) {
 }
 
 KBlock BlockOf(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ4_1:
-      return kQ4_1;
-    case GgmlType::kQ5_0:
-      return kQ5_0;
-    case GgmlType::kQ5_1:
-      return kQ5_1;
-    case GgmlType::kIQ4_NL:
-      return kIq4Nl;
-    case GgmlType::kQ2_K:
-      return kQ2_K;
-    case GgmlType::kQ3_K:
-      return kQ3_K;
-    case GgmlType::kQ4_K:
-      return kQ4_K;
-    case GgmlType::kQ5_K:
-      return kQ5_K;
-    case GgmlType::kQ6_K:
-      return kQ6_K;
-    case GgmlType::kIQ4_XS:
-      return kIq4Xs;
-    default:
-      return {0, 0};
+  for (GgmlType t : kBlockTypes) {
+    if (t == type) return LayoutOf(type);
   }
+  return {0, 0};
 }
 
 UnpackFn ScalarScales(GgmlType type) {
