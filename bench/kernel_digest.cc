@@ -141,7 +141,7 @@ void DigestInt8Tables() {
       quant::internal::FindQ8Gemm(*table, type)(wq.data(), row_bytes, rows, a, out.data(), rows);
       d.Add(out);
     }
-    Print("int8_gemm", quant::internal::Int8IsaName(table->isa), d);
+    Print("int8_gemm", quant::internal::IsaName(table->isa), d);
   }
 }
 

@@ -5,23 +5,15 @@
 #include <cpuid.h>
 #endif
 
+#include "quant/int8_gemm.h"
 #include "quant/kernels.h"
 #include "quant/kquants.h"
 
 namespace primekv::quant::internal {
 
 const char* IsaName(Isa isa) {
-  switch (isa) {
-    case Isa::kScalar:
-      return "scalar";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kAvx512:
-      return "avx512";
-    case Isa::kAvx512Vnni:
-      return "avx512vnni";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"scalar", "avx2", "avx512", "avx512vnni"};
+  return kNames[static_cast<int>(isa)];
 }
 
 // From cpuid and xgetbv directly: GCC's and Clang's __builtin_cpu_supports differ in which
@@ -52,23 +44,25 @@ CpuFeatures DetectCpu() {
   return f;
 }
 
-namespace {
-
-std::vector<const KernelTable*> DetectTables() {
-  std::vector<const KernelTable*> tables = {&ScalarKernels()};
-#if defined(__x86_64__)
-  const CpuFeatures cpu = DetectCpu();
-  if (cpu.avx2 && Avx2Kernels() != nullptr) tables.push_back(Avx2Kernels());
-  if (cpu.avx512 && Avx512Kernels() != nullptr) tables.push_back(Avx512Kernels());
-  if (cpu.avx512vnni && Avx512VnniKernels() != nullptr) tables.push_back(Avx512VnniKernels());
-#endif
-  return tables;
+bool CpuHasIsa(Isa isa) {
+  static const CpuFeatures cpu = DetectCpu();
+  switch (isa) {
+    case Isa::kScalar:
+      return true;
+    case Isa::kAvx2:
+      return cpu.avx2;
+    case Isa::kAvx512:
+      return cpu.avx512;
+    case Isa::kAvx512Vnni:
+      return cpu.avx512vnni;
+  }
+  return false;
 }
 
-}  // namespace
-
 std::span<const KernelTable* const> SupportedKernels() {
-  static const std::vector<const KernelTable*> tables = DetectTables();
+  static const std::vector<const KernelTable*> tables = UsableTables(
+      ScalarKernels(), {Avx2Kernels(), Avx512Kernels(), Avx512VnniKernels()},
+      +[](const KernelTable& t) { return CpuHasIsa(t.isa); });
   return tables;
 }
 
@@ -112,5 +106,15 @@ int BlockBytes(GgmlType type) {
   const auto info = TypeInfo(type);
   return info && info->computable ? static_cast<int>(info->block_bytes) : 0;
 }
+
+#if !defined(__x86_64__)
+// The SIMD tables are built on x86-64 only (their files compile to nothing elsewhere).
+const KernelTable* Avx2Kernels() { return nullptr; }
+const KernelTable* Avx512Kernels() { return nullptr; }
+const KernelTable* Avx512VnniKernels() { return nullptr; }
+QuantsFn Avx2Quants(GgmlType) { return nullptr; }
+const Int8Kernels* Avx2Int8Kernels() { return nullptr; }
+const Int8Kernels* Avx512VnniInt8Kernels() { return nullptr; }
+#endif
 
 }  // namespace primekv::quant::internal

@@ -143,17 +143,11 @@ namespace primekv::quant::internal {
 
 // The scalar quantiser serves here: it is O(n k) against the product's O(n k rows).
 const Int8Kernels* Avx2Int8Kernels() {
-  static const Int8Kernels table{Int8Isa::kAvx2, ScalarInt8Kernels().quantize, Gemm<Q8_0Weights>,
+  static const Int8Kernels table{Isa::kAvx2, ScalarInt8Kernels().quantize, Gemm<Q8_0Weights>,
                                  Gemm<Q4_0Weights>};
   return &table;
 }
 
 }  // namespace primekv::quant::internal
 
-#else  // not x86-64
-
-namespace primekv::quant::internal {
-const Int8Kernels* Avx2Int8Kernels() { return nullptr; }
-}  // namespace primekv::quant::internal
-
-#endif
+#endif  // x86-64

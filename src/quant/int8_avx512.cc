@@ -41,19 +41,13 @@ namespace {
 constexpr int kTileRows = 4;
 constexpr int kTileTokens = 4;
 
-uint32_t LoadU16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
 // Lanes 0-7 from element 0 of v, lanes 8-15 from element 1.
 __m512i PairIndex() { return _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1); }
 
 // The fp16 scales of blocks at p and (if kTwo) p + kBytes, spread as lanes 0-7 and 8-15.
 template <int kBytes, bool kTwo>
 __m512 WeightScales(const uint8_t* p, __m512i pair) {
-  const uint32_t bits = LoadU16(p) | (kTwo ? LoadU16(p + kBytes) << 16 : 0u);
+  const uint32_t bits = uint32_t{LoadU16(p)} | (kTwo ? uint32_t{LoadU16(p + kBytes)} << 16 : 0u);
   const __m128 s = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(bits)));
   return _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(s));
 }
@@ -214,8 +208,7 @@ void PackPanel(const uint8_t* w, size_t row_bytes, int rows, int64_t blocks, Pac
     }
     for (int r = 0; r < kPanelRows; ++r) {
       out.d[b * kPanelRows + r] =
-          r < rows ? _cvtsh_ss(static_cast<uint16_t>(
-                         LoadU16(w + static_cast<size_t>(r) * row_bytes + b * W::kBytes)))
+          r < rows ? _cvtsh_ss(LoadU16(w + static_cast<size_t>(r) * row_bytes + b * W::kBytes))
                    : 0.0f;
     }
   }
@@ -346,17 +339,11 @@ void QuantizeQ8(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
 namespace primekv::quant::internal {
 
 const Int8Kernels* Avx512VnniInt8Kernels() {
-  static const Int8Kernels table{Int8Isa::kAvx512Vnni, QuantizeQ8, Gemm<Q8_0Weights>,
+  static const Int8Kernels table{Isa::kAvx512Vnni, QuantizeQ8, Gemm<Q8_0Weights>,
                                  Gemm<Q4_0Weights>};
   return &table;
 }
 
 }  // namespace primekv::quant::internal
 
-#else  // not x86-64
-
-namespace primekv::quant::internal {
-const Int8Kernels* Avx512VnniInt8Kernels() { return nullptr; }
-}  // namespace primekv::quant::internal
-
-#endif
+#endif  // x86-64

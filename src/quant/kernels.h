@@ -4,7 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <initializer_list>
 #include <span>
+#include <vector>
 
 #include "primekv/ggml_type.h"
 
@@ -19,6 +22,13 @@ inline constexpr int kQ8_0BlockBytes =                                    // val
 // value = d * (q - 8).
 inline constexpr int kQ4_0Block = TypeInfo(GgmlType::kQ4_0)->block_size;
 inline constexpr int kQ4_0BlockBytes = static_cast<int>(TypeInfo(GgmlType::kQ4_0)->block_bytes);
+
+// The 16-bit little-endian word at p (an fp16 / bf16 value or scale), from any alignment.
+inline uint16_t LoadU16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
 
 // kAvx512Vnni: the AVX-512 table with VNNI integer dot products for int8 activations.
 enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Vnni };
@@ -79,6 +89,21 @@ struct CpuFeatures {
   bool avx512vnni = false;
 };
 CpuFeatures DetectCpu();
+// Whether this CPU (and OS) runs code of `isa`; decided once per process.
+bool CpuHasIsa(Isa isa);
+
+// The scalar table, then each of `simd` (null where this build has none) that `runs` accepts,
+// in the given order (the fastest last). For the float and the int8 tables.
+template <class Table>
+std::vector<const Table*> UsableTables(const Table& scalar,
+                                       std::initializer_list<const Table*> simd,
+                                       bool (*runs)(const Table&)) {
+  std::vector<const Table*> tables = {&scalar};
+  for (const Table* t : simd) {
+    if (t != nullptr && runs(*t)) tables.push_back(t);
+  }
+  return tables;
+}
 
 // Tables usable on this CPU, scalar first and the fastest last.
 std::span<const KernelTable* const> SupportedKernels();

@@ -146,10 +146,4 @@ const KernelTable* Avx512Kernels() {
 
 }  // namespace primekv::quant::internal
 
-#else  // not x86-64
-
-namespace primekv::quant::internal {
-const KernelTable* Avx512Kernels() { return nullptr; }
-}  // namespace primekv::quant::internal
-
-#endif
+#endif  // x86-64

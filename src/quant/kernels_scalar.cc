@@ -9,12 +9,6 @@
 namespace primekv::quant::internal {
 namespace {
 
-uint16_t LoadU16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
 // round(v) clamped to [lo, hi]; NaN (from inf/inf) becomes 0 so no float->int conversion is UB.
 int RoundClamp(float v, int lo, int hi) {
   if (std::isnan(v)) return 0;

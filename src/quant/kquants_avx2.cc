@@ -85,11 +85,4 @@ QuantsFn Avx2Quants(GgmlType type) {
 
 }  // namespace primekv::quant::internal
 
-#else  // not x86-64
-
-namespace primekv::quant::internal {
-void AddAvx2BlockKernels(KernelTable&) {}
-QuantsFn Avx2Quants(GgmlType) { return nullptr; }
-}  // namespace primekv::quant::internal
-
-#endif
+#endif  // x86-64

@@ -44,10 +44,4 @@ void AddAvx512BlockKernels(KernelTable& t) {
 
 }  // namespace primekv::quant::internal
 
-#else  // not x86-64
-
-namespace primekv::quant::internal {
-void AddAvx512BlockKernels(KernelTable&) {}
-}  // namespace primekv::quant::internal
-
-#endif
+#endif  // x86-64

@@ -62,10 +62,4 @@ const KernelTable* Avx512VnniKernels() {
 
 }  // namespace primekv::quant::internal
 
-#else  // not x86-64
-
-namespace primekv::quant::internal {
-const KernelTable* Avx512VnniKernels() { return nullptr; }
-}  // namespace primekv::quant::internal
-
-#endif
+#endif  // x86-64

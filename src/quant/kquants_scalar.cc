@@ -10,12 +10,6 @@
 namespace primekv::quant::internal {
 namespace {
 
-uint16_t LoadU16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
 float Half(const uint8_t* p) { return F16ToF32(LoadU16(p)); }
 
 // Stores f as fp16 (round to nearest, saturating at +-65504 instead of becoming inf) and returns
