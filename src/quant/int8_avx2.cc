@@ -91,14 +91,8 @@ void Micro(const uint8_t* w, size_t row_bytes, const Q8Rows& a, int64_t t0, floa
 template <class W, int kRows>
 void MicroTokens(const uint8_t* w, size_t row_bytes, const Q8Rows& a, int64_t t0, int tokens,
                  float* out, int64_t ldo) {
-  switch (tokens) {
-    case 1:
-      return Micro<W, kRows, 1>(w, row_bytes, a, t0, out, ldo);
-    case 2:
-      return Micro<W, kRows, 2>(w, row_bytes, a, t0, out, ldo);
-    default:
-      return Micro<W, kRows, 3>(w, row_bytes, a, t0, out, ldo);
-  }
+  WithCount<kTileTokens>(
+      tokens, [&](auto kTokens) { Micro<W, kRows, kTokens()>(w, row_bytes, a, t0, out, ldo); });
 }
 
 template <class W>

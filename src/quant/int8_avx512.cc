@@ -145,16 +145,8 @@ void Micro(const uint8_t* w, size_t row_bytes, const Q8Rows& a, int64_t t0, floa
 template <class W, int kRows>
 void MicroTokens(const uint8_t* w, size_t row_bytes, const Q8Rows& a, int64_t t0, int tokens,
                  float* out, int64_t ldo) {
-  switch (tokens) {
-    case 1:
-      return Micro<W, kRows, 1>(w, row_bytes, a, t0, out, ldo);
-    case 2:
-      return Micro<W, kRows, 2>(w, row_bytes, a, t0, out, ldo);
-    case 3:
-      return Micro<W, kRows, 3>(w, row_bytes, a, t0, out, ldo);
-    default:
-      return Micro<W, kRows, 4>(w, row_bytes, a, t0, out, ldo);
-  }
+  WithCount<kTileTokens>(
+      tokens, [&](auto kTokens) { Micro<W, kRows, kTokens()>(w, row_bytes, a, t0, out, ldo); });
 }
 
 // Batches (prefill): 16 weight rows are repacked so that one vector holds four consecutive
@@ -288,20 +280,9 @@ void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, flo
     for (int64_t t0 = 0; t0 < a.rows; t0 += kTileTokens) {
       const int tn = static_cast<int>(a.rows - t0 < kTileTokens ? a.rows - t0 : kTileTokens);
       float* o = out + t0 * ldo + r0;
-      switch (rn) {
-        case 1:
-          MicroTokens<W, 1>(wr, row_bytes, a, t0, tn, o, ldo);
-          break;
-        case 2:
-          MicroTokens<W, 2>(wr, row_bytes, a, t0, tn, o, ldo);
-          break;
-        case 3:
-          MicroTokens<W, 3>(wr, row_bytes, a, t0, tn, o, ldo);
-          break;
-        default:
-          MicroTokens<W, 4>(wr, row_bytes, a, t0, tn, o, ldo);
-          break;
-      }
+      WithCount<kTileRows>(static_cast<int>(rn), [&](auto kRows) {
+        MicroTokens<W, kRows()>(wr, row_bytes, a, t0, tn, o, ldo);
+      });
     }
   }
 }

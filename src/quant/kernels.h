@@ -3,10 +3,12 @@
 // supports against an independent reference.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "primekv/ggml_type.h"
@@ -28,6 +30,26 @@ inline uint16_t LoadU16(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, sizeof(v));
   return v;
+}
+
+// round(v) (halves away from zero) clamped to [lo, hi], for the scalar quantisers; NaN (from
+// inf/inf) becomes 0 so no float->int conversion is UB.
+inline int RoundClamp(float v, int lo, int hi) {
+  if (std::isnan(v)) return 0;
+  const float r = std::round(v);
+  if (r < static_cast<float>(lo)) return lo;
+  if (r > static_cast<float>(hi)) return hi;
+  return static_cast<int>(r);
+}
+
+// Calls f(std::integral_constant<int, k>{}) with k = n clamped to [1, kMax]: a run-time count
+// (rows or tokens of a tile) as a compile-time one, for kernels unrolled over it.
+template <int kMax, class F>
+void WithCount(int n, F&& f) {
+  if constexpr (kMax > 1) {
+    if (n < kMax) return WithCount<kMax - 1>(n, f);
+  }
+  f(std::integral_constant<int, kMax>{});
 }
 
 // kAvx512Vnni: the AVX-512 table with VNNI integer dot products for int8 activations.

@@ -170,16 +170,10 @@ namespace primekv::quant::internal {
 // dispatch may ask for it on a CPU without them.
 const KernelTable* Avx2Kernels() {
   static const KernelTable table = [] {
-    KernelTable t = ScalarKernels();
-    t.isa = Isa::kAvx2;
-    AddFloatKernels<simd::Avx2>(t);
+    KernelTable t = MakeTable<simd::Avx2>(ScalarKernels(), Isa::kAvx2, {DotQ8_0, DequantizeQ8_0},
+                                          {DotQ4_0, DequantizeQ4_0}, AddAvx2BlockKernels);
     t.f16.quantize = QuantizeF16;
     t.bf16.quantize = QuantizeBf16;
-    t.q8_0.dot = DotQ8_0;
-    t.q8_0.dequantize = DequantizeQ8_0;
-    t.q4_0.dot = DotQ4_0;
-    t.q4_0.dequantize = DequantizeQ4_0;
-    AddAvx2BlockKernels(t);
     return t;
   }();
   return &table;

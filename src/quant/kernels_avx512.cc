@@ -64,31 +64,39 @@ float DotQ8_0(const void* row, const float* x, int64_t n) {
 
 // Q4_0 through a 16-entry table d * (nibble - 8): vpermps indexes with the low 4 bits of each
 // lane, so the nibbles need no masking or recentring and no int-to-float conversion (10-25%
-// faster than unpack-and-convert here). Four accumulators: two FMAs per block would otherwise
-// wait on the previous block's.
-float DotQ4_0(const void* row, const float* x, int64_t n) {
-  const auto* p = static_cast<const uint8_t*>(row);
+// faster than unpack-and-convert here). Calls body(j, table, bytes) for block j of each run of
+// up to 16 blocks: its table, and its 16 quant bytes widened to one per lane (the low nibble
+// indexes element i, the high one element i + 16).
+template <class Body>
+void ForEachQ4_0Block(const uint8_t* p, int64_t n, Body&& body) {
   const __m512 grid = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-  __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
   alignas(64) float scales[16];
   for (int64_t left = n / 32; left > 0; left -= 16) {
     const int count = left < 16 ? static_cast<int>(left) : 16;
     LoadScales<kQ4_0BlockBytes>(p, count, scales);
-    for (int j = 0; j < count; ++j, p += kQ4_0BlockBytes, x += 32) {
+    for (int j = 0; j < count; ++j, p += kQ4_0BlockBytes) {
       const __m512 table = _mm512_mul_ps(grid, _mm512_set1_ps(scales[j]));
-      const __m512i bytes = _mm512_cvtepu8_epi32(Load128(p + 2));
-      const __m512 w0 = _mm512_permutexvar_ps(bytes, table);
-      const __m512 w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
-      if (j & 1) {
-        a2 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), a2);
-        a3 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), a3);
-      } else {
-        a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), a0);
-        a1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), a1);
-      }
+      body(j, table, _mm512_cvtepu8_epi32(Load128(p + 2)));
     }
   }
+}
+
+// Four accumulators: two FMAs per block would otherwise wait on the previous block's.
+float DotQ4_0(const void* row, const float* x, int64_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+  ForEachQ4_0Block(static_cast<const uint8_t*>(row), n, [&](int j, __m512 table, __m512i bytes) {
+    const __m512 w0 = _mm512_permutexvar_ps(bytes, table);
+    const __m512 w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
+    if (j & 1) {
+      a2 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), a2);
+      a3 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), a3);
+    } else {
+      a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), a0);
+      a1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), a1);
+    }
+    x += 32;
+  });
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
@@ -102,19 +110,11 @@ void DequantizeQ8_0(const void* src, float* dst, int64_t n) {
 }
 
 void DequantizeQ4_0(const void* src, float* dst, int64_t n) {
-  const auto* p = static_cast<const uint8_t*>(src);
-  const __m512 grid = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-  alignas(64) float scales[16];
-  for (int64_t left = n / 32; left > 0; left -= 16) {
-    const int count = left < 16 ? static_cast<int>(left) : 16;
-    LoadScales<kQ4_0BlockBytes>(p, count, scales);
-    for (int j = 0; j < count; ++j, p += kQ4_0BlockBytes, dst += 32) {
-      const __m512 table = _mm512_mul_ps(grid, _mm512_set1_ps(scales[j]));
-      const __m512i bytes = _mm512_cvtepu8_epi32(Load128(p + 2));
-      _mm512_storeu_ps(dst, _mm512_permutexvar_ps(bytes, table));
-      _mm512_storeu_ps(dst + 16, _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table));
-    }
-  }
+  ForEachQ4_0Block(static_cast<const uint8_t*>(src), n, [&](int, __m512 table, __m512i bytes) {
+    _mm512_storeu_ps(dst, _mm512_permutexvar_ps(bytes, table));
+    _mm512_storeu_ps(dst + 16, _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table));
+    dst += 32;
+  });
 }
 
 }  // namespace
@@ -130,17 +130,9 @@ namespace primekv::quant::internal {
 // Outside the target region (see kernels_avx2.cc). Quantisation is not on a hot path; the AVX2
 // versions serve here too.
 const KernelTable* Avx512Kernels() {
-  static const KernelTable table = [] {
-    KernelTable t = *Avx2Kernels();
-    t.isa = Isa::kAvx512;
-    AddFloatKernels<simd::Avx512>(t);
-    t.q8_0.dot = DotQ8_0;
-    t.q8_0.dequantize = DequantizeQ8_0;
-    t.q4_0.dot = DotQ4_0;
-    t.q4_0.dequantize = DequantizeQ4_0;
-    AddAvx512BlockKernels(t);
-    return t;
-  }();
+  static const KernelTable table =
+      MakeTable<simd::Avx512>(*Avx2Kernels(), Isa::kAvx512, {DotQ8_0, DequantizeQ8_0},
+                              {DotQ4_0, DequantizeQ4_0}, AddAvx512BlockKernels);
   return &table;
 }
 

@@ -58,14 +58,10 @@ float DotQ8KQ4K(const void* row, const Q8KBlock* x, int64_t n) {
 }  // namespace
 }  // namespace primekv::quant::internal
 
+#include "quant/kquants_table.inc"
 #include "quant/target_end.inc"
 
 namespace primekv::quant::internal {
-namespace {
-
-#include "quant/kquants_table.inc"
-
-}  // namespace
 
 // Outside the target region, like Avx2Kernels(). Quantisation stays scalar.
 void AddAvx2BlockKernels(KernelTable& t) {

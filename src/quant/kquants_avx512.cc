@@ -23,14 +23,10 @@ namespace {
 }  // namespace
 }  // namespace primekv::quant::internal
 
+#include "quant/kquants_table.inc"
 #include "quant/target_end.inc"
 
 namespace primekv::quant::internal {
-namespace {
-
-#include "quant/kquants_table.inc"
-
-}  // namespace
 
 // Outside the target region, like Avx512Kernels(). Quantisation stays scalar.
 void AddAvx512BlockKernels(KernelTable& t) {

@@ -33,21 +33,15 @@ struct Avx512Vnni : simd::Avx512 {
 }  // namespace primekv::quant::internal
 
 #pragma GCC diagnostic pop
+#include "quant/kquants_table.inc"
 #include "quant/target_end.inc"
 
 namespace primekv::quant::internal {
-namespace {
-
-#include "quant/kquants_table.inc"
-
-}  // namespace
 
 // Outside the target region, like Avx512Kernels().
 const KernelTable* Avx512VnniKernels() {
-  const KernelTable* base = Avx512Kernels();
-  if (base == nullptr) return nullptr;
-  static const KernelTable table = [base] {
-    KernelTable t = *base;
+  static const KernelTable table = [] {
+    KernelTable t = *Avx512Kernels();
     t.isa = Isa::kAvx512Vnni;
     // Q4_K keeps the AVX2 register-unpacked int8 dot (see AddAvx512BlockKernels).
     ForEachBlockFormat(t, []<QuantsFn kQ, KBlock kL, GgmlType kT, UnpackFn kS>(TypeKernels& k) {

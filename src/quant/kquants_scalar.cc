@@ -21,15 +21,6 @@ float StoreHalf(uint8_t* p, float f) {
   return F16ToF32(h);
 }
 
-// round(v) clamped to [lo, hi]; NaN becomes 0 so no float->int conversion is UB.
-int RoundClamp(float v, int lo, int hi) {
-  if (std::isnan(v)) return 0;
-  const float r = std::round(v);
-  if (r < static_cast<float>(lo)) return lo;
-  if (r > static_cast<float>(hi)) return hi;
-  return static_cast<int>(r);
-}
-
 // Quant of x on the grid step * q for q in [lo, hi]; 0 for a zero or non-finite step.
 int QuantOn(float x, float step, int lo, int hi) {
   if (step == 0.0f || !std::isfinite(step)) return 0;
@@ -588,55 +579,38 @@ KBlock BlockOf(GgmlType type) {
   return {0, 0};
 }
 
-UnpackFn ScalarScales(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ5_1:
-      return ScalesQ4_1;
-    case GgmlType::kQ5_0:
-    case GgmlType::kIQ4_NL:
-      return ScalesD0;
-    case GgmlType::kQ2_K:
-      return ScalesQ2_K;
-    case GgmlType::kQ3_K:
-      return ScalesQ3_K;
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-      return ScalesK4;
-    case GgmlType::kQ6_K:
-      return ScalesQ6_K;
-    case GgmlType::kIQ4_XS:
-      return ScalesIq4Xs;
-    default:
-      return nullptr;
+namespace {
+
+struct ScalarFormat {
+  GgmlType type;
+  UnpackFn unpack;
+  UnpackFn scales;
+};
+constexpr ScalarFormat kScalarFormats[] = {
+    {GgmlType::kQ4_1, UnpackQ4_1, ScalesQ4_1}, {GgmlType::kQ5_0, UnpackQ5_0, ScalesD0},
+    {GgmlType::kQ5_1, UnpackQ5_1, ScalesQ4_1}, {GgmlType::kIQ4_NL, UnpackIq4Nl, ScalesD0},
+    {GgmlType::kQ2_K, UnpackQ2_K, ScalesQ2_K}, {GgmlType::kQ3_K, UnpackQ3_K, ScalesQ3_K},
+    {GgmlType::kQ4_K, UnpackQ4_K, ScalesK4},   {GgmlType::kQ5_K, UnpackQ5_K, ScalesK4},
+    {GgmlType::kQ6_K, UnpackQ6_K, ScalesQ6_K}, {GgmlType::kIQ4_XS, UnpackIq4Xs, ScalesIq4Xs},
+};
+
+const ScalarFormat* FindFormat(GgmlType type) {
+  for (const ScalarFormat& f : kScalarFormats) {
+    if (f.type == type) return &f;
   }
+  return nullptr;
+}
+
+}  // namespace
+
+UnpackFn ScalarScales(GgmlType type) {
+  const ScalarFormat* f = FindFormat(type);
+  return f != nullptr ? f->scales : nullptr;
 }
 
 UnpackFn ScalarUnpack(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ4_1:
-      return UnpackQ4_1;
-    case GgmlType::kQ5_0:
-      return UnpackQ5_0;
-    case GgmlType::kQ5_1:
-      return UnpackQ5_1;
-    case GgmlType::kIQ4_NL:
-      return UnpackIq4Nl;
-    case GgmlType::kQ2_K:
-      return UnpackQ2_K;
-    case GgmlType::kQ3_K:
-      return UnpackQ3_K;
-    case GgmlType::kQ4_K:
-      return UnpackQ4_K;
-    case GgmlType::kQ5_K:
-      return UnpackQ5_K;
-    case GgmlType::kQ6_K:
-      return UnpackQ6_K;
-    case GgmlType::kIQ4_XS:
-      return UnpackIq4Xs;
-    default:
-      return nullptr;
-  }
+  const ScalarFormat* f = FindFormat(type);
+  return f != nullptr ? f->unpack : nullptr;
 }
 
 void AddScalarBlockKernels(KernelTable& t) {
