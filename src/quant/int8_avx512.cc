@@ -20,20 +20,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(                                                      \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), \
-    apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
-#endif
-// GCC 12's AVX-512 headers: see kernels_avx512.cc (GCC bug 105593).
-#if !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "quant/target_avx512vnni_begin.inc"
 
 namespace primekv::quant::internal {
 namespace {
@@ -308,14 +295,7 @@ void QuantizeQ8(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
 }  // namespace
 }  // namespace primekv::quant::internal
 
-#if !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "quant/target_end.inc"
 
 namespace primekv::quant::internal {
 
