@@ -84,44 +84,48 @@ void SetGroups(Unpacked& u, int groups, float scale, float min) {
 void ScalesQ4_1(const uint8_t* b, Unpacked& u) { SetGroups(u, 2, Half(b), -Half(b + 2)); }
 void ScalesD0(const uint8_t* b, Unpacked& u) { SetGroups(u, 2, Half(b), 0.0f); }
 
-void UnpackQ4_1(const uint8_t* b, Unpacked& u) {
-  const uint8_t* qs = b + 4;
+// 16 bytes of nibbles at b + kQs: element j is the low nibble of byte j, element j + 16 the high
+// one; read through the IQ4 grid when kGrid.
+template <int kQs, bool kGrid>
+void UnpackNibbles(const uint8_t* b, Unpacked& u) {
+  const uint8_t* qs = b + kQs;
   for (int j = 0; j < 16; ++j) {
-    u.q[j] = static_cast<int8_t>(qs[j] & 0x0F);
-    u.q[j + 16] = static_cast<int8_t>(qs[j] >> 4);
+    const int lo = qs[j] & 0x0F, hi = qs[j] >> 4;
+    u.q[j] = kGrid ? kIq4Values[lo] : static_cast<int8_t>(lo);
+    u.q[j + 16] = kGrid ? kIq4Values[hi] : static_cast<int8_t>(hi);
   }
+}
+
+// Q5: bit j of the little-endian qh word at b + kQh is the fifth bit of element j; the nibbles
+// follow the word; values are recentred by -kBias.
+template <int kQh, int kBias>
+void UnpackQ5Quants(const uint8_t* b, Unpacked& u) {
+  uint32_t qh;
+  std::memcpy(&qh, b + kQh, sizeof(qh));
+  const uint8_t* qs = b + kQh + 4;
+  for (int j = 0; j < 16; ++j) {
+    u.q[j] = static_cast<int8_t>(((qs[j] & 0x0F) | (((qh >> j) & 1u) << 4)) - kBias);
+    u.q[j + 16] = static_cast<int8_t>(((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - kBias);
+  }
+}
+
+void UnpackQ4_1(const uint8_t* b, Unpacked& u) {
+  UnpackNibbles<4, false>(b, u);
   ScalesQ4_1(b, u);
 }
 
-// Q5: bit j of the little-endian qh word is the fifth bit of element j.
 void UnpackQ5_0(const uint8_t* b, Unpacked& u) {
-  uint32_t qh;
-  std::memcpy(&qh, b + 2, sizeof(qh));
-  const uint8_t* qs = b + 6;
-  for (int j = 0; j < 16; ++j) {
-    u.q[j] = static_cast<int8_t>(((qs[j] & 0x0F) | (((qh >> j) & 1u) << 4)) - 16);
-    u.q[j + 16] = static_cast<int8_t>(((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - 16);
-  }
+  UnpackQ5Quants<2, 16>(b, u);
   ScalesD0(b, u);
 }
 
 void UnpackQ5_1(const uint8_t* b, Unpacked& u) {
-  uint32_t qh;
-  std::memcpy(&qh, b + 4, sizeof(qh));
-  const uint8_t* qs = b + 8;
-  for (int j = 0; j < 16; ++j) {
-    u.q[j] = static_cast<int8_t>((qs[j] & 0x0F) | (((qh >> j) & 1u) << 4));
-    u.q[j + 16] = static_cast<int8_t>((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4));
-  }
+  UnpackQ5Quants<4, 0>(b, u);
   ScalesQ4_1(b, u);
 }
 
 void UnpackIq4Nl(const uint8_t* b, Unpacked& u) {
-  const uint8_t* qs = b + 2;
-  for (int j = 0; j < 16; ++j) {
-    u.q[j] = kIq4Values[qs[j] & 0x0F];
-    u.q[j + 16] = kIq4Values[qs[j] >> 4];
-  }
+  UnpackNibbles<2, true>(b, u);
   ScalesD0(b, u);
 }
 
