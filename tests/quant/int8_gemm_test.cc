@@ -19,7 +19,6 @@ namespace primekv {
 namespace {
 
 using quant::internal::Int8Kernels;
-using quant::internal::Isa;
 using quant::internal::IsaName;
 using quant::internal::kQ8Block;
 using quant::internal::Q8Rows;
