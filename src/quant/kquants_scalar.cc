@@ -460,26 +460,20 @@ void PackScaleMinK4(const int* sc, const int* m, uint8_t* s) {
   }
 }
 
-void EncodeQ4_K(const float* src, uint8_t* b) {
+// Q4_K and Q5_K (kBits = 4, 5): the low nibbles after the scales (Q5_K: after its plane of fifth
+// bits, bit j of byte e % 32 for sub-block j = e / 32).
+template <int kBits>
+void EncodeK45(const float* src, uint8_t* b) {
+  constexpr KBlock kLayout = kBits == 5 ? kQ5_K : kQ4_K;
+  constexpr int kQs = kBits == 5 ? 48 : 16;
   int sc[8], m[8], q[kSuperBlock];
-  std::memset(b, 0, kQ4_K.bytes);
-  AffineK<8, 15, 63>(src, b, b + 2, sc, m, q);
+  std::memset(b, 0, kLayout.bytes);
+  AffineK<8, (1 << kBits) - 1, 63>(src, b, b + 2, sc, m, q);
   PackScaleMinK4(sc, m, b + 4);
   for (int e = 0; e < kSuperBlock; ++e) {
     const int j = e / 32;
-    b[16 + (j / 2) * 32 + e % 32] |= static_cast<uint8_t>(q[e] << (4 * (j & 1)));
-  }
-}
-
-void EncodeQ5_K(const float* src, uint8_t* b) {
-  int sc[8], m[8], q[kSuperBlock];
-  std::memset(b, 0, kQ5_K.bytes);
-  AffineK<8, 31, 63>(src, b, b + 2, sc, m, q);
-  PackScaleMinK4(sc, m, b + 4);
-  for (int e = 0; e < kSuperBlock; ++e) {
-    const int j = e / 32;
-    b[48 + (j / 2) * 32 + e % 32] |= static_cast<uint8_t>((q[e] & 0x0F) << (4 * (j & 1)));
-    b[16 + e % 32] |= static_cast<uint8_t>((q[e] >> 4) << j);
+    b[kQs + (j / 2) * 32 + e % 32] |= static_cast<uint8_t>((q[e] & 0x0F) << (4 * (j & 1)));
+    if constexpr (kBits == 5) b[16 + e % 32] |= static_cast<uint8_t>((q[e] >> 4) << j);
   }
 }
 
@@ -603,8 +597,8 @@ void AddScalarBlockKernels(KernelTable& t) {
   t.iq4_nl = Kernels<UnpackIq4Nl, kIq4Nl>(QuantizeBlocks<kIq4Nl, EncodeIq4Nl>);
   t.q2_k = Kernels<UnpackQ2_K, kQ2_K>(QuantizeBlocks<kQ2_K, EncodeQ2_K>);
   t.q3_k = Kernels<UnpackQ3_K, kQ3_K>(QuantizeBlocks<kQ3_K, EncodeQ3_K>);
-  t.q4_k = Kernels<UnpackQ4_K, kQ4_K>(QuantizeBlocks<kQ4_K, EncodeQ4_K>);
-  t.q5_k = Kernels<UnpackQ5_K, kQ5_K>(QuantizeBlocks<kQ5_K, EncodeQ5_K>);
+  t.q4_k = Kernels<UnpackQ4_K, kQ4_K>(QuantizeBlocks<kQ4_K, EncodeK45<4>>);
+  t.q5_k = Kernels<UnpackQ5_K, kQ5_K>(QuantizeBlocks<kQ5_K, EncodeK45<5>>);
   t.q6_k = Kernels<UnpackQ6_K, kQ6_K>(QuantizeBlocks<kQ6_K, EncodeQ6_K>);
   t.iq4_xs = Kernels<UnpackIq4Xs, kIq4Xs>(QuantizeBlocks<kIq4Xs, EncodeIq4Xs>);
 }
