@@ -182,7 +182,7 @@ void BM_Int8(benchmark::State& state) {
                                                   quant::internal::Avx2Int8Kernels(),
                                                   quant::internal::Avx512VnniInt8Kernels()};
   const quant::internal::Int8Kernels* table = tables[state.range(2)];
-  if (table == nullptr || !quant::internal::CpuHasInt8Isa(table->isa)) {
+  if (table == nullptr || !quant::internal::CpuHasIsa(table->isa)) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
@@ -190,7 +190,7 @@ void BM_Int8(benchmark::State& state) {
   tiling.int8 = table;
   RunGemm(state, kTypes[state.range(0)], state.range(3), static_cast<int>(state.range(1)), tiling);
   state.SetLabel(std::string(kTypeNames[state.range(0)]) + " " +
-                 quant::internal::Int8IsaName(table->isa));
+                 quant::internal::IsaName(table->isa));
 }
 BENCHMARK(BM_Int8)
     ->Name("BM_Int8Gemm")
@@ -207,7 +207,7 @@ void BM_Int8Dram(benchmark::State& state) {
                                                   quant::internal::Avx2Int8Kernels(),
                                                   quant::internal::Avx512VnniInt8Kernels()};
   const quant::internal::Int8Kernels* table = tables[state.range(2)];
-  if (table == nullptr || !quant::internal::CpuHasInt8Isa(table->isa)) {
+  if (table == nullptr || !quant::internal::CpuHasIsa(table->isa)) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
   }
@@ -227,7 +227,7 @@ void BM_Int8Dram(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.bytes.size()));
   state.SetLabel(std::string(kTypeNames[state.range(0)]) + " " +
-                 quant::internal::Int8IsaName(table->isa));
+                 quant::internal::IsaName(table->isa));
 }
 BENCHMARK(BM_Int8Dram)->ArgsProduct({{3, 4}, {1, 2}, {1, 2}})->UseRealTime();
 

@@ -9,6 +9,8 @@
 #include <immintrin.h>
 #endif
 
+#include "quant/kernels.h"
+
 namespace primekv::attention_internal {
 namespace {
 
@@ -86,77 +88,28 @@ const SoftmaxKernels& ScalarSoftmax() {
 
 #if defined(__x86_64__)
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx2,fma")
-#endif
-// GCC 12's AVX-512 headers: see src/quant/kernels_avx512.cc (GCC bug 105593).
-#if !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+}  // namespace primekv::attention_internal
+
+// clang-format off
+#include "quant/target_avx2_begin.inc"
+#include "quant/simd_avx2.inc"
+// clang-format on
+
+namespace primekv::attention_internal::avx2 {
+#include "attention/softmax_simd.inc"
+}  // namespace primekv::attention_internal::avx2
+
+// clang-format off
+#include "quant/target_end.inc"
+#include "quant/target_avx512_begin.inc"
+#include "quant/simd_avx512.inc"
+// clang-format on
+
+namespace primekv::attention_internal::avx512 {
+
+#include "attention/softmax_simd.inc"
 
 namespace {
-
-__m512 Exp16(__m512 x) {
-  const __m512 valid = x;
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kMinX)), _mm512_set1_ps(kMaxX));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 r =
-      _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Lo), _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Hi), x));
-  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(kC7), r, _mm512_set1_ps(kC6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kC5));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kC4));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kC3));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kC2));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i e = _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23);
-  p = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), e));
-  // Below kMinX (or NaN): 0, as the scalar twin.
-  const __mmask16 keep = _mm512_cmp_ps_mask(valid, _mm512_set1_ps(kMinX), _CMP_GE_OQ);
-  return _mm512_maskz_mov_ps(keep, p);
-}
-
-float Avx512RowMax(const float* s, int n, float init) {
-  __m512 m = _mm512_set1_ps(init);
-  int j = 0;
-  for (; j + 16 <= n; j += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(s + j));
-  if (j < n) {
-    const auto mask = static_cast<__mmask16>((1u << (n - j)) - 1);
-    m = _mm512_mask_max_ps(m, mask, m, _mm512_maskz_loadu_ps(mask, s + j));
-  }
-  return _mm512_reduce_max_ps(m);
-}
-
-float Avx512ExpSum(float* s, int n, float m) {
-  const __m512 vm = _mm512_set1_ps(m);
-  __m512 sum = _mm512_setzero_ps();
-  int j = 0;
-  for (; j + 16 <= n; j += 16) {
-    const __m512 e = Exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm));
-    _mm512_storeu_ps(s + j, e);
-    sum = _mm512_add_ps(sum, e);
-  }
-  if (j < n) {
-    const auto mask = static_cast<__mmask16>((1u << (n - j)) - 1);
-    const __m512 e = Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, s + j), vm));
-    _mm512_mask_storeu_ps(s + j, mask, e);
-    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(mask, e));
-  }
-  return _mm512_reduce_add_ps(sum);
-}
-
-void Avx512Scale(float* a, int n, float f) {
-  const __m512 vf = _mm512_set1_ps(f);
-  int j = 0;
-  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(a + j, _mm512_mul_ps(_mm512_loadu_ps(a + j), vf));
-  for (; j < n; ++j) a[j] *= f;
-}
 
 // Horizontal sums of 16 vectors, as one vector (lane j = sum of a[j]).
 __m512 SumEach16(const __m512 (&a)[16]) {
@@ -180,8 +133,8 @@ __m512 SumEach16(const __m512 (&a)[16]) {
 }
 
 // 16 keys at a time: one accumulator per key over d, then the 16 sums in one vector.
-void Avx512Scores(const float* q, int rows, const float* k, int count, int d, float alpha, float* s,
-                  int lds) {
+void Scores(const float* q, int rows, const float* k, int count, int d, float alpha, float* s,
+            int lds) {
   if (d % 16 != 0) return ScalarScores(q, rows, k, count, d, alpha, s, lds);
   const __m512 va = _mm512_set1_ps(alpha);
   for (int j0 = 0; j0 < count; j0 += 16) {
@@ -202,86 +155,31 @@ void Avx512Scores(const float* q, int rows, const float* k, int count, int d, fl
   }
 }
 
-__m256 Exp8(__m256 x) {
-  const __m256 valid = x;
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(kMinX)), _mm256_set1_ps(kMaxX));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m256 r =
-      _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Lo), _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Hi), x));
-  __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(kC7), r, _mm256_set1_ps(kC6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kC5));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kC4));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kC3));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kC2));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
-  p = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), e));
-  return _mm256_and_ps(p, _mm256_cmp_ps(valid, _mm256_set1_ps(kMinX), _CMP_GE_OQ));
-}
-
-float Avx2RowMax(const float* s, int n, float init) {
-  __m256 m = _mm256_set1_ps(init);
-  int j = 0;
-  for (; j + 8 <= n; j += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(s + j));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, m);
-  float r = init;
-  for (float v : lanes) r = v > r ? v : r;
-  for (; j < n; ++j) r = s[j] > r ? s[j] : r;
-  return r;
-}
-
-float Avx2ExpSum(float* s, int n, float m) {
-  const __m256 vm = _mm256_set1_ps(m);
-  __m256 sum = _mm256_setzero_ps();
-  int j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const __m256 e = Exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
-    _mm256_storeu_ps(s + j, e);
-    sum = _mm256_add_ps(sum, e);
-  }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, sum);
-  float total = 0.0f;
-  for (float v : lanes) total += v;
-  for (; j < n; ++j) {
-    s[j] = ExpApprox(s[j] - m);
-    total += s[j];
-  }
-  return total;
-}
-
-void Avx2Scale(float* a, int n, float f) {
-  const __m256 vf = _mm256_set1_ps(f);
-  int j = 0;
-  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(a + j, _mm256_mul_ps(_mm256_loadu_ps(a + j), vf));
-  for (; j < n; ++j) a[j] *= f;
-}
-
 }  // namespace
+}  // namespace primekv::attention_internal::avx512
 
-#if !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "quant/target_end.inc"
 
+namespace primekv::attention_internal {
+
+// Outside the target regions: building the tables must not use the ISAs' instructions.
 const SoftmaxKernels* Avx2Softmax() {
-  static const SoftmaxKernels k{"avx2", Avx2RowMax, Avx2ExpSum, Avx2Scale, ScalarScores};
+  using V = simd::Avx2;
+  static const SoftmaxKernels k{"avx2", avx2::RowMax<V>, avx2::ExpSum<V>, avx2::Scale<V>,
+                                ScalarScores};
   return &k;
 }
 const SoftmaxKernels* Avx512Softmax() {
-  static const SoftmaxKernels k{"avx512", Avx512RowMax, Avx512ExpSum, Avx512Scale, Avx512Scores};
+  using V = simd::Avx512;
+  static const SoftmaxKernels k{"avx512", avx512::RowMax<V>, avx512::ExpSum<V>, avx512::Scale<V>,
+                                avx512::Scores};
   return &k;
 }
+// The quant kernels' CPU reading: each table's target needs what DetectCpu checks for it.
 bool CpuRunsSoftmax(const SoftmaxKernels& k) {
-  if (&k == Avx512Softmax()) return __builtin_cpu_supports("avx512f");
-  if (&k == Avx2Softmax()) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const quant::internal::CpuFeatures cpu = quant::internal::DetectCpu();
+  if (&k == Avx512Softmax()) return cpu.avx512;
+  if (&k == Avx2Softmax()) return cpu.avx2;
   return true;
 }
 

@@ -2,10 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <span>
+#include <string_view>
 
 #include "primekv/ggml_type.h"
+#include "primekv/gguf.h"
 #include "primekv/status.h"
 
 namespace primekv::gguf_internal {
@@ -13,6 +16,42 @@ namespace primekv::gguf_internal {
 inline constexpr uint8_t kMagic[4] = {'G', 'G', 'U', 'F'};
 inline constexpr int kMaxDims = 4;
 inline constexpr const char* kAlignmentKey = "general.alignment";
+
+// Metadata value types: how each is stored, its name, and its size in a file (for strings and
+// arrays the fewest bytes: a u64 length; a u32 element type and a u64 count).
+enum class ValueKind { kUnsigned, kSigned, kFloat, kBool, kString, kArray };
+struct ValueTypeInfo {
+  GgufType type;
+  std::string_view name;
+  ValueKind kind;
+  int bytes;
+};
+// Indexed by type id.
+inline constexpr ValueTypeInfo kValueTypes[] = {
+    {GgufType::kUint8, "u8", ValueKind::kUnsigned, 1},
+    {GgufType::kInt8, "i8", ValueKind::kSigned, 1},
+    {GgufType::kUint16, "u16", ValueKind::kUnsigned, 2},
+    {GgufType::kInt16, "i16", ValueKind::kSigned, 2},
+    {GgufType::kUint32, "u32", ValueKind::kUnsigned, 4},
+    {GgufType::kInt32, "i32", ValueKind::kSigned, 4},
+    {GgufType::kFloat32, "f32", ValueKind::kFloat, 4},
+    {GgufType::kBool, "bool", ValueKind::kBool, 1},
+    {GgufType::kString, "string", ValueKind::kString, 8},
+    {GgufType::kArray, "array", ValueKind::kArray, 12},
+    {GgufType::kUint64, "u64", ValueKind::kUnsigned, 8},
+    {GgufType::kInt64, "i64", ValueKind::kSigned, 8},
+    {GgufType::kFloat64, "f64", ValueKind::kFloat, 8},
+};
+// The entry of a type id, or null for an unknown one.
+constexpr const ValueTypeInfo* ValueType(GgufType t) {
+  const auto id = static_cast<uint32_t>(t);
+  return id < std::size(kValueTypes) ? &kValueTypes[id] : nullptr;
+}
+constexpr bool IsInteger(GgufType t) {
+  const ValueTypeInfo* info = ValueType(t);
+  return info != nullptr &&
+         (info->kind == ValueKind::kUnsigned || info->kind == ValueKind::kSigned);
+}
 
 inline bool IsPowerOfTwo(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 

@@ -27,6 +27,10 @@ namespace {
 
 using gguf_internal::CheckedAdd;
 using gguf_internal::CheckedMul;
+using gguf_internal::IsInteger;
+using gguf_internal::ValueKind;
+using gguf_internal::ValueType;
+using gguf_internal::ValueTypeInfo;
 
 // Owns a read-only mapping of a whole file.
 class Mapping {
@@ -79,57 +83,14 @@ std::string Quote(std::string_view s) {
   return out;
 }
 
-bool IsKnownValueType(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::kFloat64); }
+bool IsKnownValueType(uint32_t t) { return ValueType(static_cast<GgufType>(t)) != nullptr; }
 
 // Fewest bytes one value of type `t` can occupy in a file.
-uint64_t MinValueBytes(GgufType t) {
-  switch (t) {
-    case GgufType::kUint8:
-    case GgufType::kInt8:
-    case GgufType::kBool:
-      return 1;
-    case GgufType::kUint16:
-    case GgufType::kInt16:
-      return 2;
-    case GgufType::kUint32:
-    case GgufType::kInt32:
-    case GgufType::kFloat32:
-      return 4;
-    case GgufType::kUint64:
-    case GgufType::kInt64:
-    case GgufType::kFloat64:
-    case GgufType::kString:  // u64 length
-      return 8;
-    case GgufType::kArray:  // u32 element type + u64 count
-      return 12;
-  }
-  return 1;
-}
-
-bool IsIntegerType(GgufType t) {
-  switch (t) {
-    case GgufType::kUint8:
-    case GgufType::kInt8:
-    case GgufType::kUint16:
-    case GgufType::kInt16:
-    case GgufType::kUint32:
-    case GgufType::kInt32:
-    case GgufType::kUint64:
-    case GgufType::kInt64:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool IsUnsignedType(GgufType t) {
-  return t == GgufType::kUint8 || t == GgufType::kUint16 || t == GgufType::kUint32 ||
-         t == GgufType::kUint64;
-}
+uint64_t MinValueBytes(GgufType t) { return static_cast<uint64_t>(ValueType(t)->bytes); }
 
 std::optional<int64_t> AsInt(const GgufValue& v) {
-  if (!IsIntegerType(v.type)) return std::nullopt;
-  if (IsUnsignedType(v.type)) {
+  if (!IsInteger(v.type)) return std::nullopt;
+  if (ValueType(v.type)->kind == ValueKind::kUnsigned) {
     if (v.u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
     return static_cast<int64_t>(v.u);
   }
@@ -185,64 +146,60 @@ class Parser {
   Status ReadValue(GgufType type, int depth, std::string_view key, GgufValue* out) {
     out->type = type;
     const auto what = [&] { return "value of " + Quote(key); };
-    switch (type) {
-      case GgufType::kUint8:
-        return ReadUnsigned<uint8_t>(out, what);
-      case GgufType::kUint16:
-        return ReadUnsigned<uint16_t>(out, what);
-      case GgufType::kUint32:
-        return ReadUnsigned<uint32_t>(out, what);
-      case GgufType::kUint64:
-        return ReadUnsigned<uint64_t>(out, what);
-      case GgufType::kInt8:
-        return ReadSigned<int8_t>(out, what);
-      case GgufType::kInt16:
-        return ReadSigned<int16_t>(out, what);
-      case GgufType::kInt32:
-        return ReadSigned<int32_t>(out, what);
-      case GgufType::kInt64:
-        return ReadSigned<int64_t>(out, what);
-      case GgufType::kFloat32: {
-        float f = 0;
-        if (Status s = Read(&f, what); !s.ok()) return s;
-        out->f = f;
-        return Status::Ok();
-      }
-      case GgufType::kFloat64:
-        return Read(&out->f, what);
-      case GgufType::kBool: {
-        uint8_t b = 0;
-        if (Status s = Read(&b, what); !s.ok()) return s;
-        if (b > 1) {
-          return Error("invalid bool value " + std::to_string(b) + " in " + Quote(key) +
-                       " at offset " + std::to_string(pos_ - 1));
-        }
-        out->u = b;
-        return Status::Ok();
-      }
-      case GgufType::kString:
+    const ValueTypeInfo* info = ValueType(type);
+    if (info == nullptr) {
+      return Error("unknown value type " + std::to_string(static_cast<uint32_t>(type)) + " for " +
+                   Quote(key));
+    }
+    switch (info->kind) {
+      case ValueKind::kUnsigned:
+      case ValueKind::kSigned:
+        return ReadInteger(info->bytes, info->kind == ValueKind::kSigned, what, out);
+      case ValueKind::kFloat:
+        return info->bytes == 4 ? ReadFloat32(what, out) : Read(&out->f, what);
+      case ValueKind::kBool:
+        return ReadBool(key, out);
+      case ValueKind::kString:
         return ReadString(&out->s, what);
-      case GgufType::kArray:
+      case ValueKind::kArray:
         return ReadArray(depth, key, out);
     }
-    return Error("unknown value type " + std::to_string(static_cast<uint32_t>(type)) + " for " +
-                 Quote(key));
-  }
-
- private:
-  template <typename T, typename What>
-  Status ReadUnsigned(GgufValue* out, const What& what) {
-    T v = 0;
-    if (Status s = Read(&v, what); !s.ok()) return s;
-    out->u = v;
     return Status::Ok();
   }
 
-  template <typename T, typename What>
-  Status ReadSigned(GgufValue* out, const What& what) {
-    T v = 0;
-    if (Status s = Read(&v, what); !s.ok()) return s;
-    out->i = v;
+ private:
+  // An integer of `bytes` little-endian bytes into out->u, or sign-extended into out->i.
+  template <typename What>
+  Status ReadInteger(int bytes, bool is_signed, const What& what, GgufValue* out) {
+    if (Status s = Need(static_cast<uint64_t>(bytes), what); !s.ok()) return s;
+    uint64_t v = 0;
+    std::memcpy(&v, bytes_.data() + pos_, static_cast<size_t>(bytes));
+    pos_ += static_cast<uint64_t>(bytes);
+    if (is_signed) {
+      const int shift = 64 - 8 * bytes;
+      out->i = static_cast<int64_t>(v << shift) >> shift;
+    } else {
+      out->u = v;
+    }
+    return Status::Ok();
+  }
+
+  template <typename What>
+  Status ReadFloat32(const What& what, GgufValue* out) {
+    float f = 0;
+    if (Status s = Read(&f, what); !s.ok()) return s;
+    out->f = f;
+    return Status::Ok();
+  }
+
+  Status ReadBool(std::string_view key, GgufValue* out) {
+    uint8_t b = 0;
+    if (Status s = Read(&b, [&] { return "value of " + Quote(key); }); !s.ok()) return s;
+    if (b > 1) {
+      return Error("invalid bool value " + std::to_string(b) + " in " + Quote(key) + " at offset " +
+                   std::to_string(pos_ - 1));
+    }
+    out->u = b;
     return Status::Ok();
   }
 
@@ -576,7 +533,7 @@ std::optional<std::vector<float>> GgufFile::GetFloatArray(std::string_view key) 
 
 std::optional<std::vector<int64_t>> GgufFile::GetIntArray(std::string_view key) const {
   const GgufValue* v = Find(key);
-  if (!v || v->type != GgufType::kArray || !IsIntegerType(v->array_type)) return std::nullopt;
+  if (!v || v->type != GgufType::kArray || !IsInteger(v->array_type)) return std::nullopt;
   std::vector<int64_t> out;
   out.reserve(v->array.size());
   for (const GgufValue& e : v->array) {

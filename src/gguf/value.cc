@@ -2,40 +2,14 @@
 #include <utility>
 #include <vector>
 
+#include "gguf/layout.h"
 #include "primekv/gguf.h"
 
 namespace primekv {
 
 std::string_view GgufTypeName(GgufType t) {
-  switch (t) {
-    case GgufType::kUint8:
-      return "u8";
-    case GgufType::kInt8:
-      return "i8";
-    case GgufType::kUint16:
-      return "u16";
-    case GgufType::kInt16:
-      return "i16";
-    case GgufType::kUint32:
-      return "u32";
-    case GgufType::kInt32:
-      return "i32";
-    case GgufType::kFloat32:
-      return "f32";
-    case GgufType::kBool:
-      return "bool";
-    case GgufType::kString:
-      return "string";
-    case GgufType::kArray:
-      return "array";
-    case GgufType::kUint64:
-      return "u64";
-    case GgufType::kInt64:
-      return "i64";
-    case GgufType::kFloat64:
-      return "f64";
-  }
-  return "unknown";
+  const gguf_internal::ValueTypeInfo* info = gguf_internal::ValueType(t);
+  return info != nullptr ? info->name : "unknown";
 }
 
 namespace {

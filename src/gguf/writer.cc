@@ -26,6 +26,9 @@ namespace {
 
 using gguf_internal::AlignUp;
 using gguf_internal::IsPowerOfTwo;
+using gguf_internal::ValueKind;
+using gguf_internal::ValueType;
+using gguf_internal::ValueTypeInfo;
 
 template <typename T>
 void Put(std::vector<uint8_t>& out, T v) {
@@ -41,67 +44,51 @@ void PutString(std::vector<uint8_t>& out, std::string_view s) {
 
 // Programmer errors only: a value whose fields disagree with its declared type.
 void CheckValue(const GgufValue& v) {
-  auto fits_unsigned = [&](uint64_t max) { Check(v.u <= max, "GgufValue: unsigned out of range"); };
-  auto fits_signed = [&](int64_t min, int64_t max) {
-    Check(v.i >= min && v.i <= max, "GgufValue: signed out of range");
-  };
-  switch (v.type) {
-    case GgufType::kUint8:
-      return fits_unsigned(std::numeric_limits<uint8_t>::max());
-    case GgufType::kUint16:
-      return fits_unsigned(std::numeric_limits<uint16_t>::max());
-    case GgufType::kUint32:
-      return fits_unsigned(std::numeric_limits<uint32_t>::max());
-    case GgufType::kBool:
-      return fits_unsigned(1);
-    case GgufType::kInt8:
-      return fits_signed(std::numeric_limits<int8_t>::min(), std::numeric_limits<int8_t>::max());
-    case GgufType::kInt16:
-      return fits_signed(std::numeric_limits<int16_t>::min(), std::numeric_limits<int16_t>::max());
-    case GgufType::kInt32:
-      return fits_signed(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
-    case GgufType::kUint64:
-    case GgufType::kInt64:
-    case GgufType::kFloat32:
-    case GgufType::kFloat64:
-    case GgufType::kString:
+  const ValueTypeInfo* info = ValueType(v.type);
+  Check(info != nullptr, "GgufValue: unknown type");
+  const int bits = 8 * info->bytes;
+  switch (info->kind) {
+    case ValueKind::kUnsigned:
+      if (bits < 64) Check(v.u < uint64_t{1} << bits, "GgufValue: unsigned out of range");
       return;
-    case GgufType::kArray:
+    case ValueKind::kBool:
+      return Check(v.u <= 1, "GgufValue: unsigned out of range");
+    case ValueKind::kSigned:
+      if (bits < 64) {
+        const int64_t limit = int64_t{1} << (bits - 1);
+        Check(v.i >= -limit && v.i < limit, "GgufValue: signed out of range");
+      }
+      return;
+    case ValueKind::kFloat:
+    case ValueKind::kString:
+      return;
+    case ValueKind::kArray:
       for (const GgufValue& e : v.array) {
         Check(e.type == v.array_type, "GgufValue: array element type differs from array_type");
         CheckValue(e);
       }
       return;
   }
-  Check(false, "GgufValue: unknown type");
 }
 
+// Integers as their low `bytes` bytes, little-endian (the host's order).
 void PutValue(std::vector<uint8_t>& out, const GgufValue& v) {
-  switch (v.type) {
-    case GgufType::kUint8:
-    case GgufType::kBool:
-      return Put(out, static_cast<uint8_t>(v.u));
-    case GgufType::kUint16:
-      return Put(out, static_cast<uint16_t>(v.u));
-    case GgufType::kUint32:
-      return Put(out, static_cast<uint32_t>(v.u));
-    case GgufType::kUint64:
-      return Put(out, v.u);
-    case GgufType::kInt8:
-      return Put(out, static_cast<int8_t>(v.i));
-    case GgufType::kInt16:
-      return Put(out, static_cast<int16_t>(v.i));
-    case GgufType::kInt32:
-      return Put(out, static_cast<int32_t>(v.i));
-    case GgufType::kInt64:
-      return Put(out, v.i);
-    case GgufType::kFloat32:
-      return Put(out, static_cast<float>(v.f));
-    case GgufType::kFloat64:
-      return Put(out, v.f);
-    case GgufType::kString:
+  const ValueTypeInfo* info = ValueType(v.type);
+  const auto put_low = [&](const void* value) {
+    const auto* p = static_cast<const uint8_t*>(value);
+    out.insert(out.end(), p, p + info->bytes);
+  };
+  switch (info->kind) {
+    case ValueKind::kUnsigned:
+    case ValueKind::kBool:
+      return put_low(&v.u);
+    case ValueKind::kSigned:
+      return put_low(&v.i);
+    case ValueKind::kFloat:
+      return info->bytes == 4 ? Put(out, static_cast<float>(v.f)) : Put(out, v.f);
+    case ValueKind::kString:
       return PutString(out, v.s);
-    case GgufType::kArray:
+    case ValueKind::kArray:
       Put(out, static_cast<uint32_t>(v.array_type));
       Put<uint64_t>(out, v.array.size());
       for (const GgufValue& e : v.array) PutValue(out, e);

@@ -18,7 +18,9 @@ namespace {
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
 
 // File text in messages: printable ASCII, other bytes as \xNN, at most 80 bytes.
-std::string QuoteForMessage(std::string_view s) { return "'" + Printable(s, 80) + "'"; }
+std::string QuoteForMessage(std::string_view s) {
+  return Printable(s, 80).insert(0, 1, '\'') + '\'';
+}
 
 std::string Key(const ModelConfig& c, const std::string& suffix) {
   return c.arch_name + "." + suffix;
@@ -84,8 +86,7 @@ class TensorLoader {
       return Status::Error(
           f_.display_name() + ": tensor '" + name + "' has type " +
           std::string(info ? info->name : "unknown") +
-          ", which this engine cannot compute (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
-          "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
+          ", which this engine cannot compute (supported: " + ComputableTypeNames() + ")");
     }
     WeightView w;
     w.type = t->type;

@@ -5,23 +5,15 @@
 #include <cpuid.h>
 #endif
 
+#include "quant/int8_gemm.h"
 #include "quant/kernels.h"
 #include "quant/kquants.h"
 
 namespace primekv::quant::internal {
 
 const char* IsaName(Isa isa) {
-  switch (isa) {
-    case Isa::kScalar:
-      return "scalar";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kAvx512:
-      return "avx512";
-    case Isa::kAvx512Vnni:
-      return "avx512vnni";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"scalar", "avx2", "avx512", "avx512vnni"};
+  return kNames[static_cast<int>(isa)];
 }
 
 // From cpuid and xgetbv directly: GCC's and Clang's __builtin_cpu_supports differ in which
@@ -52,23 +44,25 @@ CpuFeatures DetectCpu() {
   return f;
 }
 
-namespace {
-
-std::vector<const KernelTable*> DetectTables() {
-  std::vector<const KernelTable*> tables = {&ScalarKernels()};
-#if defined(__x86_64__)
-  const CpuFeatures cpu = DetectCpu();
-  if (cpu.avx2 && Avx2Kernels() != nullptr) tables.push_back(Avx2Kernels());
-  if (cpu.avx512 && Avx512Kernels() != nullptr) tables.push_back(Avx512Kernels());
-  if (cpu.avx512vnni && Avx512VnniKernels() != nullptr) tables.push_back(Avx512VnniKernels());
-#endif
-  return tables;
+bool CpuHasIsa(Isa isa) {
+  static const CpuFeatures cpu = DetectCpu();
+  switch (isa) {
+    case Isa::kScalar:
+      return true;
+    case Isa::kAvx2:
+      return cpu.avx2;
+    case Isa::kAvx512:
+      return cpu.avx512;
+    case Isa::kAvx512Vnni:
+      return cpu.avx512vnni;
+  }
+  return false;
 }
 
-}  // namespace
-
 std::span<const KernelTable* const> SupportedKernels() {
-  static const std::vector<const KernelTable*> tables = DetectTables();
+  static const std::vector<const KernelTable*> tables = UsableTables(
+      ScalarKernels(), {Avx2Kernels(), Avx512Kernels(), Avx512VnniKernels()},
+      +[](const KernelTable& t) { return CpuHasIsa(t.isa); });
   return tables;
 }
 
@@ -77,72 +71,50 @@ const KernelTable& BestKernels() {
   return *best;
 }
 
+namespace {
+
+struct TypeSlot {
+  GgmlType type;
+  TypeKernels KernelTable::*kernels;
+};
+constexpr TypeSlot kSlots[] = {
+    {GgmlType::kF32, &KernelTable::f32},       {GgmlType::kF16, &KernelTable::f16},
+    {GgmlType::kBF16, &KernelTable::bf16},     {GgmlType::kQ8_0, &KernelTable::q8_0},
+    {GgmlType::kQ4_0, &KernelTable::q4_0},     {GgmlType::kQ4_1, &KernelTable::q4_1},
+    {GgmlType::kQ5_0, &KernelTable::q5_0},     {GgmlType::kQ5_1, &KernelTable::q5_1},
+    {GgmlType::kIQ4_NL, &KernelTable::iq4_nl}, {GgmlType::kQ2_K, &KernelTable::q2_k},
+    {GgmlType::kQ3_K, &KernelTable::q3_k},     {GgmlType::kQ4_K, &KernelTable::q4_k},
+    {GgmlType::kQ5_K, &KernelTable::q5_k},     {GgmlType::kQ6_K, &KernelTable::q6_k},
+    {GgmlType::kIQ4_XS, &KernelTable::iq4_xs},
+};
+
+}  // namespace
+
 const TypeKernels* Find(const KernelTable& table, GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-      return &table.f32;
-    case GgmlType::kF16:
-      return &table.f16;
-    case GgmlType::kBF16:
-      return &table.bf16;
-    case GgmlType::kQ8_0:
-      return &table.q8_0;
-    case GgmlType::kQ4_0:
-      return &table.q4_0;
-    case GgmlType::kQ4_1:
-      return &table.q4_1;
-    case GgmlType::kQ5_0:
-      return &table.q5_0;
-    case GgmlType::kQ5_1:
-      return &table.q5_1;
-    case GgmlType::kIQ4_NL:
-      return &table.iq4_nl;
-    case GgmlType::kQ2_K:
-      return &table.q2_k;
-    case GgmlType::kQ3_K:
-      return &table.q3_k;
-    case GgmlType::kQ4_K:
-      return &table.q4_k;
-    case GgmlType::kQ5_K:
-      return &table.q5_k;
-    case GgmlType::kQ6_K:
-      return &table.q6_k;
-    case GgmlType::kIQ4_XS:
-      return &table.iq4_xs;
-    default:
-      return nullptr;
+  for (const TypeSlot& slot : kSlots) {
+    if (slot.type == type) return &(table.*slot.kernels);
   }
+  return nullptr;
 }
 
 int BlockSize(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-      return 1;
-    case GgmlType::kQ8_0:
-      return kQ8_0Block;
-    case GgmlType::kQ4_0:
-      return kQ4_0Block;
-    default:
-      return BlockOf(type).elements;
-  }
+  const auto info = TypeInfo(type);
+  return info && info->computable ? info->block_size : 0;
 }
 
 int BlockBytes(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-      return 4;
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-      return 2;
-    case GgmlType::kQ8_0:
-      return kQ8_0BlockBytes;
-    case GgmlType::kQ4_0:
-      return kQ4_0BlockBytes;
-    default:
-      return BlockOf(type).bytes;
-  }
+  const auto info = TypeInfo(type);
+  return info && info->computable ? static_cast<int>(info->block_bytes) : 0;
 }
+
+#if !defined(__x86_64__)
+// The SIMD tables are built on x86-64 only (their files compile to nothing elsewhere).
+const KernelTable* Avx2Kernels() { return nullptr; }
+const KernelTable* Avx512Kernels() { return nullptr; }
+const KernelTable* Avx512VnniKernels() { return nullptr; }
+QuantsFn Avx2Quants(GgmlType) { return nullptr; }
+const Int8Kernels* Avx2Int8Kernels() { return nullptr; }
+const Int8Kernels* Avx512VnniInt8Kernels() { return nullptr; }
+#endif
 
 }  // namespace primekv::quant::internal

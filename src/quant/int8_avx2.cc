@@ -11,24 +11,13 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+#include "quant/target_avx2_begin.inc"
 
 namespace primekv::quant::internal {
 namespace {
 
 constexpr int kTileRows = 2;
 constexpr int kTileTokens = 3;
-
-float LoadScale(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return _cvtsh_ss(v);
-}
 
 struct Q8_0Weights {
   static constexpr int kBytes = kQ8_0BlockBytes;
@@ -64,7 +53,7 @@ void Micro(const uint8_t* w, size_t row_bytes, const Q8Rows& a, int64_t t0, floa
       const uint8_t* p = w + static_cast<size_t>(r) * row_bytes + b * W::kBytes;
       wq[r] = W::Signed(p);
       wabs[r] = _mm256_abs_epi8(wq[r]);
-      ws[r] = LoadScale(p);
+      ws[r] = _cvtsh_ss(LoadU16(p));
     }
     for (int t = 0; t < kTokens; ++t) {
       const int64_t row = t0 + t;
@@ -91,14 +80,8 @@ void Micro(const uint8_t* w, size_t row_bytes, const Q8Rows& a, int64_t t0, floa
 template <class W, int kRows>
 void MicroTokens(const uint8_t* w, size_t row_bytes, const Q8Rows& a, int64_t t0, int tokens,
                  float* out, int64_t ldo) {
-  switch (tokens) {
-    case 1:
-      return Micro<W, kRows, 1>(w, row_bytes, a, t0, out, ldo);
-    case 2:
-      return Micro<W, kRows, 2>(w, row_bytes, a, t0, out, ldo);
-    default:
-      return Micro<W, kRows, 3>(w, row_bytes, a, t0, out, ldo);
-  }
+  WithCount<kTileTokens>(
+      tokens, [&](auto kTokens) { Micro<W, kRows, kTokens()>(w, row_bytes, a, t0, out, ldo); });
 }
 
 template <class W>
@@ -133,27 +116,17 @@ void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, flo
 }  // namespace
 }  // namespace primekv::quant::internal
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "quant/target_end.inc"
 
 namespace primekv::quant::internal {
 
 // The scalar quantiser serves here: it is O(n k) against the product's O(n k rows).
 const Int8Kernels* Avx2Int8Kernels() {
-  static const Int8Kernels table{Int8Isa::kAvx2, ScalarInt8Kernels().quantize, Gemm<Q8_0Weights>,
+  static const Int8Kernels table{Isa::kAvx2, ScalarInt8Kernels().quantize, Gemm<Q8_0Weights>,
                                  Gemm<Q4_0Weights>};
   return &table;
 }
 
 }  // namespace primekv::quant::internal
 
-#else  // not x86-64
-
-namespace primekv::quant::internal {
-const Int8Kernels* Avx2Int8Kernels() { return nullptr; }
-}  // namespace primekv::quant::internal
-
-#endif
+#endif  // x86-64

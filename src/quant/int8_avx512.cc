@@ -20,20 +20,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(                                                      \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), \
-    apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
-#endif
-// GCC 12's AVX-512 headers: see kernels_avx512.cc (GCC bug 105593).
-#if !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "quant/target_avx512vnni_begin.inc"
 
 namespace primekv::quant::internal {
 namespace {
@@ -41,19 +28,13 @@ namespace {
 constexpr int kTileRows = 4;
 constexpr int kTileTokens = 4;
 
-uint32_t LoadU16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
 // Lanes 0-7 from element 0 of v, lanes 8-15 from element 1.
 __m512i PairIndex() { return _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1); }
 
 // The fp16 scales of blocks at p and (if kTwo) p + kBytes, spread as lanes 0-7 and 8-15.
 template <int kBytes, bool kTwo>
 __m512 WeightScales(const uint8_t* p, __m512i pair) {
-  const uint32_t bits = LoadU16(p) | (kTwo ? LoadU16(p + kBytes) << 16 : 0u);
+  const uint32_t bits = uint32_t{LoadU16(p)} | (kTwo ? uint32_t{LoadU16(p + kBytes)} << 16 : 0u);
   const __m128 s = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(bits)));
   return _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(s));
 }
@@ -151,16 +132,8 @@ void Micro(const uint8_t* w, size_t row_bytes, const Q8Rows& a, int64_t t0, floa
 template <class W, int kRows>
 void MicroTokens(const uint8_t* w, size_t row_bytes, const Q8Rows& a, int64_t t0, int tokens,
                  float* out, int64_t ldo) {
-  switch (tokens) {
-    case 1:
-      return Micro<W, kRows, 1>(w, row_bytes, a, t0, out, ldo);
-    case 2:
-      return Micro<W, kRows, 2>(w, row_bytes, a, t0, out, ldo);
-    case 3:
-      return Micro<W, kRows, 3>(w, row_bytes, a, t0, out, ldo);
-    default:
-      return Micro<W, kRows, 4>(w, row_bytes, a, t0, out, ldo);
-  }
+  WithCount<kTileTokens>(
+      tokens, [&](auto kTokens) { Micro<W, kRows, kTokens()>(w, row_bytes, a, t0, out, ldo); });
 }
 
 // Batches (prefill): 16 weight rows are repacked so that one vector holds four consecutive
@@ -214,8 +187,7 @@ void PackPanel(const uint8_t* w, size_t row_bytes, int rows, int64_t blocks, Pac
     }
     for (int r = 0; r < kPanelRows; ++r) {
       out.d[b * kPanelRows + r] =
-          r < rows ? _cvtsh_ss(static_cast<uint16_t>(
-                         LoadU16(w + static_cast<size_t>(r) * row_bytes + b * W::kBytes)))
+          r < rows ? _cvtsh_ss(LoadU16(w + static_cast<size_t>(r) * row_bytes + b * W::kBytes))
                    : 0.0f;
     }
   }
@@ -295,20 +267,9 @@ void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, flo
     for (int64_t t0 = 0; t0 < a.rows; t0 += kTileTokens) {
       const int tn = static_cast<int>(a.rows - t0 < kTileTokens ? a.rows - t0 : kTileTokens);
       float* o = out + t0 * ldo + r0;
-      switch (rn) {
-        case 1:
-          MicroTokens<W, 1>(wr, row_bytes, a, t0, tn, o, ldo);
-          break;
-        case 2:
-          MicroTokens<W, 2>(wr, row_bytes, a, t0, tn, o, ldo);
-          break;
-        case 3:
-          MicroTokens<W, 3>(wr, row_bytes, a, t0, tn, o, ldo);
-          break;
-        default:
-          MicroTokens<W, 4>(wr, row_bytes, a, t0, tn, o, ldo);
-          break;
-      }
+      WithCount<kTileRows>(static_cast<int>(rn), [&](auto kRows) {
+        MicroTokens<W, kRows()>(wr, row_bytes, a, t0, tn, o, ldo);
+      });
     }
   }
 }
@@ -334,29 +295,16 @@ void QuantizeQ8(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
 }  // namespace
 }  // namespace primekv::quant::internal
 
-#if !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "quant/target_end.inc"
 
 namespace primekv::quant::internal {
 
 const Int8Kernels* Avx512VnniInt8Kernels() {
-  static const Int8Kernels table{Int8Isa::kAvx512Vnni, QuantizeQ8, Gemm<Q8_0Weights>,
+  static const Int8Kernels table{Isa::kAvx512Vnni, QuantizeQ8, Gemm<Q8_0Weights>,
                                  Gemm<Q4_0Weights>};
   return &table;
 }
 
 }  // namespace primekv::quant::internal
 
-#else  // not x86-64
-
-namespace primekv::quant::internal {
-const Int8Kernels* Avx512VnniInt8Kernels() { return nullptr; }
-}  // namespace primekv::quant::internal
-
-#endif
+#endif  // x86-64

@@ -10,6 +10,7 @@
 #include <span>
 
 #include "primekv/ggml_type.h"
+#include "quant/kernels.h"
 
 namespace primekv::quant::internal {
 
@@ -39,11 +40,8 @@ using QuantizeQ8Fn = void (*)(const float* x, int64_t n, int8_t* q, float* d, in
 using Q8GemmFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
                           float* out, int64_t ldo);
 
-enum class Int8Isa { kScalar, kAvx2, kAvx512Vnni };
-const char* Int8IsaName(Int8Isa isa);
-
 struct Int8Kernels {
-  Int8Isa isa = Int8Isa::kScalar;
+  Isa isa = Isa::kScalar;  // kScalar, kAvx2 or kAvx512Vnni (names and CPU check: kernels.h)
   QuantizeQ8Fn quantize = nullptr;
   Q8GemmFn q8_0 = nullptr;
   Q8GemmFn q4_0 = nullptr;
@@ -54,8 +52,6 @@ const Int8Kernels& ScalarInt8Kernels();
 const Int8Kernels* Avx2Int8Kernels();
 const Int8Kernels* Avx512VnniInt8Kernels();
 
-// Whether the CPU (and OS) can run a table of this ISA.
-bool CpuHasInt8Isa(Int8Isa isa);
 // Tables usable on this CPU, scalar first and the fastest last.
 std::span<const Int8Kernels* const> SupportedInt8Kernels();
 const Int8Kernels& BestInt8Kernels();

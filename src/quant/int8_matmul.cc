@@ -13,37 +13,10 @@
 
 namespace primekv {
 namespace quant::internal {
-namespace {
-
-std::vector<const Int8Kernels*> DetectInt8Tables() {
-  std::vector<const Int8Kernels*> tables = {&ScalarInt8Kernels()};
-  for (const Int8Kernels* t : {Avx2Int8Kernels(), Avx512VnniInt8Kernels()}) {
-    if (t != nullptr && CpuHasInt8Isa(t->isa)) tables.push_back(t);
-  }
-  return tables;
-}
-
-}  // namespace
-
-bool CpuHasInt8Isa(Int8Isa isa) {
-#if defined(__x86_64__)
-  static const CpuFeatures cpu = DetectCpu();
-  switch (isa) {
-    case Int8Isa::kScalar:
-      return true;
-    case Int8Isa::kAvx2:
-      return cpu.avx2;
-    case Int8Isa::kAvx512Vnni:
-      return cpu.avx512vnni;
-  }
-  return false;
-#else
-  return isa == Int8Isa::kScalar;
-#endif
-}
-
 std::span<const Int8Kernels* const> SupportedInt8Kernels() {
-  static const std::vector<const Int8Kernels*> tables = DetectInt8Tables();
+  static const std::vector<const Int8Kernels*> tables = UsableTables(
+      ScalarInt8Kernels(), {Avx2Int8Kernels(), Avx512VnniInt8Kernels()},
+      +[](const Int8Kernels& t) { return CpuHasIsa(t.isa); });
   return tables;
 }
 

@@ -10,12 +10,6 @@
 namespace primekv::quant::internal {
 namespace {
 
-uint16_t LoadU16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
 void QuantizeQ8(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
   for (int64_t b = 0; b < n / kQ8Block; ++b, x += kQ8Block, q += kQ8Block) {
     float amax = 0.0f;
@@ -63,20 +57,8 @@ void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, flo
 
 }  // namespace
 
-const char* Int8IsaName(Int8Isa isa) {
-  switch (isa) {
-    case Int8Isa::kScalar:
-      return "scalar";
-    case Int8Isa::kAvx2:
-      return "avx2";
-    case Int8Isa::kAvx512Vnni:
-      return "avx512vnni";
-  }
-  return "?";
-}
-
 const Int8Kernels& ScalarInt8Kernels() {
-  static const Int8Kernels table{Int8Isa::kScalar, QuantizeQ8, Gemm<kQ8_0BlockBytes, Q8_0Weight>,
+  static const Int8Kernels table{Isa::kScalar, QuantizeQ8, Gemm<kQ8_0BlockBytes, Q8_0Weight>,
                                  Gemm<kQ4_0BlockBytes, Q4_0Weight>};
   return table;
 }

@@ -3,19 +3,54 @@
 // supports against an independent reference.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <initializer_list>
 #include <span>
+#include <type_traits>
+#include <vector>
 
 #include "primekv/ggml_type.h"
 
 namespace primekv::quant::internal {
 
-// Block layouts of the quantised formats (ggml's): an fp16 scale d, then the quants.
-inline constexpr int kQ8_0Block = 32;       // elements per block
-inline constexpr int kQ8_0BlockBytes = 34;  // d, then 32 int8; value = d * q
-inline constexpr int kQ4_0Block = 32;
-inline constexpr int kQ4_0BlockBytes = 18;  // d, then 16 bytes; element j is the low nibble of
-                                            // byte j, element j + 16 the high one; d * (q - 8)
+// Block layouts of the quantised formats (ggml's, sizes from the type table in
+// primekv/ggml_type.h): an fp16 scale d, then the quants.
+inline constexpr int kQ8_0Block = TypeInfo(GgmlType::kQ8_0)->block_size;  // d, then 32 int8;
+inline constexpr int kQ8_0BlockBytes =                                    // value = d * q
+    static_cast<int>(TypeInfo(GgmlType::kQ8_0)->block_bytes);
+// d, then 16 bytes; element j is the low nibble of byte j, element j + 16 the high one;
+// value = d * (q - 8).
+inline constexpr int kQ4_0Block = TypeInfo(GgmlType::kQ4_0)->block_size;
+inline constexpr int kQ4_0BlockBytes = static_cast<int>(TypeInfo(GgmlType::kQ4_0)->block_bytes);
+
+// The 16-bit little-endian word at p (an fp16 / bf16 value or scale), from any alignment.
+inline uint16_t LoadU16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// round(v) (halves away from zero) clamped to [lo, hi], for the scalar quantisers; NaN (from
+// inf/inf) becomes 0 so no float->int conversion is UB.
+inline int RoundClamp(float v, int lo, int hi) {
+  if (std::isnan(v)) return 0;
+  const float r = std::round(v);
+  if (r < static_cast<float>(lo)) return lo;
+  if (r > static_cast<float>(hi)) return hi;
+  return static_cast<int>(r);
+}
+
+// Calls f(std::integral_constant<int, k>{}) with k = n clamped to [1, kMax]: a run-time count
+// (rows or tokens of a tile) as a compile-time one, for kernels unrolled over it.
+template <int kMax, class F>
+void WithCount(int n, F&& f) {
+  if constexpr (kMax > 1) {
+    if (n < kMax) return WithCount<kMax - 1>(n, f);
+  }
+  f(std::integral_constant<int, kMax>{});
+}
 
 // kAvx512Vnni: the AVX-512 table with VNNI integer dot products for int8 activations.
 enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Vnni };
@@ -76,6 +111,21 @@ struct CpuFeatures {
   bool avx512vnni = false;
 };
 CpuFeatures DetectCpu();
+// Whether this CPU (and OS) runs code of `isa`; decided once per process.
+bool CpuHasIsa(Isa isa);
+
+// The scalar table, then each of `simd` (null where this build has none) that `runs` accepts,
+// in the given order (the fastest last). For the float and the int8 tables.
+template <class Table>
+std::vector<const Table*> UsableTables(const Table& scalar,
+                                       std::initializer_list<const Table*> simd,
+                                       bool (*runs)(const Table&)) {
+  std::vector<const Table*> tables = {&scalar};
+  for (const Table* t : simd) {
+    if (t != nullptr && runs(*t)) tables.push_back(t);
+  }
+  return tables;
+}
 
 // Tables usable on this CPU, scalar first and the fastest last.
 std::span<const KernelTable* const> SupportedKernels();
@@ -85,7 +135,8 @@ const KernelTable& BestKernels();
 // Kernels of `type` in `table`, or null for a type quant cannot compute.
 const TypeKernels* Find(const KernelTable& table, GgmlType type);
 
-// Block size (elements) and block bytes of the computable types; 0 for the others.
+// Block size (elements) and block bytes of the computable types (from the type table); 0 for
+// the others.
 int BlockSize(GgmlType type);
 int BlockBytes(GgmlType type);
 

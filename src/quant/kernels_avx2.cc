@@ -1,7 +1,7 @@
-// AVX2 + FMA + F16C row kernels (8 floats a vector). Compiled with a target pragma rather than
-// global -m flags, and only called after the CPU check in dispatch.cc, so the binary still runs on
-// any x86-64. All headers are included before the pragma so no inline library code is compiled
-// for AVX2 and then shared with generic callers.
+// AVX2 + FMA + F16C row kernels (8 floats a vector): the float kernels of float_kernels.inc for
+// this ISA, and its own Q8_0/Q4_0 kernels and fp16/bf16 rounding. Compiled with a target pragma
+// rather than global -m flags, and only called after the CPU check in dispatch.cc, so the binary
+// still runs on any x86-64.
 #include <cstdint>
 #include <cstring>
 
@@ -11,47 +11,14 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-// Clang has no GCC target pragmas; its attribute pragma does the same.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+// clang-format off
+#include "quant/target_avx2_begin.inc"
+#include "quant/simd_avx2.inc"
+#include "quant/float_kernels.inc"
+// clang-format on
 
 namespace primekv::quant::internal {
 namespace {
-
-float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-float LoadHalf(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof(h));
-  return _cvtsh_ss(h);
-}
-
-float LoadBf16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof(h));
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
-__m256 LoadF16x8(const uint8_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-__m256 LoadBf16x8(const uint8_t* p) {
-  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-}
 
 // 8 int8 -> 8 floats.
 __m256 Int8x8ToFloat(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
@@ -63,59 +30,6 @@ void UnpackQ4_0(const uint8_t* quants, __m128i* lo, __m128i* hi) {
   const __m128i eight = _mm_set1_epi8(8);
   *lo = _mm_sub_epi8(_mm_and_si128(bytes, low_mask), eight);
   *hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(bytes, 4), low_mask), eight);
-}
-
-float DotF32(const void* row, const float* x, int64_t n) {
-  const auto* w = static_cast<const float*>(row);
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
-    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
-    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
-    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
-  }
-  for (; i + 8 <= n; i += 8)
-    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
-  float sum = HorizontalSum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (; i < n; ++i) sum += w[i] * x[i];
-  return sum;
-}
-
-float DotF16(const void* row, const float* x, int64_t n) {
-  const auto* w = static_cast<const uint8_t*>(row);
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    a0 = _mm256_fmadd_ps(LoadF16x8(w + 2 * i), _mm256_loadu_ps(x + i), a0);
-    a1 = _mm256_fmadd_ps(LoadF16x8(w + 2 * i + 16), _mm256_loadu_ps(x + i + 8), a1);
-    a2 = _mm256_fmadd_ps(LoadF16x8(w + 2 * i + 32), _mm256_loadu_ps(x + i + 16), a2);
-    a3 = _mm256_fmadd_ps(LoadF16x8(w + 2 * i + 48), _mm256_loadu_ps(x + i + 24), a3);
-  }
-  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(LoadF16x8(w + 2 * i), _mm256_loadu_ps(x + i), a0);
-  float sum = HorizontalSum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (; i < n; ++i) sum += LoadHalf(w + 2 * i) * x[i];
-  return sum;
-}
-
-float DotBf16(const void* row, const float* x, int64_t n) {
-  const auto* w = static_cast<const uint8_t*>(row);
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    a0 = _mm256_fmadd_ps(LoadBf16x8(w + 2 * i), _mm256_loadu_ps(x + i), a0);
-    a1 = _mm256_fmadd_ps(LoadBf16x8(w + 2 * i + 16), _mm256_loadu_ps(x + i + 8), a1);
-    a2 = _mm256_fmadd_ps(LoadBf16x8(w + 2 * i + 32), _mm256_loadu_ps(x + i + 16), a2);
-    a3 = _mm256_fmadd_ps(LoadBf16x8(w + 2 * i + 48), _mm256_loadu_ps(x + i + 24), a3);
-  }
-  for (; i + 8 <= n; i += 8)
-    a0 = _mm256_fmadd_ps(LoadBf16x8(w + 2 * i), _mm256_loadu_ps(x + i), a0);
-  float sum = HorizontalSum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (; i < n; ++i) sum += LoadBf16(w + 2 * i) * x[i];
-  return sum;
 }
 
 // One block's sum_j q_j x_j (unscaled), with two partial chains to shorten the latency.
@@ -155,7 +69,7 @@ float DotBlocks(const void* row, const float* x, int64_t n) {
                          _mm256_set1_ps(LoadHalf(p + kBlockBytes)), a1);
   }
   if (b < blocks) a0 = _mm256_fmadd_ps(kBlockDot(p, x), _mm256_set1_ps(LoadHalf(p)), a0);
-  return HorizontalSum(_mm256_add_ps(a0, a1));
+  return simd::Avx2::ReduceAdd(_mm256_add_ps(a0, a1));
 }
 
 float DotQ8_0(const void* row, const float* x, int64_t n) {
@@ -164,20 +78,6 @@ float DotQ8_0(const void* row, const float* x, int64_t n) {
 
 float DotQ4_0(const void* row, const float* x, int64_t n) {
   return DotBlocks<kQ4_0BlockBytes, Q4_0BlockDot>(row, x, n);
-}
-
-void DequantizeF16(const void* src, float* dst, int64_t n) {
-  const auto* s = static_cast<const uint8_t*>(src);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, LoadF16x8(s + 2 * i));
-  for (; i < n; ++i) dst[i] = LoadHalf(s + 2 * i);
-}
-
-void DequantizeBf16(const void* src, float* dst, int64_t n) {
-  const auto* s = static_cast<const uint8_t*>(src);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, LoadBf16x8(s + 2 * i));
-  for (; i < n; ++i) dst[i] = LoadBf16(s + 2 * i);
 }
 
 void DequantizeQ8_0(const void* src, float* dst, int64_t n) {
@@ -256,68 +156,13 @@ void QuantizeBf16(const float* src, void* dst, int64_t n) {
   }
 }
 
-// GEMM tile: 16 tokens (two vectors) by up to 6 weight rows, 12 accumulators in registers.
-constexpr int kGroup = 16;
-constexpr int kTileRows = 6;
-
-template <int kRows, int kVecs>
-void Tile(const float* xp, const float* w, int64_t ldw, int64_t kc, float* acc, bool accumulate) {
-  __m256 c[kRows][kVecs];
-  for (int j = 0; j < kRows; ++j) {
-    for (int v = 0; v < kVecs; ++v) {
-      c[j][v] = accumulate ? _mm256_loadu_ps(acc + j * kGroup + 8 * v) : _mm256_setzero_ps();
-    }
-  }
-  for (int64_t k = 0; k < kc; ++k) {
-    __m256 xv[kVecs];
-    for (int v = 0; v < kVecs; ++v) xv[v] = _mm256_loadu_ps(xp + k * kGroup + 8 * v);
-    for (int j = 0; j < kRows; ++j) {
-      const __m256 b = _mm256_broadcast_ss(w + j * ldw + k);
-      for (int v = 0; v < kVecs; ++v) c[j][v] = _mm256_fmadd_ps(xv[v], b, c[j][v]);
-    }
-  }
-  for (int j = 0; j < kRows; ++j) {
-    for (int v = 0; v < kVecs; ++v) _mm256_storeu_ps(acc + j * kGroup + 8 * v, c[j][v]);
-  }
-}
-
-template <int kVecs>
-void TileRows(const float* xp, const float* w, int64_t ldw, int rows, int64_t kc, float* acc,
-              bool accumulate) {
-  switch (rows) {
-    case 1:
-      return Tile<1, kVecs>(xp, w, ldw, kc, acc, accumulate);
-    case 2:
-      return Tile<2, kVecs>(xp, w, ldw, kc, acc, accumulate);
-    case 3:
-      return Tile<3, kVecs>(xp, w, ldw, kc, acc, accumulate);
-    case 4:
-      return Tile<4, kVecs>(xp, w, ldw, kc, acc, accumulate);
-    case 5:
-      return Tile<5, kVecs>(xp, w, ldw, kc, acc, accumulate);
-    default:
-      return Tile<6, kVecs>(xp, w, ldw, kc, acc, accumulate);
-  }
-}
-
-// Lanes past `tokens` in a skipped vector are left as they were: they are padding and never read.
-void GemmTile(const float* xp, int tokens, const float* w, int64_t ldw, int rows, int64_t kc,
-              float* acc, bool accumulate) {
-  if (tokens <= 8) {
-    TileRows<1>(xp, w, ldw, rows, kc, acc, accumulate);
-  } else {
-    TileRows<2>(xp, w, ldw, rows, kc, acc, accumulate);
-  }
-}
-
 }  // namespace
 }  // namespace primekv::quant::internal
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+// clang-format off
+#include "quant/target_end.inc"
+#include "quant/float_kernels_table.inc"
+// clang-format on
 
 namespace primekv::quant::internal {
 
@@ -325,19 +170,10 @@ namespace primekv::quant::internal {
 // dispatch may ask for it on a CPU without them.
 const KernelTable* Avx2Kernels() {
   static const KernelTable table = [] {
-    KernelTable t = ScalarKernels();
-    t.isa = Isa::kAvx2;
-    t.f32.dot = DotF32;
-    t.f16 = {DotF16, DequantizeF16, QuantizeF16};
-    t.bf16 = {DotBf16, DequantizeBf16, QuantizeBf16};
-    t.q8_0.dot = DotQ8_0;
-    t.q8_0.dequantize = DequantizeQ8_0;
-    t.q4_0.dot = DotQ4_0;
-    t.q4_0.dequantize = DequantizeQ4_0;
-    AddAvx2BlockKernels(t);
-    t.gemm_tile = GemmTile;
-    t.gemm_group = kGroup;
-    t.gemm_rows = kTileRows;
+    KernelTable t = MakeTable<simd::Avx2>(ScalarKernels(), Isa::kAvx2, {DotQ8_0, DequantizeQ8_0},
+                                          {DotQ4_0, DequantizeQ4_0}, AddAvx2BlockKernels);
+    t.f16.quantize = QuantizeF16;
+    t.bf16.quantize = QuantizeBf16;
     return t;
   }();
   return &table;
@@ -345,10 +181,4 @@ const KernelTable* Avx2Kernels() {
 
 }  // namespace primekv::quant::internal
 
-#else  // not x86-64
-
-namespace primekv::quant::internal {
-const KernelTable* Avx2Kernels() { return nullptr; }
-}  // namespace primekv::quant::internal
-
-#endif
+#endif  // x86-64

@@ -1,5 +1,6 @@
-// AVX-512 row kernels (16 floats a vector). Same scheme as kernels_avx2.cc: a target pragma over
-// the kernels only, chosen at run time by dispatch.cc.
+// AVX-512 row kernels (16 floats a vector): the float kernels of float_kernels.inc for this
+// ISA, and its own Q8_0/Q4_0 kernels. Same scheme as kernels_avx2.cc: a target pragma over the
+// kernels only, chosen at run time by dispatch.cc.
 #include <cstdint>
 #include <cstring>
 
@@ -9,111 +10,19 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-// Clang has no GCC target pragmas; its attribute pragma does the same.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))), \
-                             apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
-#endif
-// GCC 12's AVX-512 headers self-initialise their "undefined" vectors, which -Wmaybe-uninitialized
-// (and -Wuninitialized) report inside every conversion intrinsic (GCC bug 105593, fixed in 13).
-#if !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+// clang-format off
+#include "quant/target_avx512_begin.inc"
+#include "quant/simd_avx512.inc"
+#include "quant/float_kernels.inc"
+// clang-format on
 
 namespace primekv::quant::internal {
 namespace {
-
-float LoadHalf(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof(h));
-  return _cvtsh_ss(h);
-}
-
-float LoadBf16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof(h));
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
-}
-
-__m512 LoadF16x16(const uint8_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
-
-__m512 LoadBf16x16(const uint8_t* p) {
-  const __m512i wide =
-      _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
-}
 
 // 16 int8 -> 16 floats.
 __m512 Int8x16ToFloat(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
 
 __m128i Load128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
-
-float DotF32(const void* row, const float* x, int64_t n) {
-  const auto* w = static_cast<const float*>(row);
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-  __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
-    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
-    a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 32), _mm512_loadu_ps(x + i + 32), a2);
-    a3 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 48), _mm512_loadu_ps(x + i + 48), a3);
-  }
-  for (; i + 16 <= n; i += 16) {
-    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
-  }
-  float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-  for (; i < n; ++i) sum += w[i] * x[i];
-  return sum;
-}
-
-float DotF16(const void* row, const float* x, int64_t n) {
-  const auto* w = static_cast<const uint8_t*>(row);
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-  __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    a0 = _mm512_fmadd_ps(LoadF16x16(w + 2 * i), _mm512_loadu_ps(x + i), a0);
-    a1 = _mm512_fmadd_ps(LoadF16x16(w + 2 * i + 32), _mm512_loadu_ps(x + i + 16), a1);
-    a2 = _mm512_fmadd_ps(LoadF16x16(w + 2 * i + 64), _mm512_loadu_ps(x + i + 32), a2);
-    a3 = _mm512_fmadd_ps(LoadF16x16(w + 2 * i + 96), _mm512_loadu_ps(x + i + 48), a3);
-  }
-  for (; i + 16 <= n; i += 16) {
-    a0 = _mm512_fmadd_ps(LoadF16x16(w + 2 * i), _mm512_loadu_ps(x + i), a0);
-  }
-  float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-  for (; i < n; ++i) sum += LoadHalf(w + 2 * i) * x[i];
-  return sum;
-}
-
-float DotBf16(const void* row, const float* x, int64_t n) {
-  const auto* w = static_cast<const uint8_t*>(row);
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-  __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    a0 = _mm512_fmadd_ps(LoadBf16x16(w + 2 * i), _mm512_loadu_ps(x + i), a0);
-    a1 = _mm512_fmadd_ps(LoadBf16x16(w + 2 * i + 32), _mm512_loadu_ps(x + i + 16), a1);
-    a2 = _mm512_fmadd_ps(LoadBf16x16(w + 2 * i + 64), _mm512_loadu_ps(x + i + 32), a2);
-    a3 = _mm512_fmadd_ps(LoadBf16x16(w + 2 * i + 96), _mm512_loadu_ps(x + i + 48), a3);
-  }
-  for (; i + 16 <= n; i += 16) {
-    a0 = _mm512_fmadd_ps(LoadBf16x16(w + 2 * i), _mm512_loadu_ps(x + i), a0);
-  }
-  float sum = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-  for (; i < n; ++i) sum += LoadBf16(w + 2 * i) * x[i];
-  return sum;
-}
 
 // The fp16 scales of up to 16 consecutive blocks (`count`) as floats, with one gather and one
 // conversion instead of a load, convert and broadcast per block (about 10% faster Q8_0 and Q4_0
@@ -155,46 +64,40 @@ float DotQ8_0(const void* row, const float* x, int64_t n) {
 
 // Q4_0 through a 16-entry table d * (nibble - 8): vpermps indexes with the low 4 bits of each
 // lane, so the nibbles need no masking or recentring and no int-to-float conversion (10-25%
-// faster than unpack-and-convert here). Four accumulators: two FMAs per block would otherwise
-// wait on the previous block's.
-float DotQ4_0(const void* row, const float* x, int64_t n) {
-  const auto* p = static_cast<const uint8_t*>(row);
+// faster than unpack-and-convert here). Calls body(j, table, bytes) for block j of each run of
+// up to 16 blocks: its table, and its 16 quant bytes widened to one per lane (the low nibble
+// indexes element i, the high one element i + 16).
+template <class Body>
+void ForEachQ4_0Block(const uint8_t* p, int64_t n, Body&& body) {
   const __m512 grid = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-  __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
   alignas(64) float scales[16];
   for (int64_t left = n / 32; left > 0; left -= 16) {
     const int count = left < 16 ? static_cast<int>(left) : 16;
     LoadScales<kQ4_0BlockBytes>(p, count, scales);
-    for (int j = 0; j < count; ++j, p += kQ4_0BlockBytes, x += 32) {
+    for (int j = 0; j < count; ++j, p += kQ4_0BlockBytes) {
       const __m512 table = _mm512_mul_ps(grid, _mm512_set1_ps(scales[j]));
-      const __m512i bytes = _mm512_cvtepu8_epi32(Load128(p + 2));
-      const __m512 w0 = _mm512_permutexvar_ps(bytes, table);
-      const __m512 w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
-      if (j & 1) {
-        a2 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), a2);
-        a3 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), a3);
-      } else {
-        a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), a0);
-        a1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), a1);
-      }
+      body(j, table, _mm512_cvtepu8_epi32(Load128(p + 2)));
     }
   }
+}
+
+// Four accumulators: two FMAs per block would otherwise wait on the previous block's.
+float DotQ4_0(const void* row, const float* x, int64_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+  ForEachQ4_0Block(static_cast<const uint8_t*>(row), n, [&](int j, __m512 table, __m512i bytes) {
+    const __m512 w0 = _mm512_permutexvar_ps(bytes, table);
+    const __m512 w1 = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
+    if (j & 1) {
+      a2 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), a2);
+      a3 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), a3);
+    } else {
+      a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), a0);
+      a1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), a1);
+    }
+    x += 32;
+  });
   return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
-
-void DequantizeF16(const void* src, float* dst, int64_t n) {
-  const auto* s = static_cast<const uint8_t*>(src);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, LoadF16x16(s + 2 * i));
-  for (; i < n; ++i) dst[i] = LoadHalf(s + 2 * i);
-}
-
-void DequantizeBf16(const void* src, float* dst, int64_t n) {
-  const auto* s = static_cast<const uint8_t*>(src);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, LoadBf16x16(s + 2 * i));
-  for (; i < n; ++i) dst[i] = LoadBf16(s + 2 * i);
 }
 
 void DequantizeQ8_0(const void* src, float* dst, int64_t n) {
@@ -207,110 +110,32 @@ void DequantizeQ8_0(const void* src, float* dst, int64_t n) {
 }
 
 void DequantizeQ4_0(const void* src, float* dst, int64_t n) {
-  const auto* p = static_cast<const uint8_t*>(src);
-  const __m512 grid = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-  alignas(64) float scales[16];
-  for (int64_t left = n / 32; left > 0; left -= 16) {
-    const int count = left < 16 ? static_cast<int>(left) : 16;
-    LoadScales<kQ4_0BlockBytes>(p, count, scales);
-    for (int j = 0; j < count; ++j, p += kQ4_0BlockBytes, dst += 32) {
-      const __m512 table = _mm512_mul_ps(grid, _mm512_set1_ps(scales[j]));
-      const __m512i bytes = _mm512_cvtepu8_epi32(Load128(p + 2));
-      _mm512_storeu_ps(dst, _mm512_permutexvar_ps(bytes, table));
-      _mm512_storeu_ps(dst + 16, _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table));
-    }
-  }
-}
-
-// GEMM tile: 32 tokens (two vectors) by up to 6 weight rows, 12 accumulators in registers;
-// per k two loads of activations and six broadcasts of weights feed twelve FMAs.
-constexpr int kGroup = 32;
-constexpr int kTileRows = 12;
-
-template <int kRows, int kVecs>
-void Tile(const float* xp, const float* w, int64_t ldw, int64_t kc, float* acc, bool accumulate) {
-  __m512 c[kRows][kVecs];
-  for (int j = 0; j < kRows; ++j) {
-    for (int v = 0; v < kVecs; ++v) {
-      c[j][v] = accumulate ? _mm512_loadu_ps(acc + j * kGroup + 16 * v) : _mm512_setzero_ps();
-    }
-  }
-  for (int64_t k = 0; k < kc; ++k) {
-    __m512 xv[kVecs];
-    for (int v = 0; v < kVecs; ++v) xv[v] = _mm512_loadu_ps(xp + k * kGroup + 16 * v);
-    for (int j = 0; j < kRows; ++j) {
-      const __m512 b = _mm512_set1_ps(w[j * ldw + k]);
-      for (int v = 0; v < kVecs; ++v) c[j][v] = _mm512_fmadd_ps(xv[v], b, c[j][v]);
-    }
-  }
-  for (int j = 0; j < kRows; ++j) {
-    for (int v = 0; v < kVecs; ++v) _mm512_storeu_ps(acc + j * kGroup + 16 * v, c[j][v]);
-  }
-}
-
-// Tile<rows, kVecs> for a run-time row count in [1, kMaxRows].
-template <int kVecs, int kMaxRows = kTileRows>
-void TileRows(const float* xp, const float* w, int64_t ldw, int rows, int64_t kc, float* acc,
-              bool accumulate) {
-  if constexpr (kMaxRows > 1) {
-    if (rows < kMaxRows)
-      return TileRows<kVecs, kMaxRows - 1>(xp, w, ldw, rows, kc, acc, accumulate);
-  }
-  Tile<kMaxRows, kVecs>(xp, w, ldw, kc, acc, accumulate);
-}
-
-// Lanes past `tokens` in a skipped vector are left as they were: they are padding and never read.
-void GemmTile(const float* xp, int tokens, const float* w, int64_t ldw, int rows, int64_t kc,
-              float* acc, bool accumulate) {
-  if (tokens <= 16) {
-    TileRows<1>(xp, w, ldw, rows, kc, acc, accumulate);
-  } else {
-    TileRows<2>(xp, w, ldw, rows, kc, acc, accumulate);
-  }
+  ForEachQ4_0Block(static_cast<const uint8_t*>(src), n, [&](int, __m512 table, __m512i bytes) {
+    _mm512_storeu_ps(dst, _mm512_permutexvar_ps(bytes, table));
+    _mm512_storeu_ps(dst + 16, _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table));
+    dst += 32;
+  });
 }
 
 }  // namespace
 }  // namespace primekv::quant::internal
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+// clang-format off
+#include "quant/target_end.inc"
+#include "quant/float_kernels_table.inc"
+// clang-format on
 
 namespace primekv::quant::internal {
 
 // Outside the target region (see kernels_avx2.cc). Quantisation is not on a hot path; the AVX2
 // versions serve here too.
 const KernelTable* Avx512Kernels() {
-  static const KernelTable table = [] {
-    KernelTable t = *Avx2Kernels();
-    t.isa = Isa::kAvx512;
-    t.f32.dot = DotF32;
-    t.f16.dot = DotF16;
-    t.f16.dequantize = DequantizeF16;
-    t.bf16.dot = DotBf16;
-    t.bf16.dequantize = DequantizeBf16;
-    t.q8_0.dot = DotQ8_0;
-    t.q8_0.dequantize = DequantizeQ8_0;
-    t.q4_0.dot = DotQ4_0;
-    t.q4_0.dequantize = DequantizeQ4_0;
-    AddAvx512BlockKernels(t);
-    t.gemm_tile = GemmTile;
-    t.gemm_group = kGroup;
-    t.gemm_rows = kTileRows;
-    return t;
-  }();
+  static const KernelTable table =
+      MakeTable<simd::Avx512>(*Avx2Kernels(), Isa::kAvx512, {DotQ8_0, DequantizeQ8_0},
+                              {DotQ4_0, DequantizeQ4_0}, AddAvx512BlockKernels);
   return &table;
 }
 
 }  // namespace primekv::quant::internal
 
-#else  // not x86-64
-
-namespace primekv::quant::internal {
-const KernelTable* Avx512Kernels() { return nullptr; }
-}  // namespace primekv::quant::internal
-
-#endif
+#endif  // x86-64

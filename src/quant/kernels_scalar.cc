@@ -9,21 +9,6 @@
 namespace primekv::quant::internal {
 namespace {
 
-uint16_t LoadU16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-// round(v) clamped to [lo, hi]; NaN (from inf/inf) becomes 0 so no float->int conversion is UB.
-int RoundClamp(float v, int lo, int hi) {
-  if (std::isnan(v)) return 0;
-  const float r = std::round(v);
-  if (r < static_cast<float>(lo)) return lo;
-  if (r > static_cast<float>(hi)) return hi;
-  return static_cast<int>(r);
-}
-
 // The scale as stored: the fp16 of smallest magnitude >= |d|, so the block's largest element
 // stays on the quant grid without clamping, even where fp16 is coarse (subnormal scales, i.e.
 // blocks with max|x| below ~0.008 for Q8_0). Saturates at 65504 instead of becoming inf.

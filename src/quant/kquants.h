@@ -24,21 +24,26 @@ namespace primekv::quant::internal {
 inline constexpr int kGroup16 = 16;      // elements per scale group of the unpacked form
 inline constexpr int kSuperBlock = 256;  // QK_K: elements per K-quant / IQ4_XS block
 
-// Block sizes (elements) and bytes, with byte offsets of each field as ggml lays them out.
+// Block sizes (elements) and bytes, read from the type table (primekv/ggml_type.h); the
+// comments give each field's place as ggml lays it out.
 struct KBlock {
   int elements;
   int bytes;
 };
-inline constexpr KBlock kQ4_1{32, 20};     // d, m, qs[16]
-inline constexpr KBlock kQ5_0{32, 22};     // d, qh[4], qs[16]
-inline constexpr KBlock kQ5_1{32, 24};     // d, m, qh[4], qs[16]
-inline constexpr KBlock kIq4Nl{32, 18};    // d, qs[16] (indices into kIq4Values)
-inline constexpr KBlock kQ2_K{256, 84};    // scales[16], qs[64], d, dmin
-inline constexpr KBlock kQ3_K{256, 110};   // hmask[32], qs[64], scales[12], d
-inline constexpr KBlock kQ4_K{256, 144};   // d, dmin, scales[12], qs[128]
-inline constexpr KBlock kQ5_K{256, 176};   // d, dmin, scales[12], qh[32], qs[128]
-inline constexpr KBlock kQ6_K{256, 210};   // ql[128], qh[64], scales[16], d
-inline constexpr KBlock kIq4Xs{256, 136};  // d, scales_h, scales_l[4], qs[128]
+constexpr KBlock LayoutOf(GgmlType type) {
+  const GgmlTypeInfo info = *TypeInfo(type);
+  return {info.block_size, static_cast<int>(info.block_bytes)};
+}
+inline constexpr KBlock kQ4_1 = LayoutOf(GgmlType::kQ4_1);     // d, m, qs[16]
+inline constexpr KBlock kQ5_0 = LayoutOf(GgmlType::kQ5_0);     // d, qh[4], qs[16]
+inline constexpr KBlock kQ5_1 = LayoutOf(GgmlType::kQ5_1);     // d, m, qh[4], qs[16]
+inline constexpr KBlock kIq4Nl = LayoutOf(GgmlType::kIQ4_NL);  // d, qs[16] (into kIq4Values)
+inline constexpr KBlock kQ2_K = LayoutOf(GgmlType::kQ2_K);     // scales[16], qs[64], d, dmin
+inline constexpr KBlock kQ3_K = LayoutOf(GgmlType::kQ3_K);     // hmask[32], qs[64], scales[12], d
+inline constexpr KBlock kQ4_K = LayoutOf(GgmlType::kQ4_K);     // d, dmin, scales[12], qs[128]
+inline constexpr KBlock kQ5_K = LayoutOf(GgmlType::kQ5_K);  // d, dmin, scales[12], qh[32], qs[128]
+inline constexpr KBlock kQ6_K = LayoutOf(GgmlType::kQ6_K);  // ql[128], qh[64], scales[16], d
+inline constexpr KBlock kIq4Xs = LayoutOf(GgmlType::kIQ4_XS);  // d, scales_h, scales_l[4], qs[128]
 
 // The non-linear 4-bit grid of IQ4_NL and IQ4_XS.
 inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,

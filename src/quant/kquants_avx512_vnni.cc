@@ -9,19 +9,10 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(                                                      \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), \
-    apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
-#endif
-#if !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+// clang-format off
+#include "quant/target_avx512vnni_begin.inc"
+#include "quant/simd_avx512.inc"
+// clang-format on
 
 // Only the 256-element formats' unpackers of the shared file are used here.
 #pragma GCC diagnostic push
@@ -30,39 +21,34 @@
 namespace primekv::quant::internal {
 namespace {
 
+#include "quant/kquants_simd.inc"
 #include "quant/kquants_x86.inc"
 
-constexpr bool kUseVnni = true;
-#include "quant/kquants_q8k_avx512.inc"
+// The AVX-512 policy with vpdpbusd for the four-product sums.
+struct Avx512Vnni : simd::Avx512 {
+  static I SumsOf4(I u, I s) { return _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s); }
+};
 
 }  // namespace
 }  // namespace primekv::quant::internal
 
 #pragma GCC diagnostic pop
-#if !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "quant/kquants_table.inc"
+#include "quant/target_end.inc"
 
 namespace primekv::quant::internal {
 
 // Outside the target region, like Avx512Kernels().
 const KernelTable* Avx512VnniKernels() {
-  const KernelTable* base = Avx512Kernels();
-  if (base == nullptr) return nullptr;
-  static const KernelTable table = [base] {
-    KernelTable t = *base;
+  static const KernelTable table = [] {
+    KernelTable t = *Avx512Kernels();
     t.isa = Isa::kAvx512Vnni;
-    t.q2_k.dot_q8k = DotQ8K<QuantsQ2_K, GgmlType::kQ2_K, ScalesQ2_KSimd>;
-    t.q3_k.dot_q8k = DotQ8K<QuantsQ3_K, GgmlType::kQ3_K, ScalesQ3_KSimd>;
     // Q4_K keeps the AVX2 register-unpacked int8 dot (see AddAvx512BlockKernels).
-    t.q5_k.dot_q8k = DotQ8K<QuantsQ5_K, GgmlType::kQ5_K, ScalesK4Simd>;
-    t.q6_k.dot_q8k = DotQ8K<QuantsQ6_K, GgmlType::kQ6_K, ScalesQ6_KSimd>;
-    t.iq4_xs.dot_q8k = DotQ8K<QuantsIq4Xs, GgmlType::kIQ4_XS, ScalesIq4XsSimd>;
+    ForEachBlockFormat(t, []<QuantsFn kQ, KBlock kL, GgmlType kT, UnpackFn kS>(TypeKernels& k) {
+      if constexpr (kL.elements == kSuperBlock && kT != GgmlType::kQ4_K) {
+        k.dot_q8k = DotQ8K<Avx512Vnni, kQ, kT, kS>;
+      }
+    });
     return t;
   }();
   return &table;
@@ -70,10 +56,4 @@ const KernelTable* Avx512VnniKernels() {
 
 }  // namespace primekv::quant::internal
 
-#else  // not x86-64
-
-namespace primekv::quant::internal {
-const KernelTable* Avx512VnniKernels() { return nullptr; }
-}  // namespace primekv::quant::internal
-
-#endif
+#endif  // x86-64

@@ -10,12 +10,6 @@
 namespace primekv::quant::internal {
 namespace {
 
-uint16_t LoadU16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
 float Half(const uint8_t* p) { return F16ToF32(LoadU16(p)); }
 
 // Stores f as fp16 (round to nearest, saturating at +-65504 instead of becoming inf) and returns
@@ -25,15 +19,6 @@ float StoreHalf(uint8_t* p, float f) {
   if ((h & 0x7FFFu) >= 0x7C00u) h = static_cast<uint16_t>((h & 0x8000u) | 0x7BFFu);
   std::memcpy(p, &h, sizeof(h));
   return F16ToF32(h);
-}
-
-// round(v) clamped to [lo, hi]; NaN becomes 0 so no float->int conversion is UB.
-int RoundClamp(float v, int lo, int hi) {
-  if (std::isnan(v)) return 0;
-  const float r = std::round(v);
-  if (r < static_cast<float>(lo)) return lo;
-  if (r > static_cast<float>(hi)) return hi;
-  return static_cast<int>(r);
 }
 
 // Quant of x on the grid step * q for q in [lo, hi]; 0 for a zero or non-finite step.
@@ -99,44 +84,48 @@ void SetGroups(Unpacked& u, int groups, float scale, float min) {
 void ScalesQ4_1(const uint8_t* b, Unpacked& u) { SetGroups(u, 2, Half(b), -Half(b + 2)); }
 void ScalesD0(const uint8_t* b, Unpacked& u) { SetGroups(u, 2, Half(b), 0.0f); }
 
-void UnpackQ4_1(const uint8_t* b, Unpacked& u) {
-  const uint8_t* qs = b + 4;
+// 16 bytes of nibbles at b + kQs: element j is the low nibble of byte j, element j + 16 the high
+// one; read through the IQ4 grid when kGrid.
+template <int kQs, bool kGrid>
+void UnpackNibbles(const uint8_t* b, Unpacked& u) {
+  const uint8_t* qs = b + kQs;
   for (int j = 0; j < 16; ++j) {
-    u.q[j] = static_cast<int8_t>(qs[j] & 0x0F);
-    u.q[j + 16] = static_cast<int8_t>(qs[j] >> 4);
+    const int lo = qs[j] & 0x0F, hi = qs[j] >> 4;
+    u.q[j] = kGrid ? kIq4Values[lo] : static_cast<int8_t>(lo);
+    u.q[j + 16] = kGrid ? kIq4Values[hi] : static_cast<int8_t>(hi);
   }
+}
+
+// Q5: bit j of the little-endian qh word at b + kQh is the fifth bit of element j; the nibbles
+// follow the word; values are recentred by -kBias.
+template <int kQh, int kBias>
+void UnpackQ5Quants(const uint8_t* b, Unpacked& u) {
+  uint32_t qh;
+  std::memcpy(&qh, b + kQh, sizeof(qh));
+  const uint8_t* qs = b + kQh + 4;
+  for (int j = 0; j < 16; ++j) {
+    u.q[j] = static_cast<int8_t>(((qs[j] & 0x0F) | (((qh >> j) & 1u) << 4)) - kBias);
+    u.q[j + 16] = static_cast<int8_t>(((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - kBias);
+  }
+}
+
+void UnpackQ4_1(const uint8_t* b, Unpacked& u) {
+  UnpackNibbles<4, false>(b, u);
   ScalesQ4_1(b, u);
 }
 
-// Q5: bit j of the little-endian qh word is the fifth bit of element j.
 void UnpackQ5_0(const uint8_t* b, Unpacked& u) {
-  uint32_t qh;
-  std::memcpy(&qh, b + 2, sizeof(qh));
-  const uint8_t* qs = b + 6;
-  for (int j = 0; j < 16; ++j) {
-    u.q[j] = static_cast<int8_t>(((qs[j] & 0x0F) | (((qh >> j) & 1u) << 4)) - 16);
-    u.q[j + 16] = static_cast<int8_t>(((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4)) - 16);
-  }
+  UnpackQ5Quants<2, 16>(b, u);
   ScalesD0(b, u);
 }
 
 void UnpackQ5_1(const uint8_t* b, Unpacked& u) {
-  uint32_t qh;
-  std::memcpy(&qh, b + 4, sizeof(qh));
-  const uint8_t* qs = b + 8;
-  for (int j = 0; j < 16; ++j) {
-    u.q[j] = static_cast<int8_t>((qs[j] & 0x0F) | (((qh >> j) & 1u) << 4));
-    u.q[j + 16] = static_cast<int8_t>((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4));
-  }
+  UnpackQ5Quants<4, 0>(b, u);
   ScalesQ4_1(b, u);
 }
 
 void UnpackIq4Nl(const uint8_t* b, Unpacked& u) {
-  const uint8_t* qs = b + 2;
-  for (int j = 0; j < 16; ++j) {
-    u.q[j] = kIq4Values[qs[j] & 0x0F];
-    u.q[j + 16] = kIq4Values[qs[j] >> 4];
-  }
+  UnpackNibbles<2, true>(b, u);
   ScalesD0(b, u);
 }
 
@@ -366,47 +355,35 @@ void PackHighBits32(const int* q, uint8_t* qh) {
   std::memcpy(qh, &bits, sizeof(bits));
 }
 
-void QuantizeQ4_1(const float* src, void* dst, int64_t n) {
-  auto* b = static_cast<uint8_t*>(dst);
+void EncodeQ4_1(const float* src, uint8_t* b) {
   int q[32];
-  for (int64_t k = 0; k < n / 32; ++k, b += kQ4_1.bytes, src += 32) {
-    AffineQuants32<15>(src, b, q);
-    PackNibbles32(q, b + 4);
-  }
+  AffineQuants32<15>(src, b, q);
+  PackNibbles32(q, b + 4);
 }
 
-void QuantizeQ5_1(const float* src, void* dst, int64_t n) {
-  auto* b = static_cast<uint8_t*>(dst);
+void EncodeQ5_1(const float* src, uint8_t* b) {
   int q[32];
-  for (int64_t k = 0; k < n / 32; ++k, b += kQ5_1.bytes, src += 32) {
-    AffineQuants32<31>(src, b, q);
-    PackHighBits32(q, b + 4);
-    PackNibbles32(q, b + 8);
-  }
+  AffineQuants32<31>(src, b, q);
+  PackHighBits32(q, b + 4);
+  PackNibbles32(q, b + 8);
 }
 
 // Q5_0: as Q4_0, the element of largest magnitude maps to quant -16 (d = max / -16).
-void QuantizeQ5_0(const float* src, void* dst, int64_t n) {
-  auto* b = static_cast<uint8_t*>(dst);
+void EncodeQ5_0(const float* src, uint8_t* b) {
   int q[32];
-  for (int64_t k = 0; k < n / 32; ++k, b += kQ5_0.bytes, src += 32) {
-    const float d = StoreHalf(b, SignedMax(src, 32) / -16.0f);
-    for (int j = 0; j < 32; ++j) q[j] = QuantOn(src[j], d, -16, 15) + 16;
-    PackHighBits32(q, b + 2);
-    PackNibbles32(q, b + 6);
-  }
+  const float d = StoreHalf(b, SignedMax(src, 32) / -16.0f);
+  for (int j = 0; j < 32; ++j) q[j] = QuantOn(src[j], d, -16, 15) + 16;
+  PackHighBits32(q, b + 2);
+  PackNibbles32(q, b + 6);
 }
 
 // IQ4_NL: the element of largest magnitude maps to the grid's -127 end; others to the nearest
 // grid value.
-void QuantizeIq4Nl(const float* src, void* dst, int64_t n) {
-  auto* b = static_cast<uint8_t*>(dst);
+void EncodeIq4Nl(const float* src, uint8_t* b) {
   int q[32];
-  for (int64_t k = 0; k < n / 32; ++k, b += kIq4Nl.bytes, src += 32) {
-    const float d = StoreHalf(b, SignedMax(src, 32) / -127.0f);
-    for (int j = 0; j < 32; ++j) q[j] = d == 0.0f ? 8 : NearestIq4(src[j] / d);
-    PackNibbles32(q, b + 2);
-  }
+  const float d = StoreHalf(b, SignedMax(src, 32) / -127.0f);
+  for (int j = 0; j < 32; ++j) q[j] = d == 0.0f ? 8 : NearestIq4(src[j] / d);
+  PackNibbles32(q, b + 2);
 }
 
 // Affine K formats (Q2_K, Q4_K, Q5_K): per group a range scale and a non-negative offset, both
@@ -447,36 +424,30 @@ float SymmetricK(const float* x, float qmin, float sub_lo, int sub_hi, uint8_t* 
   return d;
 }
 
-void QuantizeQ2_K(const float* src, void* dst, int64_t n) {
-  auto* b = static_cast<uint8_t*>(dst);
+void EncodeQ2_K(const float* src, uint8_t* b) {
   int sc[16], m[16], q[kSuperBlock];
-  for (int64_t k = 0; k < n / kSuperBlock; ++k, b += kQ2_K.bytes, src += kSuperBlock) {
-    std::memset(b, 0, kQ2_K.bytes);
-    AffineK<16, 3, 15>(src, b + 80, b + 82, sc, m, q);
-    for (int g = 0; g < 16; ++g) b[g] = static_cast<uint8_t>(sc[g] | (m[g] << 4));
-    for (int e = 0; e < kSuperBlock; ++e) {
-      b[16 + (e / 128) * 32 + e % 32] |= static_cast<uint8_t>(q[e] << (2 * ((e % 128) / 32)));
-    }
+  std::memset(b, 0, kQ2_K.bytes);
+  AffineK<16, 3, 15>(src, b + 80, b + 82, sc, m, q);
+  for (int g = 0; g < 16; ++g) b[g] = static_cast<uint8_t>(sc[g] | (m[g] << 4));
+  for (int e = 0; e < kSuperBlock; ++e) {
+    b[16 + (e / 128) * 32 + e % 32] |= static_cast<uint8_t>(q[e] << (2 * ((e % 128) / 32)));
   }
 }
 
-void QuantizeQ3_K(const float* src, void* dst, int64_t n) {
-  auto* b = static_cast<uint8_t*>(dst);
+void EncodeQ3_K(const float* src, uint8_t* b) {
   int s[16];
-  for (int64_t k = 0; k < n / kSuperBlock; ++k, b += kQ3_K.bytes, src += kSuperBlock) {
-    std::memset(b, 0, kQ3_K.bytes);
-    const float d = SymmetricK<16>(src, 4.0f, 32.0f, 31, b + 108, s);
-    for (int g = 0; g < 16; ++g) {
-      const float dl = d * static_cast<float>(s[g]);
-      for (int e = g * 16; e < (g + 1) * 16; ++e) {
-        const int q = QuantOn(src[e], dl, -4, 3) + 4;  // 0..7: two low bits, and the hmask bit
-        b[32 + (e / 128) * 32 + e % 32] |= static_cast<uint8_t>((q & 3) << (2 * ((e % 128) / 32)));
-        b[e % 32] |= static_cast<uint8_t>((q >> 2) << (e / 32));
-      }
-      const int stored = s[g] + 32;
-      b[96 + g % 8] |= static_cast<uint8_t>((stored & 0x0F) << (4 * (g / 8)));
-      b[96 + 8 + g % 4] |= static_cast<uint8_t>((stored >> 4) << (2 * (g / 4)));
+  std::memset(b, 0, kQ3_K.bytes);
+  const float d = SymmetricK<16>(src, 4.0f, 32.0f, 31, b + 108, s);
+  for (int g = 0; g < 16; ++g) {
+    const float dl = d * static_cast<float>(s[g]);
+    for (int e = g * 16; e < (g + 1) * 16; ++e) {
+      const int q = QuantOn(src[e], dl, -4, 3) + 4;  // 0..7: two low bits, and the hmask bit
+      b[32 + (e / 128) * 32 + e % 32] |= static_cast<uint8_t>((q & 3) << (2 * ((e % 128) / 32)));
+      b[e % 32] |= static_cast<uint8_t>((q >> 2) << (e / 32));
     }
+    const int stored = s[g] + 32;
+    b[96 + g % 8] |= static_cast<uint8_t>((stored & 0x0F) << (4 * (g / 8)));
+    b[96 + 8 + g % 4] |= static_cast<uint8_t>((stored >> 4) << (2 * (g / 4)));
   }
 }
 
@@ -489,72 +460,63 @@ void PackScaleMinK4(const int* sc, const int* m, uint8_t* s) {
   }
 }
 
-void QuantizeQ4_K(const float* src, void* dst, int64_t n) {
-  auto* b = static_cast<uint8_t*>(dst);
+// Q4_K and Q5_K (kBits = 4, 5): the low nibbles after the scales (Q5_K: after its plane of fifth
+// bits, bit j of byte e % 32 for sub-block j = e / 32).
+template <int kBits>
+void EncodeK45(const float* src, uint8_t* b) {
+  constexpr KBlock kLayout = kBits == 5 ? kQ5_K : kQ4_K;
+  constexpr int kQs = kBits == 5 ? 48 : 16;
   int sc[8], m[8], q[kSuperBlock];
-  for (int64_t k = 0; k < n / kSuperBlock; ++k, b += kQ4_K.bytes, src += kSuperBlock) {
-    std::memset(b, 0, kQ4_K.bytes);
-    AffineK<8, 15, 63>(src, b, b + 2, sc, m, q);
-    PackScaleMinK4(sc, m, b + 4);
-    for (int e = 0; e < kSuperBlock; ++e) {
-      const int j = e / 32;
-      b[16 + (j / 2) * 32 + e % 32] |= static_cast<uint8_t>(q[e] << (4 * (j & 1)));
-    }
+  std::memset(b, 0, kLayout.bytes);
+  AffineK<8, (1 << kBits) - 1, 63>(src, b, b + 2, sc, m, q);
+  PackScaleMinK4(sc, m, b + 4);
+  for (int e = 0; e < kSuperBlock; ++e) {
+    const int j = e / 32;
+    b[kQs + (j / 2) * 32 + e % 32] |= static_cast<uint8_t>((q[e] & 0x0F) << (4 * (j & 1)));
+    if constexpr (kBits == 5) b[16 + e % 32] |= static_cast<uint8_t>((q[e] >> 4) << j);
   }
 }
 
-void QuantizeQ5_K(const float* src, void* dst, int64_t n) {
-  auto* b = static_cast<uint8_t*>(dst);
-  int sc[8], m[8], q[kSuperBlock];
-  for (int64_t k = 0; k < n / kSuperBlock; ++k, b += kQ5_K.bytes, src += kSuperBlock) {
-    std::memset(b, 0, kQ5_K.bytes);
-    AffineK<8, 31, 63>(src, b, b + 2, sc, m, q);
-    PackScaleMinK4(sc, m, b + 4);
-    for (int e = 0; e < kSuperBlock; ++e) {
-      const int j = e / 32;
-      b[48 + (j / 2) * 32 + e % 32] |= static_cast<uint8_t>((q[e] & 0x0F) << (4 * (j & 1)));
-      b[16 + e % 32] |= static_cast<uint8_t>((q[e] >> 4) << j);
-    }
-  }
-}
-
-void QuantizeQ6_K(const float* src, void* dst, int64_t n) {
-  auto* b = static_cast<uint8_t*>(dst);
+void EncodeQ6_K(const float* src, uint8_t* b) {
   int s[16];
-  for (int64_t k = 0; k < n / kSuperBlock; ++k, b += kQ6_K.bytes, src += kSuperBlock) {
-    std::memset(b, 0, kQ6_K.bytes);
-    const float d = SymmetricK<16>(src, 32.0f, 128.0f, 127, b + 208, s);
-    for (int g = 0; g < 16; ++g) {
-      b[192 + g] = static_cast<uint8_t>(static_cast<int8_t>(s[g]));
-      const float dl = d * static_cast<float>(s[g]);
-      for (int e = g * 16; e < (g + 1) * 16; ++e) {
-        const int q = QuantOn(src[e], dl, -32, 31) + 32;
-        const int h = e / 128, r = e % 128, kq = r / 32, l = r % 32;
-        b[h * 64 + (kq & 1) * 32 + l] |= static_cast<uint8_t>((q & 0x0F) << (4 * (kq >> 1)));
-        b[128 + h * 32 + l] |= static_cast<uint8_t>((q >> 4) << (2 * kq));
-      }
+  std::memset(b, 0, kQ6_K.bytes);
+  const float d = SymmetricK<16>(src, 32.0f, 128.0f, 127, b + 208, s);
+  for (int g = 0; g < 16; ++g) {
+    b[192 + g] = static_cast<uint8_t>(static_cast<int8_t>(s[g]));
+    const float dl = d * static_cast<float>(s[g]);
+    for (int e = g * 16; e < (g + 1) * 16; ++e) {
+      const int q = QuantOn(src[e], dl, -32, 31) + 32;
+      const int h = e / 128, r = e % 128, kq = r / 32, l = r % 32;
+      b[h * 64 + (kq & 1) * 32 + l] |= static_cast<uint8_t>((q & 0x0F) << (4 * (kq >> 1)));
+      b[128 + h * 32 + l] |= static_cast<uint8_t>((q >> 4) << (2 * kq));
     }
   }
 }
 
-void QuantizeIq4Xs(const float* src, void* dst, int64_t n) {
-  auto* b = static_cast<uint8_t*>(dst);
+void EncodeIq4Xs(const float* src, uint8_t* b) {
   int s[8];
-  for (int64_t k = 0; k < n / kSuperBlock; ++k, b += kIq4Xs.bytes, src += kSuperBlock) {
-    std::memset(b, 0, kIq4Xs.bytes);
-    const float d = SymmetricK<8>(src, 127.0f, 32.0f, 31, b, s);
-    uint16_t scales_h = 0;
-    for (int ib = 0; ib < 8; ++ib) {
-      const int ls = s[ib] + 32;
-      scales_h = static_cast<uint16_t>(scales_h | ((ls >> 4) << (2 * ib)));
-      b[4 + ib / 2] |= static_cast<uint8_t>((ls & 0x0F) << (4 * (ib % 2)));
-      const float dl = d * static_cast<float>(s[ib]);
-      for (int j = 0; j < 32; ++j) {
-        const int idx = dl == 0.0f || !std::isfinite(dl) ? 8 : NearestIq4(src[32 * ib + j] / dl);
-        b[8 + 16 * ib + j % 16] |= static_cast<uint8_t>(idx << (4 * (j / 16)));
-      }
+  std::memset(b, 0, kIq4Xs.bytes);
+  const float d = SymmetricK<8>(src, 127.0f, 32.0f, 31, b, s);
+  uint16_t scales_h = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    const int ls = s[ib] + 32;
+    scales_h = static_cast<uint16_t>(scales_h | ((ls >> 4) << (2 * ib)));
+    b[4 + ib / 2] |= static_cast<uint8_t>((ls & 0x0F) << (4 * (ib % 2)));
+    const float dl = d * static_cast<float>(s[ib]);
+    for (int j = 0; j < 32; ++j) {
+      const int idx = dl == 0.0f || !std::isfinite(dl) ? 8 : NearestIq4(src[32 * ib + j] / dl);
+      b[8 + 16 * ib + j % 16] |= static_cast<uint8_t>(idx << (4 * (j / 16)));
     }
-    std::memcpy(b + 2, &scales_h, sizeof(scales_h));
+  }
+  std::memcpy(b + 2, &scales_h, sizeof(scales_h));
+}
+
+// A row quantiser from the encoder of one block.
+template <KBlock kLayout, void (*kEncode)(const float*, uint8_t*)>
+void QuantizeBlocks(const float* src, void* dst, int64_t n) {
+  auto* b = static_cast<uint8_t*>(dst);
+  for (int64_t k = 0; k < n / kLayout.elements; ++k, b += kLayout.bytes, src += kLayout.elements) {
+    kEncode(src, b);
   }
 }
 
@@ -588,94 +550,57 @@ void QuantizeQ8K(const float* x, Q8KBlock* out, int64_t n) {
 }
 
 KBlock BlockOf(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ4_1:
-      return kQ4_1;
-    case GgmlType::kQ5_0:
-      return kQ5_0;
-    case GgmlType::kQ5_1:
-      return kQ5_1;
-    case GgmlType::kIQ4_NL:
-      return kIq4Nl;
-    case GgmlType::kQ2_K:
-      return kQ2_K;
-    case GgmlType::kQ3_K:
-      return kQ3_K;
-    case GgmlType::kQ4_K:
-      return kQ4_K;
-    case GgmlType::kQ5_K:
-      return kQ5_K;
-    case GgmlType::kQ6_K:
-      return kQ6_K;
-    case GgmlType::kIQ4_XS:
-      return kIq4Xs;
-    default:
-      return {0, 0};
+  for (GgmlType t : kBlockTypes) {
+    if (t == type) return LayoutOf(type);
   }
+  return {0, 0};
 }
 
-UnpackFn ScalarScales(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ5_1:
-      return ScalesQ4_1;
-    case GgmlType::kQ5_0:
-    case GgmlType::kIQ4_NL:
-      return ScalesD0;
-    case GgmlType::kQ2_K:
-      return ScalesQ2_K;
-    case GgmlType::kQ3_K:
-      return ScalesQ3_K;
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-      return ScalesK4;
-    case GgmlType::kQ6_K:
-      return ScalesQ6_K;
-    case GgmlType::kIQ4_XS:
-      return ScalesIq4Xs;
-    default:
-      return nullptr;
+namespace {
+
+struct ScalarFormat {
+  GgmlType type;
+  UnpackFn unpack;
+  UnpackFn scales;
+};
+constexpr ScalarFormat kScalarFormats[] = {
+    {GgmlType::kQ4_1, UnpackQ4_1, ScalesQ4_1}, {GgmlType::kQ5_0, UnpackQ5_0, ScalesD0},
+    {GgmlType::kQ5_1, UnpackQ5_1, ScalesQ4_1}, {GgmlType::kIQ4_NL, UnpackIq4Nl, ScalesD0},
+    {GgmlType::kQ2_K, UnpackQ2_K, ScalesQ2_K}, {GgmlType::kQ3_K, UnpackQ3_K, ScalesQ3_K},
+    {GgmlType::kQ4_K, UnpackQ4_K, ScalesK4},   {GgmlType::kQ5_K, UnpackQ5_K, ScalesK4},
+    {GgmlType::kQ6_K, UnpackQ6_K, ScalesQ6_K}, {GgmlType::kIQ4_XS, UnpackIq4Xs, ScalesIq4Xs},
+};
+
+const ScalarFormat* FindFormat(GgmlType type) {
+  for (const ScalarFormat& f : kScalarFormats) {
+    if (f.type == type) return &f;
   }
+  return nullptr;
+}
+
+}  // namespace
+
+UnpackFn ScalarScales(GgmlType type) {
+  const ScalarFormat* f = FindFormat(type);
+  return f != nullptr ? f->scales : nullptr;
 }
 
 UnpackFn ScalarUnpack(GgmlType type) {
-  switch (type) {
-    case GgmlType::kQ4_1:
-      return UnpackQ4_1;
-    case GgmlType::kQ5_0:
-      return UnpackQ5_0;
-    case GgmlType::kQ5_1:
-      return UnpackQ5_1;
-    case GgmlType::kIQ4_NL:
-      return UnpackIq4Nl;
-    case GgmlType::kQ2_K:
-      return UnpackQ2_K;
-    case GgmlType::kQ3_K:
-      return UnpackQ3_K;
-    case GgmlType::kQ4_K:
-      return UnpackQ4_K;
-    case GgmlType::kQ5_K:
-      return UnpackQ5_K;
-    case GgmlType::kQ6_K:
-      return UnpackQ6_K;
-    case GgmlType::kIQ4_XS:
-      return UnpackIq4Xs;
-    default:
-      return nullptr;
-  }
+  const ScalarFormat* f = FindFormat(type);
+  return f != nullptr ? f->unpack : nullptr;
 }
 
 void AddScalarBlockKernels(KernelTable& t) {
-  t.q4_1 = Kernels<UnpackQ4_1, kQ4_1>(QuantizeQ4_1);
-  t.q5_0 = Kernels<UnpackQ5_0, kQ5_0>(QuantizeQ5_0);
-  t.q5_1 = Kernels<UnpackQ5_1, kQ5_1>(QuantizeQ5_1);
-  t.iq4_nl = Kernels<UnpackIq4Nl, kIq4Nl>(QuantizeIq4Nl);
-  t.q2_k = Kernels<UnpackQ2_K, kQ2_K>(QuantizeQ2_K);
-  t.q3_k = Kernels<UnpackQ3_K, kQ3_K>(QuantizeQ3_K);
-  t.q4_k = Kernels<UnpackQ4_K, kQ4_K>(QuantizeQ4_K);
-  t.q5_k = Kernels<UnpackQ5_K, kQ5_K>(QuantizeQ5_K);
-  t.q6_k = Kernels<UnpackQ6_K, kQ6_K>(QuantizeQ6_K);
-  t.iq4_xs = Kernels<UnpackIq4Xs, kIq4Xs>(QuantizeIq4Xs);
+  t.q4_1 = Kernels<UnpackQ4_1, kQ4_1>(QuantizeBlocks<kQ4_1, EncodeQ4_1>);
+  t.q5_0 = Kernels<UnpackQ5_0, kQ5_0>(QuantizeBlocks<kQ5_0, EncodeQ5_0>);
+  t.q5_1 = Kernels<UnpackQ5_1, kQ5_1>(QuantizeBlocks<kQ5_1, EncodeQ5_1>);
+  t.iq4_nl = Kernels<UnpackIq4Nl, kIq4Nl>(QuantizeBlocks<kIq4Nl, EncodeIq4Nl>);
+  t.q2_k = Kernels<UnpackQ2_K, kQ2_K>(QuantizeBlocks<kQ2_K, EncodeQ2_K>);
+  t.q3_k = Kernels<UnpackQ3_K, kQ3_K>(QuantizeBlocks<kQ3_K, EncodeQ3_K>);
+  t.q4_k = Kernels<UnpackQ4_K, kQ4_K>(QuantizeBlocks<kQ4_K, EncodeK45<4>>);
+  t.q5_k = Kernels<UnpackQ5_K, kQ5_K>(QuantizeBlocks<kQ5_K, EncodeK45<5>>);
+  t.q6_k = Kernels<UnpackQ6_K, kQ6_K>(QuantizeBlocks<kQ6_K, EncodeQ6_K>);
+  t.iq4_xs = Kernels<UnpackIq4Xs, kIq4Xs>(QuantizeBlocks<kIq4Xs, EncodeIq4Xs>);
 }
 
 }  // namespace primekv::quant::internal

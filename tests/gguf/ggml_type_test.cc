@@ -89,3 +89,16 @@ TEST(GgmlType, ParseIsCaseInsensitiveAndInvertsNames) {
 
 }  // namespace
 }  // namespace primekv
+
+namespace primekv {
+namespace {
+
+// The supported-types message lists the computable types of the one table, in its order.
+TEST(GgmlType, ComputableTypeNamesListsTheComputableTypes) {
+  EXPECT_EQ(ComputableTypeNames(),
+            "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, "
+            "IQ4_XS");
+}
+
+}  // namespace
+}  // namespace primekv

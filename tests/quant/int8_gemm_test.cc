@@ -18,9 +18,8 @@
 namespace primekv {
 namespace {
 
-using quant::internal::Int8Isa;
-using quant::internal::Int8IsaName;
 using quant::internal::Int8Kernels;
+using quant::internal::IsaName;
 using quant::internal::kQ8Block;
 using quant::internal::Q8Rows;
 using quant::ref::RandomFloats;
@@ -88,14 +87,14 @@ TEST(Int8QuantizeTest, EveryTableMatchesScalarBitForBit) {
   quant::internal::ScalarInt8Kernels().quantize(x.data(), n, q0.data(), d0.data(), s0.data());
   std::vector<std::string> skipped;
   for (const Int8Kernels* t : AllTables()) {
-    if (!quant::internal::CpuHasInt8Isa(t->isa)) {
-      skipped.push_back(Int8IsaName(t->isa));
+    if (!quant::internal::CpuHasIsa(t->isa)) {
+      skipped.push_back(IsaName(t->isa));
       continue;
     }
     t->quantize(x.data(), n, q1.data(), d1.data(), s1.data());
-    EXPECT_EQ(q0, q1) << Int8IsaName(t->isa);
-    EXPECT_EQ(d0, d1) << Int8IsaName(t->isa);
-    EXPECT_EQ(s0, s1) << Int8IsaName(t->isa);
+    EXPECT_EQ(q0, q1) << IsaName(t->isa);
+    EXPECT_EQ(d0, d1) << IsaName(t->isa);
+    EXPECT_EQ(s0, s1) << IsaName(t->isa);
   }
   if (!skipped.empty()) GTEST_SKIP() << "not run on this CPU: " << Skipped(skipped);
 }
@@ -108,8 +107,8 @@ TEST(Int8GemmTest, EveryTableMatchesDoubleReference) {
   ThreadPool pool(1);
   std::vector<std::string> skipped;
   for (const Int8Kernels* table : AllTables()) {
-    if (!quant::internal::CpuHasInt8Isa(table->isa)) {
-      skipped.push_back(Int8IsaName(table->isa));
+    if (!quant::internal::CpuHasIsa(table->isa)) {
+      skipped.push_back(IsaName(table->isa));
       continue;
     }
     for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
@@ -137,7 +136,7 @@ TEST(Int8GemmTest, EveryTableMatchesDoubleReference) {
           const int64_t ldo = rows + 3;
           std::vector<float> out(n * ldo, -7.0f);
           gemm(wbytes.data(), row_bytes, rows, a, out.data(), ldo);
-          const std::string what = std::string(Int8IsaName(table->isa)) + " " + TypeName(type) +
+          const std::string what = std::string(IsaName(table->isa)) + " " + TypeName(type) +
                                    " rows=" + std::to_string(rows) +
                                    " cols=" + std::to_string(cols) + " n=" + std::to_string(n);
           for (int64_t t = 0; t < n; ++t) {

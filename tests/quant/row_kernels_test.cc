@@ -45,6 +45,21 @@ std::vector<int64_t> Lengths(GgmlType type, std::mt19937_64& rng) {
   return lengths;
 }
 
+// The row-kernel tests below run every table this CPU supports; this one says which tables of
+// this build they leave out (an ISA the CPU lacks), so a missing ISA shows as a skip.
+TEST(KernelTablesTest, EveryTableOfThisBuildRunsHere) {
+  std::string not_run;
+  for (const KernelTable* t :
+       {internal::Avx2Kernels(), internal::Avx512Kernels(), internal::Avx512VnniKernels()}) {
+    if (t != nullptr && !internal::CpuHasIsa(t->isa)) {
+      not_run += std::string(not_run.empty() ? "" : ", ") + internal::IsaName(t->isa);
+    }
+  }
+  const auto supported = internal::SupportedKernels();
+  for (const KernelTable* t : supported) EXPECT_TRUE(internal::CpuHasIsa(t->isa));
+  if (!not_run.empty()) GTEST_SKIP() << "row kernels not run on this CPU: " << not_run;
+}
+
 TEST(KernelTablesTest, ScalarFirstAndBestLast) {
   const auto tables = internal::SupportedKernels();
   ASSERT_FALSE(tables.empty());
