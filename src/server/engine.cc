@@ -415,10 +415,11 @@ Status Engine::DecodeStep(const DecodeSlot& slot, std::span<float> logits) {
     }
     // Wait for the other decoding turns (their sampling and output take far less than a
     // step), but at most about one step: a turn that is slow to come back (a slow streaming
-    // client) costs the others little.
+    // client) costs the others little. The wait starts when the last batch ended at the
+    // earliest, so that its turns can come back before a token that came in during it runs.
     const auto wait = std::chrono::duration<double>(std::clamp(last_batch_seconds_, 5e-5, 5e-3));
-    const auto deadline =
-        pending_.front()->since + std::chrono::duration_cast<std::chrono::nanoseconds>(wait);
+    const auto deadline = std::max(pending_.front()->since, last_batch_end_) +
+                          std::chrono::duration_cast<std::chrono::nanoseconds>(wait);
     if (static_cast<int>(pending_.size()) >= decoders_ ||
         std::chrono::steady_clock::now() >= deadline) {
       RunBatchLocked(lock);
@@ -454,6 +455,7 @@ void Engine::RunBatchLocked(std::unique_lock<std::mutex>& lock) {
   lock.lock();
   batch_running_ = false;
   last_batch_seconds_ = seconds;
+  last_batch_end_ = std::chrono::steady_clock::now();
   ++decode_batches_;
   decode_batch_rows_ += batch.size();
   for (DecodeJob* j : batch) {

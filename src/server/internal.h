@@ -3,6 +3,7 @@
 // validation are server.cc.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -201,6 +202,7 @@ class Engine {
   int decoders_ = 0;  // turns in their decode loop
   bool batch_running_ = false;
   double last_batch_seconds_ = 0;
+  std::chrono::steady_clock::time_point last_batch_end_;
   uint64_t decode_batches_ = 0, decode_batch_rows_ = 0;
   std::mutex slot_mu_;
   std::condition_variable slot_cv_;
