@@ -5,7 +5,8 @@ For each --slots value a server is started and --clients clients send --requests
 each at once (a short prompt, --max-tokens tokens sampled at --temperature with a fixed seed per
 request, so the answers do not depend on the slot count); the figure is generated tokens per second of wall
 time (the best of --repeat interleaved runs, as other work on a shared machine only slows a
-run down), beside tokens per CPU-second of the server process. The answers of every run must be
+run down), beside tokens per CPU-second of the server process; the ratios of the last slot
+count to the first are also given per repeat and as their median. The answers of every run must be
 the same: batching may not change a token.
 
 Usage: bench_slots.py --primekv BIN --model GGUF [--slots 1,4] [--clients 4] [--requests 2]
@@ -23,6 +24,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_test  # noqa: E402
+
+
+def median(values):
+    v = sorted(values)
+    if not v:
+        return 0.0
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 
 
 def cpu_seconds(pid):
@@ -102,9 +110,12 @@ def main():
     work = tempfile.mkdtemp(prefix="primekv-bench-slots-")
     slot_counts = [int(x) for x in a.slots.split(",")]
     best, first_answers, ok = {}, None, True
+    per_repeat = []  # (wall ratio, CPU ratio) of the last slot count against the first
     for rep in range(a.repeat):
+        this = {}
         for slots in slot_counts:
             res, answers, fails = run(a, slots, work)
+            this[slots] = res
             print(json.dumps(res), flush=True)
             for f in fails[:5]:
                 print("failure:", f)
@@ -118,6 +129,10 @@ def main():
             # The best of the repeats: the run least disturbed by other work on the machine.
             if slots not in best or res["tokens_per_s"] > best[slots]["tokens_per_s"]:
                 best[slots] = res
+        lo, hi = this[slot_counts[0]], this[slot_counts[-1]]
+        if len(slot_counts) > 1 and lo["tokens_per_s"] > 0 and lo["tokens_per_cpu_s"] > 0:
+            per_repeat.append((hi["tokens_per_s"] / lo["tokens_per_s"],
+                               hi["tokens_per_cpu_s"] / lo["tokens_per_cpu_s"]))
     results = [best[s] for s in slot_counts]
 
     def ratio_of(key):
@@ -128,7 +143,10 @@ def main():
     out = {"model": os.path.basename(a.model), "clients": a.clients, "requests_each": a.requests,
            "max_tokens": a.max_tokens, "temperature": a.temperature, "threads": a.threads,
            "repeat": a.repeat, "best_runs": results, "throughput_ratio": round(ratio, 2),
-           "cpu_efficiency_ratio": round(ratio_of("tokens_per_cpu_s"), 2)}
+           "cpu_efficiency_ratio": round(ratio_of("tokens_per_cpu_s"), 2),
+           "per_repeat_ratios": [[round(w, 2), round(c, 2)] for w, c in per_repeat],
+           "median_throughput_ratio": round(median([w for w, _ in per_repeat]), 2),
+           "median_cpu_efficiency_ratio": round(median([c for _, c in per_repeat]), 2)}
     print(json.dumps(out, indent=1))
     if a.json:
         with open(a.json, "w") as f:
