@@ -431,7 +431,9 @@ Status Engine::DecodeStep(const DecodeSlot& slot, std::span<float> logits) {
 }
 
 void Engine::RunBatchLocked(std::unique_lock<std::mutex>& lock) {
-  std::vector<DecodeJob*> batch;
+  // One batch runs at a time, so its buffers are reused (pending_ keeps the other one's).
+  std::vector<DecodeJob*>& batch = batch_jobs_;
+  batch.clear();
   batch.swap(pending_);
   batch_running_ = true;
   lock.unlock();
@@ -441,10 +443,10 @@ void Engine::RunBatchLocked(std::unique_lock<std::mutex>& lock) {
     std::lock_guard model_lock(model_mu_);
     const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
     if (batch_logits_.size() < batch.size() * vocab) batch_logits_.resize(batch.size() * vocab);
-    std::vector<DecodeSlot> slots;
-    for (const DecodeJob* j : batch) slots.push_back(j->slot);
+    batch_slots_.clear();
+    for (const DecodeJob* j : batch) batch_slots_.push_back(j->slot);
     st = model_->ForwardDecodeBatch(
-        slots,
+        batch_slots_,
         MatView<float>(batch_logits_.data(), static_cast<int64_t>(batch.size()),
                        static_cast<int64_t>(vocab)),
         *pool_, decode_ws_);

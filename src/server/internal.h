@@ -194,12 +194,14 @@ class Engine {
 
   std::mutex model_mu_;         // one forward pass or compression at a time (shared thread pool)
   ForwardWorkspace decode_ws_;  // under model_mu_
-  std::vector<float> batch_logits_;  // under model_mu_
+  std::vector<float> batch_logits_;      // under model_mu_
+  std::vector<DecodeSlot> batch_slots_;  // under model_mu_
 
   std::mutex batch_mu_;  // the decode queue below
   std::condition_variable batch_cv_;
   std::vector<DecodeJob*> pending_;
-  int decoders_ = 0;  // turns in their decode loop
+  std::vector<DecodeJob*> batch_jobs_;  // the running batch's jobs (its leader's only)
+  int decoders_ = 0;                    // turns in their decode loop
   bool batch_running_ = false;
   double last_batch_seconds_ = 0;
   std::chrono::steady_clock::time_point last_batch_end_;
