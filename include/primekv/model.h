@@ -122,6 +122,19 @@ struct ForwardOptions {
   bool all_logits = false;  // logits for every token, else only the last
 };
 
+// One sequence of a batched decode step (Model::ForwardDecodeBatch).
+struct DecodeSlot {
+  Token token = 0;
+  KvCache* cache = nullptr;  // this sequence's cache; no two slots of a batch share one
+  ForwardTap* tap = nullptr;
+};
+
+// Rows per matrix product in ForwardDecodeBatch. Below MatMul's switch to its GEMM kernel (at 6
+// rows, MatMulTiling::small_batch; the integer path switches at 16) each output element is the
+// same dot product as for one row alone, so a batch's logits equal one-token Forward calls bit
+// for bit (tests/model/forward_batch_test.cc).
+inline constexpr int kDecodeBatchRows = 5;
+
 class Model {
  public:
   static Result<Model> Load(const std::filesystem::path& path);
@@ -143,6 +156,15 @@ class Model {
                  MatView<float> logits, ThreadPool& pool, ForwardWorkspace& ws,
                  ForwardTap* tap = nullptr) const;
 
+  // One decode step of several sequences at once: slot i's token runs at its cache's next
+  // position, is appended to and attends over that cache only, and its logits go to row i of
+  // `logits` ([slots.size(), vocab]). The matrix products take kDecodeBatchRows slots together,
+  // so the weights are read once per step for up to that many sequences. Every check is made
+  // before any cache changes; a failure inside (a full cache) leaves the caches suspect, as in
+  // Forward.
+  Status ForwardDecodeBatch(std::span<const DecodeSlot> slots, MatView<float> logits,
+                            ThreadPool& pool, ForwardWorkspace& ws) const;
+
   // Rotates rows of x ([n, n_heads_x * head_dim]) in place for the given positions.
   void ApplyRope(MatView<float> x, int n_heads_x, std::span<const int32_t> positions) const;
   // Queries (post-RoPE, after q-norm) for hidden inputs already normed: used by query-aware
@@ -157,6 +179,12 @@ class Model {
 
  private:
   Model() = default;
+  // Steps of Forward and ForwardDecodeBatch (forward.cc).
+  void Embed(std::span<const Token> tokens, MatView<float> x) const;
+  void OutputLogits(MatView<const float> rows, float* scratch, MatView<float> logits,
+                    ThreadPool& pool) const;
+  Status DecodeRows(std::span<const DecodeSlot> slots, MatView<float> logits, ThreadPool& pool,
+                    ForwardWorkspace& ws) const;
   ModelConfig config_;
   std::unique_ptr<GgufFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;

@@ -20,7 +20,8 @@ struct ServerOptions {
   int interval = 512;  // kDecode: generated tokens between compressions
   int slots = 1;       // requests generating at once
   std::string api_key;
-  int ctx_size = 0;  // 0 = the model's context
+  int ctx_size = 0;                 // 0 = the model's context
+  bool allow_ctx_overflow = false;  // ctx_size may exceed the trained context (warns)
   size_t kv_budget_bytes = size_t{256} << 20;
   std::string session_dir;  // empty = sessions live in memory only
   size_t max_body_bytes = size_t{1} << 20;

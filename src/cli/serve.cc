@@ -62,6 +62,8 @@ void AddServe(CLI::App& app, Runner& run) {
   cmd->add_option("-c,--ctx-size", o.ctx_size, "Context length (0 = the model's)")
       ->check(IntegerIn(0, 1 << 30))
       ->capture_default_str();
+  cmd->add_flag("--allow-ctx-overflow", o.allow_ctx_overflow,
+                "Allow --ctx-size above the model's trained context (warns)");
   cmd->add_option("--kv-budget-mib", a->kv_budget_mib, "KV cache budget for all sessions")
       ->capture_default_str();
   cmd->add_option("--session-dir", o.session_dir, "Directory for evicted and saved sessions");

@@ -191,33 +191,14 @@ void Model::ProjectQueries(int layer, MatView<const float> h, std::span<const in
   ApplyRope(out, c.n_heads, positions);
 }
 
-Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const ForwardOptions& opts,
-                      MatView<float> logits, ThreadPool& pool, ForwardWorkspace& ws,
-                      ForwardTap* tap) const {
-  const ModelConfig& c = config_;
-  const int n = static_cast<int>(tokens.size());
-  if (n == 0) return Status::Error("forward: no tokens");
-  const int n_out = opts.all_logits ? n : 1;
-  Check(logits.rows >= n_out && logits.cols == c.vocab_size, "forward: logits view too small");
-  if (cache.n_layers() != c.n_layers || cache.n_kv_heads() != c.n_kv_heads ||
-      cache.head_dim() != c.head_dim) {
-    return Status::Error("forward: KV cache shape does not match the model");
-  }
-  for (Token t : tokens) {
-    if (t < 0 || t >= c.vocab_size) {
-      return Status::Error("forward: token id " + std::to_string(t) + " outside vocabulary of " +
-                           std::to_string(c.vocab_size));
-    }
-  }
-  if (c.moe() && static_cast<int64_t>(n) * c.n_experts_used > std::numeric_limits<int32_t>::max())
-    return Status::Error("forward: too many tokens in one call for the expert routing");
-  const int32_t p0 = cache.NextPosition();
-  if (c.max_context > 0 && p0 + n > c.max_context) {
-    // Beyond the trained context RoPE extrapolates; allowed, as other engines do, but bounded
-    // by int32 positions.
-    if (static_cast<int64_t>(p0) + n > int64_t{1} << 30)
-      return Status::Error("forward: position overflow");
-  }
+namespace {
+
+// The workspace's rows for one call of n tokens.
+struct RowViews {
+  MatView<float> x, h, q, k, v, attn;
+};
+
+RowViews PrepareRows(const ModelConfig& c, int n, ForwardWorkspace& ws) {
   const size_t D = static_cast<size_t>(c.d_model);
   const size_t N = static_cast<size_t>(n);
   Grow(ws.x, N * D);
@@ -231,78 +212,226 @@ Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const Forwa
     Grow(ws.up, N * c.d_ff);
   }
   Grow(ws.positions, N);
+  return {
+      MatView<float>(ws.x.data(), n, c.d_model),    MatView<float>(ws.h.data(), n, c.d_model),
+      MatView<float>(ws.q.data(), n, c.q_width()),  MatView<float>(ws.k.data(), n, c.kv_width()),
+      MatView<float>(ws.v.data(), n, c.kv_width()), MatView<float>(ws.attn.data(), n, c.q_width())};
+}
+
+Status CheckCacheShape(const ModelConfig& c, const KvCache& cache) {
+  if (cache.n_layers() != c.n_layers || cache.n_kv_heads() != c.n_kv_heads ||
+      cache.head_dim() != c.head_dim) {
+    return Status::Error("forward: KV cache shape does not match the model");
+  }
+  return Status::Ok();
+}
+
+Status CheckToken(const ModelConfig& c, Token t) {
+  if (t < 0 || t >= c.vocab_size) {
+    return Status::Error("forward: token id " + std::to_string(t) + " outside vocabulary of " +
+                         std::to_string(c.vocab_size));
+  }
+  return Status::Ok();
+}
+
+// Beyond the trained context RoPE extrapolates; allowed, as other engines do, but bounded by
+// int32 positions.
+Status CheckPositions(int32_t p0, int n) {
+  if (static_cast<int64_t>(p0) + n > int64_t{1} << 30)
+    return Status::Error("forward: position overflow");
+  return Status::Ok();
+}
+
+AttnShape AttentionShape(const ModelConfig& c) {
+  return {c.n_heads, c.n_kv_heads, c.head_dim,
+          static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))};
+}
+
+// x += h over n rows of d_model.
+void AddResidual(ThreadPool& pool, const RowViews& r) {
+  const int64_t D = r.x.cols;
+  ForRows(pool, r.x.rows, D, [&](int64_t row) {
+    float* x = r.x.Row(row);
+    const float* h = r.h.Row(row);
+    for (int64_t i = 0; i < D; ++i) x[i] += h[i];
+  });
+}
+
+// The layer's attention inputs from x: h = normed x, queries (q-norm, RoPE), keys (bias,
+// k-norm, RoPE) and values (bias), one row per token at its position.
+void ProjectQkv(const Model& model, int layer, const RowViews& r, std::span<const int32_t> pos,
+                ThreadPool& pool) {
+  const ModelConfig& c = model.config();
+  const LayerWeights& L = model.layer(layer);
+  RmsNormRows(r.x, L.attn_norm, c.rms_eps, r.h, pool);
+  model.ProjectQueries(layer, r.h, pos, r.q, pool);
+  MatMul(L.wk, r.h, r.k, pool);
+  MatMul(L.wv, r.h, r.v, pool);
+  for (int64_t i = 0; i < r.k.rows; ++i) {
+    float* kr = r.k.Row(i);
+    float* vr = r.v.Row(i);
+    if (!L.bk.empty()) {
+      for (int j = 0; j < c.kv_width(); ++j) {
+        kr[j] += L.bk[static_cast<size_t>(j)];
+        vr[j] += L.bv[static_cast<size_t>(j)];
+      }
+    }
+    if (!L.k_norm.empty()) {
+      for (int hh = 0; hh < c.n_kv_heads; ++hh) {
+        float* kv = kr + static_cast<int64_t>(hh) * c.head_dim;
+        RmsNorm(kv, L.k_norm.data(), c.head_dim, c.rms_eps, kv);
+      }
+    }
+  }
+  model.ApplyRope(r.k, c.n_kv_heads, pos);
+}
+
+// SwiGLU of the normed rows h, added to x.
+void AddDenseFfn(const ModelConfig& c, const LayerWeights& L, const RowViews& r, ThreadPool& pool,
+                 ForwardWorkspace& ws) {
+  const int64_t n = r.x.rows;
+  MatView<float> gate(ws.gate.data(), n, c.d_ff);
+  MatView<float> up(ws.up.data(), n, c.d_ff);
+  MatMul(L.w_gate, r.h, gate, pool);
+  MatMul(L.w_up, r.h, up, pool);
+  const size_t F = static_cast<size_t>(c.d_ff);
+  ForRows(pool, n, c.d_ff, [&](int64_t row) {
+    for (size_t i = row * F; i < (row + 1) * F; ++i) {
+      const float g = ws.gate[i];
+      ws.gate[i] = g / (1.0f + std::exp(-g)) * ws.up[i];
+    }
+  });
+  MatMul(L.w_down, gate, r.h, pool);
+  AddResidual(pool, r);
+}
+
+// The rest of a layer after attention: W_O and the residual, then the FFN block (dense or
+// routed experts) and its residual.
+void FinishLayer(const ModelConfig& c, const LayerWeights& L, const RowViews& r, ThreadPool& pool,
+                 ForwardWorkspace& ws) {
+  MatMul(L.wo, r.attn, r.h, pool);
+  AddResidual(pool, r);
+  RmsNormRows(r.x, L.ffn_norm, c.rms_eps, r.h, pool);
+  if (c.moe()) {
+    AddExpertFfn(c, L, r.h, r.x, pool, ws);
+  } else {
+    AddDenseFfn(c, L, r, pool, ws);
+  }
+}
+
+}  // namespace
+
+void Model::Embed(std::span<const Token> tokens, MatView<float> x) const {
+  for (size_t i = 0; i < tokens.size(); ++i)
+    GetRow(token_embd_, tokens[i], x.Row(static_cast<int64_t>(i)));
+}
+
+void Model::OutputLogits(MatView<const float> rows, float* scratch, MatView<float> logits,
+                         ThreadPool& pool) const {
+  MatView<float> normed(scratch, rows.rows, config_.d_model);
+  RmsNormRows(rows, output_norm_, config_.rms_eps, normed, pool);
+  MatMul(output_, normed, MatView<float>(logits.data, rows.rows, config_.vocab_size, logits.stride),
+         pool);
+}
+
+Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const ForwardOptions& opts,
+                      MatView<float> logits, ThreadPool& pool, ForwardWorkspace& ws,
+                      ForwardTap* tap) const {
+  const ModelConfig& c = config_;
+  const int n = static_cast<int>(tokens.size());
+  if (n == 0) return Status::Error("forward: no tokens");
+  const int n_out = opts.all_logits ? n : 1;
+  Check(logits.rows >= n_out && logits.cols == c.vocab_size, "forward: logits view too small");
+  if (Status s = CheckCacheShape(c, cache); !s.ok()) return s;
+  for (Token t : tokens) {
+    if (Status s = CheckToken(c, t); !s.ok()) return s;
+  }
+  if (c.moe() && static_cast<int64_t>(n) * c.n_experts_used > std::numeric_limits<int32_t>::max())
+    return Status::Error("forward: too many tokens in one call for the expert routing");
+  const int32_t p0 = cache.NextPosition();
+  if (Status s = CheckPositions(p0, n); !s.ok()) return s;
+
+  const RowViews r = PrepareRows(c, n, ws);
   for (int i = 0; i < n; ++i) ws.positions[static_cast<size_t>(i)] = p0 + i;
-  std::span<const int32_t> pos(ws.positions.data(), N);
-
-  MatView<float> x(ws.x.data(), n, c.d_model);
-  MatView<float> h(ws.h.data(), n, c.d_model);
-  MatView<float> q(ws.q.data(), n, c.q_width());
-  MatView<float> k(ws.k.data(), n, c.kv_width());
-  MatView<float> v(ws.v.data(), n, c.kv_width());
-  MatView<float> attn(ws.attn.data(), n, c.q_width());
-  for (int i = 0; i < n; ++i) GetRow(token_embd_, tokens[static_cast<size_t>(i)], x.Row(i));
-
-  const AttnShape shape{c.n_heads, c.n_kv_heads, c.head_dim,
-                        static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))};
+  const std::span<const int32_t> pos(ws.positions.data(), static_cast<size_t>(n));
+  Embed(tokens, r.x);
+  const AttnShape shape = AttentionShape(c);
   for (int l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& L = layers_[static_cast<size_t>(l)];
-    RmsNormRows(x, L.attn_norm, c.rms_eps, h, pool);
-    ProjectQueries(l, h, pos, q, pool);
-    MatMul(L.wk, h, k, pool);
-    MatMul(L.wv, h, v, pool);
-    for (int i = 0; i < n; ++i) {
-      float* kr = k.Row(i);
-      float* vr = v.Row(i);
-      if (!L.bk.empty()) {
-        for (int j = 0; j < c.kv_width(); ++j) {
-          kr[j] += L.bk[static_cast<size_t>(j)];
-          vr[j] += L.bv[static_cast<size_t>(j)];
-        }
-      }
-      if (!L.k_norm.empty()) {
-        for (int hh = 0; hh < c.n_kv_heads; ++hh) {
-          float* kv = kr + static_cast<int64_t>(hh) * c.head_dim;
-          RmsNorm(kv, L.k_norm.data(), c.head_dim, c.rms_eps, kv);
-        }
-      }
-    }
-    ApplyRope(k, c.n_kv_heads, pos);
-    if (Status s = cache.Append(l, k, v, pos); !s.ok()) return s;
-    if (tap) tap->OnQueries(l, pos, q);
-    AttendCached(shape, q, pos, cache, l, attn, pool, ws.attention);
-    if (tap) tap->OnAttentionOutput(l, attn);
-    MatMul(L.wo, attn, h, pool);
-    ForRows(pool, n, c.d_model, [&](int64_t r) {
-      for (size_t i = r * D; i < (r + 1) * D; ++i) ws.x[i] += ws.h[i];
-    });
-
-    RmsNormRows(x, L.ffn_norm, c.rms_eps, h, pool);
-    if (c.moe()) {
-      AddExpertFfn(c, L, h, x, pool, ws);
-      continue;
-    }
-    MatView<float> gate(ws.gate.data(), n, c.d_ff);
-    MatView<float> up(ws.up.data(), n, c.d_ff);
-    MatMul(L.w_gate, h, gate, pool);
-    MatMul(L.w_up, h, up, pool);
-    const size_t F = static_cast<size_t>(c.d_ff);
-    ForRows(pool, n, c.d_ff, [&](int64_t r) {
-      for (size_t i = r * F; i < (r + 1) * F; ++i) {
-        const float g = ws.gate[i];
-        ws.gate[i] = g / (1.0f + std::exp(-g)) * ws.up[i];
-      }
-    });
-    MatMul(L.w_down, gate, h, pool);
-    ForRows(pool, n, c.d_model, [&](int64_t r) {
-      for (size_t i = r * D; i < (r + 1) * D; ++i) ws.x[i] += ws.h[i];
-    });
+    ProjectQkv(*this, l, r, pos, pool);
+    if (Status s = cache.Append(l, r.k, r.v, pos); !s.ok()) return s;
+    if (tap) tap->OnQueries(l, pos, r.q);
+    AttendCached(shape, r.q, pos, cache, l, r.attn, pool, ws.attention);
+    if (tap) tap->OnAttentionOutput(l, r.attn);
+    FinishLayer(c, layers_[static_cast<size_t>(l)], r, pool, ws);
   }
   cache.SetNextPosition(p0 + n);
+  OutputLogits(MatView<const float>(r.x.Row(n - n_out), n_out, c.d_model), ws.h.data(), logits,
+               pool);
+  return Status::Ok();
+}
 
-  MatView<const float> rows(x.Row(n - n_out), n_out, c.d_model);
-  MatView<float> normed(ws.h.data(), n_out, c.d_model);
-  RmsNormRows(rows, output_norm_, c.rms_eps, normed, pool);
-  MatMul(output_, normed, MatView<float>(logits.data, n_out, c.vocab_size, logits.stride), pool);
+Status Model::ForwardDecodeBatch(std::span<const DecodeSlot> slots, MatView<float> logits,
+                                 ThreadPool& pool, ForwardWorkspace& ws) const {
+  const ModelConfig& c = config_;
+  const int64_t n = static_cast<int64_t>(slots.size());
+  if (n == 0) return Status::Error("forward: no tokens");
+  Check(logits.rows >= n && logits.cols == c.vocab_size, "forward: logits view too small");
+  // Everything is checked before any cache changes, so a bad slot leaves every cache as it was.
+  for (int64_t i = 0; i < n; ++i) {
+    const DecodeSlot& slot = slots[static_cast<size_t>(i)];
+    if (slot.cache == nullptr) return Status::Error("forward: decode slot without a cache");
+    if (Status s = CheckCacheShape(c, *slot.cache); !s.ok()) return s;
+    if (Status s = CheckToken(c, slot.token); !s.ok()) return s;
+    if (Status s = CheckPositions(slot.cache->NextPosition(), 1); !s.ok()) return s;
+    for (int64_t j = 0; j < i; ++j) {
+      if (slots[static_cast<size_t>(j)].cache == slot.cache)
+        return Status::Error("forward: two decode slots share one KV cache");
+    }
+  }
+  for (int64_t b = 0; b < n; b += kDecodeBatchRows) {
+    const int64_t m = std::min<int64_t>(kDecodeBatchRows, n - b);
+    MatView<float> part(logits.Row(b), m, logits.cols, logits.stride);
+    if (Status s = DecodeRows(slots.subspan(static_cast<size_t>(b), static_cast<size_t>(m)), part,
+                              pool, ws);
+        !s.ok())
+      return s;
+  }
+  return Status::Ok();
+}
+
+Status Model::DecodeRows(std::span<const DecodeSlot> slots, MatView<float> logits, ThreadPool& pool,
+                         ForwardWorkspace& ws) const {
+  const ModelConfig& c = config_;
+  const int n = static_cast<int>(slots.size());
+  const RowViews r = PrepareRows(c, n, ws);
+  for (int i = 0; i < n; ++i) {
+    const DecodeSlot& slot = slots[static_cast<size_t>(i)];
+    ws.positions[static_cast<size_t>(i)] = slot.cache->NextPosition();
+    GetRow(token_embd_, slot.token, r.x.Row(i));
+  }
+  const std::span<const int32_t> pos(ws.positions.data(), static_cast<size_t>(n));
+  const AttnShape shape = AttentionShape(c);
+  for (int l = 0; l < c.n_layers; ++l) {
+    ProjectQkv(*this, l, r, pos, pool);
+    // Each row appends to and attends over its own cache, exactly as a one-token Forward.
+    for (int i = 0; i < n; ++i) {
+      const DecodeSlot& slot = slots[static_cast<size_t>(i)];
+      const std::span<const int32_t> pi = pos.subspan(static_cast<size_t>(i), 1);
+      const MatView<float> qi(r.q.Row(i), 1, r.q.cols), ai(r.attn.Row(i), 1, r.attn.cols);
+      if (Status s = slot.cache->Append(l, MatView<const float>(r.k.Row(i), 1, r.k.cols),
+                                        MatView<const float>(r.v.Row(i), 1, r.v.cols), pi);
+          !s.ok())
+        return s;
+      if (slot.tap) slot.tap->OnQueries(l, pi, qi);
+      AttendCached(shape, qi, pi, *slot.cache, l, ai, pool, ws.attention);
+      if (slot.tap) slot.tap->OnAttentionOutput(l, ai);
+    }
+    FinishLayer(c, layers_[static_cast<size_t>(l)], r, pool, ws);
+  }
+  for (int i = 0; i < n; ++i) {
+    slots[static_cast<size_t>(i)].cache->SetNextPosition(pos[static_cast<size_t>(i)] + 1);
+  }
+  OutputLogits(r.x, ws.h.data(), logits, pool);
   return Status::Ok();
 }
 

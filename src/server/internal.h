@@ -1,7 +1,9 @@
 // Internals of `primekv serve`: the session store and turn engine (engine.cc), session files
-// (session_file.cc), and request validation (request.cc). The HTTP layer is server.cc.
+// (session_file.cc), a client's connection (connection.cc). The HTTP layer and request
+// validation are server.cc.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -50,6 +52,18 @@ Status WriteSessionFile(const std::string& dir, const SessionSnapshot& s, const 
 Result<SessionSnapshot> ReadSessionFile(const std::string& path, const Model& model,
                                         const KvCacheOptions& kv, bool header_only);
 
+// A request's connection as httplib reports it (Request::remote_addr and the others).
+struct ConnectionAddress {
+  std::string remote_addr;
+  int remote_port = -1;
+  std::string local_addr;
+  int local_port = -1;
+};
+// The process's socket of that connection, or -1 (connection.cc: found through /proc/self/fd).
+int FindConnectionSocket(const ConnectionAddress& want);
+// False once the peer has closed its end or the connection failed; never blocks.
+bool PeerConnected(int fd);
+
 // One generation request after validation.
 struct TurnRequest {
   std::vector<Token> prompt;
@@ -74,6 +88,8 @@ struct TurnOutcome {
 
 // Returns false when the client is gone: generation stops.
 using TextSink = std::function<bool(const std::string& delta)>;
+// Asked before every decode step: false when the client is gone (generation stops).
+using AliveCheck = std::function<bool()>;
 
 class Engine;
 
@@ -85,10 +101,18 @@ class Turn {
   Turn& operator=(const Turn&) = delete;
   ~Turn();
   const std::string& session_id() const;
-  // Runs prefill and decode; `sink` (optional) receives text as it is generated.
-  Result<TurnOutcome> Run(const TextSink& sink);
+  // Runs prefill and decode; `sink` (optional) receives text as it is generated, `alive`
+  // (optional) says whether a non-streaming client is still there.
+  Result<TurnOutcome> Run(const TextSink& sink, const AliveCheck& alive = nullptr);
 
  private:
+  struct State;  // one Run's working state (engine.cc)
+  Status Prefill(State& st);
+  Status Decode(State& st, const TextSink& sink, const AliveCheck& alive);
+  // Emits what is ready of st.out.text (held back while it could start a stop string).
+  void Emit(State& st, const TextSink& sink, bool all);
+  Status EndTurn(State& st);
+
   Engine* engine_;
   Session* session_;
   size_t reserved_;
@@ -133,12 +157,33 @@ class Engine {
 
  private:
   friend class Turn;
+  struct DecodeJob;
   explicit Engine(const ServerOptions& options);
+  // Steps of Begin.
+  std::optional<HttpError> CheckFits(const TurnRequest& req) const;
+  void TakeSlot();
+  void GiveSlot();
+  // The session a request continues (explicit or by prefix), or a new one; `keep` = the
+  // session tokens it shares with the prompt. Marks it busy.
+  std::variant<Session*, HttpError> FindSessionLocked(const TurnRequest& req, size_t& keep);
+  std::string NewSessionIdLocked();
+  // Reads an evicted session back from --session-dir (on failure the session is dropped).
+  std::optional<HttpError> RestoreIfEvicted(Session& s, bool& restored);
+  // Makes room for `reserve` more bytes (evicting, waiting for running turns) and takes them.
+  std::optional<HttpError> ReserveMemory(Session& s, size_t reserve, bool restored);
   const Compressor& CompressorFor(const std::string& press);  // under store_mu_
   void IndexSessionDir();
   bool EvictOneLocked(const Session* except);
   Status Persist(Session& s);
   void Finish(Session* s, size_t reserved, bool ok, bool modified);
+
+  // Batched decode: every running turn hands its next token to DecodeStep, and one forward pass
+  // (Model::ForwardDecodeBatch) runs the tokens of all turns that are waiting, once each turn in
+  // its decode loop has handed its token in, or a step's time after the first one was.
+  Status DecodeStep(const DecodeSlot& slot, std::span<float> logits);
+  void RunBatchLocked(std::unique_lock<std::mutex>& lock);
+  void EnterDecode();
+  void LeaveDecode();
 
   ServerOptions options_;
   std::unique_ptr<Model> model_;
@@ -147,7 +192,20 @@ class Engine {
   ChatFormat chat_format_ = ChatFormat::kNone;
   KvCacheOptions kv_;
 
-  std::mutex model_mu_;  // one forward pass or compression at a time (shared thread pool)
+  std::mutex model_mu_;         // one forward pass or compression at a time (shared thread pool)
+  ForwardWorkspace decode_ws_;  // under model_mu_
+  std::vector<float> batch_logits_;      // under model_mu_
+  std::vector<DecodeSlot> batch_slots_;  // under model_mu_
+
+  std::mutex batch_mu_;  // the decode queue below
+  std::condition_variable batch_cv_;
+  std::vector<DecodeJob*> pending_;
+  std::vector<DecodeJob*> batch_jobs_;  // the running batch's jobs (its leader's only)
+  int decoders_ = 0;                    // turns in their decode loop
+  bool batch_running_ = false;
+  double last_batch_seconds_ = 0;
+  std::chrono::steady_clock::time_point last_batch_end_;
+  uint64_t decode_batches_ = 0, decode_batch_rows_ = 0;
   std::mutex slot_mu_;
   std::condition_variable slot_cv_;
   int slots_free_ = 0;

@@ -95,13 +95,8 @@ HttpError Bad(const std::string& param, const std::string& why) {
   return HttpError{400, param + ": " + why, param};
 }
 
-// Fields common to chat and completions.
-std::optional<HttpError> ParseCommon(const json& j, Engine& engine, ParsedRequest& p) {
-  const ServerOptions& o = engine.options();
-  if (j.contains("model")) {
-    if (!j["model"].is_string()) return Bad("model", "must be a string");
-    p.model = j["model"].get<std::string>();
-  }
+// temperature, top_p, seed.
+std::optional<HttpError> ParseSampling(const json& j, ParsedRequest& p) {
   float temperature = 1.0f;
   if (j.contains("temperature") && !j["temperature"].is_null()) {
     const json& t = j["temperature"];
@@ -123,6 +118,11 @@ std::optional<HttpError> ParseCommon(const json& j, Engine& engine, ParsedReques
                                           : static_cast<uint64_t>(j["seed"].get<int64_t>());
   }
   p.turn.sampler = SamplerOptions{temperature, 0, top_p, seed};
+  return std::nullopt;
+}
+
+// max_tokens / max_completion_tokens, n, stop.
+std::optional<HttpError> ParseLimits(const json& j, const ServerOptions& o, ParsedRequest& p) {
   int64_t max_tokens = o.default_max_tokens;
   bool explicit_max = false;
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
@@ -151,6 +151,11 @@ std::optional<HttpError> ParseCommon(const json& j, Engine& engine, ParsedReques
       p.turn.stop.push_back(it.get<std::string>());
     }
   }
+  return std::nullopt;
+}
+
+// stream, stream_options, session.
+std::optional<HttpError> ParseStreamAndSession(const json& j, ParsedRequest& p) {
   if (j.contains("stream") && !j["stream"].is_null()) {
     if (!j["stream"].is_boolean()) return Bad("stream", "must be a boolean");
     p.stream = j["stream"].get<bool>();
@@ -169,28 +174,44 @@ std::optional<HttpError> ParseCommon(const json& j, Engine& engine, ParsedReques
       return Bad("session", "must be a session id ([A-Za-z0-9_-], 1 to 64 characters)");
     p.turn.session_id = j["session"].get<std::string>();
   }
-  p.turn.press = o.press;
-  p.turn.ratio = o.ratio;
-  if (j.contains("primekv") && !j["primekv"].is_null()) {
-    const json& x = j["primekv"];
-    if (!x.is_object()) return Bad("primekv", "must be an object {press, ratio}");
-    for (const auto& [key, value] : x.items()) {
-      if (key == "press") {
-        if (!value.is_string()) return Bad("primekv.press", "must be a string");
-        p.turn.press = value.get<std::string>();
-      } else if (key == "ratio") {
-        if (!value.is_number()) return Bad("primekv.ratio", "must be a number");
-        p.turn.ratio = value.get<double>();
-      } else {
-        return Bad("primekv." + key, "unknown field (known: press, ratio)");
-      }
-    }
-    if (auto err = engine.CheckPress(p.turn.press, p.turn.ratio, "primekv")) {
-      err->message = "primekv: " + err->message;
-      return err;
+  return std::nullopt;
+}
+
+// The "primekv": {"press", "ratio"} extension over the server's defaults.
+std::optional<HttpError> ParsePress(const json& j, Engine& engine, ParsedRequest& p) {
+  p.turn.press = engine.options().press;
+  p.turn.ratio = engine.options().ratio;
+  if (!j.contains("primekv") || j["primekv"].is_null()) return std::nullopt;
+  const json& x = j["primekv"];
+  if (!x.is_object()) return Bad("primekv", "must be an object {press, ratio}");
+  for (const auto& [key, value] : x.items()) {
+    if (key == "press") {
+      if (!value.is_string()) return Bad("primekv.press", "must be a string");
+      p.turn.press = value.get<std::string>();
+    } else if (key == "ratio") {
+      if (!value.is_number()) return Bad("primekv.ratio", "must be a number");
+      p.turn.ratio = value.get<double>();
+    } else {
+      return Bad("primekv." + key, "unknown field (known: press, ratio)");
     }
   }
+  if (auto err = engine.CheckPress(p.turn.press, p.turn.ratio, "primekv")) {
+    err->message = "primekv: " + err->message;
+    return err;
+  }
   return std::nullopt;
+}
+
+// Fields common to chat and completions.
+std::optional<HttpError> ParseCommon(const json& j, Engine& engine, ParsedRequest& p) {
+  if (j.contains("model")) {
+    if (!j["model"].is_string()) return Bad("model", "must be a string");
+    p.model = j["model"].get<std::string>();
+  }
+  if (auto err = ParseSampling(j, p)) return err;
+  if (auto err = ParseLimits(j, engine.options(), p)) return err;
+  if (auto err = ParseStreamAndSession(j, p)) return err;
+  return ParsePress(j, engine, p);
 }
 
 void FillMaxTokens(ParsedRequest& p, const Engine& engine) {
@@ -329,6 +350,16 @@ class HttpServer {
   }
 
  private:
+  // What every response of one request shares.
+  struct Reply {
+    std::shared_ptr<ParsedRequest> p;
+    std::shared_ptr<Turn> turn;
+    std::string id;
+    int64_t created = 0;
+    std::string model;
+    bool chat = false;
+  };
+
   void Handle(const httplib::Request& req, httplib::Response& res, bool chat) {
     if (NestingTooDeep(req.body, 64)) return SendError(res, Bad("body", "JSON nested too deeply"));
     const json j = json::parse(req.body, nullptr, false);
@@ -336,65 +367,75 @@ class HttpServer {
     if (!j.is_object()) return SendError(res, Bad("body", "must be a JSON object"));
     Parse parsed = chat ? ParseChat(j, engine_) : ParseCompletion(j, engine_);
     if (auto* err = std::get_if<HttpError>(&parsed)) return SendError(res, *err);
-    auto p = std::make_shared<ParsedRequest>(std::move(std::get<ParsedRequest>(parsed)));
-    auto begun = engine_.Begin(p->turn);
+    Reply r;
+    r.p = std::make_shared<ParsedRequest>(std::move(std::get<ParsedRequest>(parsed)));
+    auto begun = engine_.Begin(r.p->turn);
     if (auto* err = std::get_if<HttpError>(&begun)) return SendError(res, *err);
-    std::shared_ptr<Turn> turn = std::move(std::get<std::unique_ptr<Turn>>(begun));
-    const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + turn->session_id() + "-" +
-                           std::to_string(++counter_);
-    const auto created = static_cast<int64_t>(std::time(nullptr));
-    const std::string model = p->model.empty() ? model_id_ : p->model;
-    res.set_header("X-PrimeKV-Session", turn->session_id());
-    const char* object = chat ? "chat.completion" : "text_completion";
-    if (!p->stream) {
-      auto out = turn->Run(nullptr);
-      if (!out.ok()) return SendError(res, {500, out.message(), "", "server_error"});
-      json choice = {{"index", 0}, {"finish_reason", out->finish_reason}, {"logprobs", nullptr}};
-      if (chat) {
-        choice["message"] = {{"role", "assistant"}, {"content", out->text}};
-      } else {
-        choice["text"] = out->text;
-      }
-      const json j2 = {{"id", id},
-                       {"object", object},
-                       {"created", created},
-                       {"model", model},
-                       {"choices", {choice}},
-                       {"usage", Usage(*out)},
-                       {"session", out->session_id},
-                       {"primekv", {{"answer_tokens", out->appended}}}};
-      res.set_content(Dump(j2), "application/json");
-      return;
+    r.turn = std::move(std::get<std::unique_ptr<Turn>>(begun));
+    r.id = std::string(chat ? "chatcmpl-" : "cmpl-") + r.turn->session_id() + "-" +
+           std::to_string(++counter_);
+    r.created = static_cast<int64_t>(std::time(nullptr));
+    r.model = r.p->model.empty() ? model_id_ : r.p->model;
+    r.chat = chat;
+    res.set_header("X-PrimeKV-Session", r.turn->session_id());
+    if (r.p->stream) return RespondStream(std::move(r), res);
+    RespondJson(r, {req.remote_addr, req.remote_port, req.local_addr, req.local_port}, res);
+  }
+
+  void RespondJson(const Reply& r, const ConnectionAddress& from, httplib::Response& res) {
+    // The client is looked for between decode steps, so one that leaves stops the generation.
+    const int fd = r.p->turn.max_tokens > 0 ? FindConnectionSocket(from) : -1;
+    AliveCheck alive;
+    if (fd >= 0) alive = [fd] { return PeerConnected(fd); };
+    auto out = r.turn->Run(nullptr, alive);
+    if (!out.ok()) return SendError(res, {500, out.message(), "", "server_error"});
+    json choice = {{"index", 0}, {"finish_reason", out->finish_reason}, {"logprobs", nullptr}};
+    if (r.chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", out->text}};
+    } else {
+      choice["text"] = out->text;
     }
-    const char* chunk_object = chat ? "chat.completion.chunk" : "text_completion";
-    res.set_chunked_content_provider("text/event-stream", [turn, p, id, created, model, chat,
-                                                           chunk_object](size_t,
-                                                                         httplib::DataSink& sink) {
+    const json j = {{"id", r.id},
+                    {"object", r.chat ? "chat.completion" : "text_completion"},
+                    {"created", r.created},
+                    {"model", r.model},
+                    {"choices", {choice}},
+                    {"usage", Usage(*out)},
+                    {"session", out->session_id},
+                    {"primekv", {{"answer_tokens", out->appended}}}};
+    res.set_content(Dump(j), "application/json");
+  }
+
+  static json Chunk(const Reply& r, json delta, json finish) {
+    json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
+    if (r.chat) {
+      choice["delta"] = std::move(delta);
+    } else {
+      choice["text"] = delta.is_object() ? json("") : delta;
+    }
+    return json{
+        {"id", r.id},           {"object", r.chat ? "chat.completion.chunk" : "text_completion"},
+        {"created", r.created}, {"model", r.model},
+        {"choices", {choice}},  {"session", r.turn->session_id()}};
+  }
+
+  static void RespondStream(Reply r, httplib::Response& res) {
+    res.set_chunked_content_provider("text/event-stream", [r](size_t, httplib::DataSink& sink) {
       auto send = [&](const json& j) {
         const std::string m = "data: " + Dump(j) + "\n\n";
         return sink.write(m.data(), m.size());
       };
-      auto chunk = [&](json delta, json finish) {
-        json choice = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
-        if (chat) {
-          choice["delta"] = std::move(delta);
-        } else {
-          choice["text"] = delta.is_object() ? json("") : delta;
-        }
-        return json{{"id", id},       {"object", chunk_object}, {"created", created},
-                    {"model", model}, {"choices", {choice}},    {"session", turn->session_id()}};
-      };
-      bool alive = !chat || send(chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
-      auto out = turn->Run([&](const std::string& delta) {
-        alive = alive && send(chunk(chat ? json{{"content", delta}} : json(delta), nullptr));
+      bool alive = !r.chat || send(Chunk(r, {{"role", "assistant"}, {"content", ""}}, nullptr));
+      auto out = r.turn->Run([&](const std::string& delta) {
+        alive = alive && send(Chunk(r, r.chat ? json{{"content", delta}} : json(delta), nullptr));
         return alive;
       });
       if (!out.ok()) {
         send(ErrorJson({500, out.message(), "", "server_error"}));
       } else if (alive) {
-        send(chunk(json::object(), out->finish_reason));
-        if (p->include_usage) {
-          json u = chunk(json::object(), nullptr);
+        send(Chunk(r, json::object(), out->finish_reason));
+        if (r.p->include_usage) {
+          json u = Chunk(r, json::object(), nullptr);
           u["choices"] = json::array();
           u["usage"] = Usage(*out);
           send(u);

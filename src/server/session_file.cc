@@ -134,39 +134,38 @@ Status WriteSessionFile(const std::string& dir, const SessionSnapshot& s, const 
   return Status::Ok();
 }
 
-Result<SessionSnapshot> ReadSessionFile(const std::string& path, const Model& model,
-                                        const KvCacheOptions& kv, bool header_only) {
-  auto fail = [&](const std::string& why) -> Status {
-    return Status::Error("session file '" + path + "': " + why);
-  };
+namespace {
+
+// The verified payload of a session file (magic, version, size and checksum checked), or why not.
+Result<std::vector<uint8_t>> ReadPayload(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return fail("cannot open");
+  if (!in) return Status::Error("cannot open");
   char magic[8];
   uint32_t version = 0;
   uint64_t size = 0;
-  if (!in.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0) return fail("bad magic");
+  if (!in.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0) return Status::Error("bad magic");
   if (!in.read(reinterpret_cast<char*>(&version), 4) || version != kVersion)
-    return fail("unsupported version");
+    return Status::Error("unsupported version");
   if (!in.read(reinterpret_cast<char*>(&size), 8) || size > kMaxPayload)
-    return fail("bad payload size");
+    return Status::Error("bad payload size");
   std::error_code ec;
   const auto file_size = std::filesystem::file_size(path, ec);
-  if (ec || file_size != 20 + size + 8) return fail("truncated or oversized");
+  if (ec || file_size != 20 + size + 8) return Status::Error("truncated or oversized");
   std::vector<uint8_t> payload(size);
   uint64_t sum = 0;
   if (!in.read(reinterpret_cast<char*>(payload.data()), static_cast<std::streamsize>(size)) ||
       !in.read(reinterpret_cast<char*>(&sum), 8))
-    return fail("truncated");
-  if (Fnv1a(payload.data(), payload.size()) != sum) return fail("checksum mismatch");
+    return Status::Error("truncated");
+  if (Fnv1a(payload.data(), payload.size()) != sum) return Status::Error("checksum mismatch");
+  return payload;
+}
 
-  Reader r{payload.data(), payload.size()};
+// The JSON header into `s`; the token count and next position come back separately.
+Status ReadHeader(Reader& r, const ModelConfig& mc, SessionSnapshot& s, size_t& n_tokens,
+                  int32_t& next_position) {
   uint32_t hlen = 0;
   std::vector<char> htext;
-  if (!r.Get(&hlen) || !r.GetVec(hlen, &htext)) return fail("bad header");
-  SessionSnapshot s;
-  const ModelConfig& mc = model.config();
-  int32_t next_position = 0;
-  size_t n_tokens = 0;
+  if (!r.Get(&hlen) || !r.GetVec(hlen, &htext)) return Status::Error("bad header");
   try {
     const auto h = nlohmann::json::parse(htext.begin(), htext.end());
     s.id = h.at("id").get<std::string>();
@@ -180,20 +179,17 @@ Result<SessionSnapshot> ReadSessionFile(const std::string& path, const Model& mo
     if (h.at("n_layers").get<int>() != mc.n_layers ||
         h.at("n_kv_heads").get<int>() != mc.n_kv_heads ||
         h.at("head_dim").get<int>() != mc.head_dim)
-      return fail("written for a model of another shape");
+      return Status::Error("written for a model of another shape");
   } catch (const nlohmann::json::exception& e) {
-    return fail(std::string("bad header: ") + e.what());
+    return Status::Error(std::string("bad header: ") + e.what());
   }
-  if (!ValidSessionId(s.id) || std::filesystem::path(path).filename().string() != s.id + ".pkvs")
-    return fail("id does not match the file name");
-  if (!r.GetVec(n_tokens, &s.tokens)) return fail("truncated tokens");
-  if (s.last_prompt_len < 0 || static_cast<size_t>(s.last_prompt_len) > s.tokens.size() ||
-      next_position != static_cast<int32_t>(s.tokens.size()))
-    return fail("inconsistent token counts");
-  for (Token t : s.tokens) {
-    if (t < 0 || t >= mc.vocab_size) return fail("token id out of range");
-  }
-  if (header_only) return s;
+  return Status::Ok();
+}
+
+// The per-(layer, KV head) entries into a fresh cache.
+Result<KvCache> ReadCache(Reader& r, const Model& model, const KvCacheOptions& kv, size_t n_tokens,
+                          int32_t next_position) {
+  const ModelConfig& mc = model.config();
   KvCache cache = model.NewCache(kv);
   const size_t d = static_cast<size_t>(mc.head_dim);
   std::vector<float> keys, values;
@@ -203,17 +199,50 @@ Result<SessionSnapshot> ReadSessionFile(const std::string& path, const Model& mo
       uint32_t len = 0;
       if (!r.Get(&len) || len > n_tokens || !r.GetVec(len, &pos) || !r.GetVec(len * d, &keys) ||
           !r.GetVec(len * d, &values))
-        return fail("truncated cache");
+        return Status::Error("truncated cache");
       for (int32_t p : pos) {
-        if (p < 0 || p >= next_position) return fail("cache position out of range");
+        if (p < 0 || p >= next_position) return Status::Error("cache position out of range");
       }
-      if (Status st = cache.AppendHead(l, kh, keys, values, pos); !st.ok())
-        return fail(st.message());
+      if (Status st = cache.AppendHead(l, kh, keys, values, pos); !st.ok()) return st;
     }
   }
-  if (r.at != r.n) return fail("trailing bytes");
+  if (r.at != r.n) return Status::Error("trailing bytes");
   cache.SetNextPosition(next_position);
-  s.cache = std::move(cache);
+  return cache;
+}
+
+Result<SessionSnapshot> ParseSessionFile(const std::string& path, const Model& model,
+                                         const KvCacheOptions& kv, bool header_only) {
+  auto payload = ReadPayload(path);
+  if (!payload.ok()) return payload.status();
+  Reader r{payload->data(), payload->size()};
+  SessionSnapshot s;
+  const ModelConfig& mc = model.config();
+  int32_t next_position = 0;
+  size_t n_tokens = 0;
+  if (Status st = ReadHeader(r, mc, s, n_tokens, next_position); !st.ok()) return st;
+  if (!ValidSessionId(s.id) || std::filesystem::path(path).filename().string() != s.id + ".pkvs")
+    return Status::Error("id does not match the file name");
+  if (!r.GetVec(n_tokens, &s.tokens)) return Status::Error("truncated tokens");
+  if (s.last_prompt_len < 0 || static_cast<size_t>(s.last_prompt_len) > s.tokens.size() ||
+      next_position != static_cast<int32_t>(s.tokens.size()))
+    return Status::Error("inconsistent token counts");
+  for (Token t : s.tokens) {
+    if (t < 0 || t >= mc.vocab_size) return Status::Error("token id out of range");
+  }
+  if (header_only) return s;
+  auto cache = ReadCache(r, model, kv, n_tokens, next_position);
+  if (!cache.ok()) return cache.status();
+  s.cache = std::move(cache).value();
+  return s;
+}
+
+}  // namespace
+
+Result<SessionSnapshot> ReadSessionFile(const std::string& path, const Model& model,
+                                        const KvCacheOptions& kv, bool header_only) {
+  auto s = ParseSessionFile(path, model, kv, header_only);
+  if (!s.ok()) return Status::Error("session file '" + path + "': " + s.message());
   return s;
 }
 
