@@ -9,26 +9,9 @@ namespace {
 class KeyDiffScorer : public Scorer {
  public:
   void Score(const LayerInput& in, HeadScores& out) const override {
-    const int d = in.head_dim;
-    std::vector<double> anchor(static_cast<size_t>(d));
-    for (int h = 0; h < in.n_kv_heads; ++h) {
-      const HeadEntries& e = in.heads[static_cast<size_t>(h)];
-      std::fill(anchor.begin(), anchor.end(), 0.0);
-      for (int j = 0; j < e.size(); ++j) {
-        const float* k = e.keys.data() + static_cast<size_t>(j) * d;
-        const double inv = 1.0 / std::max(Norm(k, d), 1e-12);
-        for (int c = 0; c < d; ++c) anchor[static_cast<size_t>(c)] += k[c] * inv;
-      }
-      double an = 0;
-      for (double a : anchor) an += a * a;
-      an = std::max(std::sqrt(an), 1e-12);
-      for (int j = 0; j < e.size(); ++j) {
-        const float* k = e.keys.data() + static_cast<size_t>(j) * d;
-        double dot = 0;
-        for (int c = 0; c < d; ++c) dot += k[c] * anchor[static_cast<size_t>(c)];
-        out[static_cast<size_t>(h)][static_cast<size_t>(j)] =
-            static_cast<float>(-dot / (std::max(Norm(k, d), 1e-12) * an));
-      }
+    for (int h = 0; h < in.n_kv_heads(); ++h) {
+      const std::vector<double> cosine = CosineToMeanKey(in.Keys(h));
+      for (size_t j = 0; j < cosine.size(); ++j) out[h][j] = static_cast<float>(-cosine[j]);
     }
   }
 };

@@ -9,12 +9,9 @@ namespace {
 class KnormScorer : public Scorer {
  public:
   void Score(const LayerInput& in, HeadScores& out) const override {
-    for (int h = 0; h < in.n_kv_heads; ++h) {
-      const HeadEntries& e = in.heads[static_cast<size_t>(h)];
-      for (int j = 0; j < e.size(); ++j) {
-        out[static_cast<size_t>(h)][static_cast<size_t>(j)] = static_cast<float>(
-            -Norm(e.keys.data() + static_cast<size_t>(j) * in.head_dim, in.head_dim));
-      }
+    for (int h = 0; h < in.n_kv_heads(); ++h) {
+      const MatView<const float> k = in.Keys(h);
+      for (int j = 0; j < k.rows; ++j) out[h][j] = static_cast<float>(-Norm(k.RowSpan(j)));
     }
   }
 };

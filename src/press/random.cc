@@ -10,12 +10,12 @@ class RandomScorer : public Scorer {
  public:
   explicit RandomScorer(uint64_t seed) : seed_(seed) {}
   void Score(const LayerInput& in, HeadScores& out) const override {
-    for (int h = 0; h < in.n_kv_heads; ++h) {
+    for (int h = 0; h < in.n_kv_heads(); ++h) {
+      // SplitMix64 from a state mixed of (seed, layer, head); the top 24 bits give a float.
       uint64_t state = seed_ * 0x9E3779B97F4A7C15ull +
                        static_cast<uint64_t>(in.layer) * 0x100000001B3ull +
                        static_cast<uint64_t>(h) * 0xC2B2AE3D27D4EB4Full;
-      auto& s = out[static_cast<size_t>(h)];
-      for (auto& x : s) {
+      for (float& x : out[h]) {
         uint64_t z = (state += 0x9E3779B97F4A7C15ull);
         z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
         z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;

@@ -4,37 +4,25 @@
 #include <cstdio>
 #include <initializer_list>
 #include <limits>
+#include <numeric>
 #include <string_view>
 
 namespace primekv::press_internal {
 
-std::vector<double> WindowAttention(const LayerInput& in, int query_head, const HeadEntries& e) {
-  const int w = static_cast<int>(in.window_queries.rows);
-  const int n = e.size();
-  const int d = in.head_dim;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  std::vector<double> p(static_cast<size_t>(w) * n, 0.0);
-  for (int i = 0; i < w; ++i) {
-    const float* q = in.window_queries.Row(i) + static_cast<int64_t>(query_head) * d;
-    const int32_t qpos = in.window_positions[static_cast<size_t>(i)];
-    double* row = p.data() + static_cast<size_t>(i) * n;
-    double mx = -std::numeric_limits<double>::infinity();
-    for (int j = 0; j < n; ++j) {
-      if (e.positions[static_cast<size_t>(j)] > qpos) {
-        row[j] = -std::numeric_limits<double>::infinity();
-        continue;
-      }
-      row[j] = Dot(q, e.keys.data() + static_cast<size_t>(j) * d, d) * scale;
-      mx = std::max(mx, row[j]);
-    }
-    double sum = 0;
-    for (int j = 0; j < n; ++j) {
-      row[j] = std::isinf(row[j]) && row[j] < 0 ? 0.0 : std::exp(row[j] - mx);
-      sum += row[j];
-    }
-    if (sum > 0) {
-      for (int j = 0; j < n; ++j) row[j] /= sum;
-    }
+void ProtectFirst(std::vector<float>& s, int count) {
+  std::vector<int32_t> rows(static_cast<size_t>(std::min(std::ssize(s), int64_t{count})));
+  std::iota(rows.begin(), rows.end(), 0);
+  Protect(s, rows);
+}
+
+Mat<double> WindowAttention(const LayerInput& in, int query_head, int h) {
+  const MatView<const float> q = in.QueryHead(in.window_queries, query_head);
+  const MatView<const float> keys = in.Keys(h);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(in.head_dim()));
+  Mat<double> p(q.rows, keys.rows);
+  for (int64_t i = 0; i < q.rows; ++i) {
+    CausalAttention(q.Row(i), keys, in.heads[static_cast<size_t>(h)].positions,
+                    in.window_positions[static_cast<size_t>(i)], scale, p.RowSpan(i));
   }
   return p;
 }
@@ -47,6 +35,27 @@ std::vector<int32_t> WindowRows(const LayerInput& in, const HeadEntries& e) {
     if (e.positions[static_cast<size_t>(j)] >= first) rows.push_back(j);
   }
   return rows;
+}
+
+std::vector<double> CosineToMeanKey(MatView<const float> keys) {
+  const int64_t n = keys.rows, d = keys.cols;
+  std::vector<double> anchor(static_cast<size_t>(d), 0.0);
+  for (int64_t j = 0; j < n; ++j) {
+    const float* k = keys.Row(j);
+    const double inv = 1.0 / std::max(Norm(k, d), 1e-12);
+    for (int64_t c = 0; c < d; ++c) anchor[static_cast<size_t>(c)] += k[c] * inv;
+  }
+  double an = 0;
+  for (double a : anchor) an += a * a;
+  an = std::max(std::sqrt(an), 1e-12);
+  std::vector<double> cosine(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    const float* k = keys.Row(j);
+    double dot = 0;
+    for (int64_t c = 0; c < d; ++c) dot += k[c] * anchor[static_cast<size_t>(c)];
+    cosine[static_cast<size_t>(j)] = dot / (std::max(Norm(k, d), 1e-12) * an);
+  }
+  return cosine;
 }
 
 }  // namespace primekv::press_internal

@@ -8,17 +8,18 @@
 #include <string>
 #include <vector>
 
+#include "primekv/attention.h"
+#include "primekv/mat.h"
 #include "primekv/press.h"
 
 namespace primekv::press_internal {
 
-inline double Dot(const float* a, const float* b, int n) {
-  double s = 0;
-  for (int i = 0; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
-  return s;
+inline double Dot(const float* a, const float* b, int64_t n) { return DotF64(a, b, n); }
+inline double Norm(const float* a, int64_t n) { return NormF64(a, n); }
+inline double Dot(std::span<const float> a, std::span<const float> b) {
+  return DotF64(a.data(), b.data(), static_cast<int64_t>(a.size()));
 }
-
-inline double Norm(const float* a, int n) { return std::sqrt(Dot(a, a, n)); }
+inline double Norm(std::span<const float> a) { return Norm(a.data(), std::ssize(a)); }
 
 // Sets the given rows to max(score) + 1 so they survive any top-k (they still count).
 inline void Protect(std::vector<float>& s, std::span<const int32_t> rows) {
@@ -26,13 +27,19 @@ inline void Protect(std::vector<float>& s, std::span<const int32_t> rows) {
   const float top = *std::max_element(s.begin(), s.end()) + 1.0f;
   for (int32_t r : rows) s[static_cast<size_t>(r)] = top;
 }
+// Protects the first min(n, count) rows (attention sinks).
+void ProtectFirst(std::vector<float>& s, int count);
 
-// Softmax probabilities of the window queries of one query head over the head's entries,
-// causal by position, in double: probs[i * n + j]. Keys/positions from `e`.
-std::vector<double> WindowAttention(const LayerInput& in, int query_head, const HeadEntries& e);
+// Softmax probabilities of the window queries of one query head over KV head h's entries,
+// causal by position, in double: p(i, j) for window query i and entry j.
+Mat<double> WindowAttention(const LayerInput& in, int query_head, int h);
 
 // Rows of `e` whose position is one of the window positions.
 std::vector<int32_t> WindowRows(const LayerInput& in, const HeadEntries& e);
+
+// cos(k_i, kbar) for each row of keys [n, d], kbar the mean of the unit-normalised keys
+// (KeyDiff's anchor; PrimeKV's key=cosine).
+std::vector<double> CosineToMeanKey(MatView<const float> keys);
 
 }  // namespace primekv::press_internal
 
