@@ -4,7 +4,7 @@
 //   key side   r_i = k_i . (k_i - kbar) / sqrt(d): mean-field log-attention of that query
 //   value side c_i = sqrt((v_i - vbar)^T M (v_i - vbar)), M = sum_{h in group} W_O^(h)T W_O^(h)
 //   score      r_i + log c_i  (the identity's a_i * c_i, with a_i an exponential)
-// Variants (docs/design.md §4): key=self|selfexact|leverage|cosine|none,
+// Variants (docs/design.md §2): key=self|selfexact|leverage|cosine|none,
 // value=wo_centered|wo|centered|norm|none, combine=logit|product|rank, rounds=one|halving
 // (set-aware successive halving). The first reconstruction was key=leverage,combine=product.
 // Cost per KV head is O(n d^2) (W_O Gram quadratic form); key=leverage adds a Cholesky factor,
