@@ -54,9 +54,9 @@ std::set<std::string> FinishedUnits(const std::vector<eval_internal::ResultRow>&
 Result<json> TaskFingerprint(std::string_view task) {
   const size_t colon = task.find(':');
   if (colon == std::string_view::npos) return json("generated");
-  auto fp = eval_internal::FingerprintFile(std::string(task.substr(colon + 1)));
-  if (!fp.ok()) return fp.status();
-  return json{{"size", fp->size}, {"hash", fp->hash}, {"scheme", fp->scheme}};
+  PRIMEKV_ASSIGN_OR_RETURN(const auto fp,
+                           eval_internal::FingerprintFile(std::string(task.substr(colon + 1))));
+  return json{{"size", fp.size}, {"hash", fp.hash}, {"scheme", fp.scheme}};
 }
 
 Result<json> CurrentConfig(const EvalRunSpec& spec, int ctx_size) {
@@ -64,14 +64,13 @@ Result<json> CurrentConfig(const EvalRunSpec& spec, int ctx_size) {
   if (spec.model_path.empty()) {
     model = {{"path", "(unknown)"}, {"size", nullptr}, {"hash", "(unknown)"}, {"scheme", ""}};
   } else {
-    auto fp = eval_internal::FingerprintFile(spec.model_path);
-    if (!fp.ok()) return fp.status();
+    PRIMEKV_ASSIGN_OR_RETURN(const auto fp, eval_internal::FingerprintFile(spec.model_path));
     std::error_code ec;
     const auto abs = std::filesystem::weakly_canonical(spec.model_path, ec);
     model = {{"path", (ec ? spec.model_path : abs).string()},
-             {"size", fp->size},
-             {"hash", fp->hash},
-             {"scheme", fp->scheme}};
+             {"size", fp.size},
+             {"hash", fp.hash},
+             {"scheme", fp.scheme}};
   }
   json settings = {
       {"mode", spec.mode},
@@ -108,7 +107,7 @@ Status CheckAndRecordConfig(const std::filesystem::path& dir, const json& curren
     recorded = json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (recorded.is_discarded())
       return Status::Error(config_path.string() + ": not valid JSON; use another --out folder");
-    if (Status s = eval_internal::CheckRunConfig(recorded, current, dir); !s.ok()) return s;
+    PRIMEKV_RETURN_IF_ERROR(eval_internal::CheckRunConfig(recorded, current, dir));
   } else if (std::filesystem::exists(results_path, ec)) {
     return Status::Error("--out " + dir.string() +
                          " has results.jsonl but no config.json (an older primekv made it), so "

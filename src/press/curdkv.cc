@@ -26,31 +26,27 @@ std::vector<double> LocalLeverage(MatView<const float> x) {
   return s;
 }
 
-class CurDkvScorer : public Scorer {
+class CurDkvScorer : public HeadScorer {
  public:
   PressNeeds Needs() const override { return {.values = true}; }
 
-  void Score(const LayerInput& in, HeadScores& out) const override {
-    for (int h = 0; h < in.n_kv_heads(); ++h) {
-      std::vector<float>& s = out[h];
-      if (s.empty()) continue;
-      // p_j = k2_j v2_j / sum_i k2_i v2_i
-      const std::vector<double> k2 = LocalLeverage(in.Keys(h));
-      const std::vector<double> v2 = LocalLeverage(in.Values(h));
-      double total = 0;
-      for (size_t j = 0; j < s.size(); ++j) total += k2[j] * v2[j];
-      for (size_t j = 0; j < s.size(); ++j)
-        s[j] = static_cast<float>(total > 0 ? k2[j] * v2[j] / total : 0.0);
-      ProtectFirst(s, kSinks);
-    }
+  // p_j = k2_j v2_j / sum_i k2_i v2_i, the sinks on top.
+  void ScoreHead(const LayerInput& in, int h, std::vector<float>& s) const override {
+    if (s.empty()) return;
+    const std::vector<double> k2 = LocalLeverage(in.Keys(h));
+    const std::vector<double> v2 = LocalLeverage(in.Values(h));
+    double total = 0;
+    for (size_t j = 0; j < s.size(); ++j) total += k2[j] * v2[j];
+    for (size_t j = 0; j < s.size(); ++j)
+      s[j] = static_cast<float>(total > 0 ? k2[j] * v2[j] / total : 0.0);
+    ProtectFirst(s, kSinks);
   }
 };
 
 }  // namespace
 
 ScorerResult MakeCurDkvScorer(const PressParams& p, const std::string& press) {
-  if (Status s = ParamReader(p, press).Finish(); !s.ok()) return s;
-  return std::unique_ptr<Scorer>(new CurDkvScorer());
+  return MakeScorer<CurDkvScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

@@ -76,9 +76,17 @@ QueryGaussian FutureQueries(const QueryStats& qs, int qh, int d, const Mat<doubl
 }
 
 class ExpectedAttentionScorer : public Scorer {
+  int future_;
+  int n_sink_;
+  double epsilon_;
+  bool use_vnorm_;
+
  public:
-  ExpectedAttentionScorer(int future, int n_sink, double epsilon, bool use_vnorm)
-      : future_(future), n_sink_(n_sink), epsilon_(epsilon), use_vnorm_(use_vnorm) {}
+  explicit ExpectedAttentionScorer(ParamReader& r)
+      : future_(r.Integer("future", 512, 1, kMaxPressLength)),
+        n_sink_(r.Integer("n_sink", 4, 0, kMaxPressLength)),
+        epsilon_(r.Real("epsilon", 1e-2, 0, 1e6)),
+        use_vnorm_(r.Integer("vnorm", 1, 0, 1) != 0) {}
   PressNeeds Needs() const override { return {.values = use_vnorm_, .query_stats = true}; }
   bool ComparableAcrossHeads() const override { return true; }
 
@@ -124,23 +132,12 @@ class ExpectedAttentionScorer : public Scorer {
     MaskedSoftmax(z);
     return z;
   }
-
-  int future_;
-  int n_sink_;
-  double epsilon_;
-  bool use_vnorm_;
 };
 
 }  // namespace
 
 ScorerResult MakeExpectedAttentionScorer(const PressParams& p, const std::string& press) {
-  ParamReader r(p, press);
-  const int future = r.Integer("future", 512, 1, kMaxPressLength);
-  const int n_sink = r.Integer("n_sink", 4, 0, kMaxPressLength);
-  const double eps = r.Real("epsilon", 1e-2, 0, 1e6);
-  const bool vnorm = r.Integer("vnorm", 1, 0, 1) != 0;
-  if (Status s = r.Finish(); !s.ok()) return s;
-  return std::unique_ptr<Scorer>(new ExpectedAttentionScorer(future, n_sink, eps, vnorm));
+  return MakeScorer<ExpectedAttentionScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

@@ -6,21 +6,19 @@
 namespace primekv::press_internal {
 namespace {
 
-class KeyDiffScorer : public Scorer {
+class KeyDiffScorer : public HeadScorer {
  public:
-  void Score(const LayerInput& in, HeadScores& out) const override {
-    for (int h = 0; h < in.n_kv_heads(); ++h) {
-      const std::vector<double> cosine = CosineToMeanKey(in.Keys(h));
-      for (size_t j = 0; j < cosine.size(); ++j) out[h][j] = static_cast<float>(-cosine[j]);
-    }
+  void ScoreHead(const LayerInput& in, int h, std::vector<float>& s) const override {
+    const std::vector<double> cosine = CosineToMeanKey(in.Keys(h));
+    std::transform(cosine.begin(), cosine.end(), s.begin(),
+                   [](double c) { return static_cast<float>(-c); });
   }
 };
 
 }  // namespace
 
 ScorerResult MakeKeyDiffScorer(const PressParams& p, const std::string& press) {
-  if (Status s = ParamReader(p, press).Finish(); !s.ok()) return s;
-  return std::unique_ptr<Scorer>(new KeyDiffScorer());
+  return MakeScorer<KeyDiffScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

@@ -6,21 +6,18 @@
 namespace primekv::press_internal {
 namespace {
 
-class KnormScorer : public Scorer {
+class KnormScorer : public HeadScorer {
  public:
-  void Score(const LayerInput& in, HeadScores& out) const override {
-    for (int h = 0; h < in.n_kv_heads(); ++h) {
-      const MatView<const float> k = in.Keys(h);
-      for (int j = 0; j < k.rows; ++j) out[h][j] = static_cast<float>(-Norm(k.RowSpan(j)));
-    }
+  void ScoreHead(const LayerInput& in, int h, std::vector<float>& s) const override {
+    const MatView<const float> keys = in.Keys(h);
+    for (int64_t j = 0; j < keys.rows; ++j) s[j] = static_cast<float>(-Norm(keys.RowSpan(j)));
   }
 };
 
 }  // namespace
 
 ScorerResult MakeKnormScorer(const PressParams& p, const std::string& press) {
-  if (Status s = ParamReader(p, press).Finish(); !s.ok()) return s;
-  return std::unique_ptr<Scorer>(new KnormScorer());
+  return MakeScorer<KnormScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

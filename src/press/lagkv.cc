@@ -13,13 +13,18 @@
 namespace primekv::press_internal {
 namespace {
 
-class LagKvScorer : public Scorer {
+class LagKvScorer : public HeadScorer {
+  int n_sink_;
+  int lag_;
+
  public:
-  LagKvScorer(int n_sink, int lag) : n_sink_(n_sink), lag_(lag) {}
+  explicit LagKvScorer(ParamReader& r)
+      : n_sink_(r.Integer("n_sink", 4, 0, kMaxPressLength)),
+        lag_(r.Integer("lag", 128, 2, kMaxPressLength)) {}
   PressNeeds Needs() const override { return {.values = true}; }
 
-  void Score(const LayerInput& in, HeadScores& out) const override {
-    for (int h = 0; h < in.n_kv_heads(); ++h) ScoreHead(in.Keys(h), in.Values(h), out[h]);
+  void ScoreHead(const LayerInput& in, int h, std::vector<float>& s) const override {
+    ScorePartitions(in.Keys(h), in.Values(h), s);
   }
 
  private:
@@ -50,8 +55,8 @@ class LagKvScorer : public Scorer {
     return sd;
   }
 
-  void ScoreHead(MatView<const float> keys, MatView<const float> values,
-                 std::vector<float>& s) const {
+  void ScorePartitions(MatView<const float> keys, MatView<const float> values,
+                       std::vector<float>& s) const {
     const int n = static_cast<int>(keys.rows);
     if (n < n_sink_ + 2 * lag_) {
       for (int j = 0; j < n; ++j)
@@ -74,19 +79,12 @@ class LagKvScorer : public Scorer {
         s[begin + order[rank]] = static_cast<float>(rank) / lag_;
     }
   }
-
-  int n_sink_;
-  int lag_;
 };
 
 }  // namespace
 
 ScorerResult MakeLagKvScorer(const PressParams& p, const std::string& press) {
-  ParamReader r(p, press);
-  const int n_sink = r.Integer("n_sink", 4, 0, kMaxPressLength);
-  const int lag = r.Integer("lag", 128, 2, kMaxPressLength);
-  if (Status s = r.Finish(); !s.ok()) return s;
-  return std::unique_ptr<Scorer>(new LagKvScorer(n_sink, lag));
+  return MakeScorer<LagKvScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

@@ -32,18 +32,16 @@ double QuadForm(const Mat<double>& m, std::span<const double> x, std::span<doubl
   return q;
 }
 
-class OracleScorer : public Scorer {
+class OracleScorer : public HeadScorer {
  public:
   PressNeeds Needs() const override {
     return {.values = true, .future_queries = true, .output_weights = true};
   }
 
-  void Score(const LayerInput& in, HeadScores& out) const override {
-    for (int h = 0; h < in.n_kv_heads(); ++h) {
-      std::vector<double> contrib(out[h].size(), 0.0);
-      for (int g = 0; g < in.group(); ++g) AddHead(in, h, h * in.group() + g, contrib);
-      for (size_t i = 0; i < contrib.size(); ++i) out[h][i] = static_cast<float>(contrib[i]);
-    }
+  void ScoreHead(const LayerInput& in, int h, std::vector<float>& s) const override {
+    std::vector<double> contrib(s.size(), 0.0);
+    for (int g = 0; g < in.group(); ++g) AddHead(in, h, h * in.group() + g, contrib);
+    std::copy(contrib.begin(), contrib.end(), s.begin());
   }
 
  private:
@@ -82,8 +80,7 @@ class OracleScorer : public Scorer {
 }  // namespace
 
 ScorerResult MakeOracleScorer(const PressParams& p, const std::string& press) {
-  if (Status s = ParamReader(p, press).Finish(); !s.ok()) return s;
-  return std::unique_ptr<Scorer>(new OracleScorer());
+  return MakeScorer<OracleScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

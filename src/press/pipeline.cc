@@ -203,30 +203,27 @@ int64_t ConversationPositions(CompressionMode mode, int64_t context_tokens,
   return context_tokens + (mode == CompressionMode::kMultiTurn ? sum : largest);
 }
 
+namespace {
+
+constexpr std::pair<CompressionMode, std::string_view> kModeNames[] = {
+    {CompressionMode::kContext, "context"},     {CompressionMode::kQuestion, "question"},
+    {CompressionMode::kMultiTurn, "multiturn"}, {CompressionMode::kChunked, "chunked"},
+    {CompressionMode::kDecode, "decode"},       {CompressionMode::kFirstQuestion, "first-question"},
+};
+
+}  // namespace
+
 std::optional<CompressionMode> ParseCompressionMode(std::string_view s) {
-  if (s == "context") return CompressionMode::kContext;
-  if (s == "question") return CompressionMode::kQuestion;
-  if (s == "multiturn" || s == "multi-turn") return CompressionMode::kMultiTurn;
-  if (s == "chunked") return CompressionMode::kChunked;
-  if (s == "decode") return CompressionMode::kDecode;
-  if (s == "first-question") return CompressionMode::kFirstQuestion;
+  if (s == "multi-turn") return CompressionMode::kMultiTurn;
+  for (const auto& [mode, name] : kModeNames) {
+    if (s == name) return mode;
+  }
   return std::nullopt;
 }
 
 std::string_view CompressionModeName(CompressionMode m) {
-  switch (m) {
-    case CompressionMode::kContext:
-      return "context";
-    case CompressionMode::kQuestion:
-      return "question";
-    case CompressionMode::kMultiTurn:
-      return "multiturn";
-    case CompressionMode::kChunked:
-      return "chunked";
-    case CompressionMode::kDecode:
-      return "decode";
-    case CompressionMode::kFirstQuestion:
-      return "first-question";
+  for (const auto& [mode, name] : kModeNames) {
+    if (m == mode) return name;
   }
   return "?";
 }

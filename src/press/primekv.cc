@@ -23,6 +23,23 @@ enum class KeySide { kLeverage, kCosine, kSelf, kSelfExact, kNone };
 enum class ValueSide { kWoCentered, kWo, kCentered, kNorm, kNone };
 enum class Combine { kProduct, kRank, kLogit };
 
+// Parameter words, in the order error messages list them.
+template <typename T>
+using Words = std::pair<std::string_view, T>;
+constexpr Words<KeySide> kKeySides[] = {{"leverage", KeySide::kLeverage},
+                                        {"cosine", KeySide::kCosine},
+                                        {"self", KeySide::kSelf},
+                                        {"selfexact", KeySide::kSelfExact},
+                                        {"none", KeySide::kNone}};
+constexpr Words<ValueSide> kValueSides[] = {{"wo_centered", ValueSide::kWoCentered},
+                                            {"wo", ValueSide::kWo},
+                                            {"centered", ValueSide::kCentered},
+                                            {"norm", ValueSide::kNorm},
+                                            {"none", ValueSide::kNone}};
+constexpr Words<Combine> kCombines[] = {
+    {"product", Combine::kProduct}, {"rank", Combine::kRank}, {"logit", Combine::kLogit}};
+constexpr Words<bool> kRounds[] = {{"one", false}, {"halving", true}};
+
 // Relative diagonal jitter keeping the Cholesky factorisation defined for rank-deficient keys
 // (fewer entries than dimensions, duplicated keys): a safeguard, not a tuning knob.
 constexpr double kJitter = 1e-6;
@@ -194,26 +211,31 @@ Mat<float> Gather(MatView<const float> x, const std::vector<int>& rows) {
   return out;
 }
 
-class PrimeKvScorer : public Scorer {
+class PrimeKvScorer : public HeadScorer {
+  KeySide key_;
+  ValueSide value_;
+  Combine combine_;
+  bool halving_;
+
  public:
-  PrimeKvScorer(KeySide key, ValueSide value, Combine combine, bool halving)
-      : key_(key), value_(value), combine_(combine), halving_(halving) {}
+  explicit PrimeKvScorer(ParamReader& r)
+      : key_(r.Choice<KeySide>("key", "self", kKeySides)),
+        value_(r.Choice<ValueSide>("value", "wo_centered", kValueSides)),
+        combine_(r.Choice<Combine>("combine", "logit", kCombines)),
+        halving_(r.Choice<bool>("rounds", "one", kRounds)) {}
   PressNeeds Needs() const override {
     return {.values = value_ != ValueSide::kNone, .output_gram = UsesGram()};
   }
 
-  void Score(const LayerInput& in, HeadScores& out) const override {
-    for (int h = 0; h < in.n_kv_heads(); ++h) {
-      std::vector<float>& s = out[h];
-      if (s.empty()) continue;
-      const MatView<const float> gram = UsesGram() ? in.Gram(h) : MatView<const float>();
-      if (halving_) {
-        Halving(in.Keys(h), in.Values(h), gram, s);
-        continue;
-      }
-      const std::vector<double> x = SetScores(in.Keys(h), in.Values(h), gram);
-      for (size_t i = 0; i < s.size(); ++i) s[i] = static_cast<float>(x[i]);
+  void ScoreHead(const LayerInput& in, int h, std::vector<float>& s) const override {
+    if (s.empty()) return;
+    const MatView<const float> gram = UsesGram() ? in.Gram(h) : MatView<const float>();
+    if (halving_) {
+      Halving(in.Keys(h), in.Values(h), gram, s);
+      return;
     }
+    const std::vector<double> x = SetScores(in.Keys(h), in.Values(h), gram);
+    std::transform(x.begin(), x.end(), s.begin(), [](double v) { return static_cast<float>(v); });
   }
 
  private:
@@ -296,66 +318,12 @@ class PrimeKvScorer : public Scorer {
     for (int64_t i = 0; i < n; ++i) c[i] = Norm(x.RowSpan(i));
     return c;
   }
-
-  KeySide key_;
-  ValueSide value_;
-  Combine combine_;
-  bool halving_;
 };
 
 }  // namespace
 
 ScorerResult MakePrimeKvScorer(const PressParams& p, const std::string& press) {
-  ParamReader r(p, press);
-  const std::string key = r.Text("key", "self");
-  const std::string value = r.Text("value", "wo_centered");
-  const std::string combine = r.Text("combine", "logit");
-  const std::string rounds = r.Text("rounds", "one");
-  if (Status s = r.Finish(); !s.ok()) return s;
-  KeySide ks;
-  if (key == "leverage") {
-    ks = KeySide::kLeverage;
-  } else if (key == "cosine") {
-    ks = KeySide::kCosine;
-  } else if (key == "self") {
-    ks = KeySide::kSelf;
-  } else if (key == "selfexact") {
-    ks = KeySide::kSelfExact;
-  } else if (key == "none") {
-    ks = KeySide::kNone;
-  } else {
-    return Status::Error("press " + press + ": key='" + key +
-                         "' (choose leverage, cosine, self, selfexact, none)");
-  }
-  ValueSide vs;
-  if (value == "wo_centered") {
-    vs = ValueSide::kWoCentered;
-  } else if (value == "wo") {
-    vs = ValueSide::kWo;
-  } else if (value == "centered") {
-    vs = ValueSide::kCentered;
-  } else if (value == "norm") {
-    vs = ValueSide::kNorm;
-  } else if (value == "none") {
-    vs = ValueSide::kNone;
-  } else {
-    return Status::Error("press " + press + ": value='" + value +
-                         "' (choose wo_centered, wo, centered, norm, none)");
-  }
-  Combine cb;
-  if (combine == "product") {
-    cb = Combine::kProduct;
-  } else if (combine == "rank") {
-    cb = Combine::kRank;
-  } else if (combine == "logit") {
-    cb = Combine::kLogit;
-  } else {
-    return Status::Error("press " + press + ": combine='" + combine +
-                         "' (choose product, rank, logit)");
-  }
-  if (rounds != "one" && rounds != "halving")
-    return Status::Error("press " + press + ": rounds='" + rounds + "' (choose one, halving)");
-  return std::unique_ptr<Scorer>(new PrimeKvScorer(ks, vs, cb, rounds == "halving"));
+  return MakeScorer<PrimeKvScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

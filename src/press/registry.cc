@@ -123,7 +123,7 @@ Result<Press> MakePyramidKv(const PressParams& params, const Entry& e) {
   p.budget.pyramid_window =
       r.Integer("window", p.budget.pyramid_window, 1, press_internal::kMaxPressLength);
   r.Text("kernel", "");  // read by the scorer below
-  if (Status s = r.Finish(); !s.ok()) return s;
+  PRIMEKV_RETURN_IF_ERROR(r.Finish());
   rest.erase("beta");
   PRIMEKV_ASSIGN_OR_RETURN(p.scorer, e.factory(rest, "pyramidkv"));
   return p;

@@ -77,23 +77,33 @@ void ParamReader::Fail(const std::string& message) {
   if (error_.empty()) error_ = message;
 }
 
-int64_t ParamReader::Integer64(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) {
+const std::string* ParamReader::Lookup(const std::string& key) {
   used_.push_back(key);
   auto it = params_.find(key);
-  if (it == params_.end()) return fallback;
-  const std::string& t = it->second;
-  int64_t v = 0;
-  const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  const std::string range = Join({"[", std::to_string(lo), ", ", std::to_string(hi), "]"});
-  if (t.empty() || ptr != t.data() + t.size() ||
-      (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-    Fail(Join({key, "='", t, "' is not an integer (want one in ", range, ")"}));
-  } else if (ec == std::errc::result_out_of_range || v < lo || v > hi) {
-    Fail(Join({key, "=", t, " is outside ", range}));
-  } else {
-    return v;
+  return it == params_.end() ? nullptr : &it->second;
+}
+
+bool ParamReader::Accept(const std::string& key, const std::string& text, bool parsed,
+                         bool in_range, std::string_view kind, const std::string& range) {
+  if (!parsed) {
+    Fail(Join({key, "='", text, "' is not ", kind, " (want one in ", range, ")"}));
+  } else if (!in_range) {
+    Fail(Join({key, "=", text, " is outside ", range}));
   }
-  return fallback;
+  return parsed && in_range;
+}
+
+int64_t ParamReader::Integer64(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) {
+  const std::string* t = Lookup(key);
+  if (t == nullptr) return fallback;
+  int64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(t->data(), t->data() + t->size(), v);
+  // Out of int64's range still reads as an integer: it is reported as outside [lo, hi].
+  const bool parsed = !t->empty() && ptr == t->data() + t->size() &&
+                      (ec == std::errc() || ec == std::errc::result_out_of_range);
+  const bool in_range = ec == std::errc() && v >= lo && v <= hi;
+  const std::string range = Join({"[", std::to_string(lo), ", ", std::to_string(hi), "]"});
+  return Accept(key, *t, parsed, in_range, "an integer", range) ? v : fallback;
 }
 
 int ParamReader::Integer(const std::string& key, int fallback, int lo, int hi) {
@@ -101,28 +111,32 @@ int ParamReader::Integer(const std::string& key, int fallback, int lo, int hi) {
 }
 
 double ParamReader::Real(const std::string& key, double fallback, double lo, double hi) {
-  used_.push_back(key);
-  auto it = params_.find(key);
-  if (it == params_.end()) return fallback;
-  const std::string& t = it->second;
+  const std::string* t = Lookup(key);
+  if (t == nullptr) return fallback;
   double v = 0;
-  const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  const auto [ptr, ec] = std::from_chars(t->data(), t->data() + t->size(), v);
+  const bool parsed =
+      !t->empty() && ptr == t->data() + t->size() && ec == std::errc() && std::isfinite(v);
   char range[80];
   std::snprintf(range, sizeof(range), "[%g, %g]", lo, hi);
-  if (t.empty() || ptr != t.data() + t.size() || ec != std::errc() || !std::isfinite(v)) {
-    Fail(Join({key, "='", t, "' is not a finite number (want one in ", range, ")"}));
-  } else if (v < lo || v > hi) {
-    Fail(Join({key, "=", t, " is outside ", range}));
-  } else {
-    return v;
-  }
-  return fallback;
+  return Accept(key, *t, parsed, v >= lo && v <= hi, "a finite number", range) ? v : fallback;
 }
 
 std::string ParamReader::Text(const std::string& key, const std::string& fallback) {
-  used_.push_back(key);
-  auto it = params_.find(key);
-  return it == params_.end() ? fallback : it->second;
+  const std::string* text = Lookup(key);
+  return text ? *text : fallback;
+}
+
+size_t ParamReader::ChoiceIndex(const std::string& key, const std::string& fallback,
+                                std::span<const std::string_view> names) {
+  const std::string word = Text(key, fallback);
+  std::string listed;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == word) return i;
+    listed.append(i == 0 ? "" : ", ").append(names[i]);
+  }
+  Fail(Join({key, "='", word, "' (choose ", listed, ")"}));
+  return 0;
 }
 
 Status ParamReader::Finish() const {

@@ -4,8 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <span>
 #include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "primekv/attention.h"
@@ -57,15 +62,64 @@ class ParamReader {
   int64_t Integer64(const std::string& key, int64_t fallback, int64_t lo, int64_t hi);
   double Real(const std::string& key, double fallback, double lo, double hi);
   std::string Text(const std::string& key, const std::string& fallback);
+  // One of a fixed set of words, mapped to its value; any other word is an error that lists
+  // the choices.
+  template <typename T>
+  T Choice(const std::string& key, const std::string& fallback,
+           std::span<const std::pair<std::string_view, T>> choices) {
+    std::vector<std::string_view> names;
+    for (const auto& c : choices) names.push_back(c.first);
+    return choices[ChoiceIndex(key, fallback, names)].second;
+  }
   // Error naming the press and the first bad or unknown key; OK otherwise.
   Status Finish() const;
 
  private:
+  // An error (the first one recorded is the one Finish reports) unless `ok`.
+ public:
+  void Require(bool ok, const std::string& message) {
+    if (!ok) Fail(message);
+  }
+
+ private:
   void Fail(const std::string& message);
+  // True for a value that parsed and is in range; otherwise the error is recorded.
+  bool Accept(const std::string& key, const std::string& text, bool parsed, bool in_range,
+              std::string_view kind, const std::string& range);
+  // The value of `key` (nullptr when absent), and `key` recorded as known.
+  const std::string* Lookup(const std::string& key);
+  // Index of the word in `names` (0, with the error recorded, when it is none of them).
+  size_t ChoiceIndex(const std::string& key, const std::string& fallback,
+                     std::span<const std::string_view> names);
   const PressParams& params_;
   std::string press_;
   std::vector<std::string> used_;
   std::string error_;
 };
+
+// A scorer whose KV heads are scored independently: Score runs ScoreHead for each.
+class HeadScorer : public Scorer {
+ public:
+  void Score(const LayerInput& in, HeadScores& out) const final {
+    for (int h = 0; h < in.n_kv_heads(); ++h) ScoreHead(in, h, out[h]);
+  }
+  // s: KV head h's scores, sized to its entries and zero-filled.
+  virtual void ScoreHead(const LayerInput& in, int h, std::vector<float>& s) const = 0;
+};
+
+// The factory of scorer S, which reads its parameters from a ParamReader in its constructor
+// (or takes none): unknown or bad parameters are errors naming the press.
+template <typename S>
+Result<std::unique_ptr<Scorer>> MakeScorer(const PressParams& p, const std::string& press) {
+  ParamReader r(p, press);
+  std::unique_ptr<Scorer> s;
+  if constexpr (std::is_constructible_v<S, ParamReader&>) {
+    s = std::make_unique<S>(r);
+  } else {
+    s = std::make_unique<S>();
+  }
+  PRIMEKV_RETURN_IF_ERROR(r.Finish());
+  return s;
+}
 
 }  // namespace primekv::press_internal

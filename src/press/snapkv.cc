@@ -10,31 +10,35 @@
 namespace primekv::press_internal {
 namespace {
 
-class SnapKvScorer : public Scorer {
+class SnapKvScorer : public HeadScorer {
+  int window_;
+  int kernel_;
+
  public:
-  SnapKvScorer(int window, int kernel) : window_(window), kernel_(kernel) {}
+  explicit SnapKvScorer(ParamReader& r)
+      : window_(r.Integer("window", 64, 1, kMaxPressLength)),
+        kernel_(r.Integer("kernel", 5, 1, 1023)) {
+    r.Require(kernel_ % 2 == 1, "kernel=" + std::to_string(kernel_) + " must be odd");
+  }
   PressNeeds Needs() const override { return {.window_queries = window_}; }
   bool ComparableAcrossHeads() const override { return true; }
 
-  void Score(const LayerInput& in, HeadScores& out) const override {
-    for (int h = 0; h < in.n_kv_heads(); ++h) {
-      const HeadEntries& e = in.heads[h];
-      std::vector<float>& s = out[h];
-      const auto win = WindowRows(in, e);
-      const int m = std::max(e.size() - static_cast<int>(win.size()), 0);  // non-window first
-      std::vector<double> mean(m, 0.0);
-      for (int g = 0; g < in.group(); ++g) {
-        const std::vector<double> a = WindowMean(WindowAttention(in, h * in.group() + g, h), m);
-        const int half = kernel_ / 2;
-        for (int j = 0; j < m; ++j) {
-          double acc = 0;  // average pooling, zero padding counted
-          for (int t = std::max(j - half, 0); t <= std::min(j + half, m - 1); ++t) acc += a[t];
-          mean[j] += acc / kernel_ / in.group();
-        }
+  void ScoreHead(const LayerInput& in, int h, std::vector<float>& s) const override {
+    const HeadEntries& e = in.heads[h];
+    const auto win = WindowRows(in, e);
+    const int m = std::max(e.size() - static_cast<int>(win.size()), 0);  // non-window first
+    std::vector<double> mean(m, 0.0);
+    for (int g = 0; g < in.group(); ++g) {
+      const std::vector<double> a = WindowMean(WindowAttention(in, h * in.group() + g, h), m);
+      const int half = kernel_ / 2;
+      for (int j = 0; j < m; ++j) {
+        double acc = 0;  // average pooling, zero padding counted
+        for (int t = std::max(j - half, 0); t <= std::min(j + half, m - 1); ++t) acc += a[t];
+        mean[j] += acc / kernel_ / in.group();
       }
-      for (int j = 0; j < e.size(); ++j) s[j] = j < m ? static_cast<float>(mean[j]) : 0.0f;
-      Protect(s, win);
     }
+    for (int j = 0; j < e.size(); ++j) s[j] = j < m ? static_cast<float>(mean[j]) : 0.0f;
+    Protect(s, win);
   }
 
  private:
@@ -45,21 +49,12 @@ class SnapKvScorer : public Scorer {
       for (int j = 0; j < m; ++j) a[j] += p(i, j) / static_cast<double>(p.rows());
     return a;
   }
-
-  int window_;
-  int kernel_;
 };
 
 }  // namespace
 
 ScorerResult MakeSnapKvScorer(const PressParams& p, const std::string& press) {
-  ParamReader r(p, press);
-  const int window = r.Integer("window", 64, 1, kMaxPressLength);
-  const int kernel = r.Integer("kernel", 5, 1, 1023);
-  if (Status s = r.Finish(); !s.ok()) return s;
-  if (kernel % 2 == 0)
-    return Status::Error("press " + press + ": kernel=" + std::to_string(kernel) + " must be odd");
-  return std::unique_ptr<Scorer>(new SnapKvScorer(window, kernel));
+  return MakeScorer<SnapKvScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

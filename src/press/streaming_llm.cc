@@ -8,28 +8,23 @@
 namespace primekv::press_internal {
 namespace {
 
-class StreamingLlmScorer : public Scorer {
- public:
-  explicit StreamingLlmScorer(int n_sink) : n_sink_(n_sink) {}
-  void Score(const LayerInput& in, HeadScores& out) const override {
-    for (int h = 0; h < in.n_kv_heads(); ++h) {
-      std::vector<float>& s = out[h];
-      const int n = static_cast<int>(s.size());
-      for (int j = 0; j < n; ++j) s[j] = static_cast<float>(j < n_sink_ ? n + 1 : j);
-    }
-  }
-
- private:
+class StreamingLlmScorer : public HeadScorer {
   int n_sink_;
+
+ public:
+  explicit StreamingLlmScorer(ParamReader& r)
+      : n_sink_(r.Integer("n_sink", 4, 0, kMaxPressLength)) {}
+
+  void ScoreHead(const LayerInput&, int, std::vector<float>& s) const override {
+    const int n = static_cast<int>(s.size());
+    for (int j = 0; j < n; ++j) s[j] = static_cast<float>(j < n_sink_ ? n + 1 : j);
+  }
 };
 
 }  // namespace
 
 ScorerResult MakeStreamingLlmScorer(const PressParams& p, const std::string& press) {
-  ParamReader r(p, press);
-  const int n_sink = r.Integer("n_sink", 4, 0, kMaxPressLength);
-  if (Status s = r.Finish(); !s.ok()) return s;
-  return std::unique_ptr<Scorer>(new StreamingLlmScorer(n_sink));
+  return MakeScorer<StreamingLlmScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

@@ -47,8 +47,7 @@ class TovaScorer : public Scorer {
 }  // namespace
 
 ScorerResult MakeTovaScorer(const PressParams& p, const std::string& press) {
-  if (Status s = ParamReader(p, press).Finish(); !s.ok()) return s;
-  return std::unique_ptr<Scorer>(new TovaScorer());
+  return MakeScorer<TovaScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

@@ -17,17 +17,15 @@
 namespace primekv::press_internal {
 namespace {
 
-class VNormScorer : public Scorer {
+class VNormScorer : public HeadScorer {
  public:
-  explicit VNormScorer(int sinks) : sinks_(sinks) {}
+  explicit VNormScorer(ParamReader& r) : sinks_(r.Integer("sinks", 0, 0, kMaxPressLength)) {}
   PressNeeds Needs() const override { return {.values = true}; }
 
-  void Score(const LayerInput& in, HeadScores& out) const override {
-    for (int h = 0; h < in.n_kv_heads(); ++h) {
-      const MatView<const float> v = in.Values(h);
-      for (int64_t j = 0; j < v.rows; ++j) out[h][j] = static_cast<float>(Norm(v.RowSpan(j)));
-      ProtectFirst(out[h], sinks_);
-    }
+  void ScoreHead(const LayerInput& in, int h, std::vector<float>& s) const override {
+    const MatView<const float> v = in.Values(h);
+    for (int64_t j = 0; j < v.rows; ++j) s[j] = static_cast<float>(Norm(v.RowSpan(j)));
+    ProtectFirst(s, sinks_);
   }
 
  private:
@@ -37,10 +35,7 @@ class VNormScorer : public Scorer {
 }  // namespace
 
 ScorerResult MakeVNormScorer(const PressParams& p, const std::string& press) {
-  ParamReader r(p, press);
-  const int sinks = r.Integer("sinks", 0, 0, kMaxPressLength);
-  PRIMEKV_RETURN_IF_ERROR(r.Finish());
-  return std::unique_ptr<Scorer>(new VNormScorer(sinks));
+  return MakeScorer<VNormScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal
