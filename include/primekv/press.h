@@ -71,8 +71,8 @@ struct LayerInput {
   int group() const { return config.group(); }
   bool rope_half() const { return config.rope_style == RopeStyle::kHalf; }  // NeoX order
   // KV head h's keys and values as [n, d] matrices (values empty unless PressNeeds::values).
-  MatView<const float> Keys(int h) const { return Rows(heads[Index(h)].keys); }
-  MatView<const float> Values(int h) const { return Rows(heads[Index(h)].values); }
+  MatView<const float> Keys(int h) const { return Rows(heads[static_cast<size_t>(h)].keys); }
+  MatView<const float> Values(int h) const { return Rows(heads[static_cast<size_t>(h)].values); }
   // KV head h's W_O Gram matrix [d, d].
   MatView<const float> Gram(int h) const {
     const int64_t d = head_dim();
@@ -85,7 +85,6 @@ struct LayerInput {
   }
 
  private:
-  static size_t Index(int h) { return static_cast<size_t>(h); }
   MatView<const float> Rows(const std::vector<float>& x) const {
     const int64_t d = head_dim();
     return {x.data(), static_cast<int64_t>(x.size()) / d, d};
