@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
+#include <optional>
 #include <random>
 
 #include "primekv/compressor.h"
@@ -20,7 +21,8 @@ struct Inputs {
   std::vector<float> gram, window, inv_freq;
   std::vector<int32_t> window_pos;
   QueryStats stats;
-  LayerInput in;
+  ModelConfig config;
+  std::optional<LayerInput> in;
 };
 
 Inputs MakeInputs(int n) {
@@ -52,18 +54,19 @@ Inputs MakeInputs(int n) {
       x.stats.sum_sq[(static_cast<size_t>(h) * kDim + a) * kDim + a] = n;
   for (int i = 0; i < kDim / 2; ++i)
     x.inv_freq.push_back(static_cast<float>(std::pow(500000.0, -2.0 * i / kDim)));
-  x.in.n_layers = 32;
-  x.in.n_heads = kHeads;
-  x.in.n_kv_heads = kKvHeads;
-  x.in.head_dim = kDim;
-  x.in.d_model = kModel;
-  x.in.rope_inv_freq = x.inv_freq;
-  x.in.heads = x.heads;
-  x.in.output_gram = x.gram;
-  x.in.window_queries = {x.window.data(), w, kHeads * kDim};
-  x.in.window_positions = x.window_pos;
-  x.in.query_stats = &x.stats;
-  x.in.next_position = n;
+  x.config.n_layers = 32;
+  x.config.n_heads = kHeads;
+  x.config.n_kv_heads = kKvHeads;
+  x.config.head_dim = kDim;
+  x.config.d_model = kModel;
+  x.in.emplace(x.config);
+  x.in->rope_inv_freq = x.inv_freq;
+  x.in->heads = x.heads;
+  x.in->output_gram = x.gram;
+  x.in->window_queries = {x.window.data(), w, kHeads * kDim};
+  x.in->window_positions = x.window_pos;
+  x.in->query_stats = &x.stats;
+  x.in->next_position = n;
   return x;
 }
 
@@ -73,7 +76,7 @@ void BM_PressScore(benchmark::State& state, const char* name) {
   auto press = MakePress(*ParsePressSpec(name));
   HeadScores scores(kKvHeads, std::vector<float>(static_cast<size_t>(n)));
   for (auto _ : state) {
-    press->scorer->Score(x.in, scores);
+    press->scorer->Score(*x.in, scores);
     auto kept =
         SelectForLayer(scores, 0.5, press->budget, press->scorer->ComparableAcrossHeads(), 0, 32);
     benchmark::DoNotOptimize(kept);

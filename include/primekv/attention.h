@@ -3,8 +3,11 @@
 // (FlashAttention-style online softmax). Decode is the same kernel with one query row.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -47,6 +50,44 @@ class AttentionWorkspace {
 void AttendCached(const AttnShape& shape, MatView<const float> q, std::span<const int32_t> q_pos,
                   const KvCache& cache, int layer, MatView<float> out, ThreadPool& pool,
                   AttentionWorkspace& workspace);
+
+// Dot product of float rows accumulated in double (press scores, reference attention).
+inline double DotF64(const float* a, const float* b, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+inline double NormF64(const float* a, int64_t n) { return std::sqrt(DotF64(a, a, n)); }
+
+// Softmax in double, in place: x_j <- exp(x_j - max) / sum, and entries at -inf (masked) <- 0.
+// Returns the sum of exponentials; when every entry is masked the row is left all zero.
+inline double MaskedSoftmax(std::span<double> x) {
+  constexpr double kMasked = -std::numeric_limits<double>::infinity();
+  double mx = kMasked;
+  for (double v : x) mx = std::max(mx, v);
+  double sum = 0;
+  for (double& v : x) {
+    v = v == kMasked ? 0.0 : std::exp(v - mx);
+    sum += v;
+  }
+  if (sum > 0) {
+    for (double& v : x) v /= sum;
+  }
+  return sum;
+}
+
+// One query's causal attention in double over keys [n, d] (rows with position > q_pos are
+// masked): probs[j] = softmax_j(scale * q . k_j).
+inline void CausalAttention(const float* q, MatView<const float> keys,
+                            std::span<const int32_t> positions, int32_t q_pos, double scale,
+                            std::span<double> probs) {
+  for (int64_t j = 0; j < keys.rows; ++j) {
+    probs[static_cast<size_t>(j)] = positions[static_cast<size_t>(j)] > q_pos
+                                        ? -std::numeric_limits<double>::infinity()
+                                        : DotF64(q, keys.Row(j), keys.cols) * scale;
+  }
+  MaskedSoftmax(probs);
+}
 
 // Test oracle: the same result by a two-pass softmax in double from copied rows.
 void AttendReference(const AttnShape& shape, MatView<const float> q, std::span<const int32_t> q_pos,

@@ -1,5 +1,6 @@
 // Runs a press on a model's KV cache: gathers what the scorer needs (window queries, query
-// statistics, W_O Gram matrices, future queries), scores each layer, selects, and compacts.
+// statistics, W_O and its Gram matrices, future queries), scores each layer, selects, and
+// compacts. Nothing here knows a press by name: each asks through PressNeeds.
 #pragma once
 
 #include <memory>
@@ -30,6 +31,10 @@ class PressCapture : public ForwardTap {
   MatView<const float> Future(int layer) const;
 
  private:
+  struct Layer;
+  void KeepWindow(Layer& L, std::span<const int32_t> pos, MatView<const float> q);
+  void AddQueryStats(QueryStats& st, std::span<const int32_t> pos, MatView<const float> q);
+
   static constexpr int kStatsSinks = 4;  // ExpectedAttention's n_sink: sinks are left out
   const Model& model_;
   PressNeeds needs_;
@@ -67,8 +72,21 @@ class Compressor {
                     CompressStats* stats = nullptr) const;
 
  private:
+  // Per-thread buffers of one layer's scoring.
+  struct LayerScratch {
+    std::vector<HeadEntries> heads;
+    std::vector<float> wo;
+  };
   Status Run(KvCache& cache, double ratio, int target, const PressCapture* capture,
              ThreadPool& pool, CompressStats* stats) const;
+  // Kept rows per head of one layer (empty when the layer is left alone).
+  Result<std::vector<std::vector<int32_t>>> ScoreLayer(const KvCache& cache, int layer,
+                                                       double ratio, int target,
+                                                       const PressCapture* capture,
+                                                       LayerScratch& scratch) const;
+  // What the scorer asked for besides the heads' entries.
+  void FillInput(LayerInput& in, const KvCache& cache, const PressCapture* capture,
+                 std::vector<float>& wo) const;
   std::span<const float> Gram(int layer) const;  // [n_kv_heads, d, d], computed once
 
   const Model& model_;
@@ -77,5 +95,11 @@ class Compressor {
   mutable std::vector<std::vector<float>> grams_;
   mutable std::vector<std::once_flag> gram_once_;
 };
+
+// Compressors for a list of --press values, and (when `needs` is given) the union of what they
+// read, so one prefill's capture serves them all.
+Result<std::vector<Compressor>> MakeCompressors(const Model& model,
+                                                std::span<const std::string> presses,
+                                                PressNeeds* needs = nullptr);
 
 }  // namespace primekv

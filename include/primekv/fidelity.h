@@ -1,6 +1,7 @@
 // The fidelity protocol of docs/design.md §6: how far a compressed cache moves the model's
 // next-token distributions and attention outputs over a known continuation, against the full
-// cache, with an oracle row that picks the same budget using the true future queries.
+// cache, with an oracle row that picks the same budget using the true future queries. An
+// evaluation protocol (src/eval/fidelity.cc), above the presses it measures.
 #pragma once
 
 #include <functional>

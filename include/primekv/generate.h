@@ -1,8 +1,11 @@
-// The generation loop: prefill a prompt, then sample token by token over the cache.
+// The decode loop: sample a token from the last logits, hand it on, feed it back, repeat. The
+// pipeline (press/pipeline.cc) runs every answer through it; the caller's `feed` runs the
+// forward pass (with whatever tap or accounting it needs) and refreshes the logits.
 #pragma once
 
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "primekv/model.h"
@@ -10,25 +13,29 @@
 
 namespace primekv {
 
-struct GenerateOptions {
+struct DecodeOptions {
   int max_new_tokens = 128;
   SamplerOptions sampler;
-  bool stop_at_end_of_generation = true;
-  // Called after each generated token; return false to stop.
+  // Feed the final token (the end token, or the last one allowed) into the cache too, so the
+  // whole answer stays there (multi-turn); otherwise the loop stops before that forward.
+  bool feed_last = false;
+  // Called with each generated token that is not an end token; return false to stop.
   std::function<bool(Token)> on_token;
+  int reserve = 0;    // tokens reserved up front, so the loop itself allocates nothing
+  std::string label;  // prepended to sampling errors, e.g. "turn 2, "
 };
 
-struct GenerateResult {
-  std::vector<Token> tokens;  // generated ids (including the end token, if one was sampled)
+struct DecodeResult {
+  std::vector<Token> tokens;  // generated ids, without the end-of-generation token
   bool stopped_at_end = false;
-  double prefill_ms = 0;
-  double decode_ms = 0;
 };
 
-// Prefills `prompt` (may be empty if the cache already ends with the prompt and `first_logits`
-// holds its last logits) and generates up to max_new_tokens.
-Result<GenerateResult> Generate(const Model& model, KvCache& cache, std::span<const Token> prompt,
-                                const GenerateOptions& options, ThreadPool& pool,
-                                ForwardWorkspace& ws);
+// Decodes from `logits` (the distribution after the prompt). `feed(token)` must run the token
+// through the model and leave the next logits in `logits`; `after_feed(i)`, when given, runs
+// after the i-th token (0-based) was fed and more will follow (decode-time compression).
+// Sampling errors read label + "token N: ..."; errors of feed and after_feed pass unchanged.
+Result<DecodeResult> Decode(const Model& model, std::span<const float> logits,
+                            const DecodeOptions& options, const std::function<Status(Token)>& feed,
+                            const std::function<Status(int)>& after_feed = {});
 
 }  // namespace primekv

@@ -73,7 +73,6 @@ struct PrefilledContext {
 Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& needs,
                                         const KvCacheOptions& kv, std::span<const Token> context,
                                         ThreadPool& pool);
-PressNeeds UnionNeeds(const PressNeeds& a, const PressNeeds& b);
 
 // Context size (docs/reliability.md): the most positions a run may use.
 inline constexpr int kMaxContextSize = 1 << 24;
@@ -88,6 +87,10 @@ Result<int> ResolveContextSize(const ModelConfig& config, int64_t requested, boo
 int64_t ConversationPositions(CompressionMode mode, int64_t context_tokens,
                               const std::vector<std::vector<Token>>& questions,
                               int64_t max_new_tokens);
+
+// Whether RunPipeline can run `press` at all: a press that reads the true future queries runs
+// only under the fidelity protocol (primekv fidelity).
+Status CheckPipelinePress(const Press& press);
 
 // Runs one conversation: `context` (with BOS if wanted) then each question in order.
 // kContext and kChunked answer questions independently from the same compressed context;

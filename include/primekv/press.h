@@ -13,12 +13,11 @@
 #include <vector>
 
 #include "primekv/kv_cache.h"
+#include "primekv/model.h"
 #include "primekv/status.h"
 #include "primekv/tensor.h"
 
 namespace primekv {
-
-struct ModelConfig;
 
 // What a scorer needs besides keys; the engine gathers only what some scorer asks for.
 struct PressNeeds {
@@ -26,8 +25,13 @@ struct PressNeeds {
   bool values = false;          // dequantised values
   bool output_gram = false;     // M = sum_{h in group} W_O^(h)T W_O^(h), per KV head
   bool query_stats = false;     // mean and covariance of pre-RoPE context queries per query head
-  bool future_queries = false;  // true future queries (oracle, evaluation only)
+  bool future_queries = false;  // true future queries (evaluation only: the fidelity protocol)
+  bool output_weights = false;  // W_O itself as floats, [d_model, n_heads * d]
+  // Whether the press reads queries of the forward pass (then it needs a PressCapture and
+  // cannot compress during chunked prefill or before the question is known).
+  bool ReadsQueries() const { return window_queries > 0 || query_stats || future_queries; }
 };
+PressNeeds UnionNeeds(const PressNeeds& a, const PressNeeds& b);
 
 // One KV head's entries as floats: keys/values [n, d] row-major, positions [n] ascending.
 struct HeadEntries {
@@ -44,15 +48,12 @@ struct QueryStats {
   std::vector<double> sum_sq;  // [n_heads, d, d] sum of outer products
 };
 
-// Everything a scorer may read for one layer.
+// Everything a scorer may read for one layer. The shape comes from the model's config, the
+// rest only when the scorer's PressNeeds asked for it.
 struct LayerInput {
+  explicit LayerInput(const ModelConfig& c) : config(c) {}
+  const ModelConfig& config;
   int layer = 0;
-  int n_layers = 0;
-  int n_heads = 0;  // query heads
-  int n_kv_heads = 0;
-  int head_dim = 0;
-  float rope_base = 10000.0f;
-  bool rope_half = false;                     // NeoX element order
   std::span<const float> rope_inv_freq;       // [head_dim / 2] (after any scaling)
   std::span<const HeadEntries> heads;         // [n_kv_heads]
   MatView<const float> window_queries;        // [w, n_heads * d], post-RoPE
@@ -60,10 +61,34 @@ struct LayerInput {
   std::span<const float> output_gram;         // [n_kv_heads, d, d]
   const QueryStats* query_stats = nullptr;
   MatView<const float> future_queries;  // [t, n_heads * d], post-RoPE
-  std::span<const float> wo_rows;       // oracle: W_O [d_model, n_heads * d] as floats
-  int d_model = 0;
-  int32_t next_position = 0;  // position the next token will get
-  int group() const { return n_heads / n_kv_heads; }
+  MatView<const float> output_weights;  // W_O [d_model, n_heads * d]
+  int32_t next_position = 0;            // position the next token will get
+
+  int n_layers() const { return config.n_layers; }
+  int n_heads() const { return config.n_heads; }  // query heads
+  int n_kv_heads() const { return config.n_kv_heads; }
+  int head_dim() const { return config.head_dim; }
+  int group() const { return config.group(); }
+  bool rope_half() const { return config.rope_style == RopeStyle::kHalf; }  // NeoX order
+  // KV head h's keys and values as [n, d] matrices (values empty unless PressNeeds::values).
+  MatView<const float> Keys(int h) const { return Rows(heads[static_cast<size_t>(h)].keys); }
+  MatView<const float> Values(int h) const { return Rows(heads[static_cast<size_t>(h)].values); }
+  // KV head h's W_O Gram matrix [d, d].
+  MatView<const float> Gram(int h) const {
+    const int64_t d = head_dim();
+    return {output_gram.data() + h * d * d, d, d};
+  }
+  // Query head qh's columns of a query matrix [rows, n_heads * d]: [rows, d].
+  MatView<const float> QueryHead(MatView<const float> q, int qh) const {
+    if (q.data == nullptr) return {};
+    return {q.data + static_cast<int64_t>(qh) * head_dim(), q.rows, head_dim(), q.stride};
+  }
+
+ private:
+  MatView<const float> Rows(const std::vector<float>& x) const {
+    const int64_t d = head_dim();
+    return {x.data(), static_cast<int64_t>(x.size()) / d, d};
+  }
 };
 
 // scores[h][i]: higher = keep; one row per KV head, length heads[h].size().
@@ -130,5 +155,20 @@ struct PressInfo {
 // The registry table, in display order.
 std::span<const PressInfo> ListPresses();
 Result<Press> MakePress(const PressSpec& spec);
+
+// A row of the registry table (src/press/registry.cc; docs/adding-a-press.md). A scorer row
+// names its factory and budget; a budget-wrapper row ("adakv:<press>") has no factory and
+// `wraps` = its prefix: it runs the inner press's scorer under its own budget.
+using ScorerFactory = Result<std::unique_ptr<Scorer>> (*)(const PressParams& params,
+                                                          const std::string& press);
+struct PressEntry {
+  PressInfo info;
+  ScorerFactory factory = nullptr;  // null for "none" and for budget wrappers
+  BudgetKind budget = BudgetKind::kUniform;
+  std::string_view wraps;  // budget wrappers only
+};
+std::span<const PressEntry> PressTable();
+// MakePress over another table (tests add presses of their own to a copy of PressTable()).
+Result<Press> MakePress(const PressSpec& spec, std::span<const PressEntry> table);
 
 }  // namespace primekv

@@ -61,14 +61,106 @@ void AttentionWorkspace::Reserve(int threads, const AttnShape& shape, int page_t
   high_water_bytes_ = std::max(high_water_bytes_, total);
 }
 
+namespace {
+
+// One task: the queries of KV head `kvh`'s group for tokens [q0, q0 + qn), against every page.
+struct TileTask {
+  const AttnShape& shape;
+  MatView<const float> q;
+  std::span<const int32_t> q_pos;
+  const KvCache& cache;
+  int layer;
+  int kvh;
+  int q0;
+  int qn;
+  int rows() const {
+    return shape.group() * qn;
+  }  // row r = g * qn + i: head kvh*group+g, token q0+i
+  int64_t Column(int g) const {
+    return static_cast<int64_t>(kvh * shape.group() + g) * shape.head_dim;
+  }
+};
+
+void GatherQueries(const TileTask& t, TileScratch& ts) {
+  const int d = t.shape.head_dim;
+  for (int g = 0; g < t.shape.group(); ++g) {
+    for (int i = 0; i < t.qn; ++i) {
+      std::copy_n(t.q.Row(t.q0 + i) + t.Column(g), d, ts.q + static_cast<size_t>(g * t.qn + i) * d);
+    }
+  }
+  std::fill_n(ts.acc, static_cast<size_t>(t.rows()) * d, 0.0f);
+  std::fill_n(ts.m, t.rows(), -std::numeric_limits<float>::infinity());
+  std::fill_n(ts.l, t.rows(), 0.0f);
+}
+
+// Turns each row of scores[rows, count] into exp(s - running max), masking positions after the
+// row's query, and rescales the row's running sum and accumulator to the new max.
+void OnlineSoftmaxRows(const TileTask& t, const KvPage& page, int count, TileScratch& ts,
+                       const attention_internal::SoftmaxKernels& softmax) {
+  const int pt = t.cache.page_tokens();
+  const int d = t.shape.head_dim;
+  for (int r = 0; r < t.rows(); ++r) {
+    const int32_t pos = t.q_pos[t.q0 + r % t.qn];
+    float* s = ts.scores + static_cast<size_t>(r) * pt;
+    int visible = count;
+    while (visible > 0 && page.positions[visible - 1] > pos) --visible;
+    const float mx = softmax.row_max(s, visible, ts.m[r]);
+    if (visible == 0 || mx == -std::numeric_limits<float>::infinity()) {
+      std::fill_n(s, count, 0.0f);
+      continue;
+    }
+    // ExpApprox(-inf) = 0 on the first page.
+    const float corr = attention_internal::ExpApprox(ts.m[r] - mx);
+    const float sum = softmax.exp_sum(s, visible, mx);
+    std::fill(s + visible, s + count, 0.0f);
+    ts.l[r] = ts.l[r] * corr + sum;
+    ts.m[r] = mx;
+    if (corr != 1.0f) softmax.scale(ts.acc + static_cast<size_t>(r) * d, d, corr);
+  }
+}
+
+// acc += softmax(scale * Q K^T) V over one page of `count` entries.
+void AttendPage(const TileTask& t, const KvPage& page, int count, TileScratch& ts,
+                const attention_internal::SoftmaxKernels& softmax) {
+  const int pt = t.cache.page_tokens();
+  const int d = t.shape.head_dim;
+  float* key_rows = ts.values + static_cast<size_t>(pt) * d;
+  t.cache.PageKeysToFloat(page, count, key_rows);
+  t.cache.PageValuesToFloat(page, count, ts.values);
+  // scores[rows, count] = scale * Q K^T. A few rows (decode): dot products against the key rows;
+  // many: transpose the page once and run a GEMM.
+  if (t.rows() <= kDirectScoreRows) {
+    softmax.scores(ts.q, t.rows(), key_rows, count, d, t.shape.scale, ts.scores, pt);
+  } else {
+    dense::Transpose(key_rows, count, d, d, ts.keys, pt);
+    dense::GemmNN(t.rows(), count, d, t.shape.scale, ts.q, d, ts.keys, pt, 0.0f, ts.scores, pt);
+  }
+  OnlineSoftmaxRows(t, page, count, ts, softmax);
+  // acc[rows, d] += P V
+  dense::GemmNN(t.rows(), d, count, 1.0f, ts.scores, pt, ts.values, d, 1.0f, ts.acc, d);
+}
+
+void WriteOutputs(const TileTask& t, const TileScratch& ts, MatView<float> out) {
+  const int d = t.shape.head_dim;
+  for (int g = 0; g < t.shape.group(); ++g) {
+    for (int i = 0; i < t.qn; ++i) {
+      const int r = g * t.qn + i;
+      const float inv = ts.l[r] > 0 ? 1.0f / ts.l[r] : 0.0f;
+      float* o = out.Row(t.q0 + i) + t.Column(g);
+      const float* a = ts.acc + static_cast<size_t>(r) * d;
+      for (int c = 0; c < d; ++c) o[c] = a[c] * inv;
+    }
+  }
+}
+
+}  // namespace
+
 void AttendCached(const AttnShape& shape, MatView<const float> q, std::span<const int32_t> q_pos,
                   const KvCache& cache, int layer, MatView<float> out, ThreadPool& pool,
                   AttentionWorkspace& workspace) {
   const int n = static_cast<int>(q.rows);
-  const int d = shape.head_dim;
-  const int group = shape.group();
   const int pt = cache.page_tokens();
-  Check(cache.head_dim() == d && cache.n_kv_heads() == shape.n_kv_heads,
+  Check(cache.head_dim() == shape.head_dim && cache.n_kv_heads() == shape.n_kv_heads,
         "AttendCached: cache shape differs from attention shape");
   workspace.Reserve(pool.size(), shape, pt);
   const attention_internal::SoftmaxKernels& softmax = attention_internal::BestSoftmax();
@@ -79,67 +171,20 @@ void AttendCached(const AttnShape& shape, MatView<const float> q, std::span<cons
   pool.ParallelFor(tasks, [&](int64_t begin, int64_t end, int thread) {
     TileScratch ts = Carve(workspace.Buffer(thread), shape, pt);
     for (int64_t task = begin; task < end; ++task) {
-      const int kvh = static_cast<int>(task / n_qtiles);
       const int q0 = static_cast<int>(task % n_qtiles) * tq;
-      const int qn = std::min(tq, n - q0);
-      const int rows = group * qn;  // row r = g * qn + i: query head kvh*group+g, token q0+i
-      for (int g = 0; g < group; ++g) {
-        const int64_t col = static_cast<int64_t>(kvh * group + g) * d;
-        for (int i = 0; i < qn; ++i) {
-          std::copy_n(q.Row(q0 + i) + col, d, ts.q + static_cast<size_t>(g * qn + i) * d);
-        }
-      }
-      std::fill_n(ts.acc, static_cast<size_t>(rows) * d, 0.0f);
-      std::fill_n(ts.m, rows, -std::numeric_limits<float>::infinity());
-      std::fill_n(ts.l, rows, 0.0f);
-      const int32_t max_pos = q_pos[q0 + qn - 1];
-      const int len = cache.Length(layer, kvh);
+      const TileTask t{shape, q,
+                       q_pos, cache,
+                       layer, static_cast<int>(task / n_qtiles),
+                       q0,    std::min(tq, n - q0)};
+      GatherQueries(t, ts);
+      const int32_t max_pos = q_pos[t.q0 + t.qn - 1];
+      const int len = cache.Length(layer, t.kvh);
       for (int p = 0; p * pt < len; ++p) {
-        const KvPage& page = cache.Page(layer, kvh, p);
-        const int count = std::min(pt, len - p * pt);
+        const KvPage& page = cache.Page(layer, t.kvh, p);
         if (page.positions[0] > max_pos) break;  // positions ascend: nothing visible further on
-        float* key_rows = ts.values + static_cast<size_t>(pt) * d;
-        cache.PageKeysToFloat(page, count, key_rows);
-        cache.PageValuesToFloat(page, count, ts.values);
-        // scores[rows, count] = scale * Q K^T. A few rows (decode): dot products against the
-        // key rows; many: transpose the page once and run a GEMM.
-        if (rows <= kDirectScoreRows) {
-          softmax.scores(ts.q, rows, key_rows, count, d, shape.scale, ts.scores, pt);
-        } else {
-          dense::Transpose(key_rows, count, d, d, ts.keys, pt);
-          dense::GemmNN(rows, count, d, shape.scale, ts.q, d, ts.keys, pt, 0.0f, ts.scores, pt);
-        }
-        for (int r = 0; r < rows; ++r) {
-          const int32_t pos = q_pos[q0 + r % qn];
-          float* s = ts.scores + static_cast<size_t>(r) * pt;
-          int visible = count;
-          while (visible > 0 && page.positions[visible - 1] > pos) --visible;
-          const float mx = softmax.row_max(s, visible, ts.m[r]);
-          if (visible == 0 || mx == -std::numeric_limits<float>::infinity()) {
-            std::fill_n(s, count, 0.0f);
-            continue;
-          }
-          // ExpApprox(-inf) = 0 on the first page.
-          const float corr = attention_internal::ExpApprox(ts.m[r] - mx);
-          const float sum = softmax.exp_sum(s, visible, mx);
-          std::fill(s + visible, s + count, 0.0f);
-          ts.l[r] = ts.l[r] * corr + sum;
-          ts.m[r] = mx;
-          if (corr != 1.0f) softmax.scale(ts.acc + static_cast<size_t>(r) * d, d, corr);
-        }
-        // acc[rows, d] += P V
-        dense::GemmNN(rows, d, count, 1.0f, ts.scores, pt, ts.values, d, 1.0f, ts.acc, d);
+        AttendPage(t, page, std::min(pt, len - p * pt), ts, softmax);
       }
-      for (int g = 0; g < group; ++g) {
-        const int64_t col = static_cast<int64_t>(kvh * group + g) * d;
-        for (int i = 0; i < qn; ++i) {
-          const int r = g * qn + i;
-          const float inv = ts.l[r] > 0 ? 1.0f / ts.l[r] : 0.0f;
-          float* o = out.Row(q0 + i) + col;
-          const float* a = ts.acc + static_cast<size_t>(r) * d;
-          for (int c = 0; c < d; ++c) o[c] = a[c] * inv;
-        }
-      }
+      WriteOutputs(t, ts, out);
     }
   });
 }
@@ -149,36 +194,21 @@ void AttendReference(const AttnShape& shape, MatView<const float> q, std::span<c
   const int d = shape.head_dim;
   std::vector<float> keys, values;
   std::vector<int32_t> pos;
-  std::vector<double> logits;
+  std::vector<double> p;
   for (int kvh = 0; kvh < shape.n_kv_heads; ++kvh) {
     cache.ReadHead(layer, kvh, &keys, &values, &pos);
-    const int len = static_cast<int>(pos.size());
-    logits.resize(static_cast<size_t>(len));
+    const int64_t len = static_cast<int64_t>(pos.size());
+    const MatView<const float> k(keys.data(), len, d), v(values.data(), len, d);
+    p.resize(pos.size());
     for (int g = 0; g < shape.group(); ++g) {
       const int64_t col = static_cast<int64_t>(kvh * shape.group() + g) * d;
       for (int64_t i = 0; i < q.rows; ++i) {
-        const float* qi = q.Row(i) + col;
-        double mx = -std::numeric_limits<double>::infinity();
-        for (int j = 0; j < len; ++j) {
-          if (pos[j] > q_pos[i]) {
-            logits[j] = -std::numeric_limits<double>::infinity();
-            continue;
-          }
-          double dot = 0;
-          for (int c = 0; c < d; ++c) dot += static_cast<double>(qi[c]) * keys[j * d + c];
-          logits[j] = dot * shape.scale;
-          mx = std::max(mx, logits[j]);
-        }
-        double sum = 0;
-        for (int j = 0; j < len; ++j) {
-          logits[j] = std::isinf(logits[j]) ? 0.0 : std::exp(logits[j] - mx);
-          sum += logits[j];
-        }
+        CausalAttention(q.Row(i) + col, k, pos, q_pos[i], shape.scale, p);
         float* o = out.Row(i) + col;
         for (int c = 0; c < d; ++c) {
           double acc = 0;
-          for (int j = 0; j < len; ++j) acc += logits[j] * values[j * d + c];
-          o[c] = sum > 0 ? static_cast<float>(acc / sum) : 0.0f;
+          for (int64_t j = 0; j < len; ++j) acc += p[static_cast<size_t>(j)] * v(j, c);
+          o[c] = static_cast<float>(acc);
         }
       }
     }

@@ -29,39 +29,28 @@ struct FidelityArgs {
   bool allow_ctx_overflow = false;
 };
 
-int RunFidelity(const FidelityArgs& a) {
-  auto raw = ReadRegularFile(a.text_file, "--text-file");
-  if (!raw.ok()) return Fail(raw.message());
+// The press list, with every --presses item split.
+Result<std::vector<std::string>> Presses(const FidelityArgs& a) {
   std::vector<std::string> presses;
   for (const std::string& item : a.presses) {
-    auto split = SplitPressList(item);
-    if (!split.ok()) return Fail(split.message());
-    presses.insert(presses.end(), split->begin(), split->end());
+    PRIMEKV_ASSIGN_OR_RETURN(const std::vector<std::string> split, SplitPressList(item));
+    presses.insert(presses.end(), split.begin(), split.end());
   }
-  auto model = Model::Load(a.model);
-  if (!model.ok()) return Fail(model.message());
-  const Tokenizer& tok = model->tokenizer();
-  std::string ctx_note;
-  auto ctx_size = ResolveContextSize(model->config(), a.ctx_size, a.allow_ctx_overflow, &ctx_note);
-  if (!ctx_size.ok()) return Fail(ctx_size.message());
-  if (!ctx_note.empty()) std::fprintf(stderr, "primekv: warning: %s\n", ctx_note.c_str());
-  if (int64_t{a.context} + a.continuation > *ctx_size) {
-    return Fail("--context " + std::to_string(a.context) + " + --continuation " +
-                std::to_string(a.continuation) + " tokens exceed the context size of " +
-                std::to_string(*ctx_size) +
-                (a.ctx_size == 0 ? " (the model's trained context; -c N --allow-ctx-overflow runs "
-                                   "past it)"
-                                 : " (-c)"));
-  }
-  const std::vector<Token> text = tok.Encode(*raw, false);
+  return presses;
+}
+
+// --contexts windows of the text: each a context (BOS first when the model has one) of
+// --context tokens, then a continuation of --continuation tokens.
+Status MakeWindows(const FidelityArgs& a, const Tokenizer& tok, const std::string& raw,
+                   std::vector<std::vector<Token>>& ctxs, std::vector<std::vector<Token>>& conts) {
+  const std::vector<Token> text = tok.Encode(raw, false);
   const size_t window = static_cast<size_t>(a.context - 1 + a.continuation);
   const size_t available = text.size() / window;
   if (available < static_cast<size_t>(a.contexts)) {
-    return Fail(a.text_file + " holds " + std::to_string(text.size()) + " tokens: enough for " +
-                std::to_string(available) + " windows of " + std::to_string(window) + ", not " +
-                std::to_string(a.contexts));
+    return Status::Error(a.text_file + " holds " + std::to_string(text.size()) +
+                         " tokens: enough for " + std::to_string(available) + " windows of " +
+                         std::to_string(window) + ", not " + std::to_string(a.contexts));
   }
-  std::vector<std::vector<Token>> ctxs, conts;
   for (int i = 0; i < a.contexts; ++i) {
     const auto begin = text.begin() + static_cast<std::ptrdiff_t>(i * window);
     std::vector<Token> c;
@@ -70,19 +59,29 @@ int RunFidelity(const FidelityArgs& a) {
     ctxs.push_back(std::move(c));
     conts.emplace_back(begin + (a.context - 1), begin + static_cast<std::ptrdiff_t>(window));
   }
-  FidelityOptions opt;
-  opt.presses = presses;
-  opt.ratios = a.ratios;
-  opt.kv.dtype = a.kv_type;
-  ProgressBar bar("fidelity", static_cast<int64_t>(a.contexts) *
-                                  static_cast<int64_t>(presses.size() * a.ratios.size()));
-  opt.progress = [&bar](int done, int) { bar.Update(done); };
-  ThreadPool pool(a.threads);
-  auto rows = MeasureFidelity(*model, ctxs, conts, opt, pool);
-  if (!rows.ok()) return Fail(rows.message());
+  return Status::Ok();
+}
+
+Status CheckContextSize(const FidelityArgs& a, const Model& model) {
+  std::string ctx_note;
+  PRIMEKV_ASSIGN_OR_RETURN(const int ctx_size, ResolveContextSize(model.config(), a.ctx_size,
+                                                                  a.allow_ctx_overflow, &ctx_note));
+  if (!ctx_note.empty()) std::fprintf(stderr, "primekv: warning: %s\n", ctx_note.c_str());
+  if (int64_t{a.context} + a.continuation > ctx_size) {
+    return Status::Error("--context " + std::to_string(a.context) + " + --continuation " +
+                         std::to_string(a.continuation) + " tokens exceed the context size of " +
+                         std::to_string(ctx_size) +
+                         (a.ctx_size == 0 ? " (the model's trained context; -c N "
+                                            "--allow-ctx-overflow runs past it)"
+                                          : " (-c)"));
+  }
+  return Status::Ok();
+}
+
+void Print(const FidelityArgs& a, const std::vector<FidelityRow>& rows) {
   if (a.json) {
     nlohmann::json j = nlohmann::json::array();
-    for (const auto& r : *rows) {
+    for (const auto& r : rows) {
       j.push_back({{"press", r.press},
                    {"ratio", r.ratio},
                    {"contexts", r.contexts},
@@ -92,18 +91,43 @@ int RunFidelity(const FidelityArgs& a) {
                    {"mean_layer_error", r.mean_layer_error()}});
     }
     std::printf("%s\n", j.dump(2).c_str());
-    return 0;
+    return;
   }
   std::printf("model %s, %d contexts of %d tokens, continuation %d\n", a.model.c_str(), a.contexts,
               a.context, a.continuation);
   std::printf(
       "| press | ratio | KL(full||comp) | top-1 agree | mean layer rel. error "
       "|\n|---|---|---|---|---|\n");
-  for (const auto& r : *rows) {
+  for (const auto& r : rows) {
     std::printf("| %s | %.2f | %.5f | %.4f | %.4f |\n", r.press.c_str(), r.ratio, r.kl, r.top1,
                 r.mean_layer_error());
   }
-  return 0;
+}
+
+Status Fidelity(const FidelityArgs& a) {
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string raw, ReadRegularFile(a.text_file, "--text-file"));
+  PRIMEKV_ASSIGN_OR_RETURN(const std::vector<std::string> presses, Presses(a));
+  PRIMEKV_ASSIGN_OR_RETURN(const Model model, Model::Load(a.model));
+  PRIMEKV_RETURN_IF_ERROR(CheckContextSize(a, model));
+  std::vector<std::vector<Token>> ctxs, conts;
+  PRIMEKV_RETURN_IF_ERROR(MakeWindows(a, model.tokenizer(), raw, ctxs, conts));
+  FidelityOptions opt;
+  opt.presses = presses;
+  opt.ratios = a.ratios;
+  opt.kv.dtype = a.kv_type;
+  ProgressBar bar("fidelity", static_cast<int64_t>(a.contexts) *
+                                  static_cast<int64_t>(presses.size() * a.ratios.size()));
+  opt.progress = [&bar](int done, int) { bar.Update(done); };
+  ThreadPool pool(a.threads);
+  PRIMEKV_ASSIGN_OR_RETURN(const std::vector<FidelityRow> rows,
+                           MeasureFidelity(model, ctxs, conts, opt, pool));
+  Print(a, rows);
+  return Status::Ok();
+}
+
+int RunFidelity(const FidelityArgs& a) {
+  const Status s = Fidelity(a);
+  return s.ok() ? 0 : Fail(s.message());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "primekv/model.h"
 #include "primekv/press.h"
 
 namespace primekv::cli {
@@ -38,152 +39,210 @@ Result<std::vector<T>> ReadRaw(const std::filesystem::path& p, size_t expected, 
   return v;
 }
 
-int RunPressScores(const std::string& dir_s, const std::string& press_text) {
-  namespace fs = std::filesystem;
-  const fs::path dir(dir_s);
-  const std::string meta_name = (dir / "meta.json").string();
-  auto meta_text = ReadRegularFile(meta_name, "meta");
-  if (!meta_text.ok()) return Fail(meta_text.message());
-  nlohmann::json meta = nlohmann::json::parse(*meta_text, nullptr, /*allow_exceptions=*/false);
-  if (!meta.is_object()) return Fail(meta_name + ": not a JSON object");
-  LayerInput in;
+// meta.json: the layer's shape (as a ModelConfig) and the run's settings.
+struct Meta {
+  ModelConfig config;
   int n = 0;
+  int layer = 0;
+  int32_t next_position = 0;
   double ratio = 0.5;
-  std::string meta_press;
+  std::string press;
+};
+
+Result<Meta> ReadMeta(const std::string& meta_name) {
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(meta_name, "meta"));
+  nlohmann::json meta = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!meta.is_object()) return Status::Error(meta_name + ": not a JSON object");
+  Meta m;
+  ModelConfig& c = m.config;
   // Every field is typed and bounded before use: meta.json is input like any other.
   try {
-    meta_press = meta.value("press", "primekv");
-    n = meta.at("n").get<int>();
-    in.n_heads = meta.at("n_heads").get<int>();
-    in.n_kv_heads = meta.at("n_kv_heads").get<int>();
-    in.head_dim = meta.at("head_dim").get<int>();
-    in.d_model = meta.value("d_model", 0);
-    in.layer = meta.value("layer", 0);
-    in.n_layers = meta.value("n_layers", 1);
-    in.next_position = meta.value("next_position", n);
-    in.rope_base = meta.value("rope_base", 10000.0f);
-    in.rope_half = meta.value("rope_half", false);
-    ratio = meta.value("ratio", 0.5);
+    m.press = meta.value("press", "primekv");
+    m.n = meta.at("n").get<int>();
+    c.n_heads = meta.at("n_heads").get<int>();
+    c.n_kv_heads = meta.at("n_kv_heads").get<int>();
+    c.head_dim = meta.at("head_dim").get<int>();
+    c.d_model = meta.value("d_model", 0);
+    m.layer = meta.value("layer", 0);
+    c.n_layers = meta.value("n_layers", 1);
+    m.next_position = meta.value("next_position", m.n);
+    c.rope_base = meta.value("rope_base", 10000.0f);
+    c.rope_style = meta.value("rope_half", false) ? RopeStyle::kHalf : RopeStyle::kAdjacent;
+    m.ratio = meta.value("ratio", 0.5);
   } catch (const nlohmann::json::exception& e) {
-    return Fail(meta_name + ": " + e.what());
+    return Status::Error(meta_name + ": " + e.what());
   }
-  if (n < 1 || n > (1 << 20) || in.n_heads < 1 || in.n_heads > 1024 || in.n_kv_heads < 1 ||
-      in.n_heads % in.n_kv_heads != 0 || in.head_dim < 2 || in.head_dim > 1024 ||
-      in.head_dim % 2 != 0 || in.n_layers < 1 || in.n_layers > 4096 || in.layer < 0 ||
-      in.layer >= in.n_layers || in.d_model < 0 || in.d_model > (1 << 16) || !(in.rope_base > 0) ||
-      !std::isfinite(in.rope_base) || !(ratio >= 0 && ratio < 1)) {
-    return Fail(meta_name + ": shape, layer, rope_base or ratio out of range");
+  if (m.n < 1 || m.n > (1 << 20) || c.n_heads < 1 || c.n_heads > 1024 || c.n_kv_heads < 1 ||
+      c.n_heads % c.n_kv_heads != 0 || c.head_dim < 2 || c.head_dim > 1024 || c.head_dim % 2 != 0 ||
+      c.n_layers < 1 || c.n_layers > 4096 || m.layer < 0 || m.layer >= c.n_layers ||
+      c.d_model < 0 || c.d_model > (1 << 16) || !(c.rope_base > 0) || !std::isfinite(c.rope_base) ||
+      !(m.ratio >= 0 && m.ratio < 1)) {
+    return Status::Error(meta_name + ": shape, layer, rope_base or ratio out of range");
   }
-  if (in.d_model == 0) in.d_model = in.n_heads * in.head_dim;
-  auto spec = ParsePressSpec(press_text.empty() ? meta_press : press_text);
-  if (!spec.ok()) return Fail(spec.message());
-  auto press = MakePress(*spec);
-  if (!press.ok()) return Fail(press.message());
-  if (!press->scorer) return Fail("press none has no scores");
+  if (c.d_model == 0) c.d_model = c.q_width();
+  return m;
+}
 
-  const int d = in.head_dim, H = in.n_kv_heads, width = in.n_heads * d;
-  std::vector<float> inv_freq(static_cast<size_t>(d / 2));
-  for (int i = 0; i < d / 2; ++i)
-    inv_freq[static_cast<size_t>(i)] = static_cast<float>(std::pow(in.rope_base, -2.0 * i / d));
-  in.rope_inv_freq = inv_freq;
+// The raw tensors of DIR; the optional ones are empty when their file is absent.
+struct Tensors {
+  std::vector<float> keys, values, window_queries, wo, context_queries, future_queries;
+  std::vector<int32_t> positions, window_positions, context_positions;
+};
 
-  auto keys = ReadRaw<float>(dir / "keys.f32", static_cast<size_t>(H) * n * d, false);
-  auto values = ReadRaw<float>(dir / "values.f32", static_cast<size_t>(H) * n * d, false);
-  auto pos = ReadRaw<int32_t>(dir / "positions.i32", static_cast<size_t>(n), false);
-  auto wq = ReadRaw<float>(dir / "window_queries.f32", 0, true);
-  auto wpos = ReadRaw<int32_t>(dir / "window_positions.i32", 0, true);
-  auto wo = ReadRaw<float>(dir / "wo.f32", static_cast<size_t>(in.d_model) * width, true);
-  auto ctxq = ReadRaw<float>(dir / "context_queries.f32", 0, true);
-  auto ctxpos = ReadRaw<int32_t>(dir / "context_positions.i32", 0, true);
-  auto fut = ReadRaw<float>(dir / "future_queries.f32", 0, true);
-  for (const Status& s : {keys.status(), values.status(), pos.status(), wq.status(), wpos.status(),
-                          wo.status(), ctxq.status(), ctxpos.status(), fut.status()}) {
-    if (!s.ok()) return Fail(s.message());
-  }
-  std::vector<HeadEntries> heads(static_cast<size_t>(H));
-  for (int h = 0; h < H; ++h) {
-    auto& e = heads[static_cast<size_t>(h)];
-    e.keys.assign(keys->begin() + static_cast<int64_t>(h) * n * d,
-                  keys->begin() + static_cast<int64_t>(h + 1) * n * d);
-    e.values.assign(values->begin() + static_cast<int64_t>(h) * n * d,
-                    values->begin() + static_cast<int64_t>(h + 1) * n * d);
-    e.positions = *pos;
-  }
-  in.heads = heads;
-  if (!wq->empty()) {
-    const int64_t rows = static_cast<int64_t>(wq->size()) / width;
-    if (wpos->size() != static_cast<size_t>(rows))
-      return Fail("window positions/queries differ in count");
-    // The engine's capture keeps only the last rows the scorer asked for; do the same.
-    const int64_t keep =
-        std::min<int64_t>(rows, std::max(1, press->scorer->Needs().window_queries));
-    in.window_queries = {wq->data() + (rows - keep) * width, keep, width};
-    in.window_positions = std::span<const int32_t>(*wpos).subspan(static_cast<size_t>(rows - keep));
-  }
-  // W_O Gram per KV head: sum over the group's query heads of W_O^(h)T W_O^(h).
-  std::vector<float> gram;
-  if (!wo->empty()) {
-    const int G = in.group();
-    gram.assign(static_cast<size_t>(H) * d * d, 0.0f);
-    for (int h = 0; h < H; ++h) {
-      std::vector<double> acc(static_cast<size_t>(d) * d, 0.0);
-      for (int row = 0; row < in.d_model; ++row)
-        for (int g = 0; g < G; ++g) {
-          const float* w =
-              wo->data() + static_cast<size_t>(row) * width + static_cast<size_t>(h * G + g) * d;
-          for (int a = 0; a < d; ++a)
-            for (int b = 0; b < d; ++b)
-              acc[static_cast<size_t>(a) * d + b] += static_cast<double>(w[a]) * w[b];
-        }
-      for (size_t t = 0; t < acc.size(); ++t)
-        gram[static_cast<size_t>(h) * d * d + t] = static_cast<float>(acc[t]);
-    }
-    in.output_gram = gram;
-    in.wo_rows = *wo;
-  }
-  // Query statistics from raw pre-RoPE context queries (positions >= 4, as the engine does).
-  QueryStats stats;
-  if (!ctxq->empty()) {
-    stats.sum.assign(static_cast<size_t>(in.n_heads) * d, 0.0);
-    stats.sum_sq.assign(static_cast<size_t>(in.n_heads) * d * d, 0.0);
-    const size_t rows = ctxq->size() / static_cast<size_t>(width);
-    if (ctxpos->size() != rows) return Fail("context positions/queries differ in count");
-    for (size_t r = 0; r < rows; ++r) {
-      if ((*ctxpos)[r] < 4) continue;
-      for (int h = 0; h < in.n_heads; ++h) {
-        const float* x = ctxq->data() + r * width + static_cast<size_t>(h) * d;
-        for (int a = 0; a < d; ++a) {
-          stats.sum[static_cast<size_t>(h) * d + a] += x[a];
-          for (int b = 0; b < d; ++b)
-            stats.sum_sq[(static_cast<size_t>(h) * d + a) * d + b] +=
-                static_cast<double>(x[a]) * x[b];
-        }
+Result<Tensors> ReadTensors(const std::filesystem::path& dir, const Meta& m) {
+  const ModelConfig& c = m.config;
+  const size_t entries = static_cast<size_t>(c.n_kv_heads) * m.n * c.head_dim;
+  Tensors t;
+  PRIMEKV_ASSIGN_OR_RETURN(t.keys, ReadRaw<float>(dir / "keys.f32", entries, false));
+  PRIMEKV_ASSIGN_OR_RETURN(t.values, ReadRaw<float>(dir / "values.f32", entries, false));
+  PRIMEKV_ASSIGN_OR_RETURN(t.positions, ReadRaw<int32_t>(dir / "positions.i32", m.n, false));
+  PRIMEKV_ASSIGN_OR_RETURN(t.window_queries, ReadRaw<float>(dir / "window_queries.f32", 0, true));
+  PRIMEKV_ASSIGN_OR_RETURN(t.window_positions,
+                           ReadRaw<int32_t>(dir / "window_positions.i32", 0, true));
+  const size_t wo_size = static_cast<size_t>(c.d_model) * c.q_width();
+  PRIMEKV_ASSIGN_OR_RETURN(t.wo, ReadRaw<float>(dir / "wo.f32", wo_size, true));
+  PRIMEKV_ASSIGN_OR_RETURN(t.context_queries, ReadRaw<float>(dir / "context_queries.f32", 0, true));
+  PRIMEKV_ASSIGN_OR_RETURN(t.context_positions,
+                           ReadRaw<int32_t>(dir / "context_positions.i32", 0, true));
+  PRIMEKV_ASSIGN_OR_RETURN(t.future_queries, ReadRaw<float>(dir / "future_queries.f32", 0, true));
+  return t;
+}
+
+// W_O Gram per KV head: sum over the group's query heads of W_O^(h)T W_O^(h).
+std::vector<float> OutputGrams(const ModelConfig& c, const std::vector<float>& wo) {
+  const int d = c.head_dim, G = c.group();
+  const MatView<const float> w(wo.data(), c.d_model, c.q_width());
+  std::vector<float> gram(static_cast<size_t>(c.n_kv_heads) * d * d);
+  for (int h = 0; h < c.n_kv_heads; ++h) {
+    std::vector<double> acc(static_cast<size_t>(d) * d, 0.0);
+    for (int row = 0; row < c.d_model; ++row)
+      for (int g = 0; g < G; ++g) {
+        const float* x = w.Row(row) + static_cast<int64_t>(h * G + g) * d;
+        for (int a = 0; a < d; ++a)
+          for (int b = 0; b < d; ++b) acc[a * d + b] += static_cast<double>(x[a]) * x[b];
       }
-      ++stats.count;
+    std::copy(acc.begin(), acc.end(), gram.begin() + static_cast<int64_t>(h) * d * d);
+  }
+  return gram;
+}
+
+// Query statistics from raw pre-RoPE context queries (positions >= 4, as the engine does).
+QueryStats ContextStats(const ModelConfig& c, const Tensors& t) {
+  const int d = c.head_dim;
+  QueryStats stats;
+  stats.sum.assign(static_cast<size_t>(c.n_heads) * d, 0.0);
+  stats.sum_sq.assign(static_cast<size_t>(c.n_heads) * d * d, 0.0);
+  const MatView<const float> q(t.context_queries.data(), std::ssize(t.context_positions),
+                               c.q_width());
+  for (int64_t r = 0; r < q.rows; ++r) {
+    if (t.context_positions[r] < 4) continue;
+    for (int h = 0; h < c.n_heads; ++h) {
+      const float* x = q.Row(r) + static_cast<int64_t>(h) * d;
+      for (int a = 0; a < d; ++a) {
+        stats.sum[h * d + a] += x[a];
+        for (int b = 0; b < d; ++b)
+          stats.sum_sq[(static_cast<size_t>(h) * d + a) * d + b] +=
+              static_cast<double>(x[a]) * x[b];
+      }
     }
-    in.query_stats = &stats;
+    ++stats.count;
   }
-  if (!fut->empty())
-    in.future_queries = {fut->data(), static_cast<int64_t>(fut->size()) / width, width};
-  const PressNeeds needs = press->scorer->Needs();
-  if ((needs.window_queries > 0 && in.window_queries.rows == 0) ||
-      (needs.query_stats && !in.query_stats) || (needs.output_gram && gram.empty()) ||
-      (needs.future_queries && in.future_queries.rows == 0)) {
-    return Fail("press " + press->name + " needs inputs missing from " + dir.string());
+  return stats;
+}
+
+// Everything LayerInput points into, kept alive together.
+struct Inputs {
+  std::vector<HeadEntries> heads;
+  std::vector<float> inv_freq, gram;
+  QueryStats stats;
+};
+
+Status FillInput(const Meta& m, const Tensors& t, const Press& press, Inputs& x, LayerInput& in) {
+  const ModelConfig& c = m.config;
+  const int d = c.head_dim, width = c.q_width();
+  const size_t per_head = static_cast<size_t>(m.n) * d;
+  for (int i = 0; i < d / 2; ++i)
+    x.inv_freq.push_back(static_cast<float>(std::pow(c.rope_base, -2.0 * i / d)));
+  for (int h = 0; h < c.n_kv_heads; ++h) {
+    const auto at = [&](const std::vector<float>& v) { return v.begin() + h * per_head; };
+    x.heads.push_back({{at(t.keys), at(t.keys) + per_head},
+                       {at(t.values), at(t.values) + per_head},
+                       t.positions});
   }
-  HeadScores scores(static_cast<size_t>(H), std::vector<float>(static_cast<size_t>(n)));
-  press->scorer->Score(in, scores);
-  const auto kept = SelectForLayer(scores, ratio, press->budget,
-                                   press->scorer->ComparableAcrossHeads(), in.layer, in.n_layers);
+  in.layer = m.layer;
+  in.next_position = m.next_position;
+  in.rope_inv_freq = x.inv_freq;
+  in.heads = x.heads;
+  if (!t.window_queries.empty()) {
+    const int64_t rows = std::ssize(t.window_queries) / width;
+    if (std::ssize(t.window_positions) != rows)
+      return Status::Error("window positions/queries differ in count");
+    // The engine's capture keeps only the last rows the scorer asked for; do the same.
+    const int64_t keep = std::min<int64_t>(rows, std::max(1, press.scorer->Needs().window_queries));
+    in.window_queries = {t.window_queries.data() + (rows - keep) * width, keep, width};
+    in.window_positions = std::span<const int32_t>(t.window_positions).subspan(rows - keep);
+  }
+  if (!t.wo.empty()) {
+    x.gram = OutputGrams(c, t.wo);
+    in.output_gram = x.gram;
+    in.output_weights = {t.wo.data(), c.d_model, width};
+  }
+  if (!t.context_queries.empty()) {
+    if (t.context_positions.size() != t.context_queries.size() / width)
+      return Status::Error("context positions/queries differ in count");
+    x.stats = ContextStats(c, t);
+    in.query_stats = &x.stats;
+  }
+  if (!t.future_queries.empty())
+    in.future_queries = {t.future_queries.data(), std::ssize(t.future_queries) / width, width};
+  return Status::Ok();
+}
+
+bool HasWhatItNeeds(const PressNeeds& needs, const LayerInput& in) {
+  return !((needs.window_queries > 0 && in.window_queries.rows == 0) ||
+           (needs.query_stats && !in.query_stats) ||
+           (needs.output_gram && in.output_gram.empty()) ||
+           (needs.output_weights && in.output_weights.rows == 0) ||
+           (needs.future_queries && in.future_queries.rows == 0));
+}
+
+Status WriteScores(const std::filesystem::path& dir, const Press& press, const HeadScores& scores,
+                   const std::vector<std::vector<int32_t>>& kept) {
   std::ofstream out(dir / "scores.f32", std::ios::binary);
   for (const auto& s : scores)
     out.write(reinterpret_cast<const char*>(s.data()), static_cast<std::streamsize>(s.size() * 4));
   nlohmann::json j;
-  j["press"] = press->name;
+  j["press"] = press.name;
   j["kept"] = kept;
   std::ofstream(dir / "kept.json") << j.dump() << "\n";
-  if (!out) return Fail("cannot write scores");
-  return 0;
+  if (!out) return Status::Error("cannot write scores");
+  return Status::Ok();
+}
+
+Status PressScores(const std::string& dir_s, const std::string& press_text) {
+  const std::filesystem::path dir(dir_s);
+  PRIMEKV_ASSIGN_OR_RETURN(const Meta m, ReadMeta((dir / "meta.json").string()));
+  PRIMEKV_ASSIGN_OR_RETURN(const PressSpec spec,
+                           ParsePressSpec(press_text.empty() ? m.press : press_text));
+  PRIMEKV_ASSIGN_OR_RETURN(const Press press, MakePress(spec));
+  if (!press.scorer) return Status::Error("press none has no scores");
+  PRIMEKV_ASSIGN_OR_RETURN(const Tensors t, ReadTensors(dir, m));
+  Inputs x;
+  LayerInput in(m.config);
+  PRIMEKV_RETURN_IF_ERROR(FillInput(m, t, press, x, in));
+  if (!HasWhatItNeeds(press.scorer->Needs(), in))
+    return Status::Error("press " + press.name + " needs inputs missing from " + dir.string());
+  HeadScores scores(m.config.n_kv_heads, std::vector<float>(m.n));
+  press.scorer->Score(in, scores);
+  const auto kept =
+      SelectForLayer(scores, m.ratio, press.budget, press.scorer->ComparableAcrossHeads(), m.layer,
+                     m.config.n_layers);
+  return WriteScores(dir, press, scores, kept);
+}
+
+int RunPressScores(const std::string& dir, const std::string& press_text) {
+  const Status s = PressScores(dir, press_text);
+  return s.ok() ? 0 : Fail(s.message());
 }
 
 }  // namespace

@@ -54,9 +54,9 @@ std::set<std::string> FinishedUnits(const std::vector<eval_internal::ResultRow>&
 Result<json> TaskFingerprint(std::string_view task) {
   const size_t colon = task.find(':');
   if (colon == std::string_view::npos) return json("generated");
-  auto fp = eval_internal::FingerprintFile(std::string(task.substr(colon + 1)));
-  if (!fp.ok()) return fp.status();
-  return json{{"size", fp->size}, {"hash", fp->hash}, {"scheme", fp->scheme}};
+  PRIMEKV_ASSIGN_OR_RETURN(const auto fp,
+                           eval_internal::FingerprintFile(std::string(task.substr(colon + 1))));
+  return json{{"size", fp.size}, {"hash", fp.hash}, {"scheme", fp.scheme}};
 }
 
 Result<json> CurrentConfig(const EvalRunSpec& spec, int ctx_size) {
@@ -64,14 +64,13 @@ Result<json> CurrentConfig(const EvalRunSpec& spec, int ctx_size) {
   if (spec.model_path.empty()) {
     model = {{"path", "(unknown)"}, {"size", nullptr}, {"hash", "(unknown)"}, {"scheme", ""}};
   } else {
-    auto fp = eval_internal::FingerprintFile(spec.model_path);
-    if (!fp.ok()) return fp.status();
+    PRIMEKV_ASSIGN_OR_RETURN(const auto fp, eval_internal::FingerprintFile(spec.model_path));
     std::error_code ec;
     const auto abs = std::filesystem::weakly_canonical(spec.model_path, ec);
     model = {{"path", (ec ? spec.model_path : abs).string()},
-             {"size", fp->size},
-             {"hash", fp->hash},
-             {"scheme", fp->scheme}};
+             {"size", fp.size},
+             {"hash", fp.hash},
+             {"scheme", fp.scheme}};
   }
   json settings = {
       {"mode", spec.mode},
@@ -108,7 +107,7 @@ Status CheckAndRecordConfig(const std::filesystem::path& dir, const json& curren
     recorded = json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (recorded.is_discarded())
       return Status::Error(config_path.string() + ": not valid JSON; use another --out folder");
-    if (Status s = eval_internal::CheckRunConfig(recorded, current, dir); !s.ok()) return s;
+    PRIMEKV_RETURN_IF_ERROR(eval_internal::CheckRunConfig(recorded, current, dir));
   } else if (std::filesystem::exists(results_path, ec)) {
     return Status::Error("--out " + dir.string() +
                          " has results.jsonl but no config.json (an older primekv made it), so "
@@ -167,237 +166,313 @@ TaskOptions TaskOptionsFor(const Model& model, const EvalRunSpec& spec, std::str
   return to;
 }
 
-Result<EvalRunSummary> RunEvaluation(const Model& model, const EvalRunSpec& spec) {
-  // Everything is checked before the --out folder is created or touched.
-  EvalRunSummary summary;
-  const auto warn = [&](std::string w) {
-    if (spec.on_warning) spec.on_warning(w);
-    summary.warnings.push_back(std::move(w));
-  };
-  auto mode = ParseCompressionMode(spec.mode);
-  if (!mode) return Status::Error("unknown --mode '" + spec.mode + "'");
-  std::optional<ChatFormat> chat_format;
-  if (spec.chat) {
-    auto f = ResolveChatFormat(model.tokenizer(), spec.chat_template);
-    if (!f.ok()) return f.status();
-    chat_format = *f;
-  }
-  if (spec.tasks.empty() || spec.presses.empty())
-    return Status::Error("eval: need tasks and presses");
-  if (spec.samples < 1) return Status::Error("--samples must be >= 1");
-  if (spec.max_new_tokens < 0) return Status::Error("--max-new-tokens must be >= 0");
-  std::string ctx_note;
-  auto ctx_size =
-      ResolveContextSize(model.config(), spec.ctx_size, spec.allow_ctx_overflow, &ctx_note);
-  if (!ctx_size.ok()) return ctx_size.status();
-  if (!ctx_note.empty()) warn(ctx_note);
-  summary.ctx_size = *ctx_size;
-  if (spec.max_new_tokens >= *ctx_size) {
-    return Status::Error("--max-new-tokens " + std::to_string(spec.max_new_tokens) +
-                         " leaves no room for a prompt in the context size of " +
-                         std::to_string(*ctx_size) + " tokens");
-  }
-  for (const std::string& task : spec.tasks) {
-    const std::vector<std::string> generated = ListTasks();
-    if (std::find(generated.begin(), generated.end(), task) != generated.end() &&
-        spec.length > *ctx_size) {
-      return Status::Error("--length " + std::to_string(spec.length) + " (for task " + task +
-                           ") exceeds the context size of " + std::to_string(*ctx_size) +
-                           " tokens");
-    }
-  }
+namespace {
 
-  // Presses, and the (press, ratio) grid: "none" is the full-cache baseline at ratio 0.
+// The presses and the (press, ratio) grid: "none" is the full-cache baseline at ratio 0.
+struct PressGrid {
   std::vector<Compressor> compressors;
-  std::vector<std::pair<size_t, double>> grid;
-  PressNeeds needs;
-  for (const auto& name : spec.presses) {
-    auto ps = ParsePressSpec(name);
-    if (!ps.ok()) return ps.status();
-    auto press = MakePress(*ps);
-    if (!press.ok()) return press.status();
-    if (press->scorer && press->scorer->Needs().future_queries) {
-      return Status::Error("press " + name + " needs future queries: use primekv fidelity");
-    }
-    compressors.emplace_back(model, std::move(press).value());
-    needs = UnionNeeds(needs, compressors.back().Needs());
-    const size_t idx = compressors.size() - 1;
-    if (!compressors.back().enabled()) {
-      grid.emplace_back(idx, 0.0);
+  std::vector<std::pair<size_t, double>> cells;  // (compressor, ratio)
+  PressNeeds needs;                              // of every press: one shared prefill
+};
+
+Result<PressGrid> MakeGrid(const Model& model, const EvalRunSpec& spec) {
+  PressGrid grid;
+  PRIMEKV_ASSIGN_OR_RETURN(grid.compressors, MakeCompressors(model, spec.presses, &grid.needs));
+  for (size_t idx = 0; idx < grid.compressors.size(); ++idx) {
+    PRIMEKV_RETURN_IF_ERROR(CheckPipelinePress(grid.compressors[idx].press()));
+    if (!grid.compressors[idx].enabled()) {
+      grid.cells.emplace_back(idx, 0.0);
     } else {
       for (double r : spec.ratios) {
         if (!(r >= 0 && r < 1)) return Status::Error("eval: ratios must be in [0, 1)");
-        grid.emplace_back(idx, r);
+        grid.cells.emplace_back(idx, r);
       }
     }
   }
+  return grid;
+}
 
-  struct TaskSamples {
-    std::string name;
-    std::vector<EvalSample> samples;
+struct TaskSamples {
+  std::string name;
+  std::vector<EvalSample> samples;
+};
+
+// One evaluation run: the checked settings, the grid, the tasks, and the results file.
+class Evaluation {
+ public:
+  Evaluation(const Model& model, const EvalRunSpec& spec) : model_(model), spec_(spec) {}
+
+  Result<EvalRunSummary> Run() {
+    // Everything is checked before the --out folder is created or touched.
+    PRIMEKV_RETURN_IF_ERROR(CheckSettings());
+    PRIMEKV_ASSIGN_OR_RETURN(grid_, MakeGrid(model_, spec_));
+    for (const auto& task : spec_.tasks) {
+      std::vector<std::string> task_warnings;
+      auto samples = GenerateTask(task, TaskOptionsFor(model_, spec_, task, &task_warnings));
+      for (std::string& w : task_warnings) Warn(std::move(w));
+      if (!samples.ok()) return Status::Error("task " + task + ": " + samples.message());
+      tasks_.push_back({task, std::move(samples).value()});
+    }
+    PRIMEKV_RETURN_IF_ERROR(OpenResults());
+    ThreadPool pool(spec_.threads);
+    for (const auto& task : tasks_) {
+      for (const EvalSample& s : task.samples) PRIMEKV_RETURN_IF_ERROR(RunSample(task, s, pool));
+    }
+    return Finish();
+  }
+
+ private:
+  void Warn(std::string w) {
+    if (spec_.on_warning) spec_.on_warning(w);
+    summary_.warnings.push_back(std::move(w));
+  }
+
+  Status CheckSettings() {
+    auto mode = ParseCompressionMode(spec_.mode);
+    if (!mode) return Status::Error("unknown --mode '" + spec_.mode + "'");
+    mode_ = *mode;
+    if (spec_.chat) {
+      PRIMEKV_ASSIGN_OR_RETURN(chat_format_,
+                               ResolveChatFormat(model_.tokenizer(), spec_.chat_template));
+    }
+    if (spec_.tasks.empty() || spec_.presses.empty())
+      return Status::Error("eval: need tasks and presses");
+    if (spec_.samples < 1) return Status::Error("--samples must be >= 1");
+    if (spec_.max_new_tokens < 0) return Status::Error("--max-new-tokens must be >= 0");
+    std::string ctx_note;
+    PRIMEKV_ASSIGN_OR_RETURN(ctx_size_, ResolveContextSize(model_.config(), spec_.ctx_size,
+                                                           spec_.allow_ctx_overflow, &ctx_note));
+    if (!ctx_note.empty()) Warn(ctx_note);
+    summary_.ctx_size = ctx_size_;
+    if (spec_.max_new_tokens >= ctx_size_) {
+      return Status::Error("--max-new-tokens " + std::to_string(spec_.max_new_tokens) +
+                           " leaves no room for a prompt in the context size of " +
+                           std::to_string(ctx_size_) + " tokens");
+    }
+    const std::vector<std::string> generated = ListTasks();
+    for (const std::string& task : spec_.tasks) {
+      if (std::find(generated.begin(), generated.end(), task) != generated.end() &&
+          spec_.length > ctx_size_) {
+        return Status::Error("--length " + std::to_string(spec_.length) + " (for task " + task +
+                             ") exceeds the context size of " + std::to_string(ctx_size_) +
+                             " tokens");
+      }
+    }
+    kv_.dtype = spec_.kv_dtype;
+    return Status::Ok();
+  }
+
+  // Records the run's config in --out, repairs results.jsonl, and finds the finished units.
+  Status OpenResults() {
+    PRIMEKV_ASSIGN_OR_RETURN(const json config, CurrentConfig(spec_, ctx_size_));
+    PRIMEKV_RETURN_IF_ERROR(CheckAndRecordConfig(spec_.out, config));
+    results_path_ = spec_.out / "results.jsonl";
+    {
+      std::vector<std::string> repair;
+      Status s = eval_internal::RepairResultsFile(results_path_, &repair);
+      for (std::string& w : repair) Warn(std::move(w));
+      if (!s.ok()) return s;
+    }
+    std::vector<std::string> bad_rows;
+    finished_ = FinishedUnits(eval_internal::ReadResultRows(results_path_, &bad_rows));
+    for (const std::string& w : bad_rows) Warn(w);
+    int64_t total = 0;
+    for (const auto& t : tasks_)
+      total += static_cast<int64_t>(t.samples.size() * grid_.cells.size());
+    bar_.emplace("eval", total, spec_.progress);
+    out_.open(results_path_, std::ios::app | std::ios::binary);
+    if (!out_) return Status::Error("cannot write '" + results_path_.string() + "'");
+    return Status::Ok();
+  }
+
+  // The grid cells of sample s not yet in results.jsonl (the others count as skipped).
+  std::vector<size_t> Todo(const TaskSamples& task, const EvalSample& s) {
+    std::vector<size_t> todo;
+    for (size_t g = 0; g < grid_.cells.size(); ++g) {
+      const auto& [ci, r] = grid_.cells[g];
+      if (finished_.count(UnitKey(task.name, s.id, grid_.compressors[ci].press().name, r,
+                                  spec_.mode, spec_.seed, spec_.length))) {
+        ++summary_.skipped;
+        bar_->Update(++done_);
+      } else {
+        todo.push_back(g);
+      }
+    }
+    return todo;
+  }
+
+  // The sample's conversation as tokens, and the mode and positions it runs under.
+  struct Prompt {
+    std::vector<Token> context;
+    std::vector<std::vector<Token>> questions;
+    int max_new = 1;
+    CompressionMode mode;
+    int64_t needed = 0;
+    bool fits = false;
   };
-  std::vector<TaskSamples> all;
-  for (const auto& task : spec.tasks) {
-    std::vector<std::string> task_warnings;
-    auto samples = GenerateTask(task, TaskOptionsFor(model, spec, task, &task_warnings));
-    for (std::string& w : task_warnings) warn(std::move(w));
-    if (!samples.ok()) return Status::Error("task " + task + ": " + samples.message());
-    all.push_back({task, std::move(samples).value()});
+
+  Prompt Encode(const TaskSamples& task, const EvalSample& s) {
+    Prompt p;
+    std::vector<std::string> qs, prefixes;
+    for (const auto& t : s.turns) {
+      qs.push_back(t.question);
+      prefixes.push_back(t.answer_prefix);
+    }
+    auto conv =
+        EncodeConversation(model_.tokenizer(), spec_.chat, s.context, qs, prefixes, chat_format_);
+    p.context = std::move(conv.context);
+    p.questions = std::move(conv.turns);
+    for (const auto& t : s.turns) p.max_new = std::max(p.max_new, t.max_new_tokens);
+    // The multi-turn task keeps answers in the cache, whatever the mode for other tasks.
+    p.mode = mode_;
+    if (s.task == "multiturn" && p.mode == CompressionMode::kContext)
+      p.mode = CompressionMode::kMultiTurn;
+    // Every turn decodes up to max_new tokens (answers are cut to their turn's length after).
+    p.needed = ConversationPositions(p.mode, static_cast<int64_t>(p.context.size()), p.questions,
+                                     p.max_new);
+    p.fits = p.needed <= ctx_size_;
+    if (!p.fits) {
+      ++summary_.over_context;
+      Warn("task " + task.name + ", sample " + eval_internal::QuotedForMessage(s.id) + ": needs " +
+           std::to_string(p.needed) + " tokens (prompt and answers), more than the " +
+           "context size of " + std::to_string(ctx_size_) + "; not run, marked over_context");
+    }
+    return p;
   }
 
-  auto config = CurrentConfig(spec, *ctx_size);
-  if (!config.ok()) return config.status();
-  if (Status s = CheckAndRecordConfig(spec.out, *config); !s.ok()) return s;
-  const auto results_path = spec.out / "results.jsonl";
-  {
-    std::vector<std::string> repair;
-    Status s = eval_internal::RepairResultsFile(results_path, &repair);
-    for (std::string& w : repair) warn(std::move(w));
-    if (!s.ok()) return s;
+  Status RunSample(const TaskSamples& task, const EvalSample& s, ThreadPool& pool) {
+    const std::vector<size_t> todo = Todo(task, s);
+    const Prompt p = Encode(task, s);
+    if (todo.empty()) return Status::Ok();
+    std::optional<PrefilledContext> pre;
+    if (p.fits) {
+      auto made = PrefillContext(model_, grid_.needs, kv_, p.context, pool);
+      if (!made.ok()) return Status::Error("sample " + s.id + ": " + made.message());
+      pre.emplace(std::move(made).value());
+    }
+    for (size_t g : todo) {
+      const Compressor& comp = grid_.compressors[grid_.cells[g].first];
+      const Cell cell{task, s, comp, grid_.cells[g].second, p};
+      if (p.fits) {
+        PRIMEKV_RETURN_IF_ERROR(RunCell(cell, *pre, pool));
+      } else {
+        WriteOverContext(cell);
+      }
+      out_.flush();
+      bar_->Update(++done_);
+    }
+    return Status::Ok();
   }
-  std::vector<std::string> bad_rows;
-  const std::set<std::string> finished =
-      FinishedUnits(eval_internal::ReadResultRows(results_path, &bad_rows));
-  for (const std::string& w : bad_rows) warn(w);
 
-  int64_t total = 0;
-  for (const auto& t : all) total += static_cast<int64_t>(t.samples.size() * grid.size());
-  ProgressBar bar("eval", total, spec.progress);
-  int64_t done = 0;
+  // One (sample, press, ratio) unit.
+  struct Cell {
+    const TaskSamples& task;
+    const EvalSample& s;
+    const Compressor& comp;
+    double ratio;
+    const Prompt& p;
+  };
 
-  std::ofstream out(results_path, std::ios::app | std::ios::binary);
-  if (!out) return Status::Error("cannot write '" + results_path.string() + "'");
-  ThreadPool pool(spec.threads);
-  KvCacheOptions kv;
-  kv.dtype = spec.kv_dtype;
-  std::vector<Token> ctx;
-  std::vector<std::vector<Token>> questions;
-  for (const auto& task : all) {
-    for (const EvalSample& s : task.samples) {
-      std::vector<size_t> todo;
-      for (size_t g = 0; g < grid.size(); ++g) {
-        const auto& [ci, r] = grid[g];
-        if (finished.count(UnitKey(task.name, s.id, compressors[ci].press().name, r, spec.mode,
-                                   spec.seed, spec.length))) {
-          ++summary.skipped;
-          bar.Update(++done);
-        } else {
-          todo.push_back(g);
-        }
-      }
-      {
-        std::vector<std::string> qs, prefixes;
-        for (const auto& t : s.turns) {
-          qs.push_back(t.question);
-          prefixes.push_back(t.answer_prefix);
-        }
-        auto conv =
-            EncodeConversation(model.tokenizer(), spec.chat, s.context, qs, prefixes, chat_format);
-        ctx = std::move(conv.context);
-        questions = std::move(conv.turns);
-      }
-      int max_new = 1;
-      for (const auto& t : s.turns) max_new = std::max(max_new, t.max_new_tokens);
-      // The multi-turn task keeps answers in the cache, whatever the mode for other tasks.
-      CompressionMode m = *mode;
-      if (s.task == "multiturn" && m == CompressionMode::kContext) m = CompressionMode::kMultiTurn;
-      // Every turn decodes up to max_new tokens (answers are cut to their turn's length after).
-      const int64_t needed =
-          ConversationPositions(m, static_cast<int64_t>(ctx.size()), questions, max_new);
-      const bool fits = needed <= *ctx_size;
-      if (!fits) {
-        ++summary.over_context;
-        warn("task " + task.name + ", sample " + eval_internal::QuotedForMessage(s.id) +
-             ": needs " + std::to_string(needed) + " tokens (prompt and answers), more than the " +
-             "context size of " + std::to_string(*ctx_size) + "; not run, marked over_context");
-      }
-      if (todo.empty()) continue;
-      std::optional<PrefilledContext> pre;
-      if (fits) {
-        auto p = PrefillContext(model, needs, kv, ctx, pool);
-        if (!p.ok()) return Status::Error("sample " + s.id + ": " + p.message());
-        pre.emplace(std::move(p).value());
-      }
-      for (size_t g : todo) {
-        // Plain names, not a structured binding: clang 14 (the fuzz build) cannot capture one.
-        const size_t ci = grid[g].first;
-        const double r = grid[g].second;
-        const Compressor& comp = compressors[ci];
-        const auto row = [&](size_t t) {
-          json j;
-          j["task"] = task.name;
-          j["id"] = s.id;
-          j["press"] = comp.press().name;
-          j["ratio"] = std::stod(RatioText(r));
-          j["mode"] = spec.mode;
-          j["seed"] = spec.seed;
-          j["length"] = spec.length;
-          j["turn"] = t;
-          j["turns"] = s.turns.size();
-          j["context_tokens"] = ctx.size();
-          j["expected"] = s.turns[t].answers;
-          return j;
-        };
-        if (!fits) {
-          for (size_t t = 0; t < s.turns.size(); ++t) {
-            json j = row(t);
-            j["status"] = eval_internal::kStatusOverContext;
-            j["needed_tokens"] = needed;
-            j["ctx_size"] = *ctx_size;
-            out << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
-          }
-          out.flush();
-          bar.Update(++done);
-          continue;
-        }
-        PipelineOptions opt;
-        opt.ratio = r;
-        opt.mode = m;
-        opt.chunk = spec.chunk;
-        opt.interval = spec.interval;
-        opt.max_new_tokens = max_new;
-        opt.kv = kv;
-        const auto t0 = std::chrono::steady_clock::now();
-        auto report = RunPipeline(model, comp, opt, ctx, questions, pool, &*pre);
-        if (!report.ok())
-          return Status::Error("sample " + s.id + ", press " + comp.press().name + ": " +
-                               report.message());
-        const double ms =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                .count();
-        for (size_t t = 0; t < s.turns.size(); ++t) {
-          auto tokens = report->turns[t].tokens;
-          if (static_cast<int>(tokens.size()) > s.turns[t].max_new_tokens)
-            tokens.resize(static_cast<size_t>(s.turns[t].max_new_tokens));
-          const std::string pred = model.tokenizer().Decode(tokens, false);
-          json j = row(t);
-          j["status"] = eval_internal::kStatusOk;
-          j["prediction"] = pred;
-          j["score"] = ScoreTurn(s, static_cast<int>(t), pred);
-          j["kv_bytes_full"] = report->kv_bytes_full;
-          j["kv_bytes_compressed"] = report->kv_bytes_compressed;
-          j["prefill_ms"] = pre->prefill_ms;
-          j["score_ms"] = report->score_ms;
-          j["answer_ms"] = ms;
-          out << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
-        }
-        out.flush();
-        ++summary.computed;
-        bar.Update(++done);
-      }
+  json Row(const Cell& c, size_t t) const {
+    json j;
+    j["task"] = c.task.name;
+    j["id"] = c.s.id;
+    j["press"] = c.comp.press().name;
+    j["ratio"] = std::stod(RatioText(c.ratio));
+    j["mode"] = spec_.mode;
+    j["seed"] = spec_.seed;
+    j["length"] = spec_.length;
+    j["turn"] = t;
+    j["turns"] = c.s.turns.size();
+    j["context_tokens"] = c.p.context.size();
+    j["expected"] = c.s.turns[t].answers;
+    return j;
+  }
+
+  void WriteRow(const json& j) {
+    out_ << j.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+  }
+
+  void WriteOverContext(const Cell& c) {
+    for (size_t t = 0; t < c.s.turns.size(); ++t) {
+      json j = Row(c, t);
+      j["status"] = eval_internal::kStatusOverContext;
+      j["needed_tokens"] = c.p.needed;
+      j["ctx_size"] = ctx_size_;
+      WriteRow(j);
     }
   }
-  out.close();
-  if (!out) return Status::Error("error writing '" + results_path.string() + "'");
-  std::vector<std::string> report_warnings;
-  Status st = WriteEvalReport(spec.out, &report_warnings);
-  // Lines already reported when the run started are not repeated.
-  for (std::string& w : report_warnings) {
-    if (std::find(summary.warnings.begin(), summary.warnings.end(), w) == summary.warnings.end())
-      warn(std::move(w));
+
+  Status RunCell(const Cell& c, const PrefilledContext& pre, ThreadPool& pool) {
+    PipelineOptions opt;
+    opt.ratio = c.ratio;
+    opt.mode = c.p.mode;
+    opt.chunk = spec_.chunk;
+    opt.interval = spec_.interval;
+    opt.max_new_tokens = c.p.max_new;
+    opt.kv = kv_;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto report = RunPipeline(model_, c.comp, opt, c.p.context, c.p.questions, pool, &pre);
+    if (!report.ok())
+      return Status::Error("sample " + c.s.id + ", press " + c.comp.press().name + ": " +
+                           report.message());
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    for (size_t t = 0; t < c.s.turns.size(); ++t) {
+      auto tokens = report->turns[t].tokens;
+      if (static_cast<int>(tokens.size()) > c.s.turns[t].max_new_tokens)
+        tokens.resize(static_cast<size_t>(c.s.turns[t].max_new_tokens));
+      const std::string pred = model_.tokenizer().Decode(tokens, false);
+      json j = Row(c, t);
+      j["status"] = eval_internal::kStatusOk;
+      j["prediction"] = pred;
+      j["score"] = ScoreTurn(c.s, static_cast<int>(t), pred);
+      j["kv_bytes_full"] = report->kv_bytes_full;
+      j["kv_bytes_compressed"] = report->kv_bytes_compressed;
+      j["prefill_ms"] = pre.prefill_ms;
+      j["score_ms"] = report->score_ms;
+      j["answer_ms"] = ms;
+      WriteRow(j);
+    }
+    ++summary_.computed;
+    return Status::Ok();
   }
-  if (!st.ok()) return st;
-  return summary;
+
+  Result<EvalRunSummary> Finish() {
+    out_.close();
+    if (!out_) return Status::Error("error writing '" + results_path_.string() + "'");
+    std::vector<std::string> report_warnings;
+    Status st = WriteEvalReport(spec_.out, &report_warnings);
+    // Lines already reported when the run started are not repeated.
+    for (std::string& w : report_warnings) {
+      if (std::find(summary_.warnings.begin(), summary_.warnings.end(), w) ==
+          summary_.warnings.end())
+        Warn(std::move(w));
+    }
+    if (!st.ok()) return st;
+    return summary_;
+  }
+
+  const Model& model_;
+  const EvalRunSpec& spec_;
+  EvalRunSummary summary_;
+  CompressionMode mode_ = CompressionMode::kContext;
+  std::optional<ChatFormat> chat_format_;
+  int ctx_size_ = 0;
+  KvCacheOptions kv_;
+  PressGrid grid_;
+  std::vector<TaskSamples> tasks_;
+  std::filesystem::path results_path_;
+  std::set<std::string> finished_;
+  std::optional<ProgressBar> bar_;
+  int64_t done_ = 0;
+  std::ofstream out_;
+};
+
+}  // namespace
+
+Result<EvalRunSummary> RunEvaluation(const Model& model, const EvalRunSpec& spec) {
+  return Evaluation(model, spec).Run();
 }
 
 }  // namespace primekv

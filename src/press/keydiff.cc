@@ -6,38 +6,19 @@
 namespace primekv::press_internal {
 namespace {
 
-class KeyDiffScorer : public Scorer {
+class KeyDiffScorer : public HeadScorer {
  public:
-  void Score(const LayerInput& in, HeadScores& out) const override {
-    const int d = in.head_dim;
-    std::vector<double> anchor(static_cast<size_t>(d));
-    for (int h = 0; h < in.n_kv_heads; ++h) {
-      const HeadEntries& e = in.heads[static_cast<size_t>(h)];
-      std::fill(anchor.begin(), anchor.end(), 0.0);
-      for (int j = 0; j < e.size(); ++j) {
-        const float* k = e.keys.data() + static_cast<size_t>(j) * d;
-        const double inv = 1.0 / std::max(Norm(k, d), 1e-12);
-        for (int c = 0; c < d; ++c) anchor[static_cast<size_t>(c)] += k[c] * inv;
-      }
-      double an = 0;
-      for (double a : anchor) an += a * a;
-      an = std::max(std::sqrt(an), 1e-12);
-      for (int j = 0; j < e.size(); ++j) {
-        const float* k = e.keys.data() + static_cast<size_t>(j) * d;
-        double dot = 0;
-        for (int c = 0; c < d; ++c) dot += k[c] * anchor[static_cast<size_t>(c)];
-        out[static_cast<size_t>(h)][static_cast<size_t>(j)] =
-            static_cast<float>(-dot / (std::max(Norm(k, d), 1e-12) * an));
-      }
-    }
+  void ScoreHead(const LayerInput& in, int h, std::vector<float>& s) const override {
+    const std::vector<double> cosine = CosineToMeanKey(in.Keys(h));
+    std::transform(cosine.begin(), cosine.end(), s.begin(),
+                   [](double c) { return static_cast<float>(-c); });
   }
 };
 
 }  // namespace
 
 ScorerResult MakeKeyDiffScorer(const PressParams& p, const std::string& press) {
-  if (Status s = ParamReader(p, press).Finish(); !s.ok()) return s;
-  return std::unique_ptr<Scorer>(new KeyDiffScorer());
+  return MakeScorer<KeyDiffScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

@@ -6,24 +6,18 @@
 namespace primekv::press_internal {
 namespace {
 
-class KnormScorer : public Scorer {
+class KnormScorer : public HeadScorer {
  public:
-  void Score(const LayerInput& in, HeadScores& out) const override {
-    for (int h = 0; h < in.n_kv_heads; ++h) {
-      const HeadEntries& e = in.heads[static_cast<size_t>(h)];
-      for (int j = 0; j < e.size(); ++j) {
-        out[static_cast<size_t>(h)][static_cast<size_t>(j)] = static_cast<float>(
-            -Norm(e.keys.data() + static_cast<size_t>(j) * in.head_dim, in.head_dim));
-      }
-    }
+  void ScoreHead(const LayerInput& in, int h, std::vector<float>& s) const override {
+    const MatView<const float> keys = in.Keys(h);
+    for (int64_t j = 0; j < keys.rows; ++j) s[j] = static_cast<float>(-Norm(keys.RowSpan(j)));
   }
 };
 
 }  // namespace
 
 ScorerResult MakeKnormScorer(const PressParams& p, const std::string& press) {
-  if (Status s = ParamReader(p, press).Finish(); !s.ok()) return s;
-  return std::unique_ptr<Scorer>(new KnormScorer());
+  return MakeScorer<KnormScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

@@ -4,6 +4,7 @@
 // (unbiased) std over channels is soft-maxed within the partition, for keys and for values, and
 // averaged; the final score is the rank within the partition divided by L. Sinks and the tail
 // (last full partition plus remainder) score 1. Ties across partitions: lower position first.
+#include <limits>
 #include <numeric>
 
 #include "press/scorer_util.h"
@@ -12,95 +13,78 @@
 namespace primekv::press_internal {
 namespace {
 
-class LagKvScorer : public Scorer {
+class LagKvScorer : public HeadScorer {
+  int n_sink_;
+  int lag_;
+
  public:
-  LagKvScorer(int n_sink, int lag) : n_sink_(n_sink), lag_(lag) {}
+  explicit LagKvScorer(ParamReader& r)
+      : n_sink_(r.Integer("n_sink", 4, 0, kMaxPressLength)),
+        lag_(r.Integer("lag", 128, 2, kMaxPressLength)) {}
   PressNeeds Needs() const override { return {.values = true}; }
 
-  void Score(const LayerInput& in, HeadScores& out) const override {
-    for (int h = 0; h < in.n_kv_heads; ++h)
-      ScoreHead(in.heads[static_cast<size_t>(h)], in.head_dim, out[static_cast<size_t>(h)]);
+  void ScoreHead(const LayerInput& in, int h, std::vector<float>& s) const override {
+    ScorePartitions(in.Keys(h), in.Values(h), s);
   }
 
  private:
-  // Softmax over the partition of std(scaled rows), for one of keys/values.
-  void PartitionSoftmax(const std::vector<float>& x, int d, int begin, int ref,
-                        std::vector<double>& out) const {
-    const int L = lag_;
-    std::vector<double> lo(static_cast<size_t>(d), 1e300), hi(static_cast<size_t>(d), -1e300);
+  // Softmax over the partition of L rows starting at `begin` of std(rows scaled channel-wise
+  // by the min-max range of the L rows starting at `ref`), for one of keys/values.
+  std::vector<double> PartitionSoftmax(MatView<const float> x, int begin, int ref) const {
+    const int L = lag_, d = static_cast<int>(x.cols);
+    std::vector<double> lo(d, std::numeric_limits<double>::infinity());
+    std::vector<double> hi(d, -std::numeric_limits<double>::infinity());
     for (int t = ref; t < ref + L; ++t) {
       for (int c = 0; c < d; ++c) {
-        const double v = x[static_cast<size_t>(t) * d + c];
-        lo[static_cast<size_t>(c)] = std::min(lo[static_cast<size_t>(c)], v);
-        hi[static_cast<size_t>(c)] = std::max(hi[static_cast<size_t>(c)], v);
+        lo[c] = std::min<double>(lo[c], x(t, c));
+        hi[c] = std::max<double>(hi[c], x(t, c));
       }
     }
-    std::vector<double> sd(static_cast<size_t>(L));
+    std::vector<double> sd(L), y(d);
     for (int t = 0; t < L; ++t) {
       double mean = 0, sq = 0;
-      std::vector<double> y(static_cast<size_t>(d));
       for (int c = 0; c < d; ++c) {
-        const double range =
-            std::max(hi[static_cast<size_t>(c)] - lo[static_cast<size_t>(c)], 1e-6);
-        y[static_cast<size_t>(c)] =
-            (x[static_cast<size_t>(begin + t) * d + c] - lo[static_cast<size_t>(c)]) / range;
-        mean += y[static_cast<size_t>(c)];
+        y[c] = (x(begin + t, c) - lo[c]) / std::max(hi[c] - lo[c], 1e-6);
+        mean += y[c];
       }
       mean /= d;
       for (double v : y) sq += (v - mean) * (v - mean);
-      sd[static_cast<size_t>(t)] = std::sqrt(sq / std::max(1, d - 1));
+      sd[t] = std::sqrt(sq / std::max(1, d - 1));
     }
-    const double mx = *std::max_element(sd.begin(), sd.end());
-    double sum = 0;
-    for (auto& v : sd) sum += (v = std::exp(v - mx));
-    out.resize(static_cast<size_t>(L));
-    for (int t = 0; t < L; ++t) out[static_cast<size_t>(t)] = sd[static_cast<size_t>(t)] / sum;
+    MaskedSoftmax(sd);
+    return sd;
   }
 
-  void ScoreHead(const HeadEntries& e, int d, std::vector<float>& s) const {
-    const int n = e.size();
+  void ScorePartitions(MatView<const float> keys, MatView<const float> values,
+                       std::vector<float>& s) const {
+    const int n = static_cast<int>(keys.rows);
     if (n < n_sink_ + 2 * lag_) {
-      for (int j = 0; j < n; ++j) {
-        s[static_cast<size_t>(j)] =
-            j < n_sink_ ? 1.0f : static_cast<float>(j - n_sink_) / (n - n_sink_);
-      }
+      for (int j = 0; j < n; ++j)
+        s[j] = j < n_sink_ ? 1.0f : static_cast<float>(j - n_sink_) / (n - n_sink_);
       return;
     }
     const int parts = (n - n_sink_) / lag_;
     std::fill(s.begin(), s.end(), 1.0f);  // sinks and tail
-    std::vector<double> ks, vs;
-    std::vector<int> order(static_cast<size_t>(lag_));
+    std::vector<double> combined(lag_);
+    std::vector<int> order(lag_);
     for (int c = 0; c + 1 < parts; ++c) {
       const int begin = n_sink_ + c * lag_;
-      PartitionSoftmax(e.keys, d, begin, begin + lag_, ks);
-      PartitionSoftmax(e.values, d, begin, begin + lag_, vs);
-      std::vector<double> combined(static_cast<size_t>(lag_));
-      for (int t = 0; t < lag_; ++t)
-        combined[static_cast<size_t>(t)] =
-            (ks[static_cast<size_t>(t)] + vs[static_cast<size_t>(t)]) / 2;
+      const std::vector<double> ks = PartitionSoftmax(keys, begin, begin + lag_);
+      const std::vector<double> vs = PartitionSoftmax(values, begin, begin + lag_);
+      for (int t = 0; t < lag_; ++t) combined[t] = (ks[t] + vs[t]) / 2;
       std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-        return combined[static_cast<size_t>(a)] < combined[static_cast<size_t>(b)];
-      });
-      for (int rank = 0; rank < lag_; ++rank) {
-        s[static_cast<size_t>(begin + order[static_cast<size_t>(rank)])] =
-            static_cast<float>(rank) / lag_;
-      }
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int a, int b) { return combined[a] < combined[b]; });
+      for (int rank = 0; rank < lag_; ++rank)
+        s[begin + order[rank]] = static_cast<float>(rank) / lag_;
     }
   }
-
-  int n_sink_;
-  int lag_;
 };
 
 }  // namespace
 
 ScorerResult MakeLagKvScorer(const PressParams& p, const std::string& press) {
-  ParamReader r(p, press);
-  const int n_sink = r.Integer("n_sink", 4, 0, kMaxPressLength);
-  const int lag = r.Integer("lag", 128, 2, kMaxPressLength);
-  if (Status s = r.Finish(); !s.ok()) return s;
-  return std::unique_ptr<Scorer>(new LagKvScorer(n_sink, lag));
+  return MakeScorer<LagKvScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

@@ -8,83 +8,71 @@
 namespace primekv::press_internal {
 namespace {
 
-class OracleScorer : public Scorer {
- public:
-  PressNeeds Needs() const override { return {.values = true, .future_queries = true}; }
+// M_g = W_O^(g)T W_O^(g) from the d columns of W_O [d_model, n_heads * d] that read query
+// head qh.
+Mat<double> HeadGram(MatView<const float> wo, int qh, int d) {
+  Mat<double> m(d, d);
+  for (int64_t row = 0; row < wo.rows; ++row) {
+    const float* w = wo.Row(row) + static_cast<int64_t>(qh) * d;
+    for (int a = 0; a < d; ++a)
+      for (int b = 0; b < d; ++b) m(a, b) += static_cast<double>(w[a]) * w[b];
+  }
+  return m;
+}
 
-  void Score(const LayerInput& in, HeadScores& out) const override {
-    const int d = in.head_dim;
-    const int width = in.n_heads * d;
-    const int T = static_cast<int>(in.future_queries.rows);
+// y = M x for a d x d matrix in double; returns x^T M x.
+double QuadForm(const Mat<double>& m, std::span<const double> x, std::span<double> y) {
+  double q = 0;
+  for (int64_t r = 0; r < m.rows(); ++r) {
+    double acc = 0;
+    for (int64_t c = 0; c < m.cols(); ++c) acc += m(r, c) * x[c];
+    y[r] = acc;
+    q += x[r] * acc;
+  }
+  return q;
+}
+
+class OracleScorer : public HeadScorer {
+ public:
+  PressNeeds Needs() const override {
+    return {.values = true, .future_queries = true, .output_weights = true};
+  }
+
+  void ScoreHead(const LayerInput& in, int h, std::vector<float>& s) const override {
+    std::vector<double> contrib(s.size(), 0.0);
+    for (int g = 0; g < in.group(); ++g) AddHead(in, h, h * in.group() + g, contrib);
+    std::copy(contrib.begin(), contrib.end(), s.begin());
+  }
+
+ private:
+  // contrib_i += sum_t a_{t,i} sqrt((o_t - v_i)^T M_g (o_t - v_i)) over the future queries of
+  // query head qh, expanded as o^T M o - 2 o^T M v_i + v_i^T M v_i.
+  static void AddHead(const LayerInput& in, int h, int qh, std::vector<double>& contrib) {
+    const int d = in.head_dim();
+    const MatView<const float> keys = in.Keys(h), values = in.Values(h);
+    const int64_t n = keys.rows;
+    const Mat<double> m = HeadGram(in.output_weights, qh, d);
+    Mat<double> mv(n, d);  // M v_i
+    std::vector<double> vmv(n), v(d);
+    for (int64_t i = 0; i < n; ++i) {
+      std::copy_n(values.Row(i), d, v.begin());
+      vmv[i] = QuadForm(m, v, mv.RowSpan(i));
+    }
+    const MatView<const float> q = in.QueryHead(in.future_queries, qh);
     const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-    std::vector<double> m(static_cast<size_t>(d) * d);
-    for (int h = 0; h < in.n_kv_heads; ++h) {
-      const HeadEntries& e = in.heads[static_cast<size_t>(h)];
-      const int n = e.size();
-      std::vector<double> contrib(static_cast<size_t>(n), 0.0);
-      for (int g = 0; g < in.group(); ++g) {
-        const int qh = h * in.group() + g;
-        // M_g = W_O^(g)T W_O^(g) from the d columns of W_O that read this query head.
-        std::fill(m.begin(), m.end(), 0.0);
-        for (int row = 0; row < in.d_model; ++row) {
-          const float* w =
-              in.wo_rows.data() + static_cast<size_t>(row) * width + static_cast<size_t>(qh) * d;
-          for (int a = 0; a < d; ++a)
-            for (int b = 0; b < d; ++b)
-              m[static_cast<size_t>(a) * d + b] += static_cast<double>(w[a]) * w[b];
-        }
-        std::vector<double> mv(static_cast<size_t>(n) * d), vmv(static_cast<size_t>(n));
-        for (int i = 0; i < n; ++i) {
-          const float* v = e.values.data() + static_cast<size_t>(i) * d;
-          double q = 0;
-          for (int a = 0; a < d; ++a) {
-            double acc = 0;
-            for (int b = 0; b < d; ++b) acc += m[static_cast<size_t>(a) * d + b] * v[b];
-            mv[static_cast<size_t>(i) * d + a] = acc;
-            q += v[a] * acc;
-          }
-          vmv[static_cast<size_t>(i)] = q;
-        }
-        std::vector<double> a(static_cast<size_t>(n)), o(static_cast<size_t>(d)),
-            mo(static_cast<size_t>(d));
-        for (int t = 0; t < T; ++t) {
-          const float* q = in.future_queries.Row(t) + static_cast<size_t>(qh) * d;
-          double mx = -1e300;
-          for (int i = 0; i < n; ++i) {
-            a[static_cast<size_t>(i)] =
-                Dot(q, e.keys.data() + static_cast<size_t>(i) * d, d) * scale;
-            mx = std::max(mx, a[static_cast<size_t>(i)]);
-          }
-          double sum = 0;
-          for (auto& x : a) sum += (x = std::exp(x - mx));
-          std::fill(o.begin(), o.end(), 0.0);
-          for (int i = 0; i < n; ++i) {
-            a[static_cast<size_t>(i)] /= sum;
-            for (int c = 0; c < d; ++c)
-              o[static_cast<size_t>(c)] +=
-                  a[static_cast<size_t>(i)] * e.values[static_cast<size_t>(i) * d + c];
-          }
-          double omo = 0;
-          for (int r = 0; r < d; ++r) {
-            double acc = 0;
-            for (int c = 0; c < d; ++c)
-              acc += m[static_cast<size_t>(r) * d + c] * o[static_cast<size_t>(c)];
-            mo[static_cast<size_t>(r)] = acc;
-            omo += o[static_cast<size_t>(r)] * acc;
-          }
-          for (int i = 0; i < n; ++i) {
-            double cross = 0;
-            for (int c = 0; c < d; ++c)
-              cross += o[static_cast<size_t>(c)] * mv[static_cast<size_t>(i) * d + c];
-            const double q2 = omo - 2 * cross + vmv[static_cast<size_t>(i)];
-            contrib[static_cast<size_t>(i)] +=
-                a[static_cast<size_t>(i)] * std::sqrt(std::max(q2, 0.0));
-          }
-        }
+    std::vector<double> a(n), o(d), mo(d);
+    for (int64_t t = 0; t < q.rows; ++t) {
+      for (int64_t i = 0; i < n; ++i) a[i] = Dot(q.Row(t), keys.Row(i), d) * scale;
+      MaskedSoftmax(a);
+      std::fill(o.begin(), o.end(), 0.0);
+      for (int64_t i = 0; i < n; ++i)
+        for (int c = 0; c < d; ++c) o[c] += a[i] * values(i, c);
+      const double omo = QuadForm(m, o, mo);
+      for (int64_t i = 0; i < n; ++i) {
+        double cross = 0;
+        for (int c = 0; c < d; ++c) cross += o[c] * mv(i, c);
+        contrib[i] += a[i] * std::sqrt(std::max(omo - 2 * cross + vmv[i], 0.0));
       }
-      for (int i = 0; i < n; ++i)
-        out[static_cast<size_t>(h)][static_cast<size_t>(i)] =
-            static_cast<float>(contrib[static_cast<size_t>(i)]);
     }
   }
 };
@@ -92,8 +80,7 @@ class OracleScorer : public Scorer {
 }  // namespace
 
 ScorerResult MakeOracleScorer(const PressParams& p, const std::string& press) {
-  if (Status s = ParamReader(p, press).Finish(); !s.ok()) return s;
-  return std::unique_ptr<Scorer>(new OracleScorer());
+  return MakeScorer<OracleScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <string>
 
+#include "primekv/generate.h"
+
 namespace primekv {
 
 namespace {
@@ -67,18 +69,16 @@ struct Runner {
       const size_t chunk = static_cast<size_t>(std::max(1, opt.chunk));
       for (size_t b = 0; b < context.size(); b += chunk) {
         const size_t n = std::min(chunk, context.size() - b);
-        if (Status s = Forward(context.subspan(b, n)); !s.ok()) return s;
-        if (opt.ratio > 0 && compressor.enabled()) {
+        PRIMEKV_RETURN_IF_ERROR(Forward(context.subspan(b, n)));
+        if (Compressing()) {
           // The report's "compressed" figures describe the state after the last chunk.
           const int target = KeepCount(static_cast<int>(b + n), opt.ratio);
-          if (Status s = CompressTo(target, b + n == context.size()); !s.ok()) return s;
+          PRIMEKV_RETURN_IF_ERROR(CompressTo(target, b + n == context.size()));
         }
       }
     } else {
-      if (Status s = Forward(context); !s.ok()) return s;
-      if (opt.ratio > 0 && compressor.enabled()) {
-        if (Status s = CompressRatio(true); !s.ok()) return s;
-      }
+      PRIMEKV_RETURN_IF_ERROR(Forward(context));
+      if (Compressing()) PRIMEKV_RETURN_IF_ERROR(CompressRatio(true));
     }
     report.context_prefill_ms += MsSince(t0);
     return Status::Ok();
@@ -100,60 +100,42 @@ struct Runner {
   Result<TurnResult> Answer(int turn, std::span<const Token> question) {
     TurnResult r;
     auto t0 = std::chrono::steady_clock::now();
-    if (!question.empty()) {
-      if (Status s = Forward(question); !s.ok()) return s;
-    }
+    if (!question.empty()) PRIMEKV_RETURN_IF_ERROR(Forward(question));
     r.prefill_ms = MsSince(t0);
     t0 = std::chrono::steady_clock::now();
-    Sampler sampler(opt.sampler);
+    DecodeOptions d;
+    d.max_new_tokens = opt.max_new_tokens;
+    d.sampler = opt.sampler;
+    // In multi-turn mode the whole answer, end token included, stays in the cache.
+    d.feed_last = opt.mode == CompressionMode::kMultiTurn;
+    if (opt.on_token) d.on_token = [&](Token t) { return opt.on_token(turn, t); };
     // The decode loop then allocates nothing. Bounded by the room left in the trained context,
     // so a huge max_new_tokens never reserves memory blindly (past it the cache grows per page).
     const int64_t room = model.config().max_context > 0
                              ? int64_t{model.config().max_context} - cache.NextPosition()
                              : int64_t{opt.max_new_tokens};
-    const int reserve = static_cast<int>(
+    d.reserve = static_cast<int>(
         std::clamp<int64_t>(std::min<int64_t>(opt.max_new_tokens, room), 0, kMaxContextSize));
-    cache.Reserve(reserve + 1);
-    r.tokens.reserve(static_cast<size_t>(reserve));
-    // In multi-turn mode the whole answer, end token included, stays in the cache.
-    const bool keep_answer = opt.mode == CompressionMode::kMultiTurn;
-    for (int i = 0; i < opt.max_new_tokens; ++i) {
-      auto sampled = sampler.Sample(logits);
-      if (!sampled.ok()) {
-        return Status::Error("turn " + std::to_string(turn + 1) + ", token " +
-                             std::to_string(i + 1) + ": " + sampled.message());
-      }
-      const Token next = *sampled;
-      const bool end = model.tokenizer().IsEndOfGeneration(next);
-      if (!end) r.tokens.push_back(next);
-      const bool stop =
-          end || (!end && opt.on_token && !opt.on_token(turn, next)) || i + 1 == opt.max_new_tokens;
-      r.stopped_at_end = end;
-      if (stop && !keep_answer) break;
-      if (Status s = Forward(std::span<const Token>(&next, 1)); !s.ok()) return s;
-      if (stop) break;
-      if (opt.mode == CompressionMode::kDecode && opt.ratio > 0 && compressor.enabled() &&
-          (i + 1) % std::max(1, opt.interval) == 0) {
-        if (Status s = CompressTo(KeepCount(cache.NextPosition(), opt.ratio), false); !s.ok())
-          return s;
-      }
-    }
+    cache.Reserve(d.reserve + 1);
+    const auto feed = [&](Token t) { return Forward(std::span<const Token>(&t, 1)); };
+    const auto compress = [&](int i) {
+      if (opt.mode != CompressionMode::kDecode || !Compressing() ||
+          (i + 1) % std::max(1, opt.interval) != 0)
+        return Status::Ok();
+      return CompressTo(KeepCount(cache.NextPosition(), opt.ratio), false);
+    };
+    d.label = "turn " + std::to_string(turn + 1) + ", ";
+    PRIMEKV_ASSIGN_OR_RETURN(DecodeResult decoded, Decode(model, logits, d, feed, compress));
+    r.tokens = std::move(decoded.tokens);
+    r.stopped_at_end = decoded.stopped_at_end;
     r.decode_ms = MsSince(t0);
     return r;
   }
+
+  bool Compressing() const { return opt.ratio > 0 && compressor.enabled(); }
 };
 
 }  // namespace
-
-PressNeeds UnionNeeds(const PressNeeds& a, const PressNeeds& b) {
-  PressNeeds n;
-  n.window_queries = std::max(a.window_queries, b.window_queries);
-  n.values = a.values || b.values;
-  n.output_gram = a.output_gram || b.output_gram;
-  n.query_stats = a.query_stats || b.query_stats;
-  n.future_queries = a.future_queries || b.future_queries;
-  return n;
-}
 
 Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& needs,
                                         const KvCacheOptions& kv, std::span<const Token> context,
@@ -164,7 +146,7 @@ Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& ne
   ForwardWorkspace ws;
   const auto t0 = std::chrono::steady_clock::now();
   MatView<float> out(p.last_logits.data(), 1, model.config().vocab_size);
-  if (Status s = model.Forward(context, p.cache, {}, out, pool, ws, &p.capture); !s.ok()) return s;
+  PRIMEKV_RETURN_IF_ERROR(model.Forward(context, p.cache, {}, out, pool, ws, &p.capture));
   p.prefill_ms = MsSince(t0);
   return p;
 }
@@ -221,49 +203,129 @@ int64_t ConversationPositions(CompressionMode mode, int64_t context_tokens,
   return context_tokens + (mode == CompressionMode::kMultiTurn ? sum : largest);
 }
 
+namespace {
+
+constexpr std::pair<CompressionMode, std::string_view> kModeNames[] = {
+    {CompressionMode::kContext, "context"},     {CompressionMode::kQuestion, "question"},
+    {CompressionMode::kMultiTurn, "multiturn"}, {CompressionMode::kChunked, "chunked"},
+    {CompressionMode::kDecode, "decode"},       {CompressionMode::kFirstQuestion, "first-question"},
+};
+
+}  // namespace
+
 std::optional<CompressionMode> ParseCompressionMode(std::string_view s) {
-  if (s == "context") return CompressionMode::kContext;
-  if (s == "question") return CompressionMode::kQuestion;
-  if (s == "multiturn" || s == "multi-turn") return CompressionMode::kMultiTurn;
-  if (s == "chunked") return CompressionMode::kChunked;
-  if (s == "decode") return CompressionMode::kDecode;
-  if (s == "first-question") return CompressionMode::kFirstQuestion;
+  if (s == "multi-turn") return CompressionMode::kMultiTurn;
+  for (const auto& [mode, name] : kModeNames) {
+    if (s == name) return mode;
+  }
   return std::nullopt;
 }
 
 std::string_view CompressionModeName(CompressionMode m) {
-  switch (m) {
-    case CompressionMode::kContext:
-      return "context";
-    case CompressionMode::kQuestion:
-      return "question";
-    case CompressionMode::kMultiTurn:
-      return "multiturn";
-    case CompressionMode::kChunked:
-      return "chunked";
-    case CompressionMode::kDecode:
-      return "decode";
-    case CompressionMode::kFirstQuestion:
-      return "first-question";
+  for (const auto& [mode, name] : kModeNames) {
+    if (m == mode) return name;
   }
   return "?";
 }
 
-Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compressor,
-                                   const PipelineOptions& options, std::span<const Token> context,
-                                   const std::vector<std::vector<Token>>& questions,
-                                   ThreadPool& pool, const PrefilledContext* prefilled) {
+namespace {
+
+// kQuestion: each question is prefilled after the context, then the whole is compressed.
+Status RunQuestionMode(Runner& run, std::span<const Token> context,
+                       const std::vector<std::vector<Token>>& turns) {
+  for (size_t t = 0; t < turns.size(); ++t) {
+    run.cache.Clear();
+    run.capture.Clear();
+    std::vector<Token> joined(context.begin(), context.end());
+    joined.insert(joined.end(), turns[t].begin(), turns[t].end());
+    PRIMEKV_RETURN_IF_ERROR(run.PrefillContext(joined));
+    PRIMEKV_ASSIGN_OR_RETURN(TurnResult r, run.Answer(static_cast<int>(t), {}));
+    run.report.turns.push_back(std::move(r));
+  }
+  return Status::Ok();
+}
+
+// kFirstQuestion: compressed once, after the first question (the paper's multi-turn protocol);
+// the first question stays in the cache, each later question and every answer is dropped after
+// its turn.
+Status RunFirstQuestionMode(Runner& run, std::span<const Token> context,
+                            const std::vector<std::vector<Token>>& turns) {
+  std::vector<Token> joined(context.begin(), context.end());
+  joined.insert(joined.end(), turns[0].begin(), turns[0].end());
+  PRIMEKV_RETURN_IF_ERROR(run.PrefillContext(joined));
+  const int32_t first_end = run.cache.NextPosition();
+  for (size_t t = 0; t < turns.size(); ++t) {
+    PRIMEKV_ASSIGN_OR_RETURN(
+        TurnResult r,
+        run.Answer(static_cast<int>(t), t == 0 ? std::span<const Token>() : turns[t]));
+    run.report.turns.push_back(std::move(r));
+    if (t + 1 < turns.size()) run.cache.TruncateFrom(first_end);
+  }
+  return Status::Ok();
+}
+
+// kContext, kChunked, kDecode, kMultiTurn: one compressed context (prefilled now, or a clone of
+// `reuse`'s), then the turns.
+Status RunSharedContextModes(Runner& run, std::span<const Token> context,
+                             const std::vector<std::vector<Token>>& turns, bool reuse) {
+  const PipelineOptions& options = run.opt;
+  if (reuse) {
+    run.report.kv_bytes_peak = run.cache.BytesInUse();
+    if (run.Compressing()) PRIMEKV_RETURN_IF_ERROR(run.CompressRatio(true));
+  } else {
+    PRIMEKV_RETURN_IF_ERROR(run.PrefillContext(context));
+  }
+  const int32_t context_end = run.cache.NextPosition();
+  const int budget = KeepCount(static_cast<int>(context.size()), options.ratio);
+  for (size_t t = 0; t < turns.size(); ++t) {
+    PRIMEKV_ASSIGN_OR_RETURN(TurnResult r, run.Answer(static_cast<int>(t), turns[t]));
+    run.report.turns.push_back(std::move(r));
+    if (options.mode == CompressionMode::kMultiTurn) {
+      if (run.Compressing() && run.cache.MaxLength() > budget)
+        PRIMEKV_RETURN_IF_ERROR(run.CompressTo(budget, false));
+    } else if (t + 1 < turns.size()) {
+      // Independent questions share the compressed context: drop this turn's entries.
+      run.cache.TruncateFrom(context_end);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckPipelinePress(const Press& press) {
+  // True future queries exist only where the continuation is known in advance.
+  if (press.scorer && press.scorer->Needs().future_queries) {
+    return Status::Error("press " + press.name +
+                         " reads the true future queries, so it runs only under the fidelity "
+                         "protocol (primekv fidelity)");
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+Status CheckPipeline(const Compressor& compressor, const PipelineOptions& options,
+                     std::span<const Token> context) {
   if (context.empty()) return Status::Error("pipeline: empty context");
   if (!(options.ratio >= 0 && options.ratio < 1))
     return Status::Error("pipeline: ratio must be in [0, 1)");
-  if (compressor.Needs().future_queries) {
-    return Status::Error("press " + compressor.press().name + " is for the fidelity protocol only");
-  }
+  PRIMEKV_RETURN_IF_ERROR(CheckPipelinePress(compressor.press()));
   if (options.mode == CompressionMode::kChunked && !compressor.press().query_free) {
     return Status::Error(
         "press " + compressor.press().name +
         " reads queries, so it cannot compress during chunked prefill; use a query-free press");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compressor,
+                                   const PipelineOptions& options, std::span<const Token> context,
+                                   const std::vector<std::vector<Token>>& questions,
+                                   ThreadPool& pool, const PrefilledContext* prefilled) {
+  PRIMEKV_RETURN_IF_ERROR(CheckPipeline(compressor, options, context));
   const bool reuse = prefilled != nullptr && options.mode != CompressionMode::kQuestion &&
                      options.mode != CompressionMode::kChunked &&
                      options.mode != CompressionMode::kFirstQuestion;
@@ -274,61 +336,12 @@ Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compres
       context.size() * static_cast<size_t>(c.n_layers) * c.n_kv_heads * run.cache.BytesPerEntry();
   std::vector<std::vector<Token>> turns = questions;
   if (turns.empty()) turns.emplace_back();
-
   if (options.mode == CompressionMode::kQuestion) {
-    for (size_t t = 0; t < turns.size(); ++t) {
-      run.cache.Clear();
-      run.capture.Clear();
-      std::vector<Token> joined(context.begin(), context.end());
-      joined.insert(joined.end(), turns[t].begin(), turns[t].end());
-      if (Status s = run.PrefillContext(joined); !s.ok()) return s;
-      auto r = run.Answer(static_cast<int>(t), {});
-      if (!r.ok()) return r.status();
-      run.report.turns.push_back(std::move(r).value());
-    }
-    run.Finish();
-    return run.report;
-  }
-
-  if (options.mode == CompressionMode::kFirstQuestion) {
-    // Compressed once, after the first question (the paper's multi-turn protocol); the first
-    // question stays in the cache, each later question and every answer is dropped after its turn.
-    std::vector<Token> joined(context.begin(), context.end());
-    joined.insert(joined.end(), turns[0].begin(), turns[0].end());
-    if (Status s = run.PrefillContext(joined); !s.ok()) return s;
-    const int32_t first_end = run.cache.NextPosition();
-    for (size_t t = 0; t < turns.size(); ++t) {
-      auto r = run.Answer(static_cast<int>(t), t == 0 ? std::span<const Token>() : turns[t]);
-      if (!r.ok()) return r.status();
-      run.report.turns.push_back(std::move(r).value());
-      if (t + 1 < turns.size()) run.cache.TruncateFrom(first_end);
-    }
-    run.Finish();
-    return run.report;
-  }
-
-  if (reuse) {
-    run.report.kv_bytes_peak = run.cache.BytesInUse();
-    if (options.ratio > 0 && compressor.enabled()) {
-      if (Status s = run.CompressRatio(true); !s.ok()) return s;
-    }
-  } else if (Status s = run.PrefillContext(context); !s.ok()) {
-    return s;
-  }
-  const int32_t context_end = run.cache.NextPosition();
-  const int budget = KeepCount(static_cast<int>(context.size()), options.ratio);
-  for (size_t t = 0; t < turns.size(); ++t) {
-    auto r = run.Answer(static_cast<int>(t), turns[t]);
-    if (!r.ok()) return r.status();
-    run.report.turns.push_back(std::move(r).value());
-    if (options.mode == CompressionMode::kMultiTurn) {
-      if (options.ratio > 0 && compressor.enabled() && run.cache.MaxLength() > budget) {
-        if (Status s = run.CompressTo(budget, false); !s.ok()) return s;
-      }
-    } else if (t + 1 < turns.size()) {
-      // Independent questions share the compressed context: drop this turn's entries.
-      run.cache.TruncateFrom(context_end);
-    }
+    PRIMEKV_RETURN_IF_ERROR(RunQuestionMode(run, context, turns));
+  } else if (options.mode == CompressionMode::kFirstQuestion) {
+    PRIMEKV_RETURN_IF_ERROR(RunFirstQuestionMode(run, context, turns));
+  } else {
+    PRIMEKV_RETURN_IF_ERROR(RunSharedContextModes(run, context, turns, reuse));
   }
   run.Finish();
   return run.report;

@@ -4,11 +4,14 @@
 //   key side   r_i = k_i . (k_i - kbar) / sqrt(d): mean-field log-attention of that query
 //   value side c_i = sqrt((v_i - vbar)^T M (v_i - vbar)), M = sum_{h in group} W_O^(h)T W_O^(h)
 //   score      r_i + log c_i  (the identity's a_i * c_i, with a_i an exponential)
-// Variants (docs/design.md §4): key=self|selfexact|leverage|cosine|none,
+// Variants (docs/design.md §2): key=self|selfexact|leverage|cosine|none,
 // value=wo_centered|wo|centered|norm|none, combine=logit|product|rank, rounds=one|halving
 // (set-aware successive halving). The first reconstruction was key=leverage,combine=product.
 // Cost per KV head is O(n d^2) (W_O Gram quadratic form); key=leverage adds a Cholesky factor,
 // key=selfexact an O(n^2 d) pass with no n x n matrix kept.
+#include <limits>
+#include <numeric>
+
 #include "press/scorer_util.h"
 #include "press/scorers.h"
 #include "primekv/dense.h"
@@ -20,358 +23,307 @@ enum class KeySide { kLeverage, kCosine, kSelf, kSelfExact, kNone };
 enum class ValueSide { kWoCentered, kWo, kCentered, kNorm, kNone };
 enum class Combine { kProduct, kRank, kLogit };
 
+// Parameter words, in the order error messages list them.
+template <typename T>
+using Words = std::pair<std::string_view, T>;
+constexpr Words<KeySide> kKeySides[] = {{"leverage", KeySide::kLeverage},
+                                        {"cosine", KeySide::kCosine},
+                                        {"self", KeySide::kSelf},
+                                        {"selfexact", KeySide::kSelfExact},
+                                        {"none", KeySide::kNone}};
+constexpr Words<ValueSide> kValueSides[] = {{"wo_centered", ValueSide::kWoCentered},
+                                            {"wo", ValueSide::kWo},
+                                            {"centered", ValueSide::kCentered},
+                                            {"norm", ValueSide::kNorm},
+                                            {"none", ValueSide::kNone}};
+constexpr Words<Combine> kCombines[] = {
+    {"product", Combine::kProduct}, {"rank", Combine::kRank}, {"logit", Combine::kLogit}};
+constexpr Words<bool> kRounds[] = {{"one", false}, {"halving", true}};
+
 // Relative diagonal jitter keeping the Cholesky factorisation defined for rank-deficient keys
 // (fewer entries than dimensions, duplicated keys): a safeguard, not a tuning knob.
 constexpr double kJitter = 1e-6;
 
-std::vector<double> Mean(const std::vector<float>& x, int n, int d) {
-  std::vector<double> m(static_cast<size_t>(d), 0.0);
-  for (int i = 0; i < n; ++i)
-    for (int c = 0; c < d; ++c) m[static_cast<size_t>(c)] += x[static_cast<size_t>(i) * d + c];
-  for (auto& v : m) v /= std::max(n, 1);
+// Column means of x [n, d].
+std::vector<double> Mean(MatView<const float> x) {
+  std::vector<double> m(x.cols, 0.0);
+  for (int64_t i = 0; i < x.rows; ++i)
+    for (int64_t c = 0; c < x.cols; ++c) m[c] += x(i, c);
+  for (auto& v : m) v /= std::max<int64_t>(x.rows, 1);
   return m;
 }
 
-std::vector<float> Centered(const std::vector<float>& x, int n, int d,
-                            const std::vector<double>& m) {
-  std::vector<float> out(static_cast<size_t>(n) * d);
-  for (int i = 0; i < n; ++i)
-    for (int c = 0; c < d; ++c)
-      out[static_cast<size_t>(i) * d + c] =
-          static_cast<float>(x[static_cast<size_t>(i) * d + c] - m[static_cast<size_t>(c)]);
+// x - m, row by row, rounded to float.
+Mat<float> Centered(MatView<const float> x, const std::vector<double>& m) {
+  Mat<float> out(x.rows, x.cols);
+  for (int64_t i = 0; i < x.rows; ++i)
+    for (int64_t c = 0; c < x.cols; ++c) out(i, c) = static_cast<float>(x(i, c) - m[c]);
   return out;
 }
 
-// Leverage of each centred row: |L^-1 x_i|^2 with G = Kc^T Kc = L L^T.
-void Leverage(const std::vector<float>& kc, int n, int d, std::vector<double>& r) {
-  // Gram in double, accumulated from float products of row blocks.
-  std::vector<double> g(static_cast<size_t>(d) * d, 0.0);
-  std::vector<float> block(static_cast<size_t>(d) * d);
-  constexpr int kRows = 512;
+// Row blocks of at most kRows rows bound the scratch of the GEMMs below.
+constexpr int kRows = 512;
+
+double SquaredNorm(const float* x, int64_t d) {
+  double s = 0;
+  for (int64_t c = 0; c < d; ++c) s += static_cast<double>(x[c]) * x[c];
+  return s;
+}
+
+// G = Kc^T Kc in double, accumulated from float products of row blocks.
+Mat<double> Gram(const Mat<float>& kc) {
+  const int n = static_cast<int>(kc.rows()), d = static_cast<int>(kc.cols());
+  Mat<double> g(d, d);
+  Mat<float> block(d, d);
   for (int i0 = 0; i0 < n; i0 += kRows) {
     const int rows = std::min(kRows, n - i0);
-    dense::GemmTN(d, d, rows, 1.0f, kc.data() + static_cast<size_t>(i0) * d, d,
-                  kc.data() + static_cast<size_t>(i0) * d, d, 0.0f, block.data(), d);
-    for (size_t t = 0; t < g.size(); ++t) g[t] += block[t];
+    dense::GemmTN(d, d, rows, 1.0f, kc.Row(i0), d, kc.Row(i0), d, 0.0f, block.data(), d);
+    for (int a = 0; a < d; ++a)
+      for (int b = 0; b < d; ++b) g(a, b) += block(a, b);
   }
-  double trace = 0;
-  for (int c = 0; c < d; ++c) trace += g[static_cast<size_t>(c) * d + c];
-  const double jitter = kJitter * std::max(trace / d, 1e-30);
-  for (int c = 0; c < d; ++c) g[static_cast<size_t>(c) * d + c] += jitter;
-  // Cholesky, lower triangle in place.
+  return g;
+}
+
+// In-place lower Cholesky factor of g (pivots floored at `floor`); returns L^-1 (lower).
+Mat<double> InverseCholesky(Mat<double>& g, double floor) {
+  const int d = static_cast<int>(g.rows());
   for (int j = 0; j < d; ++j) {
-    double s = g[static_cast<size_t>(j) * d + j];
-    for (int k = 0; k < j; ++k)
-      s -= g[static_cast<size_t>(j) * d + k] * g[static_cast<size_t>(j) * d + k];
-    const double ljj = std::sqrt(std::max(s, jitter));
-    g[static_cast<size_t>(j) * d + j] = ljj;
+    double s = g(j, j);
+    for (int k = 0; k < j; ++k) s -= g(j, k) * g(j, k);
+    const double ljj = std::sqrt(std::max(s, floor));
+    g(j, j) = ljj;
     for (int i = j + 1; i < d; ++i) {
-      double t = g[static_cast<size_t>(i) * d + j];
-      for (int k = 0; k < j; ++k)
-        t -= g[static_cast<size_t>(i) * d + k] * g[static_cast<size_t>(j) * d + k];
-      g[static_cast<size_t>(i) * d + j] = t / ljj;
+      double t = g(i, j);
+      for (int k = 0; k < j; ++k) t -= g(i, k) * g(j, k);
+      g(i, j) = t / ljj;
     }
   }
-  // Linv (lower) by forward substitution on the identity.
-  std::vector<double> linv(static_cast<size_t>(d) * d, 0.0);
+  // Forward substitution on the identity.
+  Mat<double> linv(d, d);
   for (int col = 0; col < d; ++col) {
     for (int i = col; i < d; ++i) {
       double t = i == col ? 1.0 : 0.0;
-      for (int k = col; k < i; ++k)
-        t -= g[static_cast<size_t>(i) * d + k] * linv[static_cast<size_t>(k) * d + col];
-      linv[static_cast<size_t>(i) * d + col] = t / g[static_cast<size_t>(i) * d + i];
+      for (int k = col; k < i; ++k) t -= g(i, k) * linv(k, col);
+      linv(i, col) = t / g(i, i);
     }
   }
-  std::vector<float> linv_t(static_cast<size_t>(d) * d);  // Linv^T
+  return linv;
+}
+
+// Leverage of each centred row: |L^-1 x_i|^2 with G = Kc^T Kc = L L^T.
+std::vector<double> Leverage(const Mat<float>& kc) {
+  const int n = static_cast<int>(kc.rows()), d = static_cast<int>(kc.cols());
+  Mat<double> g = Gram(kc);
+  double trace = 0;
+  for (int c = 0; c < d; ++c) trace += g(c, c);
+  const double jitter = kJitter * std::max(trace / d, 1e-30);
+  for (int c = 0; c < d; ++c) g(c, c) += jitter;
+  const Mat<double> linv = InverseCholesky(g, jitter);
+  Mat<float> linv_t(d, d);
   for (int a = 0; a < d; ++a)
-    for (int b = 0; b < d; ++b)
-      linv_t[static_cast<size_t>(b) * d + a] =
-          static_cast<float>(linv[static_cast<size_t>(a) * d + b]);
-  // W = Kc Linv^T, r_i = |w_i|^2, in row blocks to bound scratch.
-  std::vector<float> w(static_cast<size_t>(kRows) * d);
-  r.assign(static_cast<size_t>(n), 0.0);
+    for (int b = 0; b < d; ++b) linv_t(b, a) = static_cast<float>(linv(a, b));
+  // W = Kc Linv^T, r_i = |w_i|^2.
+  Mat<float> w(kRows, d);
+  std::vector<double> r(n, 0.0);
   for (int i0 = 0; i0 < n; i0 += kRows) {
     const int rows = std::min(kRows, n - i0);
-    dense::GemmNN(rows, d, d, 1.0f, kc.data() + static_cast<size_t>(i0) * d, d, linv_t.data(), d,
-                  0.0f, w.data(), d);
-    for (int i = 0; i < rows; ++i) {
-      double s = 0;
-      for (int c = 0; c < d; ++c)
-        s += static_cast<double>(w[static_cast<size_t>(i) * d + c]) *
-             w[static_cast<size_t>(i) * d + c];
-      r[static_cast<size_t>(i0 + i)] = s;
-    }
+    dense::GemmNN(rows, d, d, 1.0f, kc.Row(i0), d, linv_t.data(), d, 0.0f, w.data(), d);
+    for (int i = 0; i < rows; ++i) r[i0 + i] = SquaredNorm(w.Row(i), d);
   }
+  return r;
 }
 
 // sqrt(x_i^T M x_i) for each row.
-void QuadraticNorms(const std::vector<float>& x, int n, int d, std::span<const float> m,
-                    std::vector<double>& c) {
-  constexpr int kRows = 512;
-  std::vector<float> u(static_cast<size_t>(kRows) * d);
-  c.assign(static_cast<size_t>(n), 0.0);
+std::vector<double> QuadraticNorms(const Mat<float>& x, MatView<const float> m) {
+  const int n = static_cast<int>(x.rows()), d = static_cast<int>(x.cols());
+  Mat<float> u(kRows, d);  // x M
+  std::vector<double> c(n, 0.0);
   for (int i0 = 0; i0 < n; i0 += kRows) {
     const int rows = std::min(kRows, n - i0);
-    dense::GemmNN(rows, d, d, 1.0f, x.data() + static_cast<size_t>(i0) * d, d, m.data(), d, 0.0f,
-                  u.data(), d);
-    for (int i = 0; i < rows; ++i) {
-      double s = 0;
-      for (int k = 0; k < d; ++k)
-        s += static_cast<double>(u[static_cast<size_t>(i) * d + k]) *
-             x[static_cast<size_t>(i0 + i) * d + k];
-      c[static_cast<size_t>(i0 + i)] = std::sqrt(std::max(s, 0.0));
-    }
+    dense::GemmNN(rows, d, d, 1.0f, x.Row(i0), d, m.data, d, 0.0f, u.data(), d);
+    for (int i = 0; i < rows; ++i)
+      c[i0 + i] = std::sqrt(std::max(Dot(u.Row(i), x.Row(i0 + i), d), 0.0));
   }
+  return c;
+}
+
+// Order of x ascending, ties by lower row.
+std::vector<int> Ascending(const std::vector<double>& x) {
+  std::vector<int> order(x.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return x[a] != x[b] ? x[a] < x[b] : a < b; });
+  return order;
 }
 
 // Normalised ascending ranks in (0, 1]: (1 + #smaller) / n, ties by lower row.
 std::vector<double> Ranks(const std::vector<double>& x) {
-  const int n = static_cast<int>(x.size());
-  std::vector<int> order(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    const double xa = x[static_cast<size_t>(a)], xb = x[static_cast<size_t>(b)];
-    return xa != xb ? xa < xb : a < b;
-  });
-  std::vector<double> r(static_cast<size_t>(n));
-  for (int j = 0; j < n; ++j) r[static_cast<size_t>(order[static_cast<size_t>(j)])] = (j + 1.0) / n;
+  const std::vector<int> order = Ascending(x);
+  std::vector<double> r(x.size());
+  for (size_t j = 0; j < order.size(); ++j)
+    r[order[j]] = (static_cast<double>(j) + 1.0) / static_cast<double>(order.size());
   return r;
 }
 
-class PrimeKvScorer : public Scorer {
+// Mean-field log-attention of the query that targets entry i (q = k_i):
+// log a_ii ~ (|k_i|^2 - k_i . kbar) / sqrt(d) - log n; the constant is dropped.
+std::vector<double> SelfQuery(MatView<const float> keys) {
+  const std::vector<double> mean = Mean(keys);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(keys.cols));
+  std::vector<double> r(keys.rows);
+  for (int64_t i = 0; i < keys.rows; ++i) {
+    const float* k = keys.Row(i);
+    double s = 0;
+    for (int64_t t = 0; t < keys.cols; ++t) s += k[t] * (k[t] - mean[t]);
+    r[i] = s * scale;
+  }
+  return r;
+}
+
+// Exact log-attention of the self-query: |k_i|^2/sqrt(d) - logsumexp_j k_i.k_j/sqrt(d), with the
+// n x n logits formed a block of rows at a time.
+std::vector<double> SelfQueryExact(MatView<const float> keys) {
+  const int n = static_cast<int>(keys.rows), d = static_cast<int>(keys.cols);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  constexpr int kBlock = 256;
+  Mat<float> block(kBlock, n), kt(d, n);
+  dense::Transpose(keys.data, n, d, d, kt.data(), n);
+  std::vector<double> r(n);
+  for (int i0 = 0; i0 < n; i0 += kBlock) {
+    const int rows = std::min(kBlock, n - i0);
+    dense::GemmNN(rows, n, d, 1.0f, keys.Row(i0), d, kt.data(), n, 0.0f, block.data(), n);
+    for (int a = 0; a < rows; ++a) {
+      const float* row = block.Row(a);
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int j = 0; j < n; ++j) mx = std::max(mx, row[j] * scale);
+      double sum = 0;
+      for (int j = 0; j < n; ++j) sum += std::exp(row[j] * scale - mx);
+      r[i0 + a] = row[i0 + a] * scale - mx - std::log(sum);
+    }
+  }
+  return r;
+}
+
+// The rows `rows` of x, gathered.
+Mat<float> Gather(MatView<const float> x, const std::vector<int>& rows) {
+  Mat<float> out(static_cast<int64_t>(rows.size()), x.cols);
+  for (size_t j = 0; j < rows.size(); ++j) std::copy_n(x.Row(rows[j]), x.cols, out.Row(j));
+  return out;
+}
+
+class PrimeKvScorer : public HeadScorer {
+  KeySide key_;
+  ValueSide value_;
+  Combine combine_;
+  bool halving_;
+
  public:
-  PrimeKvScorer(KeySide key, ValueSide value, Combine combine, bool halving)
-      : key_(key), value_(value), combine_(combine), halving_(halving) {}
+  explicit PrimeKvScorer(ParamReader& r)
+      : key_(r.Choice<KeySide>("key", "self", kKeySides)),
+        value_(r.Choice<ValueSide>("value", "wo_centered", kValueSides)),
+        combine_(r.Choice<Combine>("combine", "logit", kCombines)),
+        halving_(r.Choice<bool>("rounds", "one", kRounds)) {}
   PressNeeds Needs() const override {
-    PressNeeds n;
-    n.values = value_ != ValueSide::kNone;
-    n.output_gram = value_ == ValueSide::kWoCentered || value_ == ValueSide::kWo;
-    return n;
+    return {.values = value_ != ValueSide::kNone, .output_gram = UsesGram()};
   }
 
-  void Score(const LayerInput& in, HeadScores& out) const override {
-    const int d = in.head_dim;
-    for (int h = 0; h < in.n_kv_heads; ++h) {
-      const HeadEntries& e = in.heads[static_cast<size_t>(h)];
-      const int n = e.size();
-      auto& s = out[static_cast<size_t>(h)];
-      if (n == 0) continue;
-      std::span<const float> gram;
-      if (value_ == ValueSide::kWoCentered || value_ == ValueSide::kWo)
-        gram = in.output_gram.subspan(static_cast<size_t>(h) * d * d, static_cast<size_t>(d) * d);
-      if (!halving_) {
-        const std::vector<double> x = SetScores(e.keys, e.values, n, d, gram);
-        for (int i = 0; i < n; ++i)
-          s[static_cast<size_t>(i)] = static_cast<float>(x[static_cast<size_t>(i)]);
-        continue;
-      }
-      // Successive halving (the set identity): score the entries that remain, drop the lower
-      // half, rescore the rest against each other, until one is left. An entry removed in
-      // round t gets t + (its place among that round's removed entries) / (removed + 1), so
-      // the survivors of later rounds rank above everything removed before them.
-      std::vector<int> active(static_cast<size_t>(n));
-      for (int i = 0; i < n; ++i) active[static_cast<size_t>(i)] = i;
-      std::vector<float> keys, values;
-      for (int round = 0;; ++round) {
-        const int m = static_cast<int>(active.size());
-        if (m == 1) {
-          s[static_cast<size_t>(active[0])] = static_cast<float>(round + 1);
-          break;
-        }
-        keys.resize(static_cast<size_t>(m) * d);
-        values.resize(e.values.empty() ? 0 : static_cast<size_t>(m) * d);
-        for (int j = 0; j < m; ++j) {
-          const size_t src = static_cast<size_t>(active[static_cast<size_t>(j)]) * d;
-          std::copy_n(e.keys.data() + src, d, keys.data() + static_cast<size_t>(j) * d);
-          if (!values.empty())
-            std::copy_n(e.values.data() + src, d, values.data() + static_cast<size_t>(j) * d);
-        }
-        const std::vector<double> x = SetScores(keys, values, m, d, gram);
-        std::vector<int> order(static_cast<size_t>(m));
-        for (int j = 0; j < m; ++j) order[static_cast<size_t>(j)] = j;
-        std::sort(order.begin(), order.end(), [&](int a, int b) {
-          const double xa = x[static_cast<size_t>(a)], xb = x[static_cast<size_t>(b)];
-          return xa != xb ? xa < xb : a < b;  // ascending; ties: lower row removed first
-        });
-        const int removed = m / 2;
-        for (int j = 0; j < removed; ++j)
-          s[static_cast<size_t>(active[static_cast<size_t>(order[static_cast<size_t>(j)])])] =
-              static_cast<float>(round + (j + 1.0) / (removed + 1.0));
-        std::vector<int> next;
-        next.reserve(static_cast<size_t>(m - removed));
-        for (int j = removed; j < m; ++j)
-          next.push_back(active[static_cast<size_t>(order[static_cast<size_t>(j)])]);
-        std::sort(next.begin(), next.end());
-        active = std::move(next);
-      }
+  void ScoreHead(const LayerInput& in, int h, std::vector<float>& s) const override {
+    if (s.empty()) return;
+    const MatView<const float> gram = UsesGram() ? in.Gram(h) : MatView<const float>();
+    if (halving_) {
+      Halving(in.Keys(h), in.Values(h), gram, s);
+      return;
     }
+    const std::vector<double> x = SetScores(in.Keys(h), in.Values(h), gram);
+    std::transform(x.begin(), x.end(), s.begin(), [](double v) { return static_cast<float>(v); });
   }
 
  private:
+  bool UsesGram() const { return value_ == ValueSide::kWoCentered || value_ == ValueSide::kWo; }
+
+  // Successive halving (the set identity): score the entries that remain, drop the lower half,
+  // rescore the rest against each other, until one is left. An entry removed in round t gets
+  // t + (its place among that round's removed entries) / (removed + 1), so the survivors of
+  // later rounds rank above everything removed before them.
+  void Halving(MatView<const float> keys, MatView<const float> values, MatView<const float> gram,
+               std::vector<float>& s) const {
+    std::vector<int> active(s.size());
+    std::iota(active.begin(), active.end(), 0);
+    for (int round = 0;; ++round) {
+      const int m = static_cast<int>(active.size());
+      if (m == 1) {
+        s[active[0]] = static_cast<float>(round + 1);
+        return;
+      }
+      const Mat<float> k = Gather(keys, active);
+      const Mat<float> v = values.rows == 0 ? Mat<float>() : Gather(values, active);
+      // ascending; ties: lower row removed first
+      const std::vector<int> order = Ascending(SetScores(k.view(), v.view(), gram));
+      const int removed = m / 2;
+      for (int j = 0; j < removed; ++j)
+        s[active[order[j]]] = static_cast<float>(round + (j + 1.0) / (removed + 1.0));
+      std::vector<int> next;
+      next.reserve(m - removed);
+      for (int j = removed; j < m; ++j) next.push_back(active[order[j]]);
+      std::sort(next.begin(), next.end());
+      active = std::move(next);
+    }
+  }
+
   // Scores of n entries judged against each other (means, covariance and anchor of this set).
-  std::vector<double> SetScores(const std::vector<float>& keys, const std::vector<float>& values,
-                                int n, int d, std::span<const float> gram) const {
-    std::vector<double> r, c;
-    KeyFactor(keys, n, d, r);
-    ValueFactor(values, n, d, gram, c);
+  std::vector<double> SetScores(MatView<const float> keys, MatView<const float> values,
+                                MatView<const float> gram) const {
+    std::vector<double> r = KeyFactor(keys);
+    std::vector<double> c = ValueFactor(values, keys.rows, gram);
     if (combine_ == Combine::kRank) {
       // Scale-free: neither factor's dynamic range can dominate the other's.
       r = Ranks(r);
       c = Ranks(c);
     }
-    std::vector<double> x(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) {
-      const double ri = r[static_cast<size_t>(i)], ci = c[static_cast<size_t>(i)];
+    std::vector<double> x(r.size());
+    for (size_t i = 0; i < x.size(); ++i) {
       // logit: the key side is a log-attention, so a_i * c_i ranks as r_i + log c_i.
-      x[static_cast<size_t>(i)] =
-          combine_ == Combine::kLogit ? ri + std::log(std::max(ci, 1e-30)) : ri * ci;
+      x[i] = combine_ == Combine::kLogit ? r[i] + std::log(std::max(c[i], 1e-30)) : r[i] * c[i];
     }
     return x;
   }
 
-  void KeyFactor(const std::vector<float>& keys, int n, int d, std::vector<double>& r) const {
+  std::vector<double> KeyFactor(MatView<const float> keys) const {
     switch (key_) {
       case KeySide::kNone:
-        r.assign(static_cast<size_t>(n), 1.0);
-        return;
+        break;
       case KeySide::kLeverage:
-        Leverage(Centered(keys, n, d, Mean(keys, n, d)), n, d, r);
-        return;
-      case KeySide::kSelf: {
-        // Mean-field log-attention of the query that targets entry i (q = k_i):
-        // log a_ii ~ (|k_i|^2 - k_i . kbar) / sqrt(d) - log n; the constant is dropped.
-        const std::vector<double> mean = Mean(keys, n, d);
-        const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-        r.resize(static_cast<size_t>(n));
-        for (int i = 0; i < n; ++i) {
-          const float* k = keys.data() + static_cast<size_t>(i) * d;
-          double s = 0;
-          for (int t = 0; t < d; ++t) s += k[t] * (k[t] - mean[static_cast<size_t>(t)]);
-          r[static_cast<size_t>(i)] = s * scale;
-        }
-        return;
-      }
-      case KeySide::kSelfExact: {
-        // Exact log-attention of the self-query: |k_i|^2/sqrt(d) - logsumexp_j k_i.k_j/sqrt(d).
-        const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-        constexpr int kRows = 256;
-        std::vector<float> block(static_cast<size_t>(kRows) * n), kt(static_cast<size_t>(d) * n);
-        dense::Transpose(keys.data(), n, d, d, kt.data(), n);
-        r.resize(static_cast<size_t>(n));
-        for (int i0 = 0; i0 < n; i0 += kRows) {
-          const int rows = std::min(kRows, n - i0);
-          dense::GemmNN(rows, n, d, 1.0f, keys.data() + static_cast<size_t>(i0) * d, d, kt.data(),
-                        n, 0.0f, block.data(), n);
-          for (int a = 0; a < rows; ++a) {
-            const float* row = block.data() + static_cast<size_t>(a) * n;
-            double mx = -1e300;
-            for (int j = 0; j < n; ++j) mx = std::max(mx, row[j] * scale);
-            double sum = 0;
-            for (int j = 0; j < n; ++j) sum += std::exp(row[j] * scale - mx);
-            r[static_cast<size_t>(i0 + a)] = row[i0 + a] * scale - mx - std::log(sum);
-          }
-        }
-        return;
-      }
+        return Leverage(Centered(keys, Mean(keys)));
+      case KeySide::kSelf:
+        return SelfQuery(keys);
+      case KeySide::kSelfExact:
+        return SelfQueryExact(keys);
       case KeySide::kCosine: {
-        std::vector<double> anchor(static_cast<size_t>(d), 0.0);
-        for (int i = 0; i < n; ++i) {
-          const float* k = keys.data() + static_cast<size_t>(i) * d;
-          const double inv = 1.0 / std::max(Norm(k, d), 1e-12);
-          for (int t = 0; t < d; ++t) anchor[static_cast<size_t>(t)] += k[t] * inv / n;
-        }
-        double an = 0;
-        for (double a : anchor) an += a * a;
-        an = std::max(std::sqrt(an), 1e-12);
-        r.resize(static_cast<size_t>(n));
-        for (int i = 0; i < n; ++i) {
-          const float* k = keys.data() + static_cast<size_t>(i) * d;
-          double dot = 0;
-          for (int t = 0; t < d; ++t) dot += k[t] * anchor[static_cast<size_t>(t)];
-          r[static_cast<size_t>(i)] = 1.0 - dot / (std::max(Norm(k, d), 1e-12) * an);
-        }
-        return;
+        std::vector<double> r = CosineToMeanKey(keys);
+        for (double& x : r) x = 1.0 - x;
+        return r;
       }
     }
+    return std::vector<double>(keys.rows, 1.0);
   }
 
-  void ValueFactor(const std::vector<float>& values, int n, int d, std::span<const float> gram,
-                   std::vector<double>& c) const {
+  std::vector<double> ValueFactor(MatView<const float> values, int64_t n,
+                                  MatView<const float> gram) const {
+    if (value_ == ValueSide::kNone) return std::vector<double>(n, 1.0);
     const bool centered = value_ == ValueSide::kWoCentered || value_ == ValueSide::kCentered;
-    if (value_ == ValueSide::kNone) {
-      c.assign(static_cast<size_t>(n), 1.0);
-      return;
-    }
-    std::vector<double> zero(static_cast<size_t>(d), 0.0);
-    const std::vector<float> x = Centered(values, n, d, centered ? Mean(values, n, d) : zero);
-    if (value_ == ValueSide::kWoCentered || value_ == ValueSide::kWo) {
-      QuadraticNorms(x, n, d, gram, c);
-      return;
-    }
-    c.resize(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i)
-      c[static_cast<size_t>(i)] = Norm(x.data() + static_cast<size_t>(i) * d, d);
+    const Mat<float> x =
+        Centered(values, centered ? Mean(values) : std::vector<double>(values.cols, 0.0));
+    if (UsesGram()) return QuadraticNorms(x, gram);
+    std::vector<double> c(n);
+    for (int64_t i = 0; i < n; ++i) c[i] = Norm(x.RowSpan(i));
+    return c;
   }
-
-  KeySide key_;
-  ValueSide value_;
-  Combine combine_;
-  bool halving_;
 };
 
 }  // namespace
 
 ScorerResult MakePrimeKvScorer(const PressParams& p, const std::string& press) {
-  ParamReader r(p, press);
-  const std::string key = r.Text("key", "self");
-  const std::string value = r.Text("value", "wo_centered");
-  const std::string combine = r.Text("combine", "logit");
-  const std::string rounds = r.Text("rounds", "one");
-  if (Status s = r.Finish(); !s.ok()) return s;
-  KeySide ks;
-  if (key == "leverage") {
-    ks = KeySide::kLeverage;
-  } else if (key == "cosine") {
-    ks = KeySide::kCosine;
-  } else if (key == "self") {
-    ks = KeySide::kSelf;
-  } else if (key == "selfexact") {
-    ks = KeySide::kSelfExact;
-  } else if (key == "none") {
-    ks = KeySide::kNone;
-  } else {
-    return Status::Error("press " + press + ": key='" + key +
-                         "' (choose leverage, cosine, self, selfexact, none)");
-  }
-  ValueSide vs;
-  if (value == "wo_centered") {
-    vs = ValueSide::kWoCentered;
-  } else if (value == "wo") {
-    vs = ValueSide::kWo;
-  } else if (value == "centered") {
-    vs = ValueSide::kCentered;
-  } else if (value == "norm") {
-    vs = ValueSide::kNorm;
-  } else if (value == "none") {
-    vs = ValueSide::kNone;
-  } else {
-    return Status::Error("press " + press + ": value='" + value +
-                         "' (choose wo_centered, wo, centered, norm, none)");
-  }
-  Combine cb;
-  if (combine == "product") {
-    cb = Combine::kProduct;
-  } else if (combine == "rank") {
-    cb = Combine::kRank;
-  } else if (combine == "logit") {
-    cb = Combine::kLogit;
-  } else {
-    return Status::Error("press " + press + ": combine='" + combine +
-                         "' (choose product, rank, logit)");
-  }
-  if (rounds != "one" && rounds != "halving")
-    return Status::Error("press " + press + ": rounds='" + rounds + "' (choose one, halving)");
-  return std::unique_ptr<Scorer>(new PrimeKvScorer(ks, vs, cb, rounds == "halving"));
+  return MakeScorer<PrimeKvScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

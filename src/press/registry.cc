@@ -11,64 +11,77 @@ namespace primekv {
 
 namespace {
 
-using press_internal::ScorerResult;
-using Factory = ScorerResult (*)(const PressParams&, const std::string& press);
+using Entry = PressEntry;
 
-struct Entry {
-  PressInfo info;
-  Factory factory;  // null for "none"
-  BudgetKind budget;
-};
-
-const std::array<Entry, 13>& Table() {
-  static const std::array<Entry, 13> kTable = {{
-      {{"none", "Full KV cache, no compression", "baseline", true}, nullptr, BudgetKind::kUniform},
+const std::array<Entry, 14>& Table() {
+  static const std::array<Entry, 14> kTable = {{
+      {{"none", "Full KV cache, no compression", "baseline", true},
+       nullptr,
+       BudgetKind::kUniform,
+       {}},
       {{"primekv", "self-query log-attention of the key + log W_O-projected centred value",
         "Zhang & Ilvovsky, Neurocomputing; docs/design.md", true},
        press_internal::MakePrimeKvScorer,
-       BudgetKind::kUniform},
+       BudgetKind::kUniform,
+       {}},
       {{"keydiff", "-cos(key, mean unit key)", "arXiv 2504.15364; kvpress keydiff_press.py", true},
        press_internal::MakeKeyDiffScorer,
-       BudgetKind::kUniform},
+       BudgetKind::kUniform,
+       {}},
       {{"knorm", "-|key|", "arXiv 2406.11430; kvpress knorm_press.py", true},
        press_internal::MakeKnormScorer,
-       BudgetKind::kUniform},
+       BudgetKind::kUniform,
+       {}},
       {{"streamingllm", "4 sink tokens + most recent",
         "arXiv 2309.17453; kvpress streaming_llm_press.py", true},
        press_internal::MakeStreamingLlmScorer,
-       BudgetKind::kUniform},
+       BudgetKind::kUniform,
+       {}},
       {{"random", "uniform random scores (seed 42)", "kvpress random_press.py", true},
        press_internal::MakeRandomScorer,
-       BudgetKind::kUniform},
+       BudgetKind::kUniform,
+       {}},
       {{"lagkv", "min-max scaled std against the next partition (lag 128)",
         "arXiv 2504.04704; kvpress lagkv_press.py", true},
        press_internal::MakeLagKvScorer,
-       BudgetKind::kUniform},
+       BudgetKind::kUniform,
+       {}},
       {{"curdkv", "local (16) squared-norm leverage of key x value, 4 sinks",
         "arXiv 2509.15038; kvpress cur_press.py", true},
        press_internal::MakeCurDkvScorer,
-       BudgetKind::kUniform},
+       BudgetKind::kUniform,
+       {}},
       {{"snapkv", "window-64 attention, pooled (kernel 5)",
         "arXiv 2404.14469; kvpress snapkv_press.py", false},
        press_internal::MakeSnapKvScorer,
-       BudgetKind::kUniform},
+       BudgetKind::kUniform,
+       {}},
       {{"pyramidkv",
         "SnapKV scores, pyramid layer budgets (beta 20; window also sets the budget window)",
         "arXiv 2406.02069; kvpress pyramidkv_press.py", false},
        press_internal::MakeSnapKvScorer,
-       BudgetKind::kPyramid},
+       BudgetKind::kPyramid,
+       {}},
       {{"tova", "last token's attention averaged over heads",
         "arXiv 2401.06104; kvpress tova_press.py", false},
        press_internal::MakeTovaScorer,
-       BudgetKind::kUniform},
+       BudgetKind::kUniform,
+       {}},
       {{"expected_attention", "AdaKV over expected attention of future queries (eps 1e-2)",
         "arXiv 2510.00636; kvpress expected_attention_press.py + evaluate_registry.py", false},
        press_internal::MakeExpectedAttentionScorer,
-       BudgetKind::kAdaptive},
+       BudgetKind::kAdaptive,
+       {}},
       {{"oracle", "true future queries' direct contribution (evaluation only)", "docs/design.md §6",
         false},
        press_internal::MakeOracleScorer,
-       BudgetKind::kUniform},
+       BudgetKind::kUniform,
+       {}},
+      {{"adakv:<press>", "head-adaptive budgets (AdaKV, alpha 0.2) over any scorer",
+        "arXiv 2407.11550; kvpress adakv_press.py", true},
+       nullptr,
+       BudgetKind::kAdaptive,
+       "adakv"},
   }};
   return kTable;
 }
@@ -87,6 +100,19 @@ bool IsNameChar(char c) {
          c == '-' || c == '<' || c == '>';
 }
 
+// The budget wrapper row whose prefix is `name` ("adakv"), if any.
+const Entry* FindWrapper(std::span<const Entry> table, std::string_view name) {
+  for (const Entry& e : table) {
+    if (!e.wraps.empty() && e.wraps == name) return &e;
+  }
+  return nullptr;
+}
+
+std::string NeedsInner(std::string_view w) {
+  const std::string s(w);
+  return "press " + s + " needs an inner press: " + s + ":<press>, e.g. " + s + ":snapkv";
+}
+
 // PyramidKV = SnapKV scores + the pyramid budget; its own parameters set the budget.
 Result<Press> MakePyramidKv(const PressParams& params, const Entry& e) {
   PressParams rest = params;
@@ -97,31 +123,29 @@ Result<Press> MakePyramidKv(const PressParams& params, const Entry& e) {
   p.budget.pyramid_window =
       r.Integer("window", p.budget.pyramid_window, 1, press_internal::kMaxPressLength);
   r.Text("kernel", "");  // read by the scorer below
-  if (Status s = r.Finish(); !s.ok()) return s;
+  PRIMEKV_RETURN_IF_ERROR(r.Finish());
   rest.erase("beta");
-  auto scorer = e.factory(rest, "pyramidkv");
-  if (!scorer.ok()) return scorer.status();
-  p.scorer = std::move(scorer).value();
+  PRIMEKV_ASSIGN_OR_RETURN(p.scorer, e.factory(rest, "pyramidkv"));
   return p;
 }
 
 }  // namespace
 
+std::span<const PressEntry> PressTable() { return Table(); }
+
 std::span<const PressInfo> ListPresses() {
   static const std::vector<PressInfo> kInfos = [] {
     std::vector<PressInfo> v;
     for (const auto& e : Table()) v.push_back(e.info);
-    v.push_back({"adakv:<press>", "head-adaptive budgets (AdaKV, alpha 0.2) over any scorer",
-                 "arXiv 2407.11550; kvpress adakv_press.py", true});
     return v;
   }();
   return kInfos;
 }
 
 std::string PressSpec::Text() const {
-  if (name == "adakv") {
+  if (FindWrapper(Table(), name)) {
     auto it = params.find("of");
-    return "adakv:" + (it == params.end() ? std::string() : it->second);
+    return name + ":" + (it == params.end() ? std::string() : it->second);
   }
   std::string s = name;
   char sep = ':';
@@ -133,18 +157,21 @@ std::string PressSpec::Text() const {
 }
 
 Result<PressSpec> ParsePressSpec(const std::string& text_in) {
-  // Iterative: "adakv:" may prefix one press; anything deeper is refused before any copy, so a
-  // long "adakv:adakv:..." costs linear time and memory.
+  // Iterative: a budget wrapper ("adakv:") may prefix one press; anything deeper is refused
+  // before any copy, so a long "adakv:adakv:..." costs linear time and memory.
   std::string_view text = text_in;
-  bool adaptive = false;
+  const Entry* wrapper = nullptr;
   for (;;) {
     const std::string head = Trim(text.substr(0, std::min(text.find(':'), text.size())));
-    if (head != "adakv") break;
-    if (adaptive) return Status::Error("press 'adakv:adakv...': adakv cannot wrap adakv");
-    adaptive = true;
+    const Entry* w = FindWrapper(Table(), head);
+    if (w == nullptr) break;
+    if (wrapper) {
+      return Status::Error("press '" + std::string(wrapper->wraps) + ":" + head +
+                           "...': " + std::string(wrapper->wraps) + " cannot wrap " + head);
+    }
+    wrapper = w;
     const auto colon = text.find(':');
-    if (colon == std::string_view::npos)
-      return Status::Error("press adakv needs an inner press: adakv:<press>, e.g. adakv:snapkv");
+    if (colon == std::string_view::npos) return Status::Error(NeedsInner(head));
     text = text.substr(colon + 1);
   }
   const std::string shown = Shown(text_in);
@@ -153,9 +180,8 @@ Result<PressSpec> ParsePressSpec(const std::string& text_in) {
   spec.name = Trim(text.substr(0, std::min(colon, text.size())));
   if (spec.name == "streaming_llm") spec.name = "streamingllm";
   if (spec.name.empty()) {
-    return Status::Error(adaptive
-                             ? "press adakv needs an inner press: adakv:<press>, e.g. adakv:snapkv"
-                             : "press '" + shown + "': empty press name");
+    return Status::Error(wrapper ? NeedsInner(wrapper->wraps)
+                                 : "press '" + shown + "': empty press name");
   }
   for (char c : spec.name) {
     if (!IsNameChar(c)) return Status::Error("press '" + shown + "': bad press name");
@@ -184,9 +210,9 @@ Result<PressSpec> ParsePressSpec(const std::string& text_in) {
       start = comma + 1;
     }
   }
-  if (adaptive) {
+  if (wrapper) {
     PressSpec outer;
-    outer.name = "adakv";
+    outer.name = std::string(wrapper->wraps);
     outer.params["of"] = spec.Text();
     return outer;
   }
@@ -221,48 +247,58 @@ Result<std::vector<std::string>> SplitPressList(std::string_view text) {
   return out;
 }
 
-Result<Press> MakePress(const PressSpec& spec) {
-  if (spec.name == "adakv") {
-    auto of = spec.params.find("of");
-    if (of == spec.params.end() || spec.params.size() != 1)
-      return Status::Error("press adakv needs an inner press: adakv:<press>, e.g. adakv:snapkv");
-    auto inner_spec = ParsePressSpec(of->second);
-    if (!inner_spec.ok()) return inner_spec.status();
-    if (inner_spec->name == "adakv" || inner_spec->name == "none" || inner_spec->name == "oracle") {
-      return Status::Error("adakv cannot wrap '" + inner_spec->name + "'");
-    }
-    auto inner = MakePress(*inner_spec);
-    if (!inner.ok()) return inner.status();
-    Press p = std::move(inner).value();
-    p.name = "adakv:" + p.name;
-    p.budget.kind = BudgetKind::kAdaptive;
-    return p;
-  }
-  for (const auto& e : Table()) {
+namespace {
+
+// The inner press of a budget wrapper, with the wrapper's budget.
+Result<Press> MakeWrapped(const PressSpec& spec, const Entry& w, std::span<const Entry> table) {
+  auto of = spec.params.find("of");
+  if (of == spec.params.end() || spec.params.size() != 1) return Status::Error(NeedsInner(w.wraps));
+  PRIMEKV_ASSIGN_OR_RETURN(const PressSpec inner_spec, ParsePressSpec(of->second));
+  const std::string refused = std::string(w.wraps) + " cannot wrap '" + inner_spec.name + "'";
+  if (FindWrapper(table, inner_spec.name)) return Status::Error(refused);
+  PRIMEKV_ASSIGN_OR_RETURN(Press p, MakePress(inner_spec, table));
+  // Nothing to budget ("none"), or a press only the fidelity protocol can run.
+  if (!p.scorer || p.scorer->Needs().future_queries) return Status::Error(refused);
+  p.name = std::string(w.wraps) + ":" + p.name;
+  p.budget.kind = w.budget;
+  return p;
+}
+
+}  // namespace
+
+Result<Press> MakePress(const PressSpec& spec) { return MakePress(spec, Table()); }
+
+Result<Press> MakePress(const PressSpec& spec, std::span<const PressEntry> table) {
+  if (const Entry* w = FindWrapper(table, spec.name)) return MakeWrapped(spec, *w, table);
+  for (const auto& e : table) {
     if (e.info.name != spec.name) continue;
     Press p;
     if (e.info.name == "pyramidkv") {
-      auto made = MakePyramidKv(spec.params, e);
-      if (!made.ok()) return made.status();
-      p = std::move(made).value();
+      PRIMEKV_ASSIGN_OR_RETURN(p, MakePyramidKv(spec.params, e));
     } else if (e.factory) {
       p.budget.kind = e.budget;
-      auto s = e.factory(spec.params, e.info.name);
-      if (!s.ok()) return s.status();
-      p.scorer = std::move(s).value();
+      PRIMEKV_ASSIGN_OR_RETURN(p.scorer, e.factory(spec.params, e.info.name));
     } else if (!spec.params.empty()) {
       return Status::Error("press none takes no parameters");
     }
     p.name = spec.Text();
-    if (p.scorer) {
-      const PressNeeds n = p.scorer->Needs();
-      p.query_free = n.window_queries == 0 && !n.query_stats && !n.future_queries;
-    }
+    if (p.scorer) p.query_free = !p.scorer->Needs().ReadsQueries();
     return p;
   }
   std::string names;
-  for (const auto& i : ListPresses()) names += (names.empty() ? "" : ", ") + i.name;
+  for (const auto& e : table) names += (names.empty() ? "" : ", ") + e.info.name;
   return Status::Error("unknown press '" + Shown(spec.name) + "' (known: " + names + ")");
+}
+
+PressNeeds UnionNeeds(const PressNeeds& a, const PressNeeds& b) {
+  PressNeeds n;
+  n.window_queries = std::max(a.window_queries, b.window_queries);
+  n.values = a.values || b.values;
+  n.output_gram = a.output_gram || b.output_gram;
+  n.query_stats = a.query_stats || b.query_stats;
+  n.future_queries = a.future_queries || b.future_queries;
+  n.output_weights = a.output_weights || b.output_weights;
+  return n;
 }
 
 }  // namespace primekv

@@ -4,37 +4,25 @@
 #include <cstdio>
 #include <initializer_list>
 #include <limits>
+#include <numeric>
 #include <string_view>
 
 namespace primekv::press_internal {
 
-std::vector<double> WindowAttention(const LayerInput& in, int query_head, const HeadEntries& e) {
-  const int w = static_cast<int>(in.window_queries.rows);
-  const int n = e.size();
-  const int d = in.head_dim;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  std::vector<double> p(static_cast<size_t>(w) * n, 0.0);
-  for (int i = 0; i < w; ++i) {
-    const float* q = in.window_queries.Row(i) + static_cast<int64_t>(query_head) * d;
-    const int32_t qpos = in.window_positions[static_cast<size_t>(i)];
-    double* row = p.data() + static_cast<size_t>(i) * n;
-    double mx = -std::numeric_limits<double>::infinity();
-    for (int j = 0; j < n; ++j) {
-      if (e.positions[static_cast<size_t>(j)] > qpos) {
-        row[j] = -std::numeric_limits<double>::infinity();
-        continue;
-      }
-      row[j] = Dot(q, e.keys.data() + static_cast<size_t>(j) * d, d) * scale;
-      mx = std::max(mx, row[j]);
-    }
-    double sum = 0;
-    for (int j = 0; j < n; ++j) {
-      row[j] = std::isinf(row[j]) && row[j] < 0 ? 0.0 : std::exp(row[j] - mx);
-      sum += row[j];
-    }
-    if (sum > 0) {
-      for (int j = 0; j < n; ++j) row[j] /= sum;
-    }
+void ProtectFirst(std::vector<float>& s, int count) {
+  std::vector<int32_t> rows(static_cast<size_t>(std::min(std::ssize(s), int64_t{count})));
+  std::iota(rows.begin(), rows.end(), 0);
+  Protect(s, rows);
+}
+
+Mat<double> WindowAttention(const LayerInput& in, int query_head, int h) {
+  const MatView<const float> q = in.QueryHead(in.window_queries, query_head);
+  const MatView<const float> keys = in.Keys(h);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(in.head_dim()));
+  Mat<double> p(q.rows, keys.rows);
+  for (int64_t i = 0; i < q.rows; ++i) {
+    CausalAttention(q.Row(i), keys, in.heads[static_cast<size_t>(h)].positions,
+                    in.window_positions[static_cast<size_t>(i)], scale, p.RowSpan(i));
   }
   return p;
 }
@@ -47,6 +35,27 @@ std::vector<int32_t> WindowRows(const LayerInput& in, const HeadEntries& e) {
     if (e.positions[static_cast<size_t>(j)] >= first) rows.push_back(j);
   }
   return rows;
+}
+
+std::vector<double> CosineToMeanKey(MatView<const float> keys) {
+  const int64_t n = keys.rows, d = keys.cols;
+  std::vector<double> anchor(static_cast<size_t>(d), 0.0);
+  for (int64_t j = 0; j < n; ++j) {
+    const float* k = keys.Row(j);
+    const double inv = 1.0 / std::max(Norm(k, d), 1e-12);
+    for (int64_t c = 0; c < d; ++c) anchor[static_cast<size_t>(c)] += k[c] * inv;
+  }
+  double an = 0;
+  for (double a : anchor) an += a * a;
+  an = std::max(std::sqrt(an), 1e-12);
+  std::vector<double> cosine(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    const float* k = keys.Row(j);
+    double dot = 0;
+    for (int64_t c = 0; c < d; ++c) dot += k[c] * anchor[static_cast<size_t>(c)];
+    cosine[static_cast<size_t>(j)] = dot / (std::max(Norm(k, d), 1e-12) * an);
+  }
+  return cosine;
 }
 
 }  // namespace primekv::press_internal
@@ -68,23 +77,33 @@ void ParamReader::Fail(const std::string& message) {
   if (error_.empty()) error_ = message;
 }
 
-int64_t ParamReader::Integer64(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) {
+const std::string* ParamReader::Lookup(const std::string& key) {
   used_.push_back(key);
   auto it = params_.find(key);
-  if (it == params_.end()) return fallback;
-  const std::string& t = it->second;
-  int64_t v = 0;
-  const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  const std::string range = Join({"[", std::to_string(lo), ", ", std::to_string(hi), "]"});
-  if (t.empty() || ptr != t.data() + t.size() ||
-      (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-    Fail(Join({key, "='", t, "' is not an integer (want one in ", range, ")"}));
-  } else if (ec == std::errc::result_out_of_range || v < lo || v > hi) {
-    Fail(Join({key, "=", t, " is outside ", range}));
-  } else {
-    return v;
+  return it == params_.end() ? nullptr : &it->second;
+}
+
+bool ParamReader::Accept(const std::string& key, const std::string& text, bool parsed,
+                         bool in_range, std::string_view kind, const std::string& range) {
+  if (!parsed) {
+    Fail(Join({key, "='", text, "' is not ", kind, " (want one in ", range, ")"}));
+  } else if (!in_range) {
+    Fail(Join({key, "=", text, " is outside ", range}));
   }
-  return fallback;
+  return parsed && in_range;
+}
+
+int64_t ParamReader::Integer64(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) {
+  const std::string* t = Lookup(key);
+  if (t == nullptr) return fallback;
+  int64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(t->data(), t->data() + t->size(), v);
+  // Out of int64's range still reads as an integer: it is reported as outside [lo, hi].
+  const bool parsed = !t->empty() && ptr == t->data() + t->size() &&
+                      (ec == std::errc() || ec == std::errc::result_out_of_range);
+  const bool in_range = ec == std::errc() && v >= lo && v <= hi;
+  const std::string range = Join({"[", std::to_string(lo), ", ", std::to_string(hi), "]"});
+  return Accept(key, *t, parsed, in_range, "an integer", range) ? v : fallback;
 }
 
 int ParamReader::Integer(const std::string& key, int fallback, int lo, int hi) {
@@ -92,28 +111,32 @@ int ParamReader::Integer(const std::string& key, int fallback, int lo, int hi) {
 }
 
 double ParamReader::Real(const std::string& key, double fallback, double lo, double hi) {
-  used_.push_back(key);
-  auto it = params_.find(key);
-  if (it == params_.end()) return fallback;
-  const std::string& t = it->second;
+  const std::string* t = Lookup(key);
+  if (t == nullptr) return fallback;
   double v = 0;
-  const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  const auto [ptr, ec] = std::from_chars(t->data(), t->data() + t->size(), v);
+  const bool parsed =
+      !t->empty() && ptr == t->data() + t->size() && ec == std::errc() && std::isfinite(v);
   char range[80];
   std::snprintf(range, sizeof(range), "[%g, %g]", lo, hi);
-  if (t.empty() || ptr != t.data() + t.size() || ec != std::errc() || !std::isfinite(v)) {
-    Fail(Join({key, "='", t, "' is not a finite number (want one in ", range, ")"}));
-  } else if (v < lo || v > hi) {
-    Fail(Join({key, "=", t, " is outside ", range}));
-  } else {
-    return v;
-  }
-  return fallback;
+  return Accept(key, *t, parsed, v >= lo && v <= hi, "a finite number", range) ? v : fallback;
 }
 
 std::string ParamReader::Text(const std::string& key, const std::string& fallback) {
-  used_.push_back(key);
-  auto it = params_.find(key);
-  return it == params_.end() ? fallback : it->second;
+  const std::string* text = Lookup(key);
+  return text ? *text : fallback;
+}
+
+size_t ParamReader::ChoiceIndex(const std::string& key, const std::string& fallback,
+                                std::span<const std::string_view> names) {
+  const std::string word = Text(key, fallback);
+  std::string listed;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == word) return i;
+    listed.append(i == 0 ? "" : ", ").append(names[i]);
+  }
+  Fail(Join({key, "='", word, "' (choose ", listed, ")"}));
+  return 0;
 }
 
 Status ParamReader::Finish() const {

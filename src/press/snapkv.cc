@@ -10,58 +10,51 @@
 namespace primekv::press_internal {
 namespace {
 
-class SnapKvScorer : public Scorer {
+class SnapKvScorer : public HeadScorer {
+  int window_;
+  int kernel_;
+
  public:
-  SnapKvScorer(int window, int kernel) : window_(window), kernel_(kernel) {}
+  explicit SnapKvScorer(ParamReader& r)
+      : window_(r.Integer("window", 64, 1, kMaxPressLength)),
+        kernel_(r.Integer("kernel", 5, 1, 1023)) {
+    r.Require(kernel_ % 2 == 1, "kernel=" + std::to_string(kernel_) + " must be odd");
+  }
   PressNeeds Needs() const override { return {.window_queries = window_}; }
   bool ComparableAcrossHeads() const override { return true; }
 
-  void Score(const LayerInput& in, HeadScores& out) const override {
-    for (int h = 0; h < in.n_kv_heads; ++h) {
-      const HeadEntries& e = in.heads[static_cast<size_t>(h)];
-      auto& s = out[static_cast<size_t>(h)];
-      const int n = e.size();
-      const auto win = WindowRows(in, e);
-      const int m = n - static_cast<int>(win.size());  // non-window entries come first
-      const int w = static_cast<int>(in.window_queries.rows);
-      std::vector<double> mean(static_cast<size_t>(std::max(m, 0)), 0.0);
-      for (int g = 0; g < in.group(); ++g) {
-        const auto p = WindowAttention(in, h * in.group() + g, e);
-        std::vector<double> a(static_cast<size_t>(std::max(m, 0)), 0.0);
-        for (int i = 0; i < w; ++i)
-          for (int j = 0; j < m; ++j)
-            a[static_cast<size_t>(j)] += p[static_cast<size_t>(i) * n + j] / w;
-        const int half = kernel_ / 2;
-        for (int j = 0; j < m; ++j) {
-          double acc = 0;
-          for (int t = j - half; t <= j + half; ++t) {
-            if (t >= 0 && t < m) acc += a[static_cast<size_t>(t)];
-          }
-          mean[static_cast<size_t>(j)] += acc / kernel_ / in.group();
-        }
+  void ScoreHead(const LayerInput& in, int h, std::vector<float>& s) const override {
+    const HeadEntries& e = in.heads[h];
+    const auto win = WindowRows(in, e);
+    const int m = std::max(e.size() - static_cast<int>(win.size()), 0);  // non-window first
+    std::vector<double> mean(m, 0.0);
+    for (int g = 0; g < in.group(); ++g) {
+      const std::vector<double> a = WindowMean(WindowAttention(in, h * in.group() + g, h), m);
+      const int half = kernel_ / 2;
+      for (int j = 0; j < m; ++j) {
+        double acc = 0;  // average pooling, zero padding counted
+        for (int t = std::max(j - half, 0); t <= std::min(j + half, m - 1); ++t) acc += a[t];
+        mean[j] += acc / kernel_ / in.group();
       }
-      for (int j = 0; j < m; ++j)
-        s[static_cast<size_t>(j)] = static_cast<float>(mean[static_cast<size_t>(j)]);
-      for (int j = m; j < n; ++j) s[static_cast<size_t>(j)] = 0.0f;
-      Protect(s, win);
     }
+    for (int j = 0; j < e.size(); ++j) s[j] = j < m ? static_cast<float>(mean[j]) : 0.0f;
+    Protect(s, win);
   }
 
  private:
-  int window_;
-  int kernel_;
+  // Mean over the window queries of the probabilities of the first m entries.
+  static std::vector<double> WindowMean(const Mat<double>& p, int m) {
+    std::vector<double> a(m, 0.0);
+    for (int64_t i = 0; i < p.rows(); ++i)
+      for (int j = 0; j < m; ++j) a[j] += p(i, j) / static_cast<double>(p.rows());
+    return a;
+  }
 };
 
 }  // namespace
 
 ScorerResult MakeSnapKvScorer(const PressParams& p, const std::string& press) {
-  ParamReader r(p, press);
-  const int window = r.Integer("window", 64, 1, kMaxPressLength);
-  const int kernel = r.Integer("kernel", 5, 1, 1023);
-  if (Status s = r.Finish(); !s.ok()) return s;
-  if (kernel % 2 == 0)
-    return Status::Error("press " + press + ": kernel=" + std::to_string(kernel) + " must be odd");
-  return std::unique_ptr<Scorer>(new SnapKvScorer(window, kernel));
+  return MakeScorer<SnapKvScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

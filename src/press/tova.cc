@@ -15,47 +15,39 @@ class TovaScorer : public Scorer {
 
   void Score(const LayerInput& in, HeadScores& out) const override {
     bool aligned = true;
-    for (int h = 1; h < in.n_kv_heads; ++h) {
-      aligned = aligned && in.heads[static_cast<size_t>(h)].positions == in.heads[0].positions;
-    }
+    for (const HeadEntries& e : in.heads) aligned = aligned && e.positions == in.heads[0].positions;
     std::vector<double> total;
-    for (int h = 0; h < in.n_kv_heads; ++h) {
-      const HeadEntries& e = in.heads[static_cast<size_t>(h)];
-      const int n = e.size();
-      std::vector<double> sum(static_cast<size_t>(n), 0.0);
+    for (int h = 0; h < in.n_kv_heads(); ++h) {
+      const int n = in.heads[h].size();
+      std::vector<double> sum(n, 0.0);  // the last token's attention, summed over the group
       for (int g = 0; g < in.group(); ++g) {
-        const auto p = WindowAttention(in, h * in.group() + g, e);  // one row
-        for (int j = 0; j < n; ++j) sum[static_cast<size_t>(j)] += p[static_cast<size_t>(j)];
+        const Mat<double> p = WindowAttention(in, h * in.group() + g, h);  // one row
+        for (int j = 0; j < n; ++j) sum[j] += p(0, j);
       }
       if (aligned) {
-        if (total.empty()) total.assign(static_cast<size_t>(n), 0.0);
-        for (int j = 0; j < n; ++j)
-          total[static_cast<size_t>(j)] += sum[static_cast<size_t>(j)] / in.n_heads;
+        if (total.empty()) total.assign(n, 0.0);
+        for (int j = 0; j < n; ++j) total[j] += sum[j] / in.n_heads();
       } else {
-        Fill(e, sum, 1.0 / in.group(), in, out[static_cast<size_t>(h)]);
+        Fill(in, h, sum, 1.0 / in.group(), out[h]);
       }
     }
     if (aligned) {
-      for (int h = 0; h < in.n_kv_heads; ++h) {
-        Fill(in.heads[static_cast<size_t>(h)], total, 1.0, in, out[static_cast<size_t>(h)]);
-      }
+      for (int h = 0; h < in.n_kv_heads(); ++h) Fill(in, h, total, 1.0, out[h]);
     }
   }
 
  private:
-  static void Fill(const HeadEntries& e, const std::vector<double>& v, double scale,
-                   const LayerInput& in, std::vector<float>& s) {
-    for (int j = 0; j < e.size(); ++j)
-      s[static_cast<size_t>(j)] = static_cast<float>(v[static_cast<size_t>(j)] * scale);
-    Protect(s, WindowRows(in, e));
+  static void Fill(const LayerInput& in, int h, const std::vector<double>& v, double scale,
+                   std::vector<float>& s) {
+    for (size_t j = 0; j < s.size(); ++j) s[j] = static_cast<float>(v[j] * scale);
+    Protect(s, WindowRows(in, in.heads[h]));
   }
 };
 
 }  // namespace
 
 ScorerResult MakeTovaScorer(const PressParams& p, const std::string& press) {
-  if (Status s = ParamReader(p, press).Finish(); !s.ok()) return s;
-  return std::unique_ptr<Scorer>(new TovaScorer());
+  return MakeScorer<TovaScorer>(p, press);
 }
 
 }  // namespace primekv::press_internal

@@ -16,11 +16,12 @@ HeadScores ScoreWith(const std::string& spec, const HeadEntries& e, int d,
   auto press = MakePress(*parsed);
   EXPECT_TRUE(press.ok()) << press.message();
   std::vector<HeadEntries> heads{e};
-  LayerInput in;
-  in.n_layers = 1;
-  in.n_heads = 1;
-  in.n_kv_heads = 1;
-  in.head_dim = d;
+  ModelConfig config;
+  config.n_layers = 1;
+  config.n_heads = 1;
+  config.n_kv_heads = 1;
+  config.head_dim = d;
+  LayerInput in(config);
   in.heads = heads;
   in.output_gram = gram;
   HeadScores out(1, std::vector<float>(static_cast<size_t>(e.size()), 0.0f));
