@@ -280,7 +280,15 @@ def main():
                     help="share of key-value documents whose facts state the value first (data.py)")
     ap.add_argument("--resume", default=None, help="a last.pt or weights file of this script")
     ap.add_argument("--resume-gguf", default=None, help="continue from an exported GGUF")
+    ap.add_argument("--resume-summary", default=None,
+                    help="with --resume-gguf: the schedule state (step, tokens, minutes, budget) from a "
+                         "summary.json or models/primekv-retrieval-2.training.json (its last stage)")
+    ap.add_argument("--q8-copy", nargs=2, metavar=("SRC", "DST"), default=None,
+                    help="only write DST, the int8 carry copy of the weights file SRC, and exit")
     args = ap.parse_args()
+    if args.q8_copy:
+        save_q8(*args.q8_copy)
+        return
 
     os.makedirs(args.out_dir, exist_ok=True)
     logf = open(os.path.join(args.out_dir, "train.log"), "a")
@@ -322,7 +330,15 @@ def main():
         log("resumed weights from %s at step %d, %.2f min" % (args.resume, state["step"], state["elapsed"] / 60))
     elif args.resume_gguf:
         load_gguf_weights(model, args.resume_gguf)
-        log("resumed weights from %s (optimizer moments start afresh)" % args.resume_gguf)
+        if args.resume_summary:
+            with open(args.resume_summary) as f:
+                summ = json.load(f)
+            if "steps" not in summ:  # the model's training.json: one summary per stage
+                summ = summ[sorted(summ)[-1]]
+            state.update(step=summ["steps"], tokens=summ["tokens_seen"], elapsed=summ["train_minutes"] * 60.0,
+                         budget=summ["budget_minutes"] * 60.0, evals=summ["evals"],
+                         segments=summ.get("segments", []))
+        log("resumed weights from %s at step %d (optimizer moments start afresh)" % (args.resume_gguf, state["step"]))
     model.to(device)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
