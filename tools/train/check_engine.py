@@ -56,9 +56,11 @@ def main():
     ap.add_argument("--rel-tol", type=float, default=1e-3)
     ap.add_argument("--fixture", default=None, help="write an .npz for the numpy-only ctest")
     ap.add_argument("--fixture-positions", type=int, default=24)
+    ap.add_argument("--ckpt", default=None, help="checkpoint file (default tools/train/ckpt/NAME/last.pt)")
+    ap.add_argument("--tokenizer", default=None, help="tokenizer.json or GGUF (default tools/train/runs/NAME/)")
     args = ap.parse_args()
     torch.set_num_threads(2)
-    model, tok, _ = load_checkpoint(args.name)
+    model, tok, _ = load_checkpoint(args.name, args.ckpt, args.tokenizer)
     rng = random.Random(args.seed)
     doc = data.make_eval_doc(tok, rng, args.family, min(args.length, model.cfg.context_length))
     ids = [i for i in doc.ids if i != 2]  # drop the end-of-text and padding tokens

@@ -729,3 +729,419 @@ def tokenizer_corpus(seed, n_docs=200):
         out.append("\n".join(["List:", "Sequence:", "Items:", "Keep this:", "Repeat the list.", "Copy the sequence from above.", "Write the items again, in order."]))
         out.append(" ".join(pseudo_word(rng) for _ in range(10)))
     return out
+
+
+# ============================================================================ second model ("v2")
+# Training data of the second reference model (models/primekv-retrieval-2.md).  Everything above
+# is unchanged, so the first model's recipe and the held-out sets (scripts/make_eval_splits.py,
+# tools/train/make_heldout.py) draw the same documents.  v2 adds variety, not the evaluation's
+# wording: more filler kinds (reports, logs with times and counts, dialogue, notes, lists, short
+# or long repeated paragraphs, topic switches), more fact and question templates and labels,
+# facts of one document in several templates, answer prefixes on the question's line or the
+# next one (the engine's plain-text runner puts them on the next line), and distractor facts
+# whose keys share words with the asked key (near duplicates) in every key kind.
+
+FACT_TEMPLATES_V2 = FACT_TEMPLATES + [
+    "Please remember that the {L} for {K} is {V}.",
+    "According to the records, {K} has {L} {V}.",
+    "The {L} of {K}: {V}.",
+    "Entry for {K} ({L}): {V}.",
+    "Do not forget: {K} goes with {V}.",
+    "It was noted that the {L} for {K} is {V}.",
+    "{K} -- {L} {V}.",
+    "As agreed, {K} keeps the {L} {V}.",
+    "The register lists {K} with the {L} {V}.",
+    "Someone wrote that {K} had the {L} {V}.",
+    "For the record, the {L} of {K} equals {V}.",
+    "Memo: {L} for {K} = {V}.",
+    "The {L} given to {K} was {V}.",
+    "{K}'s {L} is {V}.",
+    "Under {K}, the ledger shows {V}.",
+    "We set the {L} for {K} to {V}.",
+    "Key {K}, value {V}.",
+    "Item {K} carries the {L} {V}.",
+]
+
+QUESTION_TEMPLATES_V2 = QUESTION_TEMPLATES + [
+    ("What is the {L} of {K}?", "The {L} of {K} is"),
+    ("Find the {L} for {K} in the text.", "Found:"),
+    ("According to the text, which {L} does {K} have?", "{K} has the {L}"),
+    ("Q: {L} of {K}?", "A:"),
+    ("Which value was recorded for {K}?", "The value is"),
+    ("I need the {L} for {K}.", "Here it is:"),
+    ("Name the {L} that was given to {K}.", "The {L} was"),
+    ("From the passage: what {L} belongs to {K}?", "Answer:"),
+    ("What did the text say the {L} for {K} was?", "It said"),
+    ("{K}: what is its {L}?", "Its {L} is"),
+    ("Search the document for {K}. What {L} is listed?", "Listed {L}:"),
+    ("Give only the {L} of {K}.", "Answer:"),
+]
+
+NUMBER_LABELS_V2 = NUMBER_LABELS + ["room number", "account number", "order number", "locker code",
+                                    "badge number", "batch number", "secret number", "magic number"]
+WORD_LABELS_V2 = WORD_LABELS + ["passphrase", "keyword", "motto", "call sign", "secret name"]
+ID_LABELS_V2 = ID_LABELS + ["key", "identifier", "voucher", "permit", "license"]
+
+HEADERS_V2 = HEADERS + [
+    "A record of the season follows. Facts are buried in it.",
+    "Below are assorted notes from the archive.",
+    "The following report mixes ordinary news with a few entries to remember.",
+    "Read carefully. Questions come after the document.",
+    "This is a long log. Some lines matter later.",
+]
+
+QUESTION_INTROS_V2 = QUESTION_INTROS + ["Now the questions.", "Please answer.", "Quiz:", "Answer briefly."]
+
+
+# Facts that state the value before the key: the model must find the key and answer with the
+# number before it, which the first training stage under-weighted (its held-out failures were
+# mostly these).  Used by the continuation stage (make_train_doc_v2(value_first=...)).
+VALUE_FIRST_TEMPLATES = [
+    "The {L} {V} is for {K}.",
+    "{V} is the {L} of {K}.",
+    "The {L} {V} belongs to {K}.",
+    "{V} was the {L} given to {K}.",
+    "{V}: that is the {L} of {K}.",
+    "A {L} of {V} was assigned to {K}.",
+    "The value {V} goes with {K}.",
+    "{V} is what {K} uses as its {L}.",
+    "It is {V} that serves as the {L} for {K}.",
+    "The {L} {V} was recorded for {K}.",
+]
+
+
+def label_for_v2(rng, value_kind):
+    if value_kind == "number":
+        return rng.choice(NUMBER_LABELS_V2)
+    if value_kind == "word":
+        return rng.choice(WORD_LABELS_V2)
+    return rng.choice(ID_LABELS_V2)
+
+
+def _clock(rng):
+    return "%d:%02d" % (rng.randint(1, 12), rng.choice(range(0, 60, 5)))
+
+
+def filler_sentence_v2(rng, style):
+    """One filler sentence in one of several styles (none of the evaluation generators' text)."""
+    a = lambda: rng.choice(W.ADJECTIVES)
+    n = lambda: rng.choice(W.NOUNS)
+    p = lambda: rng.choice(W.PEOPLE)
+    if style == "prose":
+        return prose_sentence(rng)
+    if style == "report":
+        t = rng.randrange(8)
+        if t == 0:
+            return f"The {rng.choice(W.TOPICS)} this {rng.choice(W.TIMES)} was {a()}, and the {n()} stayed {a()}."
+        if t == 1:
+            return f"The {rng.choice(W.ROLES)} from the {n()} said the {rng.choice(W.TOPICS)} would improve."
+        if t == 2:
+            return f"Reports from the {a()} {n()} mention a {a()} {n()} near the {n()}."
+        if t == 3:
+            return f"On {rng.choice(W.WEEKDAYS)} the {rng.choice(W.ROLES)} {rng.choice(W.PAST_VERBS)} the {n()}."
+        if t == 4:
+            return f"In {rng.choice(W.MONTHS)} the {_pl(n())} of the {n()} were {a()}."
+        if t == 5:
+            return f"Most of the {rng.choice(W.TOPICS)} happened {rng.choice(W.PREPOSITIONS)} the {a()} {n()}."
+        if t == 6:
+            return f"The {rng.choice(W.ROLES)} and the {rng.choice(W.ROLES)} disagreed about the {n()}."
+        return f"Nothing {a()} was seen at the {n()} that {rng.choice(W.TIMES)}."
+    if style == "log":
+        t = rng.randrange(4)
+        if t == 0:
+            return f"[{_clock(rng)}] {rng.choice(W.UNITS)} {rng.choice(W.LOG_EVENTS)} at the {n()}."
+        if t == 1:
+            return f"[{_clock(rng)}] the {rng.choice(W.ROLES)} {rng.choice(W.LOG_EVENTS)} {rng.randint(2, 40)} {rng.choice(W.UNITS)}."
+        if t == 2:
+            return f"{rng.choice(W.WEEKDAYS)}: {rng.choice(W.TOPICS)} {rng.choice(W.LOG_EVENTS)}, all {a()}."
+        return f"Shift {rng.randint(1, 4)}: {p()} {rng.choice(W.LOG_EVENTS)} the {n()}."
+    if style == "dialogue":
+        t = rng.randrange(4)
+        if t == 0:
+            return f'{p()} said: "The {n()} is {a()} today."'
+        if t == 1:
+            return f'"Did you see the {a()} {n()}?" asked {p()}.'
+        if t == 2:
+            return f'{p()}: "I will {rng.choice(W.VERBS)} the {n()} {rng.choice(W.ADVERBS)}."'
+        return f'"Not yet," {p()} answered, "the {n()} is still {a()}."'
+    if style == "notes":
+        t = rng.randrange(4)
+        if t == 0:
+            return f"- {rng.choice(W.VERBS)} the {a()} {n()}"
+        if t == 1:
+            return f"* {n()} and {n()} by {rng.choice(W.WEEKDAYS)}"
+        if t == 2:
+            return f"- ask {p()} about the {n()}"
+        return f"* {rng.randint(2, 30)} {rng.choice(W.UNITS)} of {_pl(n())}"
+    if style == "simple":  # short "The X is Y." sentences, the noise-paragraph style
+        t = rng.randrange(3)
+        if t == 0:
+            return f"The {n()} is {a()}."
+        if t == 1:
+            return f"The {_pl(n())} are {a()}."
+        return f"{rng.choice(['Here', 'There'])} the {n()} {rng.choice(W.INTRANS_PAST)}."
+    raise ValueError(style)
+
+
+FILLER_STYLES_V2 = ["prose", "prose", "report", "log", "dialogue", "notes", "simple"]
+
+
+class FillerV2:
+    """Haystack source for v2: one style or a mix that switches style every few sentences, or a
+    paragraph of 1-8 sentences (any style) repeated."""
+
+    def __init__(self, rng):
+        self.rng = rng
+        r = rng.random()
+        self.mode = "repeat" if r < 0.3 else ("mixed" if r < 0.55 else "fresh")
+        self.style = rng.choice(FILLER_STYLES_V2)
+        self.left = 0
+        if self.mode == "repeat":
+            self.par = [filler_sentence_v2(rng, self.style) for _ in range(rng.randint(1, 8))]
+            self.i = 0
+
+    def next(self):
+        rng = self.rng
+        if self.mode == "repeat":
+            s = self.par[self.i % len(self.par)]
+            self.i += 1
+            return s
+        if self.mode == "mixed":
+            if self.left <= 0:
+                self.style, self.left = rng.choice(FILLER_STYLES_V2), rng.randint(3, 15)
+            self.left -= 1
+        s = filler_sentence_v2(rng, self.style)
+        return s
+
+
+def render_v2(tok, rng, task, length, ctx_weight, ans_weight=1.0):
+    """render() with a v2 filler (lines of notes/logs/dialogue go on their own line)."""
+    doc = Doc(tok, ctx_weight)
+    fixed = 1
+    head = [" " + task.header] if task.header else []
+    item_segs = [(" " if rng.random() < 0.7 else "\n") + s for s in task.items]
+    fixed += sum(ntok(tok, s) for s in head) + sum(ntok(tok, s) for s in item_segs)
+    fixed += sum(ntok(tok, x[1] if x[0] == "ctx" else " " + x[1]) + (1 if x[0] == "ans" else 0) for x in task.qblock)
+    budget = length + 1 - fixed - 2
+    if budget < 0:
+        return None
+    src = FillerV2(rng)
+    lines = src.style in ("log", "notes") or rng.random() < 0.15
+    filler = []
+    while True:
+        s = task.dense() if task.dense else src.next()
+        if s.startswith(("[", "-", "*")) or lines:
+            s = "\n" + s
+        else:
+            s = ("\n\n" if rng.random() < 0.06 else " ") + s
+        n = ntok(tok, s)
+        if n > budget:
+            break
+        budget -= n
+        filler.append(s)
+    pos = sorted(rng.randint(0, len(filler)) for _ in item_segs)
+    if not task.ordered:
+        rng.shuffle(item_segs)
+    body, j = [], 0
+    for i in range(len(filler) + 1):
+        while j < len(pos) and pos[j] == i:
+            body.append(item_segs[j])
+            j += 1
+        if i < len(filler):
+            body.append(filler[i])
+    for s in head + body:
+        doc.add(s)
+    doc.context_text = doc.plain_text()
+    pending = ""
+    for x in task.qblock:
+        if x[0] == "ctx":
+            doc.add(x[1])
+            pending += x[1]
+        else:
+            doc.add_answer(x[1], x[2], refs=x[3] if len(x) > 3 else None, ans_weight=ans_weight)
+            doc.turns.append((pending, doc.answers[-1]["refs"], x[1]))
+            pending = ""
+    return doc.finish(length)
+
+
+def near_keys(rng, kind, n):
+    """n distinct keys of one kind where most share a word (or a prefix) with the first."""
+    first = make_key(rng, kind)
+    keys, seen = [first], {first}
+    tries = 0
+    while len(keys) < n and tries < 50 * n:
+        tries += 1
+        if rng.random() < 0.2:
+            k = make_key(rng, kind)  # an unrelated key now and then
+        elif kind == "adjnoun":
+            a, b = first.split("-", 1)
+            k = (a + "-" + rng.choice(W.NOUNS)) if rng.random() < 0.5 else (rng.choice(W.ADJECTIVES) + "-" + b)
+        elif kind == "phrase":
+            ws = first.split()
+            k = ("the " + ws[1] + " " + rng.choice(W.NOUNS)) if rng.random() < 0.5 else (
+                "the " + rng.choice(W.ADJECTIVES) + " " + ws[2])
+        elif kind == "person":
+            f, s = first.split(" ", 1)
+            k = (f + " " + pseudo_word(rng, 2).capitalize()) if rng.random() < 0.6 else (rng.choice(W.PEOPLE) + " " + s)
+        elif kind == "pseudo":
+            k = first[:max(2, len(first) // 2)] + pseudo_word(rng, rng.choice([1, 2]))
+        elif kind == "upper":
+            k = first[:rng.randint(1, max(1, len(first) - 1))] + make_upper(rng, rng.randint(1, 3))
+        elif kind == "uuid":
+            k = first[:rng.choice([4, 8, 13])] + make_uuid(rng)[rng.choice([4, 8, 13]):]
+            k = k[:36] if len(k) >= 36 else make_uuid(rng)
+        else:
+            k = make_key(rng, kind)
+        if k not in seen:
+            seen.add(k)
+            keys.append(k)
+    while len(keys) < n:
+        k = make_key(rng, kind)
+        if k not in seen:
+            seen.add(k)
+            keys.append(k)
+    return keys
+
+
+KEY_KINDS_V2 = ["adjnoun", "adjnoun", "adjnoun", "pseudo", "phrase", "upper", "uuid", "person"]
+
+
+def _qa_v2(rng, label, k, v, family, tmpl=None, echo=0.0):
+    q, a = rng.choice(QUESTION_TEMPLATES_V2)
+    e = echo_prefix(tmpl) if tmpl else None
+    if e and rng.random() < echo:
+        a = e
+    sep = "\n" if rng.random() < 0.6 else " "
+    return [("ctx", "\n" + fill(q, L=label, K=k)), ("ctx", sep + fill(a, L=label, K=k)), ("ans", v, family)]
+
+
+def task_kv_v2(rng, n_keys, n_questions, family, key_kind=None, value_kind=None, near=0, multi=0.0,
+               dense=False, echo=0.3, value_first=0.0):
+    """task_kv with v2 templates: the first `near` keys share words with each other (near
+    duplicates), the rest are unrelated; one template per document or (30%) one per fact;
+    questions visit the facts in a random order and may come back to one already asked."""
+    t = Task()
+    kk = key_kind or rng.choice(KEY_KINDS_V2)
+    vk = value_kind or rng.choice(VALUE_KINDS)
+    keys = near_keys(rng, kk, near) if near else []
+    seen = set(keys)
+    while len(keys) < n_keys:
+        k = make_key(rng, kk)
+        if k not in seen:
+            seen.add(k)
+            keys.append(k)
+    keys = keys[:n_keys]
+    vals = unique(rng, lambda: make_value(rng, vk), n_keys)
+    label = label_for_v2(rng, vk)
+    per_fact = rng.random() < 0.3
+    pool = FACT_TEMPLATES_V2
+    if value_first and rng.random() < value_first:
+        pool = VALUE_FIRST_TEMPLATES
+    tmpl0 = rng.choice(pool)
+    tmpls = [rng.choice(pool) if per_fact else tmpl0 for _ in keys]
+    t.items = [fill(tm, L=label, K=k, V=v) for tm, k, v in zip(tmpls, keys, vals)]
+    t.header = rng.choice(HEADERS_V2) if rng.random() < 0.6 else None
+    if dense:
+        def distractor():
+            k = near_keys(rng, kk, 2)[1] if rng.random() < 0.5 else make_key(rng, kk)
+            while k in seen:
+                k = make_key(rng, kk)
+            return fill(rng.choice(tmpls), L=label, K=k, V=make_value(rng, vk))
+        t.dense = distractor
+    if rng.random() < 0.4:
+        t.qblock.append(("ctx", "\n\n" + rng.choice(QUESTION_INTROS_V2)))
+    # Near-duplicate documents ask one of the near keys first.
+    order = list(range(n_keys))
+    rng.shuffle(order)
+    if near and rng.random() < 0.8:
+        i0 = rng.randrange(min(near, n_keys))
+        order.remove(i0)
+        order.insert(0, i0)
+    for qi in range(n_questions):
+        if n_keys >= 2 and rng.random() < multi:
+            m = rng.randint(2, min(4, n_keys))
+            sel = rng.sample(range(n_keys), m)
+            q, a = rng.choice(MULTI_QUERY_QUESTIONS)
+            ks = join_and([keys[i] for i in sel])
+            t.qblock.append(("ctx", "\n" + fill(q, L=label, KS=ks)))
+            t.qblock.append(("ctx", ("\n" if rng.random() < 0.6 else " ") + fill(a, L=label)))
+            ans = "; ".join(f"{keys[i]}: {vals[i]}" for i in sel) if rng.random() < 0.7 else ", ".join(vals[i] for i in sel)
+            t.qblock.append(("ans", ans, "multiquery", [vals[i] for i in sel]))
+        else:
+            i = order[qi] if qi < n_keys and rng.random() < 0.9 else rng.randrange(n_keys)
+            t.qblock.extend(_qa_v2(rng, label, keys[i], vals[i], family, tmpl=tmpls[i], echo=echo))
+    return t
+
+
+TRAIN_FAMILIES_V2 = {
+    "single": 1.0,
+    "multikey": 2.5,
+    "near_key": 3.0,
+    "dense": 1.0,
+    "multivalue": 1.0,
+    "multiquery": 1.0,
+    "multiturn": 3.0,
+    "vt": 1.0,
+    "freq": 0.3,
+    "copy": 0.5,
+}
+
+
+def make_train_doc_v2(tok, rng, length, difficulty, ctx_weight=0.02, value_first=0.0):
+    """value_first: share of key-value documents whose facts state the value first (0 in the
+    first stage; the continuation stage used 0.35)."""
+    for _ in range(20):
+        d = _make_train_doc_v2(tok, rng, length, difficulty, ctx_weight, value_first)
+        if d is not None:
+            return d
+        difficulty *= 0.7
+    raise RuntimeError("could not fit a document into %d tokens" % length)
+
+
+def _make_train_doc_v2(tok, rng, length, difficulty, ctx_weight, value_first=0.0):
+    # A quarter of the documents come from the first model's generator (its filler and
+    # templates), so nothing it learned from is left out.
+    if rng.random() < 0.25:
+        # (its warm-up tasks are sized for documents up to 512 tokens)
+        d = difficulty if length <= 512 else max(difficulty, 0.35)
+        return _make_train_doc(tok, rng, length, d, ctx_weight, None)
+    fams = dict(TRAIN_FAMILIES_V2)
+    easy = 1.0 - difficulty
+    fams["copy"] *= 0.5 + 3.0 * easy
+    names = list(fams)
+    fam = rng.choices(names, weights=[fams[n] for n in names])[0]
+    kk = rng.choice(["noun", "name"]) if rng.random() < 0.4 * easy else None
+    echo = 0.2 + 0.4 * easy
+    cap = max(1, length // 24)
+    dmax = lambda lo, hi: min(cap, max(lo, int(round(lo + (hi - lo) * difficulty))))
+    if kk is not None and fam == "near_key":
+        kk = None  # one-word keys have no near duplicates
+    if fam == "single":
+        t = task_kv_v2(rng, 1, rng.randint(1, 2), "single", key_kind=kk, echo=echo, value_first=value_first)
+    elif fam == "multikey":
+        n = rng.randint(2, dmax(2, 16))
+        t = task_kv_v2(rng, n, rng.randint(1, min(n, 8)), "multikey", key_kind=kk, echo=echo, value_first=value_first,
+                       near=rng.choice([0, 0, 2, 3]) if n >= 3 else 0)
+    elif fam == "near_key":
+        n = rng.randint(2, dmax(3, 10))
+        t = task_kv_v2(rng, n, rng.randint(1, min(n, 4)), "near_key", near=rng.randint(2, n), echo=echo, value_first=value_first)
+    elif fam == "dense":
+        n = rng.randint(1, dmax(1, 4))
+        t = task_kv_v2(rng, n, rng.randint(1, n), "dense", dense=True, key_kind=kk, echo=echo, value_first=value_first)
+    elif fam == "multivalue":
+        t = task_multivalue(rng, rng.randint(2, 4), rng.randint(0, dmax(0, 6)), key_kind=kk)
+    elif fam == "multiquery":
+        n = rng.randint(2, dmax(2, 10))
+        t = task_kv_v2(rng, n, rng.randint(1, 3), "multikey", multi=1.0, key_kind=kk, echo=echo, value_first=value_first)
+    elif fam == "multiturn":
+        n = rng.randint(2, dmax(3, 16))
+        t = task_kv_v2(rng, n, rng.randint(2, min(8, max(2, n))), "multiturn", multi=0.1, key_kind=kk,
+                       echo=echo, value_first=value_first, near=rng.choice([0, 0, 0, 2, 3]) if n >= 3 else 0)
+    elif fam == "copy":
+        t = task_copy(rng, length)
+    elif fam == "vt":
+        hops = rng.randint(1, dmax(1, 5))
+        t = task_vt(rng, hops, rng.choice([1, 1, 2]) if length >= 256 else 1)
+    else:
+        return render_freq(tok, rng, length, ctx_weight)
+    return render_v2(tok, rng, t, length, ctx_weight)

@@ -49,6 +49,10 @@ def metadata(cfg, tok, name):
         kv("llama.attention.layer_norm_rms_epsilon", "float32", cfg.norm_eps),
         kv("llama.rope.freq_base", "float32", float(cfg.rope_base)),
         kv("llama.rope.dimension_count", "uint32", cfg.head_dim),
+    ] + ([  # a head_dim other than d_model / heads must be stated (the second model: 4 x 128 on 384)
+        kv("llama.attention.key_length", "uint32", cfg.head_dim),
+        kv("llama.attention.value_length", "uint32", cfg.head_dim),
+    ] if cfg.head_dim * cfg.n_heads != cfg.d_model else []) + [
         kv("llama.vocab_size", "uint32", tok.vocab_size),
         kv("tokenizer.ggml.model", "string", "llama"),
         kv("tokenizer.ggml.tokens", "array[string]", tok.tokens),
@@ -103,17 +107,23 @@ def export(model, tok, name, out_dir, gguf_out, primekv, gguf_type="F32", log=pr
     return True
 
 
-def load_checkpoint(name):
+def load_checkpoint(name, ckpt=None, tokenizer=None):
+    """The run's checkpoint and tokenizer (tools/train/{ckpt,runs}/NAME/), or the given files
+    (a tokenizer.json or a GGUF whose pieces are the tokenizer, as train_ref2.py reads it)."""
     import torch
     sys.path.insert(0, _HERE)
     from model import Llama, ModelConfig
     from tokenizer import Tokenizer
-    ck = torch.load(os.path.join(_HERE, "ckpt", name, "last.pt"))
+    ck = torch.load(ckpt or os.path.join(_HERE, "ckpt", name, "last.pt"), map_location="cpu")
     cfg = ModelConfig(**ck["state"]["config"])
     model = Llama(cfg)
     model.load_state_dict(ck["model"])
     model.eval()
-    tok = Tokenizer.load(os.path.join(_HERE, "runs", name, "tokenizer.json"))
+    if tokenizer:
+        from train_ref2 import load_tokenizer
+        tok = load_tokenizer(tokenizer)
+    else:
+        tok = Tokenizer.load(os.path.join(_HERE, "runs", name, "tokenizer.json"))
     return model, tok, ck["state"]
 
 
@@ -123,8 +133,10 @@ def main():
     ap.add_argument("--out", default="models/primekv-retrieval.gguf")
     ap.add_argument("--primekv", default=os.path.join(REPO, "build/release/src/cli/primekv"))
     ap.add_argument("--type", default="F32")
+    ap.add_argument("--ckpt", default=None, help="checkpoint file (default tools/train/ckpt/NAME/last.pt)")
+    ap.add_argument("--tokenizer", default=None, help="tokenizer.json or GGUF (default tools/train/runs/NAME/)")
     args = ap.parse_args()
-    model, tok, _ = load_checkpoint(args.name)
+    model, tok, _ = load_checkpoint(args.name, args.ckpt, args.tokenizer)
     out = args.out if os.path.isabs(args.out) else os.path.join(REPO, args.out)
     ok = export(model, tok, args.name, os.path.join(_HERE, "runs", args.name, "export"), out, args.primekv, args.type)
     sys.exit(0 if ok else 1)

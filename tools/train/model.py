@@ -93,6 +93,13 @@ class Block(nn.Module):
                 v = torch.cat((cache["v"], v), dim=2)
             cache["k"], cache["v"] = k, v
         S = k.shape[2]
+        if mask is None and cache is None and T > 1 and x.is_cuda:
+            # Training on a GPU: the fused causal kernel (q is already scaled; query head h reads
+            # kv head h // group, as repeat_interleave lays them out).
+            kr = k.repeat_interleave(g, dim=1).to(q.dtype)
+            vr = v.repeat_interleave(g, dim=1).to(q.dtype)
+            out = F.scaled_dot_product_attention(q, kr, vr, is_causal=True, scale=1.0)
+            return self.wo(out.transpose(1, 2).reshape(B, T, cfg.n_heads * hd))
         # Stack the g query heads of each kv head along the row axis so one bmm serves
         # the whole group without materialising repeated keys/values.
         qg = q.reshape(B * hkv, g * T, hd)
@@ -156,7 +163,9 @@ class Llama(nn.Module):
         """Final-normed hidden states (B, T, d) for a full causal pass (training)."""
         T = ids.shape[1]
         cos, sin = rope_tables(self.cfg, torch.arange(T))
-        mask = self.causal_mask(T, T, ids.device)
+        cos, sin = cos.to(ids.device), sin.to(ids.device)
+        # On a GPU the blocks use the fused causal kernel (mask None); on the CPU an additive mask.
+        mask = None if ids.is_cuda else self.causal_mask(T, T, ids.device)
         x = self.tok_emb(ids)
         for blk in self.blocks:
             x = blk(x, cos, sin, mask)

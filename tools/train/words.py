@@ -73,3 +73,28 @@ morning evening night noon afternoon winter summer spring autumn weekend dawn du
 ONSETS = "b c d f g h j k l m n p r s t v w z br cr dr fr gr kl pl pr sk sl st tr ch sh th".split()
 NUCLEI = "a e i o u ai ea ee oo ou".split()
 CODAS = ["", "", "", "n", "r", "l", "s", "t", "m", "k", "nd", "st", "rk"]
+
+# ---------------------------------------------------------------------------- second model
+# Extra vocabulary for the second reference model's filler (tools/train/data.py, "v2").
+TOPICS = """
+weather harvest trade travel repairs music cooking fishing weaving mining sailing farming
+building teaching painting gardening rowing hunting baking brewing printing
+""".split()
+
+ROLES = """
+clerk miller baker sailor farmer guard mason carpenter weaver potter smith merchant scribe
+captain keeper porter ranger shepherd tailor cook
+""".split()
+
+UNITS = "crates barrels sacks boxes bundles baskets jars rolls carts loads".split()
+
+WEEKDAYS = "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
+
+MONTHS = """
+January February March April May June July August September October November December
+""".split()
+
+LOG_EVENTS = """
+arrived departed stopped resumed checked delayed loaded unloaded inspected sealed opened
+reported counted repaired cleared
+""".split()
