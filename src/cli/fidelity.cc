@@ -30,7 +30,7 @@ struct FidelityArgs {
 };
 
 int RunFidelity(const FidelityArgs& a) {
-  auto raw = ReadRegularFile(a.text_file, "--text-file");
+  auto raw = ReadInputFile(a.text_file, "--text-file");
   if (!raw.ok()) return Fail(raw.message());
   std::vector<std::string> presses;
   for (const std::string& item : a.presses) {

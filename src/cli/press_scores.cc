@@ -42,7 +42,7 @@ int RunPressScores(const std::string& dir_s, const std::string& press_text) {
   namespace fs = std::filesystem;
   const fs::path dir(dir_s);
   const std::string meta_name = (dir / "meta.json").string();
-  auto meta_text = ReadRegularFile(meta_name, "meta");
+  auto meta_text = ReadInputFile(meta_name, "meta");
   if (!meta_text.ok()) return Fail(meta_text.message());
   nlohmann::json meta = nlohmann::json::parse(*meta_text, nullptr, /*allow_exceptions=*/false);
   if (!meta.is_object()) return Fail(meta_name + ": not a JSON object");
