@@ -506,18 +506,18 @@ void AddBench(CLI::App& app, Runner& run) {
   auto a = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "Prefill and decode throughput (llama-bench style)");
   cmd->add_option("-m,--model", a->model, "GGUF model file");
-  cmd->add_option("-p,--n-prompt", a->prompt, "Prefill lengths (0 = none)")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("-n,--n-gen", a->gen, "Decoded tokens per run (0 = none)")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("-d,--depth", a->depth, "KV entries per head before decoding")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("-t,--threads", a->threads, "Thread counts (0 = all cores)")
-      ->delimiter(',')
-      ->capture_default_str();
+  struct ListOption {
+    const char* flags;
+    std::vector<int>* values;
+    const char* help;
+  };
+  for (const ListOption& o :
+       {ListOption{"-p,--n-prompt", &a->prompt, "Prefill lengths (0 = none)"},
+        ListOption{"-n,--n-gen", &a->gen, "Decoded tokens per run (0 = none)"},
+        ListOption{"-d,--depth", &a->depth, "KV entries per head before decoding"},
+        ListOption{"-t,--threads", &a->threads, "Thread counts (0 = all cores)"}}) {
+    cmd->add_option(o.flags, *o.values, o.help)->delimiter(',')->capture_default_str();
+  }
   cmd->add_option("-u,--ubatch", a->ubatch, "Prefill micro-batch")->capture_default_str();
   cmd->add_option("-r,--reps", a->reps, "Timed runs per test (after one warm-up)")
       ->capture_default_str();

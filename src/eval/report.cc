@@ -140,11 +140,7 @@ void WriteOverContext(std::ostream& md, const ScoreTables& t) {
 // A press x ratio table of mean scores.
 void WriteScoreTable(std::ostream& md, const std::string& title,
                      const std::map<std::string, ByRatio>& rows, const std::set<double>& ratios) {
-  md << "## " << title << "\n\n| press |";
-  for (double r : ratios) md << " " << r << " |";
-  md << "\n|---|";
-  for (size_t i = 0; i < ratios.size(); ++i) md << "---|";
-  md << "\n";
+  md << "## " << title << "\n\n| press |" << eval_internal::RatioColumnsHead(ratios);
   for (const auto& [press, rs] : rows) {
     md << "| " << press << " |";
     for (double r : ratios) {
