@@ -69,7 +69,7 @@ Prompt SingleDocPrompt(const Dataset& d, const std::string& input) {
           question + "\n\nQuestion: " + input + "\n", "Answer:"};
 }
 
-Prompt MultiDocPrompt(const std::string& input) {
+Prompt MultiDocPrompt(const Dataset&, const std::string& input) {
   return {"Answer a question using the passages below.\n\nPassages:\n", "\n\n",
           "Using the passages above, give only the answer, with no other words.\n\nQuestion: " +
               input + "\n",
@@ -144,21 +144,10 @@ Prompt CodePrompt(const Dataset& d, const std::string& input) {
 }
 
 Prompt MakePrompt(const Dataset& d, const std::string& input) {
-  switch (d.category) {
-    case Category::kSingleDoc:
-      return SingleDocPrompt(d, input);
-    case Category::kMultiDoc:
-      return MultiDocPrompt(input);
-    case Category::kSummary:
-      return SummaryPrompt(d, input);
-    case Category::kFewShot:
-      return FewShotPrompt(d, input);
-    case Category::kSynthetic:
-      return SyntheticPrompt(d, input);
-    case Category::kCode:
-      return CodePrompt(d, input);
-  }
-  return {};
+  using MakeFn = Prompt (*)(const Dataset&, const std::string&);
+  constexpr MakeFn kByCategory[] = {SingleDocPrompt, MultiDocPrompt,  SummaryPrompt,
+                                    FewShotPrompt,   SyntheticPrompt, CodePrompt};  // by Category
+  return kByCategory[static_cast<size_t>(d.category)](d, input);
 }
 
 // Keeps the first `head` and last `tail` whitespace words of `text`, cut at word boundaries.
