@@ -8,8 +8,8 @@
 
 #include "primekv/compressor.h"
 #include "primekv/model.h"
-#include "primekv/random_model.h"
 #include "primekv/press.h"
+#include "primekv/random_model.h"
 
 namespace primekv {
 namespace {
