@@ -10,6 +10,7 @@
 #include "primekv/compressor.h"
 #include "primekv/model.h"
 #include "primekv/press.h"
+#include "primekv/random_model.h"
 
 namespace primekv {
 namespace {
@@ -96,7 +97,7 @@ void BM_LayerPrefill(benchmark::State& state) {
     s.head_dim = kDim;
     s.d_ff = kFfn;
     s.vocab_size = 512;
-    s.context = 131072;
+    s.max_context = 131072;
     s.type = GgmlType::kF16;
     s.rope_base = 500000;
     const auto path = std::filesystem::temp_directory_path() / "primekv_bm_llama8b_layer.gguf";

@@ -109,6 +109,7 @@ class KvCache {
   void WriteRow(const KvPage& page, int slot, const float* k, const float* v, int32_t pos);
   void CopyRow(const KvPage& from, int from_slot, const KvPage& to, int to_slot);
   void TrackPeak();
+  void RowsToFloat(const void* rows, int count, float* out) const;  // `count` rows of a page
 
   int n_layers_ = 0;
   int n_kv_heads_ = 0;

@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "primekv/attention.h"
@@ -20,6 +22,9 @@
 namespace primekv {
 
 enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe };
+// The GGUF general.architecture name of an architecture, and back (nullopt: not supported).
+std::string_view ArchName(Arch arch);
+std::optional<Arch> ArchFromName(std::string_view name);
 // kAdjacent rotates (x[2i], x[2i+1]) (llama); kHalf rotates (x[i], x[i + n/2]) (NeoX: qwen2/3).
 enum class RopeStyle { kAdjacent, kHalf };
 
@@ -107,14 +112,23 @@ class ForwardTap {
   virtual void OnAttentionOutput(int /*layer*/, MatView<const float> /*o*/) {}
 };
 
-// Reusable buffers for Forward; after warm-up a decode step allocates nothing.
+// Reusable buffers for Forward; after warm-up a decode step allocates nothing. Shapes are
+// row-major for a call of n tokens; buffers only grow, so they may be larger.
 struct ForwardWorkspace {
-  std::vector<float> x, h, q, k, v, attn, gate, up, logits_in;
-  std::vector<int32_t> positions;
-  // Mixture of experts: router logits, choices per token, rows grouped by expert.
-  std::vector<float> router_logits, moe_in, moe_out, moe_acc;
-  std::vector<ExpertChoice> choices;
-  std::vector<int32_t> expert_rows, expert_start;
+  std::vector<float> x;         // [n, d_model] residual stream
+  std::vector<float> h;         // [n, max(d_model, n_heads * head_dim)] normed input, then the
+                                //   attention or FFN output before it is added to x
+  std::vector<float> q;         // [n, n_heads * head_dim] post-RoPE queries
+  std::vector<float> k, v;      // [n, n_kv_heads * head_dim] the new keys (post-RoPE) and values
+  std::vector<float> attn;      // [n, n_heads * head_dim] attention output before W_O
+  std::vector<float> gate, up;  // [n, d_ff] SwiGLU halves; MoE: [rows of one expert, d_ff_expert]
+  std::vector<int32_t> positions;  // [n] positions of the tokens
+  // Mixture of experts (K = n_experts_used, E = n_experts, D = d_model).
+  std::vector<float> router_logits;    // [n, E]
+  std::vector<ExpertChoice> choices;   // [n, K] routed experts per token, slot = t * K + j
+  std::vector<int32_t> expert_start;   // [E + 1] first index into expert_rows of each expert
+  std::vector<int32_t> expert_rows;    // [n * K] slots grouped by expert, tokens in order
+  std::vector<float> moe_in, moe_out;  // [rows of one expert, D] gathered inputs, outputs
   AttentionWorkspace attention;
 };
 
@@ -194,31 +208,5 @@ class Model {
   std::vector<LayerWeights> layers_;
   std::vector<float> rope_inv_freq_;  // [rope_dim / 2]
 };
-
-// Writes a random-weight model of a given shape with a valid synthetic tokenizer.
-struct RandomModelSpec {
-  std::string arch = "llama";  // llama | qwen2 | qwen3 | qwen3moe
-  int n_layers = 2;
-  int d_model = 256;
-  int n_heads = 4;
-  int n_kv_heads = 2;
-  int head_dim = 64;
-  int d_ff = 688;
-  int vocab_size = 1024;
-  int context = 2048;
-  GgmlType type = GgmlType::kF32;
-  uint64_t seed = 1;
-  std::string tokenizer = "llama";  // llama | gpt2
-  // A Hugging Face tokenizer folder to import instead (vocab_size then only pads it).
-  std::string hf_tokenizer;
-  float rope_base = 10000.0f;
-  bool llama3_rope_scaling = false;
-  bool tied_embeddings = false;
-  // qwen3moe: experts per layer, experts used per token, FFN width of one expert.
-  int n_experts = 8;
-  int n_experts_used = 2;
-  int d_ff_expert = 128;
-};
-Status WriteRandomModel(const RandomModelSpec& spec, const std::filesystem::path& out);
 
 }  // namespace primekv

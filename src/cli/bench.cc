@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "primekv/compressor.h"
 #include "primekv/model.h"
 
@@ -39,7 +40,7 @@ struct BenchArgs {
   std::string press = "none";
   double ratio = 0.0;
   std::string fill = "synthetic";
-  std::string kv_type = "f16";
+  KvDType kv_type = KvDType::kF16;
   bool json = false;
   bool bandwidth_only = false;
   int bandwidth_mib = 1024;
@@ -276,162 +277,173 @@ std::string Human(double bytes) {
   return buf;
 }
 
-int RunBench(const BenchArgs& a) {
-  if (a.bandwidth_only) {
-    nlohmann::json rows = nlohmann::json::array();
-    for (int t : a.threads) {
-      ThreadPool pool(t);
-      const double bw = MeasureBandwidth(a.bandwidth_mib, pool);
-      rows.push_back({{"threads", pool.size()}, {"read_bytes_per_s", bw}});
-      if (!a.json) std::printf("read bandwidth, %d thread(s): %.2f GB/s\n", pool.size(), bw / 1e9);
-    }
-    if (a.json) std::printf("%s\n", rows.dump(2).c_str());
-    return 0;
+int RunBandwidthOnly(const BenchArgs& a) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (int t : a.threads) {
+    ThreadPool pool(t);
+    const double bw = MeasureBandwidth(a.bandwidth_mib, pool);
+    rows.push_back({{"threads", pool.size()}, {"read_bytes_per_s", bw}});
+    if (!a.json) std::printf("read bandwidth, %d thread(s): %.2f GB/s\n", pool.size(), bw / 1e9);
   }
-  if (a.model.empty()) return Fail("bench: -m MODEL is required (or --bandwidth)");
-  if (a.reps < 1) return Fail("--reps must be >= 1");
-  if (a.fill != "synthetic" && a.fill != "prefill")
-    return Fail("--fill must be synthetic or prefill");
-  if (a.kv_type != "f16" && a.kv_type != "f32") return Fail("--kv-type must be f16 or f32");
-  if (!(a.ratio >= 0 && a.ratio < 1)) return Fail("--ratio must be in [0, 1)");
-  auto spec = ParsePressSpec(a.press);
-  if (!spec.ok()) return Fail(spec.message());
-  auto press = MakePress(*spec);
-  if (!press.ok()) return Fail(press.message());
-  auto model = Model::Load(a.model);
-  if (!model.ok()) return Fail(model.message());
-  const ModelConfig& c = model->config();
-  Compressor compressor(*model, std::move(press).value());
-  const PressNeeds needs = compressor.Needs();
-  if (compressor.enabled() && needs.window_queries > 0) {
-    return Fail("bench: press '" + compressor.press().name +
-                "' needs window queries, which bench does not capture");
-  }
-  const double weight_bytes = WeightBytesPerToken(*model);
+  if (a.json) std::printf("%s\n", rows.dump(2).c_str());
+  return 0;
+}
 
+// Times `reps` runs of `run` after one warm-up call.
+template <typename Run, typename WarmUp>
+Status TimeReps(const BenchArgs& a, TestResult& r, WarmUp warm_up, Run run) {
+  PRIMEKV_RETURN_IF_ERROR(warm_up());
+  for (int rep = 0; rep < a.reps; ++rep) {
+    PRIMEKV_ASSIGN_OR_RETURN(const double tps, run());
+    r.tokens_per_s.push_back(tps);
+  }
+  r.summary = Summarise(r.tokens_per_s);
+  if (!a.json)
+    std::fprintf(stderr, "  %s t=%d: %.2f tok/s\n", r.name.c_str(), r.threads, r.summary.median);
+  return Status::Ok();
+}
+
+// "pp<p>": p tokens prefilled into an empty cache.
+Result<TestResult> BenchPrompt(BenchContext& b, KvCache& cache, int p) {
+  TestResult r;
+  r.name = "pp" + std::to_string(p);
+  r.threads = b.pool.size();
+  r.prompt = p;
+  // Warm-up: one micro-batch (page faults of the mapping, the workspaces, the pool).
+  PRIMEKV_RETURN_IF_ERROR(TimeReps(
+      b.args, r, [&] { return RunPrompt(b, cache, std::min(p, b.args.ubatch)); },
+      [&] { return RunPrompt(b, cache, p); }));
+  return r;
+}
+
+// "tg<g> @ d<d>": g tokens decoded after a cache of d entries per head.
+Result<TestResult> BenchGen(BenchContext& b, const Compressor& compressor, KvCache& cache, int d,
+                            int g, double weight_bytes) {
+  const ModelConfig& c = b.model.config();
+  TestResult r;
+  r.name = "tg" + std::to_string(g) + (d > 0 ? " @ d" + std::to_string(d) : "");
+  r.threads = b.pool.size();
+  r.gen = g;
+  r.depth = d;
+  PRIMEKV_RETURN_IF_ERROR(PrepareDepth(b, compressor, cache, d, &r.kept_fraction));
+  r.kv_bytes = static_cast<double>(cache.BytesInUse());
+  PRIMEKV_RETURN_IF_ERROR(TimeReps(
+      b.args, r, [&] { return RunGen(b, cache, 2); }, [&] { return RunGen(b, cache, g); }));
+  // The cache grows by g/2 entries on average over a run.
+  const double kv_avg =
+      r.kv_bytes + 0.5 * g * static_cast<double>(cache.BytesPerEntry()) * c.n_layers * c.n_kv_heads;
+  r.bytes_per_token = weight_bytes + kv_avg;
+  return r;
+}
+
+// Every test for every thread count, in the order of the table.
+Result<std::vector<TestResult>> RunTests(const BenchArgs& a, const Model& model,
+                                         const Compressor& compressor, double weight_bytes) {
   int max_depth = 0, max_prompt = 0, max_gen = 0;
   for (int d : a.depth) max_depth = std::max(max_depth, d);
   for (int p : a.prompt) max_prompt = std::max(max_prompt, p);
   for (int g : a.gen) max_gen = std::max(max_gen, g);
   KvCacheOptions kv;
-  kv.dtype = a.kv_type == "f32" ? KvDType::kF32 : KvDType::kF16;
-
+  kv.dtype = a.kv_type;
   std::vector<TestResult> results;
-  std::vector<std::pair<int, double>> bandwidth;  // threads -> bytes/s
   for (int t : a.threads) {
     ThreadPool pool(t);
-    BenchContext b{*model, a, pool, {}, std::vector<float>(static_cast<size_t>(c.vocab_size))};
-    KvCache cache = model->NewCache(kv);
+    BenchContext b{
+        model, a, pool, {}, std::vector<float>(static_cast<size_t>(model.config().vocab_size))};
+    KvCache cache = model.NewCache(kv);
     cache.Reserve(std::max(max_prompt, max_depth + max_gen));
     for (int p : a.prompt) {
       if (p <= 0) continue;
-      TestResult r;
-      r.name = "pp" + std::to_string(p);
-      r.threads = pool.size();
-      r.prompt = p;
-      // Warm-up: one micro-batch (page faults of the mapping, the workspaces, the pool).
-      if (auto w = RunPrompt(b, cache, std::min(p, a.ubatch)); !w.ok()) return Fail(w.message());
-      for (int rep = 0; rep < a.reps; ++rep) {
-        auto tps = RunPrompt(b, cache, p);
-        if (!tps.ok()) return Fail(tps.message());
-        r.tokens_per_s.push_back(*tps);
-      }
-      r.summary = Summarise(r.tokens_per_s);
-      if (!a.json)
-        std::fprintf(stderr, "  %s t=%d: %.2f tok/s\n", r.name.c_str(), r.threads,
-                     r.summary.median);
+      PRIMEKV_ASSIGN_OR_RETURN(TestResult r, BenchPrompt(b, cache, p));
       results.push_back(std::move(r));
     }
     for (int d : a.depth) {
       for (int g : a.gen) {
         if (g <= 0) continue;
-        TestResult r;
-        r.name = "tg" + std::to_string(g) + (d > 0 ? " @ d" + std::to_string(d) : "");
-        r.threads = pool.size();
-        r.gen = g;
-        r.depth = d;
-        if (Status s = PrepareDepth(b, compressor, cache, d, &r.kept_fraction); !s.ok())
-          return Fail(s.message());
-        r.kv_bytes = static_cast<double>(cache.BytesInUse());
-        if (auto w = RunGen(b, cache, 2); !w.ok()) return Fail(w.message());
-        for (int rep = 0; rep < a.reps; ++rep) {
-          auto tps = RunGen(b, cache, g);
-          if (!tps.ok()) return Fail(tps.message());
-          r.tokens_per_s.push_back(*tps);
-        }
-        r.summary = Summarise(r.tokens_per_s);
-        // The cache grows by g/2 entries on average over a run.
-        const double kv_avg = r.kv_bytes + 0.5 * g * static_cast<double>(cache.BytesPerEntry()) *
-                                               c.n_layers * c.n_kv_heads;
-        r.bytes_per_token = weight_bytes + kv_avg;
-        if (!a.json)
-          std::fprintf(stderr, "  %s t=%d: %.2f tok/s\n", r.name.c_str(), r.threads,
-                       r.summary.median);
+        PRIMEKV_ASSIGN_OR_RETURN(TestResult r, BenchGen(b, compressor, cache, d, g, weight_bytes));
         results.push_back(std::move(r));
       }
     }
   }
-  const double peak_rss = PeakRssBytes();
-  // Bandwidth last, so its buffer does not count in the peak RSS above.
+  return results;
+}
+
+// Read bandwidth per thread count (threads -> bytes/s), and each decode test's share of it;
+// nothing when no test decodes.
+std::vector<std::pair<int, double>> BandwidthShares(const BenchArgs& a,
+                                                    std::vector<TestResult>& results) {
+  std::vector<std::pair<int, double>> bandwidth;
   bool any_decode = false;
   for (const auto& r : results) any_decode |= r.gen > 0;
-  if (any_decode) {
-    for (int t : a.threads) {
-      ThreadPool pool(t);
-      bandwidth.emplace_back(pool.size(), MeasureBandwidth(a.bandwidth_mib, pool));
-    }
-    for (auto& r : results) {
-      if (r.gen == 0) continue;
-      for (const auto& [t, bw] : bandwidth)
-        if (t == r.threads) r.bandwidth_share = r.bytes_per_token * r.summary.median / bw;
-    }
+  if (!any_decode) return bandwidth;
+  for (int t : a.threads) {
+    ThreadPool pool(t);
+    bandwidth.emplace_back(pool.size(), MeasureBandwidth(a.bandwidth_mib, pool));
   }
+  for (auto& r : results) {
+    if (r.gen == 0) continue;
+    for (const auto& [t, bw] : bandwidth)
+      if (t == r.threads) r.bandwidth_share = r.bytes_per_token * r.summary.median / bw;
+  }
+  return bandwidth;
+}
 
-  const std::string press_label =
-      compressor.enabled() && a.ratio > 0
-          ? compressor.press().name + " " + std::to_string(a.ratio).substr(0, 4)
-          : "none";
-  if (a.json) {
-    nlohmann::json j;
-    j["model"] = a.model;
-    j["model_name"] = c.name;
-    j["weight_bytes_per_token"] = weight_bytes;
-    j["peak_rss_bytes"] = peak_rss;
-    j["kv_type"] = a.kv_type;
-    j["press"] = compressor.enabled() ? compressor.press().name : "none";
-    j["ratio"] = a.ratio;
-    j["fill"] = a.fill;
-    j["reps"] = a.reps;
-    nlohmann::json bw = nlohmann::json::array();
-    for (const auto& [t, v] : bandwidth) bw.push_back({{"threads", t}, {"read_bytes_per_s", v}});
-    j["bandwidth"] = bw;
-    nlohmann::json tests = nlohmann::json::array();
-    for (const auto& r : results) {
-      nlohmann::json e = {{"test", r.name},
-                          {"threads", r.threads},
-                          {"n_prompt", r.prompt},
-                          {"n_gen", r.gen},
-                          {"depth", r.depth},
-                          {"tokens_per_s", r.tokens_per_s},
-                          {"median", r.summary.median},
-                          {"stddev", r.summary.stddev},
-                          {"min", r.summary.min},
-                          {"max", r.summary.max}};
-      if (r.gen > 0) {
-        e["kv_bytes"] = r.kv_bytes;
-        e["bytes_per_token"] = r.bytes_per_token;
-        e["bandwidth_share"] = r.bandwidth_share;
-        e["kept_fraction"] = r.kept_fraction;
-      }
-      tests.push_back(e);
+struct BenchRun {
+  const BenchArgs& args;
+  const ModelConfig& config;
+  std::string press;  // the press's name, or "none"
+  double weight_bytes = 0, peak_rss = 0;
+  std::vector<TestResult> results;
+  std::vector<std::pair<int, double>> bandwidth;
+};
+
+void PrintJson(const BenchRun& run) {
+  const BenchArgs& a = run.args;
+  nlohmann::json j;
+  j["model"] = a.model;
+  j["model_name"] = run.config.name;
+  j["weight_bytes_per_token"] = run.weight_bytes;
+  j["peak_rss_bytes"] = run.peak_rss;
+  j["kv_type"] = KvDTypeName(a.kv_type);
+  j["press"] = run.press;
+  j["ratio"] = a.ratio;
+  j["fill"] = a.fill;
+  j["reps"] = a.reps;
+  nlohmann::json bw = nlohmann::json::array();
+  for (const auto& [t, v] : run.bandwidth) bw.push_back({{"threads", t}, {"read_bytes_per_s", v}});
+  j["bandwidth"] = bw;
+  nlohmann::json tests = nlohmann::json::array();
+  for (const auto& r : run.results) {
+    nlohmann::json e = {{"test", r.name},
+                        {"threads", r.threads},
+                        {"n_prompt", r.prompt},
+                        {"n_gen", r.gen},
+                        {"depth", r.depth},
+                        {"tokens_per_s", r.tokens_per_s},
+                        {"median", r.summary.median},
+                        {"stddev", r.summary.stddev},
+                        {"min", r.summary.min},
+                        {"max", r.summary.max}};
+    if (r.gen > 0) {
+      e["kv_bytes"] = r.kv_bytes;
+      e["bytes_per_token"] = r.bytes_per_token;
+      e["bandwidth_share"] = r.bandwidth_share;
+      e["kept_fraction"] = r.kept_fraction;
     }
-    j["tests"] = tests;
-    std::printf("%s\n", j.dump(2).c_str());
-    return 0;
+    tests.push_back(e);
   }
+  j["tests"] = tests;
+  std::printf("%s\n", j.dump(2).c_str());
+}
+
+void PrintTable(const BenchRun& run) {
+  const std::string press_label =
+      run.press != "none" && run.args.ratio > 0
+          ? run.press + " " + std::to_string(run.args.ratio).substr(0, 4)
+          : "none";
   std::printf("| model | threads | press | test | t/s | bytes/token | of bandwidth |\n");
   std::printf("|---|---:|---|---|---:|---:|---:|\n");
-  for (const auto& r : results) {
+  for (const auto& r : run.results) {
     std::string bytes = "", share = "";
     if (r.gen > 0) {
       bytes = Human(r.bytes_per_token);
@@ -439,14 +451,52 @@ int RunBench(const BenchArgs& a) {
       std::snprintf(buf, sizeof(buf), "%.0f%%", 100.0 * r.bandwidth_share);
       share = buf;
     }
-    std::printf("| %s | %d | %s | %s | %.2f ± %.2f | %s | %s |\n", c.name.c_str(), r.threads,
-                press_label.c_str(), r.name.c_str(), r.summary.median, r.summary.stddev,
+    std::printf("| %s | %d | %s | %s | %.2f ± %.2f | %s | %s |\n", run.config.name.c_str(),
+                r.threads, press_label.c_str(), r.name.c_str(), r.summary.median, r.summary.stddev,
                 bytes.c_str(), share.c_str());
   }
-  std::printf("\npeak RSS %s", Human(peak_rss).c_str());
-  for (const auto& [t, v] : bandwidth)
+  std::printf("\npeak RSS %s", Human(run.peak_rss).c_str());
+  for (const auto& [t, v] : run.bandwidth)
     std::printf("; read bandwidth %d thread(s) %.2f GB/s", t, v / 1e9);
   std::printf("\n");
+}
+
+int RunBench(const BenchArgs& a) {
+  if (a.bandwidth_only) return RunBandwidthOnly(a);
+  if (a.model.empty()) return Fail("bench: -m MODEL is required (or --bandwidth)");
+  if (a.reps < 1) return Fail("--reps must be >= 1");
+  if (a.fill != "synthetic" && a.fill != "prefill")
+    return Fail("--fill must be synthetic or prefill");
+  if (!(a.ratio >= 0 && a.ratio < 1)) return Fail("--ratio must be in [0, 1)");
+  auto spec = ParsePressSpec(a.press);
+  if (!spec.ok()) return Fail(spec.message());
+  auto press = MakePress(*spec);
+  if (!press.ok()) return Fail(press.message());
+  auto model = Model::Load(a.model);
+  if (!model.ok()) return Fail(model.message());
+  Compressor compressor(*model, std::move(press).value());
+  if (compressor.enabled() && compressor.Needs().window_queries > 0) {
+    return Fail("bench: press '" + compressor.press().name +
+                "' needs window queries, which bench does not capture");
+  }
+  const double weight_bytes = WeightBytesPerToken(*model);
+  auto results = RunTests(a, *model, compressor, weight_bytes);
+  if (!results.ok()) return Fail(results.message());
+  const double peak_rss = PeakRssBytes();
+  // Bandwidth last, so its buffer does not count in the peak RSS above.
+  auto bandwidth = BandwidthShares(a, *results);
+  const BenchRun run{a,
+                     model->config(),
+                     compressor.enabled() ? compressor.press().name : "none",
+                     weight_bytes,
+                     peak_rss,
+                     std::move(results).value(),
+                     std::move(bandwidth)};
+  if (a.json) {
+    PrintJson(run);
+  } else {
+    PrintTable(run);
+  }
   return 0;
 }
 
@@ -456,18 +506,18 @@ void AddBench(CLI::App& app, Runner& run) {
   auto a = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "Prefill and decode throughput (llama-bench style)");
   cmd->add_option("-m,--model", a->model, "GGUF model file");
-  cmd->add_option("-p,--n-prompt", a->prompt, "Prefill lengths (0 = none)")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("-n,--n-gen", a->gen, "Decoded tokens per run (0 = none)")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("-d,--depth", a->depth, "KV entries per head before decoding")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("-t,--threads", a->threads, "Thread counts (0 = all cores)")
-      ->delimiter(',')
-      ->capture_default_str();
+  struct ListOption {
+    const char* flags;
+    std::vector<int>* values;
+    const char* help;
+  };
+  for (const ListOption& o :
+       {ListOption{"-p,--n-prompt", &a->prompt, "Prefill lengths (0 = none)"},
+        ListOption{"-n,--n-gen", &a->gen, "Decoded tokens per run (0 = none)"},
+        ListOption{"-d,--depth", &a->depth, "KV entries per head before decoding"},
+        ListOption{"-t,--threads", &a->threads, "Thread counts (0 = all cores)"}}) {
+    cmd->add_option(o.flags, *o.values, o.help)->delimiter(',')->capture_default_str();
+  }
   cmd->add_option("-u,--ubatch", a->ubatch, "Prefill micro-batch")->capture_default_str();
   cmd->add_option("-r,--reps", a->reps, "Timed runs per test (after one warm-up)")
       ->capture_default_str();
@@ -479,7 +529,7 @@ void AddBench(CLI::App& app, Runner& run) {
                   "How the depth is filled: synthetic (random K/V rows; the decode step reads "
                   "the same bytes) | prefill (real forward passes)")
       ->capture_default_str();
-  cmd->add_option("--kv-type", a->kv_type, "KV storage: f16 | f32")->capture_default_str();
+  AddKvType(*cmd, a->kv_type);
   cmd->add_flag("--json", a->json, "Print JSON instead of a markdown table");
   cmd->add_flag("--bandwidth", a->bandwidth_only, "Only measure the read bandwidth");
   cmd->add_option("--bandwidth-mib", a->bandwidth_mib, "Buffer for the bandwidth measurement")

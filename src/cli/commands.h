@@ -9,18 +9,9 @@ namespace primekv::cli {
 // Each Add* registers one subcommand on `app`; `run` receives the callback that returns the
 // process exit code once the command line has parsed.
 using Runner = std::function<int()>;
-void AddInspect(CLI::App& app, Runner& run);
-void AddGenerate(CLI::App& app, Runner& run);
-void AddMakeModel(CLI::App& app, Runner& run);
-void AddLogits(CLI::App& app, Runner& run);
-void AddConvert(CLI::App& app, Runner& run);
-void AddListPresses(CLI::App& app, Runner& run);
-void AddPressScores(CLI::App& app, Runner& run);
-void AddFidelity(CLI::App& app, Runner& run);
-void AddEval(CLI::App& app, Runner& run);
-void AddTokenize(CLI::App& app, Runner& run);
-void AddServe(CLI::App& app, Runner& run);
-void AddBench(CLI::App& app, Runner& run);
+using AddCommand = void(CLI::App& app, Runner& run);
+AddCommand AddInspect, AddGenerate, AddMakeModel, AddLogits, AddConvert, AddListPresses,
+    AddPressScores, AddFidelity, AddEval, AddTokenize, AddServe, AddBench;
 
 // Prints "primekv: <message>" to stderr and returns the exit code for errors.
 int Fail(const std::string& message);

@@ -17,7 +17,7 @@ namespace primekv::cli {
 namespace {
 
 int RunConvert(const std::string& manifest_path, const std::string& out_path, GgmlType type) {
-  auto text = ReadRegularFile(manifest_path, "manifest");
+  auto text = ReadInputFile(manifest_path, "manifest");
   if (!text.ok()) return Fail(text.message());
   auto manifest = ParseManifest(*text, manifest_path);
   if (!manifest.ok()) return Fail(manifest.message());

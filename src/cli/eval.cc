@@ -65,130 +65,135 @@ int Compare(const std::string& dir, const std::string& a, const std::string& b) 
   return 0;
 }
 
+struct EvalArgs {
+  std::string model;
+  EvalRunSpec spec;
+  std::string out;
+  std::string dump;
+  bool quiet = false;
+  std::string compare;  // "A,B": B minus A, paired
+};
+
+// --compare A,B after the run: B minus A on the same samples.
+int CompareAfterRun(const EvalArgs& a) {
+  auto two = SplitPressList(a.compare);
+  if (!two.ok()) return Fail("eval --compare: " + two.message());
+  if (two->size() != 2) return Fail("eval --compare: give two presses, A,B");
+  // Results name a press by its canonical text (parameters sorted).
+  auto canon = [](const std::string& t) {
+    auto spec = ParsePressSpec(t);
+    return spec.ok() ? spec->Text() : t;
+  };
+  return Compare(a.out, canon((*two)[0]), canon((*two)[1]));
+}
+
+int RunEval(EvalArgs& a) {
+  if (a.out.empty() && a.dump.empty()) return Fail("eval: give --out DIR or --dump-tasks FILE");
+  // Each --presses value is a list (checked at parse time); flatten them in order.
+  std::vector<std::string> presses;
+  for (const std::string& item : a.spec.presses) {
+    auto split = SplitPressList(item);
+    if (!split.ok()) return Fail(split.message());
+    presses.insert(presses.end(), split->begin(), split->end());
+  }
+  a.spec.presses = std::move(presses);
+  a.spec.out = a.out;
+  if (!a.spec.chat_template.empty()) a.spec.chat = true;
+  a.spec.progress = !a.quiet;
+
+  if (a.spec.samples < 1)
+    return Fail("--samples must be >= 1 (file tasks: the first N valid samples)");
+  a.spec.model_path = a.model;
+  // Warnings appear as they happen (a bad task line before hours of running, not after).
+  a.spec.on_warning = [](const std::string& w) {
+    std::fprintf(stderr, "primekv: warning: %s\n", w.c_str());
+  };
+  auto model = Model::Load(a.model);
+  if (!model.ok()) return Fail(model.message());
+  if (!a.dump.empty()) return DumpTasks(*model, a.spec, a.dump);
+  auto summary = RunEvaluation(*model, a.spec);
+  if (!summary.ok()) return Fail(summary.message());
+  std::fprintf(stderr, "eval: %d units run, %d already done", summary->computed, summary->skipped);
+  if (summary->over_context > 0) {
+    std::fprintf(stderr, "; %d samples over the context size of %d tokens (not scored)",
+                 summary->over_context, summary->ctx_size);
+  }
+  std::fprintf(stderr, "; report in %s/report.md\n", a.out.c_str());
+  if (!a.compare.empty()) return CompareAfterRun(a);
+  return 0;
+}
+
+void AddEvalOptions(CLI::App& cmd, EvalArgs& a) {
+  cmd.add_option("-m,--model", a.model)->required();
+  cmd.add_option("--tasks", a.spec.tasks, "Task names, jsonl:PATH, longbench:PATH, aime:PATH")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd.add_option("--presses", a.spec.presses,
+                 "Presses: 'none;primekv:key=cosine,value=norm;snapkv' (';' or ',' between "
+                 "presses; the flag may repeat)")
+      ->check(PressList(/*single=*/false))
+      ->capture_default_str();
+  cmd.add_option("--ratios", a.spec.ratios)
+      ->delimiter(',')
+      ->check(RealIn(0, 1, false, /*hi_open=*/true))
+      ->capture_default_str();
+  cmd.add_option("--samples", a.spec.samples, "Samples per task")
+      ->check(IntegerIn(0, 1000000))
+      ->capture_default_str();
+  cmd.add_option("--length", a.spec.length, "Target tokens per generated sample")
+      ->check(IntegerIn(1, 1 << 24))
+      ->capture_default_str();
+  cmd.add_option("--mode", a.spec.mode,
+                 "context | question | multiturn | chunked | decode | first-question")
+      ->check(OneOf({"context", "question", "multiturn", "multi-turn", "chunked", "decode",
+                     "first-question"}))
+      ->capture_default_str();
+  cmd.add_option("--seed", a.spec.seed)->check(Seed())->capture_default_str();
+  cmd.add_option("--max-new-tokens", a.spec.max_new_tokens,
+                 "Override the tasks' answer lengths (0 = task default)")
+      ->check(IntegerIn(0, std::numeric_limits<int>::max()));
+  cmd.add_option("--chunk", a.spec.chunk)
+      ->check(IntegerIn(1, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd.add_option("--interval", a.spec.interval)
+      ->check(IntegerIn(1, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd.add_flag("--chat", a.spec.chat, "Use the model's chat template");
+  cmd.add_option(
+      "--chat-template", a.spec.chat_template,
+      "Chat template by name, overriding the model's (implies --chat): " + ChatFormatNames());
+  AddKvType(cmd, a.spec.kv_dtype);
+  cmd.add_option("-t,--threads", a.spec.threads)->check(Threads())->capture_default_str();
+  cmd.add_flag("-q,--quiet", a.quiet, "No progress bar");
+  auto* out = cmd.add_option("--out", a.out, "Output directory (re-running resumes)");
+  auto* dump = cmd.add_option("--dump-tasks", a.dump,
+                              "Write the generated samples to this jsonl file (the jsonl:PATH "
+                              "format) and exit");
+  out->excludes(dump);
+  cmd.add_option("-c,--ctx-size", a.spec.ctx_size,
+                 "Context size in tokens (0 = the model's trained context); samples "
+                 "that need more are not run and are reported as over_context");
+  cmd.add_flag("--allow-ctx-overflow", a.spec.allow_ctx_overflow,
+               "Allow --ctx-size above the model's trained context (warns)");
+  cmd.add_option("--compare", a.compare,
+                 "A,B: after the run, B minus A on the same samples with its paired 95% "
+                 "bootstrap interval (printed and written to DIR/compare_A_B.md); press "
+                 "parameters stay with their press: A=primekv:key=self,combine=logit,B=keydiff "
+                 "is written 'primekv:key=self,combine=logit,keydiff'");
+}
+
 }  // namespace
 
 void AddEval(CLI::App& app, Runner& run) {
-  struct Args {
-    std::string model;
-    EvalRunSpec spec;
-    std::string out;
-    std::string dump;
-    bool quiet = false;
-    std::string compare;  // "A,B": B minus A, paired
-  };
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<EvalArgs>();
   a->spec.tasks = ListTasks();
   a->spec.presses = {"none",  "primekv", "keydiff",   "knorm", "streamingllm",      "random",
                      "lagkv", "snapkv",  "pyramidkv", "tova",  "expected_attention"};
   a->spec.ratios = {0.25, 0.5, 0.75, 0.9};
   auto* cmd = app.add_subcommand(
       "eval", "Run tasks x presses x ratios; results.jsonl/csv, report.md, plots");
-  cmd->add_option("-m,--model", a->model)->required();
-  cmd->add_option("--tasks", a->spec.tasks, "Task names, jsonl:PATH, longbench:PATH, aime:PATH")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--presses", a->spec.presses,
-                  "Presses: 'none;primekv:key=cosine,value=norm;snapkv' (';' or ',' between "
-                  "presses; the flag may repeat)")
-      ->check(PressList(/*single=*/false))
-      ->capture_default_str();
-  cmd->add_option("--ratios", a->spec.ratios)
-      ->delimiter(',')
-      ->check(RealIn(0, 1, false, /*hi_open=*/true))
-      ->capture_default_str();
-  cmd->add_option("--samples", a->spec.samples, "Samples per task")
-      ->check(IntegerIn(0, 1000000))
-      ->capture_default_str();
-  cmd->add_option("--length", a->spec.length, "Target tokens per generated sample")
-      ->check(IntegerIn(1, 1 << 24))
-      ->capture_default_str();
-  cmd->add_option("--mode", a->spec.mode,
-                  "context | question | multiturn | chunked | decode | first-question")
-      ->check(OneOf({"context", "question", "multiturn", "multi-turn", "chunked", "decode",
-                     "first-question"}))
-      ->capture_default_str();
-  cmd->add_option("--seed", a->spec.seed)->check(Seed())->capture_default_str();
-  cmd->add_option("--max-new-tokens", a->spec.max_new_tokens,
-                  "Override the tasks' answer lengths (0 = task default)")
-      ->check(IntegerIn(0, std::numeric_limits<int>::max()));
-  cmd->add_option("--chunk", a->spec.chunk)
-      ->check(IntegerIn(1, std::numeric_limits<int>::max()))
-      ->capture_default_str();
-  cmd->add_option("--interval", a->spec.interval)
-      ->check(IntegerIn(1, std::numeric_limits<int>::max()))
-      ->capture_default_str();
-  cmd->add_flag("--chat", a->spec.chat, "Use the model's chat template");
-  cmd->add_option(
-      "--chat-template", a->spec.chat_template,
-      "Chat template by name, overriding the model's (implies --chat): " + ChatFormatNames());
-  AddKvType(*cmd, a->spec.kv_dtype);
-  cmd->add_option("-t,--threads", a->spec.threads)->check(Threads())->capture_default_str();
-  cmd->add_flag("-q,--quiet", a->quiet, "No progress bar");
-  auto* out = cmd->add_option("--out", a->out, "Output directory (re-running resumes)");
-  auto* dump = cmd->add_option("--dump-tasks", a->dump,
-                               "Write the generated samples to this jsonl file (the jsonl:PATH "
-                               "format) and exit");
-  out->excludes(dump);
-  cmd->add_option("-c,--ctx-size", a->spec.ctx_size,
-                  "Context size in tokens (0 = the model's trained context); samples "
-                  "that need more are not run and are reported as over_context");
-  cmd->add_flag("--allow-ctx-overflow", a->spec.allow_ctx_overflow,
-                "Allow --ctx-size above the model's trained context (warns)");
-  cmd->add_option("--compare", a->compare,
-                  "A,B: after the run, B minus A on the same samples with its paired 95% "
-                  "bootstrap interval (printed and written to DIR/compare_A_B.md); press "
-                  "parameters stay with their press: A=primekv:key=self,combine=logit,B=keydiff "
-                  "is written 'primekv:key=self,combine=logit,keydiff'");
-
-  cmd->callback([&run, a] {
-    run = [a] {
-      if (a->out.empty() && a->dump.empty())
-        return Fail("eval: give --out DIR or --dump-tasks FILE");
-      // Each --presses value is a list (checked at parse time); flatten them in order.
-      std::vector<std::string> presses;
-      for (const std::string& item : a->spec.presses) {
-        auto split = SplitPressList(item);
-        if (!split.ok()) return Fail(split.message());
-        presses.insert(presses.end(), split->begin(), split->end());
-      }
-      a->spec.presses = std::move(presses);
-      a->spec.out = a->out;
-      if (!a->spec.chat_template.empty()) a->spec.chat = true;
-      a->spec.progress = !a->quiet;
-
-      if (a->spec.samples < 1)
-        return Fail("--samples must be >= 1 (file tasks: the first N valid samples)");
-      a->spec.model_path = a->model;
-      // Warnings appear as they happen (a bad task line before hours of running, not after).
-      a->spec.on_warning = [](const std::string& w) {
-        std::fprintf(stderr, "primekv: warning: %s\n", w.c_str());
-      };
-      auto model = Model::Load(a->model);
-      if (!model.ok()) return Fail(model.message());
-      if (!a->dump.empty()) return DumpTasks(*model, a->spec, a->dump);
-      auto summary = RunEvaluation(*model, a->spec);
-      if (!summary.ok()) return Fail(summary.message());
-      std::fprintf(stderr, "eval: %d units run, %d already done", summary->computed,
-                   summary->skipped);
-      if (summary->over_context > 0) {
-        std::fprintf(stderr, "; %d samples over the context size of %d tokens (not scored)",
-                     summary->over_context, summary->ctx_size);
-      }
-      std::fprintf(stderr, "; report in %s/report.md\n", a->out.c_str());
-      if (!a->compare.empty()) {
-        auto two = SplitPressList(a->compare);
-        if (!two.ok()) return Fail("eval --compare: " + two.message());
-        if (two->size() != 2) return Fail("eval --compare: give two presses, A,B");
-        // Results name a press by its canonical text (parameters sorted).
-        auto canon = [](const std::string& t) {
-          auto spec = ParsePressSpec(t);
-          return spec.ok() ? spec->Text() : t;
-        };
-        return Compare(a->out, canon((*two)[0]), canon((*two)[1]));
-      }
-      return 0;
-    };
-  });
+  AddEvalOptions(*cmd, *a);
+  cmd->callback([&run, a] { run = [a] { return RunEval(*a); }; });
 }
 
 }  // namespace primekv::cli

@@ -105,7 +105,7 @@ void Print(const FidelityArgs& a, const std::vector<FidelityRow>& rows) {
 }
 
 Status Fidelity(const FidelityArgs& a) {
-  PRIMEKV_ASSIGN_OR_RETURN(const std::string raw, ReadRegularFile(a.text_file, "--text-file"));
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string raw, ReadInputFile(a.text_file, "--text-file"));
   PRIMEKV_ASSIGN_OR_RETURN(const std::vector<std::string> presses, Presses(a));
   PRIMEKV_ASSIGN_OR_RETURN(const Model model, Model::Load(a.model));
   PRIMEKV_RETURN_IF_ERROR(CheckContextSize(a, model));

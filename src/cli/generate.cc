@@ -1,6 +1,6 @@
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -42,32 +42,146 @@ struct GenerateArgs {
   bool allow_ctx_overflow = false;
 };
 
-// Reads to EOF (so /proc files, whose size reads as 0, and pipes work); a directory or a file
-// with no bytes is an error, not an empty prompt.
-Result<std::string> ReadFile(const std::string& path, const char* option) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return Status::Error(std::string(option) + " '" + path + "' is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(std::string(option) + ": cannot read '" + path + "'");
-  std::string text;
-  char buf[1 << 16];
-  while (in.read(buf, sizeof(buf)) || in.gcount() > 0)
-    text.append(buf, static_cast<size_t>(in.gcount()));
-  if (in.bad()) return Status::Error(std::string(option) + ": error reading '" + path + "'");
-  if (text.empty()) return Status::Error(std::string(option) + " '" + path + "' is empty");
-  return text;
-}
-
-int RunGenerate(const GenerateArgs& a) {
+// The prompt: -p, or the file of -f or --context-file.
+Result<std::string> ReadContext(const GenerateArgs& a) {
   std::string context = a.prompt;
   for (const auto& [path, option] :
        {std::pair{&a.prompt_file, "--prompt-file"}, std::pair{&a.context_file, "--context-file"}}) {
     if (path->empty()) continue;
-    auto text = ReadFile(*path, option);
-    if (!text.ok()) return Fail(text.message());
-    context = *text;
+    // Read to EOF, so pipes and /proc files (whose size reads as 0) work; an empty file is an
+    // error, not an empty prompt.
+    PRIMEKV_ASSIGN_OR_RETURN(context, ReadInputFile(*path, option, FileSource::kStream));
+    if (context.empty()) return Status::Error(std::string(option) + " '" + *path + "' is empty");
   }
+  return context;
+}
+
+// One answer prefix per question (a single one applies to all), or none.
+Result<std::vector<std::string>> AnswerPrefixes(const GenerateArgs& a) {
+  if (!a.answer_prefixes.empty() && a.questions.empty()) {
+    return Status::Error("--answer-prefix needs --question");
+  }
+  std::vector<std::string> prefixes = a.answer_prefixes;
+  if (prefixes.size() == 1) {
+    const std::string only = prefixes[0];
+    prefixes.assign(a.questions.size(), only);
+  }
+  if (!prefixes.empty() && prefixes.size() != a.questions.size()) {
+    return Status::Error("--answer-prefix: give one, or one per --question");
+  }
+  return prefixes;
+}
+
+// Everything must fit the context size: the prompt or it is an error, the answers or -n is cut.
+// Returns the tokens to generate per answer.
+Result<int> FitContext(const GenerateArgs& a, const Model& model, CompressionMode mode,
+                       const std::vector<Token>& ctx_ids,
+                       const std::vector<std::vector<Token>>& q_ids) {
+  std::string ctx_note;
+  PRIMEKV_ASSIGN_OR_RETURN(const int ctx_size, ResolveContextSize(model.config(), a.ctx_size,
+                                                                  a.allow_ctx_overflow, &ctx_note));
+  if (!ctx_note.empty()) std::fprintf(stderr, "primekv: warning: %s\n", ctx_note.c_str());
+  const int64_t prompt =
+      ConversationPositions(mode, static_cast<int64_t>(ctx_ids.size()), q_ids, 0);
+  const int64_t answers = mode == CompressionMode::kMultiTurn && q_ids.size() > 1
+                              ? static_cast<int64_t>(q_ids.size())
+                              : 1;
+  if (prompt > ctx_size || (a.n > 0 && prompt + answers > ctx_size)) {
+    return Status::Error(
+        "the prompt is " + std::to_string(prompt) + " tokens, " +
+        (prompt > ctx_size ? "more than" : "leaving no room to generate in") +
+        " the context size of " + std::to_string(ctx_size) +
+        (a.ctx_size == 0 ? " (the model's trained context; -c N --allow-ctx-overflow runs past it)"
+                         : " (-c)"));
+  }
+  int n = a.n;
+  if (ConversationPositions(mode, static_cast<int64_t>(ctx_ids.size()), q_ids, n) > ctx_size) {
+    n = static_cast<int>((ctx_size - prompt) / answers);
+    std::fprintf(stderr,
+                 "primekv: note: -n %d cut to %d tokens per answer: the prompt takes %lld of the "
+                 "context size of %d tokens\n",
+                 a.n, n, static_cast<long long>(prompt), ctx_size);
+  }
+  return n;
+}
+
+// The cache and timing figures of `generate --json`, documented in README.md: the context's
+// full size, the first compression, the cache as the run leaves it, its peak, and every
+// compression counted.
+void AddKvAndTimings(const PipelineReport& r, KvDType kv_type, size_t context_tokens,
+                     nlohmann::json& j) {
+  double decode_ms = 0, n_dec = 0;
+  for (const auto& t : r.turns) {
+    decode_ms += t.decode_ms;
+    n_dec += static_cast<double>(t.tokens.size());
+  }
+  nlohmann::json kv;
+  kv["dtype"] = KvDTypeName(kv_type);
+  kv["bytes_before"] = r.kv_bytes_full;
+  kv["bytes_after"] = r.kv_bytes_compressed;
+  kv["kept_per_layer"] = r.kept_per_layer;
+  kv["final"] = {{"bytes", r.kv_bytes_final}, {"entries_per_layer", r.entries_per_layer_final}};
+  kv["bytes_peak"] = r.kv_bytes_peak;
+  kv["compressions"] = r.compressions;
+  j["kv"] = kv;
+  j["timings"] = {{"prefill_ms", r.context_prefill_ms},
+                  {"score_ms", r.score_ms},
+                  {"decode_ms", decode_ms},
+                  {"prefill_tokens_per_s",
+                   r.context_prefill_ms > 0 ? context_tokens / (r.context_prefill_ms / 1e3) : 0.0},
+                  {"decode_tokens_per_s", decode_ms > 0 ? n_dec / (decode_ms / 1e3) : 0.0}};
+}
+
+void PrintJson(const GenerateArgs& a, const Tokenizer& tok, const std::string& press,
+               CompressionMode mode, const std::vector<Token>& ctx_ids,
+               const std::vector<std::vector<Token>>& q_ids, const PipelineReport& r) {
+  nlohmann::json j;
+  j["model"] = a.model;
+  j["press"] = press;
+  j["ratio"] = a.ratio;
+  j["mode"] = std::string(CompressionModeName(mode));
+  j["prompt_tokens"] = ctx_ids;
+  const TurnResult& first = r.turns.front();
+  j["tokens"] = first.tokens;
+  j["text"] = tok.Decode(first.tokens, false);
+  if (r.turns.size() > 1 || !q_ids.empty()) {
+    nlohmann::json turns = nlohmann::json::array();
+    for (size_t t = 0; t < r.turns.size(); ++t) {
+      turns.push_back({{"question", t < a.questions.size() ? a.questions[t] : ""},
+                       {"question_tokens", t < q_ids.size() ? q_ids[t] : std::vector<Token>{}},
+                       {"tokens", r.turns[t].tokens},
+                       {"text", tok.Decode(r.turns[t].tokens, false)}});
+    }
+    j["turns"] = turns;
+  }
+  AddKvAndTimings(r, a.kv_type, ctx_ids.size(), j);
+  std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+
+// Streams the context, then each answer's tokens under its question.
+std::function<bool(int, Token)> StreamTokens(const GenerateArgs& a, const Tokenizer& tok,
+                                             const std::string& context,
+                                             const std::vector<std::string>& prefixes) {
+  std::fputs(context.c_str(), stdout);
+  std::fflush(stdout);
+  return [&a, &tok, &prefixes, last_turn = -1](int turn, Token t) mutable {
+    if (turn != last_turn) {
+      last_turn = turn;
+      if (turn < static_cast<int>(a.questions.size())) {
+        const auto i = static_cast<size_t>(turn);
+        std::printf("\n\n[Q%d] %s\n[A%d] %s", turn + 1, a.questions[i].c_str(), turn + 1,
+                    i < prefixes.size() ? prefixes[i].c_str() : "");
+      }
+    }
+    std::fputs(tok.TokenToPiece(t).c_str(), stdout);
+    std::fflush(stdout);
+    return true;
+  };
+}
+
+int RunGenerate(const GenerateArgs& a) {
+  auto context = ReadContext(a);
+  if (!context.ok()) return Fail(context.message());
   auto mode = ParseCompressionMode(a.mode);
   if (!mode)
     return Fail("unknown --mode '" + a.mode +
@@ -79,18 +193,8 @@ int RunGenerate(const GenerateArgs& a) {
   auto model = Model::Load(a.model);
   if (!model.ok()) return Fail(model.message());
   const Tokenizer& tok = model->tokenizer();
-
-  if (!a.answer_prefixes.empty() && a.questions.empty()) {
-    return Fail("--answer-prefix needs --question");
-  }
-  std::vector<std::string> prefixes = a.answer_prefixes;
-  if (prefixes.size() == 1) {
-    const std::string only = prefixes[0];
-    prefixes.assign(a.questions.size(), only);
-  }
-  if (!prefixes.empty() && prefixes.size() != a.questions.size()) {
-    return Fail("--answer-prefix: give one, or one per --question");
-  }
+  auto prefixes = AnswerPrefixes(a);
+  if (!prefixes.ok()) return Fail(prefixes.message());
   const bool chat = a.chat || !a.chat_template.empty();
   std::optional<ChatFormat> chat_format;
   if (chat) {
@@ -99,34 +203,10 @@ int RunGenerate(const GenerateArgs& a) {
     chat_format = *f;
   }
   auto [ctx_ids, q_ids] =
-      EncodeConversation(tok, chat, context, a.questions, prefixes, chat_format);
+      EncodeConversation(tok, chat, *context, a.questions, *prefixes, chat_format);
   if (ctx_ids.empty()) return Fail("the prompt encodes to no tokens");
-  // Everything must fit the context size: the prompt or it is an error, the answers or -n is cut.
-  std::string ctx_note;
-  auto ctx_size = ResolveContextSize(model->config(), a.ctx_size, a.allow_ctx_overflow, &ctx_note);
-  if (!ctx_size.ok()) return Fail(ctx_size.message());
-  if (!ctx_note.empty()) std::fprintf(stderr, "primekv: warning: %s\n", ctx_note.c_str());
-  const int64_t prompt =
-      ConversationPositions(*mode, static_cast<int64_t>(ctx_ids.size()), q_ids, 0);
-  const int64_t answers = *mode == CompressionMode::kMultiTurn && q_ids.size() > 1
-                              ? static_cast<int64_t>(q_ids.size())
-                              : 1;
-  if (prompt > *ctx_size || (a.n > 0 && prompt + answers > *ctx_size)) {
-    return Fail("the prompt is " + std::to_string(prompt) + " tokens, " +
-                (prompt > *ctx_size ? "more than" : "leaving no room to generate in") +
-                " the context size of " + std::to_string(*ctx_size) +
-                (a.ctx_size == 0 ? " (the model's trained context; -c N --allow-ctx-overflow runs "
-                                   "past it)"
-                                 : " (-c)"));
-  }
-  int n = a.n;
-  if (ConversationPositions(*mode, static_cast<int64_t>(ctx_ids.size()), q_ids, n) > *ctx_size) {
-    n = static_cast<int>((*ctx_size - prompt) / answers);
-    std::fprintf(stderr,
-                 "primekv: note: -n %d cut to %d tokens per answer: the prompt takes %lld of the "
-                 "context size of %d tokens\n",
-                 a.n, n, static_cast<long long>(prompt), *ctx_size);
-  }
+  auto n = FitContext(a, *model, *mode, ctx_ids, q_ids);
+  if (!n.ok()) return Fail(n.message());
 
   ThreadPool pool(a.threads);
   Compressor compressor(*model, std::move(press).value());
@@ -135,74 +215,15 @@ int RunGenerate(const GenerateArgs& a) {
   opts.mode = *mode;
   opts.chunk = a.chunk;
   opts.interval = a.interval;
-  opts.max_new_tokens = n;
+  opts.max_new_tokens = *n;
   opts.sampler = {a.temp, a.top_k, a.top_p, a.seed};
   opts.kv.dtype = a.kv_type;
-  int last_turn = -1;
-  if (!a.json) {
-    std::fputs(context.c_str(), stdout);
-    std::fflush(stdout);
-    opts.on_token = [&](int turn, Token t) {
-      if (turn != last_turn) {
-        last_turn = turn;
-        if (turn < static_cast<int>(a.questions.size())) {
-          const auto i = static_cast<size_t>(turn);
-          std::printf("\n\n[Q%d] %s\n[A%d] %s", turn + 1, a.questions[i].c_str(), turn + 1,
-                      i < prefixes.size() ? prefixes[i].c_str() : "");
-        }
-      }
-      std::fputs(tok.TokenToPiece(t).c_str(), stdout);
-      std::fflush(stdout);
-      return true;
-    };
-  }
+  if (!a.json) opts.on_token = StreamTokens(a, tok, *context, *prefixes);
   auto report = RunPipeline(*model, compressor, opts, ctx_ids, q_ids, pool);
   if (!report.ok()) return Fail(report.message());
   const PipelineReport& r = *report;
   if (a.json) {
-    nlohmann::json j;
-    j["model"] = a.model;
-    j["press"] = compressor.press().name;
-    j["ratio"] = a.ratio;
-    j["mode"] = std::string(CompressionModeName(*mode));
-    j["prompt_tokens"] = ctx_ids;
-    const TurnResult& first = r.turns.front();
-    j["tokens"] = first.tokens;
-    j["text"] = tok.Decode(first.tokens, false);
-    if (r.turns.size() > 1 || !q_ids.empty()) {
-      nlohmann::json turns = nlohmann::json::array();
-      for (size_t t = 0; t < r.turns.size(); ++t) {
-        turns.push_back({{"question", t < a.questions.size() ? a.questions[t] : ""},
-                         {"question_tokens", t < q_ids.size() ? q_ids[t] : std::vector<Token>{}},
-                         {"tokens", r.turns[t].tokens},
-                         {"text", tok.Decode(r.turns[t].tokens, false)}});
-      }
-      j["turns"] = turns;
-    }
-    double decode_ms = 0, n_dec = 0;
-    for (const auto& t : r.turns) {
-      decode_ms += t.decode_ms;
-      n_dec += static_cast<double>(t.tokens.size());
-    }
-    // Documented in README.md ("generate --json"): the context's full size, the first
-    // compression, the cache as the run leaves it, its peak, and every compression counted.
-    nlohmann::json kv;
-    kv["dtype"] = KvDTypeName(a.kv_type);
-    kv["bytes_before"] = r.kv_bytes_full;
-    kv["bytes_after"] = r.kv_bytes_compressed;
-    kv["kept_per_layer"] = r.kept_per_layer;
-    kv["final"] = {{"bytes", r.kv_bytes_final}, {"entries_per_layer", r.entries_per_layer_final}};
-    kv["bytes_peak"] = r.kv_bytes_peak;
-    kv["compressions"] = r.compressions;
-    j["kv"] = kv;
-    j["timings"] = {
-        {"prefill_ms", r.context_prefill_ms},
-        {"score_ms", r.score_ms},
-        {"decode_ms", decode_ms},
-        {"prefill_tokens_per_s",
-         r.context_prefill_ms > 0 ? ctx_ids.size() / (r.context_prefill_ms / 1e3) : 0.0},
-        {"decode_tokens_per_s", decode_ms > 0 ? n_dec / (decode_ms / 1e3) : 0.0}};
-    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    PrintJson(a, tok, compressor.press().name, *mode, ctx_ids, q_ids, r);
   } else {
     std::fputs("\n", stdout);
     std::fprintf(

@@ -35,26 +35,17 @@ int main(int argc, char** argv) {
   CLI::App app{"primekv: LLM inference with attention-score-free KV-cache compression"};
   app.require_subcommand(0, 1);
   app.set_version_flag("--version", "primekv 0.1.0");
-  primekv::cli::Runner run;
-  primekv::cli::AddInspect(app, run);
-  primekv::cli::AddGenerate(app, run);
-  primekv::cli::AddMakeModel(app, run);
-  primekv::cli::AddLogits(app, run);
-  primekv::cli::AddConvert(app, run);
-  primekv::cli::AddListPresses(app, run);
-  primekv::cli::AddPressScores(app, run);
-  primekv::cli::AddFidelity(app, run);
-  primekv::cli::AddEval(app, run);
-  primekv::cli::AddTokenize(app, run);
-  primekv::cli::AddServe(app, run);
-  primekv::cli::AddBench(app, run);
+  namespace cli = primekv::cli;
+  cli::Runner run;
+  for (cli::AddCommand* add :
+       {cli::AddInspect, cli::AddGenerate, cli::AddMakeModel, cli::AddLogits, cli::AddConvert,
+        cli::AddListPresses, cli::AddPressScores, cli::AddFidelity, cli::AddEval, cli::AddTokenize,
+        cli::AddServe, cli::AddBench}) {
+    add(app, run);
+  }
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
+  } catch (const CLI::Success& e) {  // --help, --help-all, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One line naming the option; the subcommand's --help has the rest.

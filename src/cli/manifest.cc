@@ -129,74 +129,87 @@ Result<std::string> Name(const json& entry, const char* field, const std::string
   return s;
 }
 
-Status ParseMetadata(const json& list, Manifest& m) {
-  if (!list.is_array()) return Status::Error("\"metadata\" must be an array, not " + Kind(list));
+// Each element of the array `list` (named `list_name` in messages) is an object with a unique
+// name in its `name_field`; `parse(element, name, at)` reads the rest, `at` being
+// "<what> '<name>'" for its messages.
+template <typename Parse>
+Status ForEachNamed(const json& list, const std::string& list_name, const char* name_field,
+                    const std::string& what, Parse parse) {
+  if (!list.is_array()) {
+    return Status::Error("\"" + list_name + "\" must be an array, not " + Kind(list));
+  }
   std::set<std::string> seen;
   for (size_t k = 0; k < list.size(); ++k) {
-    const json& kv = list[k];
-    const std::string where = "metadata[" + std::to_string(k) + "]";
-    if (!kv.is_object()) return Status::Error(where + " must be an object, not " + Kind(kv));
-    auto key = Name(kv, "key", where);
-    if (!key.ok()) return key.status();
-    const std::string at = "key '" + Printable(*key) + "'";
-    if (!seen.insert(*key).second) return Status::Error(at + " appears twice");
-    auto type = Name(kv, "type", at);
-    if (!type.ok()) return type.status();
-    auto value = kv.find("value");
-    if (value == kv.end()) return Status::Error(at + ": missing \"value\"");
-    auto v = Value(*type, *value);
-    if (!v.ok()) return Status::Error(at + ": " + v.message());
-    if (*key == gguf_internal::kAlignmentKey) {
-      if (v->type != GgufType::kUint32 || !gguf_internal::IsPowerOfTwo(v->u) ||
-          v->u > kManifestMaxAlignment) {
-        return Status::Error(at + ": must be a uint32 power of two up to " +
-                             std::to_string(kManifestMaxAlignment));
-      }
-    }
-    m.metadata.push_back(GgufKv{*key, std::move(v).value()});
+    const json& e = list[k];
+    const std::string where = list_name + "[" + std::to_string(k) + "]";
+    if (!e.is_object()) return Status::Error(where + " must be an object, not " + Kind(e));
+    PRIMEKV_ASSIGN_OR_RETURN(std::string name, Name(e, name_field, where));
+    const std::string at = what + " '" + Printable(name) + "'";
+    if (!seen.insert(name).second) return Status::Error(at + " appears twice");
+    PRIMEKV_RETURN_IF_ERROR(parse(e, std::move(name), at));
   }
   return Status::Ok();
 }
 
-Status ParseTensors(const json& list, Manifest& m) {
-  if (!list.is_array()) return Status::Error("\"tensors\" must be an array, not " + Kind(list));
-  std::set<std::string> seen;
-  for (size_t t = 0; t < list.size(); ++t) {
-    const json& e = list[t];
-    const std::string where = "tensors[" + std::to_string(t) + "]";
-    if (!e.is_object()) return Status::Error(where + " must be an object, not " + Kind(e));
-    auto name = Name(e, "name", where);
-    if (!name.ok()) return name.status();
-    ManifestTensor out;
-    out.name = *name;
-    const std::string at = "tensor '" + Printable(out.name) + "'";
-    if (!seen.insert(out.name).second) return Status::Error(at + " appears twice");
-    if (auto dt = e.find("dtype"); dt != e.end() && !(dt->is_string() && *dt == "F32"))
-      return Status::Error(at + ": only F32 input data is supported (dtype " + dt->dump() + ")");
-    auto ne = e.find("ne");
-    if (ne == e.end() || !ne->is_array() || ne->empty() || ne->size() > gguf_internal::kMaxDims)
-      return Status::Error(at + ": \"ne\" must be an array of 1 to " +
-                           std::to_string(gguf_internal::kMaxDims) + " dimensions");
-    uint64_t n = 1;
-    for (const json& d : *ne) {
-      auto dim = Integer(d, GgufType::kInt64, 1, kManifestMaxElements, true);
-      if (!dim.ok())
-        return Status::Error(at + ": dimension " + d.dump() + " must be an integer >= 1");
-      n *= static_cast<uint64_t>(dim->i);
-      if (n > kManifestMaxElements)
-        return Status::Error(at + ": more than " + std::to_string(kManifestMaxElements) +
-                             " elements");
-      out.ne.push_back(dim->i);
-    }
-    out.n_elements = n;
-    auto off = e.find("offset");
-    if (off == e.end()) return Status::Error(at + ": missing \"offset\"");
-    auto offset = Integer(*off, GgufType::kUint64, 0, std::numeric_limits<uint64_t>::max(), false);
-    if (!offset.ok()) return Status::Error(at + ": \"offset\": " + offset.message());
-    out.offset = offset->u;
-    m.tensors.push_back(std::move(out));
+Status ParseMetadata(const json& list, Manifest& m) {
+  return ForEachNamed(list, "metadata", "key", "key",
+                      [&](const json& kv, std::string key, const std::string& at) -> Status {
+                        PRIMEKV_ASSIGN_OR_RETURN(const std::string type, Name(kv, "type", at));
+                        auto value = kv.find("value");
+                        if (value == kv.end()) return Status::Error(at + ": missing \"value\"");
+                        auto v = Value(type, *value);
+                        if (!v.ok()) return Status::Error(at + ": " + v.message());
+                        if (key == gguf_internal::kAlignmentKey &&
+                            (v->type != GgufType::kUint32 || !gguf_internal::IsPowerOfTwo(v->u) ||
+                             v->u > kManifestMaxAlignment)) {
+                          return Status::Error(at + ": must be a uint32 power of two up to " +
+                                               std::to_string(kManifestMaxAlignment));
+                        }
+                        m.metadata.push_back(GgufKv{std::move(key), std::move(v).value()});
+                        return Status::Ok();
+                      });
+}
+
+// "ne" of a tensor: 1 to kMaxDims dimensions >= 1, at most kManifestMaxElements in all.
+Status ParseShape(const json& e, const std::string& at, ManifestTensor& out) {
+  auto ne = e.find("ne");
+  if (ne == e.end() || !ne->is_array() || ne->empty() || ne->size() > gguf_internal::kMaxDims)
+    return Status::Error(at + ": \"ne\" must be an array of 1 to " +
+                         std::to_string(gguf_internal::kMaxDims) + " dimensions");
+  uint64_t n = 1;
+  for (const json& d : *ne) {
+    auto dim = Integer(d, GgufType::kInt64, 1, kManifestMaxElements, true);
+    if (!dim.ok())
+      return Status::Error(at + ": dimension " + d.dump() + " must be an integer >= 1");
+    n *= static_cast<uint64_t>(dim->i);
+    if (n > kManifestMaxElements)
+      return Status::Error(at + ": more than " + std::to_string(kManifestMaxElements) +
+                           " elements");
+    out.ne.push_back(dim->i);
   }
+  out.n_elements = n;
   return Status::Ok();
+}
+
+Status ParseTensors(const json& list, Manifest& m) {
+  return ForEachNamed(
+      list, "tensors", "name", "tensor",
+      [&](const json& e, std::string name, const std::string& at) -> Status {
+        ManifestTensor out;
+        out.name = std::move(name);
+        if (auto dt = e.find("dtype"); dt != e.end() && !(dt->is_string() && *dt == "F32"))
+          return Status::Error(at + ": only F32 input data is supported (dtype " + dt->dump() +
+                               ")");
+        PRIMEKV_RETURN_IF_ERROR(ParseShape(e, at, out));
+        auto off = e.find("offset");
+        if (off == e.end()) return Status::Error(at + ": missing \"offset\"");
+        auto offset =
+            Integer(*off, GgufType::kUint64, 0, std::numeric_limits<uint64_t>::max(), false);
+        if (!offset.ok()) return Status::Error(at + ": \"offset\": " + offset.message());
+        out.offset = offset->u;
+        m.tensors.push_back(std::move(out));
+        return Status::Ok();
+      });
 }
 
 }  // namespace

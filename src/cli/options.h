@@ -39,8 +39,14 @@ CLI::Validator PressList(bool single);
 // Adds --kv-type (f16 | f32) writing into `out`; `out` holds the default.
 CLI::Option* AddKvType(CLI::App& cmd, KvDType& out);
 
-// Reads a whole regular file (not a directory, FIFO or device: those are refused without
-// blocking). `what` names the file's role in messages ("--text-file", "manifest").
-Result<std::string> ReadRegularFile(const std::string& path, std::string_view what);
+// What ReadInputFile takes besides regular files.
+enum class FileSource {
+  kRegular,  // nothing: a directory, FIFO or device is refused without blocking
+  kStream,   // pipes, FIFOs and devices too, read to EOF (a directory is still refused)
+};
+// Reads a whole file. `what` names the file's role in messages ("--text-file", "manifest"):
+// "WHAT 'PATH' is a directory", "... is not a regular file", "WHAT: cannot read 'PATH': why".
+Result<std::string> ReadInputFile(const std::string& path, std::string_view what,
+                                  FileSource source = FileSource::kRegular);
 
 }  // namespace primekv::cli

@@ -50,7 +50,7 @@ struct Meta {
 };
 
 Result<Meta> ReadMeta(const std::string& meta_name) {
-  PRIMEKV_ASSIGN_OR_RETURN(const std::string text, ReadRegularFile(meta_name, "meta"));
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string text, ReadInputFile(meta_name, "meta"));
   nlohmann::json meta = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!meta.is_object()) return Status::Error(meta_name + ": not a JSON object");
   Meta m;

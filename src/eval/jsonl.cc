@@ -94,18 +94,20 @@ const json* Field(const json& object, const char* name) {
   return it == object.end() ? nullptr : &*it;
 }
 
+Result<std::string> StringField(const json& object, const char* name) {
+  const json* field = Field(object, name);
+  if (!field || !field->is_string()) {
+    return Status::Error("missing string \"" + std::string(name) + "\"");
+  }
+  return field->get<std::string>();
+}
+
 Result<EvalSample> ParseUserLine(const json& j, const TaskOptions& options) {
   EvalSample s;
   s.task = "jsonl";
-  Result<std::string> id = SampleIdField(j);
-  if (!id.ok()) return id.status();
-  s.id = std::move(id).value();
-  const json* context = Field(j, "context");
-  if (!context || !context->is_string()) return Status::Error("missing string \"context\"");
-  s.context = context->get<std::string>();
-  const json* metric = Field(j, "metric");
-  if (!metric || !metric->is_string()) return Status::Error("missing string \"metric\"");
-  s.metric = metric->get<std::string>();
+  PRIMEKV_ASSIGN_OR_RETURN(s.id, SampleIdField(j));
+  PRIMEKV_ASSIGN_OR_RETURN(s.context, StringField(j, "context"));
+  PRIMEKV_ASSIGN_OR_RETURN(s.metric, StringField(j, "metric"));
   static constexpr std::string_view kAllowed[] = {"string_match_all", "string_match_part", "qa_f1",
                                                   "rouge_l", "exact_integer"};
   if (std::find(std::begin(kAllowed), std::end(kAllowed), s.metric) == std::end(kAllowed)) {
@@ -152,11 +154,8 @@ Result<EvalSample> ParseUserLine(const json& j, const TaskOptions& options) {
 Result<EvalSample> ParseAimeLine(const json& j, const TaskOptions& options) {
   EvalSample s;
   s.task = "aime";
-  Result<std::string> id = SampleIdField(j);
-  if (!id.ok()) return id.status();
-  s.id = std::move(id).value();
-  const json* problem = Field(j, "problem");
-  if (!problem || !problem->is_string()) return Status::Error("missing string \"problem\"");
+  PRIMEKV_ASSIGN_OR_RETURN(s.id, SampleIdField(j));
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string problem, StringField(j, "problem"));
   const json* answer = Field(j, "answer");
   std::optional<long long> value;
   if (answer && answer->is_number_integer()) {
@@ -165,8 +164,7 @@ Result<EvalSample> ParseAimeLine(const json& j, const TaskOptions& options) {
     value = ParsePlainInteger(PyStrip(answer->get<std::string>()));  // e.g. "33" or "033"
   }
   if (!value) return Status::Error("\"answer\" must be an integer");
-  s.context = "Solve the following competition math problem.\n\nProblem:\n" +
-              problem->get<std::string>() + "\n\n";
+  s.context = "Solve the following competition math problem.\n\nProblem:\n" + problem + "\n\n";
   s.turns.push_back(
       {"Reason step by step, then give the final answer, an integer, inside "
        "\\boxed{}.",

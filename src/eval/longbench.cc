@@ -58,105 +58,96 @@ struct Prompt {
   std::string question, answer_prefix;
 };
 
-Prompt MakePrompt(const Dataset& d, const std::string& input) {
-  Prompt p;
-  switch (d.category) {
-    case Category::kSingleDoc:
-      p.before = "Read the document below and answer a question about it.\n\nDocument:\n";
-      p.after = "\n\n";
-      p.question = "Using the document above, answer the question as briefly as possible.";
-      if (d.name == "qasper") {
-        p.question +=
-            " If the document does not answer it, reply \"unanswerable\"; answer a yes/no "
-            "question with \"yes\", \"no\" or \"unanswerable\".";
-      }
-      p.question += "\n\nQuestion: " + input + "\n";
-      p.answer_prefix = "Answer:";
-      break;
-    case Category::kMultiDoc:
-      p.before = "Answer a question using the passages below.\n\nPassages:\n";
-      p.after = "\n\n";
-      p.question =
-          "Using the passages above, give only the answer, with no other words.\n\nQuestion: " +
-          input + "\n";
-      p.answer_prefix = "Answer:";
-      break;
-    case Category::kSummary:
-      if (d.name == "qmsum") {
-        p.before = "Below is a meeting transcript, followed by a query about it.\n\nTranscript:\n";
-        p.after = "\n\n";
-        p.question =
-            "Answer the query about the transcript above in one or more sentences.\n\nQuery: " +
-            input + "\n";
-        p.answer_prefix = "Answer:";
-      } else {
-        const bool news = d.name == "multi_news";
-        p.before = news ? "Below are several news articles to summarize together.\n\nNews:\n"
-                        : "Below is a report to summarize.\n\nReport:\n";
-        p.after = "\n\n";
-        p.question = news ? "Now write a one-page summary of all the articles above."
-                          : "Now write a one-page summary of the report above.";
-        if (!input.empty()) p.question += "\n\n" + input;
-        p.question += "\n\n";
-        p.answer_prefix = "Summary:";
-      }
-      break;
-    case Category::kFewShot:
-      // The input is the test item written like the examples, so it ends with their label cue.
-      if (d.name == "trec") {
-        p.before =
-            "Say which type the last question belongs to. Example questions with their types "
-            "come first.\n\n";
-      } else if (d.name == "triviaqa") {
-        p.before =
-            "Answer the last question from its passage, giving only the answer. Worked "
-            "examples come first.\n\n";
-      } else if (d.name == "samsum") {
-        p.before = "Summarize the last dialogue in a few short sentences. Examples come first.\n\n";
-      } else {
-        p.before =
-            "Say which category the last news article belongs to. Labelled examples come "
-            "first.\n\n";
-      }
-      p.after = "\n\n";
-      p.question = input;
-      break;
-    case Category::kSynthetic:
-      if (d.name == "passage_count") {
-        p.before =
-            "Below are several paragraphs; some of them may repeat. Read them all and work out "
-            "how many different paragraphs there are.\n\n";
-        p.after = "\n\n";
-        p.question =
-            "How many different paragraphs are there once repeats are removed? Reply with a "
-            "single number only.\n\n";
-        p.answer_prefix = "The number of different paragraphs is: ";
-      } else {
-        const bool zh = d.name == "passage_retrieval_zh";
-        p.before =
-            "Below are several numbered paragraphs, followed by a summary of one of them.\n\n";
-        p.after = "\n\n";
-        p.question = "Summary:\n" + input +
-                     "\n\nWhich paragraph does the summary come from? Reply in the form " +
-                     (zh ? std::string("\"\xE6\xAE\xB5\xE8\x90\xBD"
-                                       "1\"")
-                         : std::string("\"Paragraph 1\"")) +
-                     ".\n\n";
-        p.answer_prefix = "The answer is: ";
-      }
-      break;
-    case Category::kCode:
-      if (d.name == "repobench-p") {
-        p.before = "Complete the code at the end, using the repository files below.\n\n";
-        p.question = input + "\n\nWrite the next line of the code above.\n";
-      } else {
-        p.before = "Complete the code below.\n\n";
-        p.question = "\n\nWrite the next line of the code above.\n";
-      }
-      p.answer_prefix = "Next line of code:\n";
-      break;
+Prompt SingleDocPrompt(const Dataset& d, const std::string& input) {
+  std::string question = "Using the document above, answer the question as briefly as possible.";
+  if (d.name == "qasper") {
+    question +=
+        " If the document does not answer it, reply \"unanswerable\"; answer a yes/no "
+        "question with \"yes\", \"no\" or \"unanswerable\".";
   }
-  return p;
+  return {"Read the document below and answer a question about it.\n\nDocument:\n", "\n\n",
+          question + "\n\nQuestion: " + input + "\n", "Answer:"};
+}
+
+Prompt MultiDocPrompt(const Dataset&, const std::string& input) {
+  return {"Answer a question using the passages below.\n\nPassages:\n", "\n\n",
+          "Using the passages above, give only the answer, with no other words.\n\nQuestion: " +
+              input + "\n",
+          "Answer:"};
+}
+
+Prompt SummaryPrompt(const Dataset& d, const std::string& input) {
+  if (d.name == "qmsum") {
+    return {"Below is a meeting transcript, followed by a query about it.\n\nTranscript:\n", "\n\n",
+            "Answer the query about the transcript above in one or more sentences.\n\nQuery: " +
+                input + "\n",
+            "Answer:"};
+  }
+  const bool news = d.name == "multi_news";
+  std::string question = news ? "Now write a one-page summary of all the articles above."
+                              : "Now write a one-page summary of the report above.";
+  if (!input.empty()) question += "\n\n" + input;
+  return {news ? "Below are several news articles to summarize together.\n\nNews:\n"
+               : "Below is a report to summarize.\n\nReport:\n",
+          "\n\n", question + "\n\n", "Summary:"};
+}
+
+// The input is the test item written like the examples, so it ends with their label cue.
+Prompt FewShotPrompt(const Dataset& d, const std::string& input) {
+  std::string before;
+  if (d.name == "trec") {
+    before =
+        "Say which type the last question belongs to. Example questions with their types "
+        "come first.\n\n";
+  } else if (d.name == "triviaqa") {
+    before =
+        "Answer the last question from its passage, giving only the answer. Worked "
+        "examples come first.\n\n";
+  } else if (d.name == "samsum") {
+    before = "Summarize the last dialogue in a few short sentences. Examples come first.\n\n";
+  } else {
+    before =
+        "Say which category the last news article belongs to. Labelled examples come "
+        "first.\n\n";
+  }
+  return {before, "\n\n", input, ""};
+}
+
+Prompt SyntheticPrompt(const Dataset& d, const std::string& input) {
+  if (d.name == "passage_count") {
+    return {
+        "Below are several paragraphs; some of them may repeat. Read them all and work out "
+        "how many different paragraphs there are.\n\n",
+        "\n\n",
+        "How many different paragraphs are there once repeats are removed? Reply with a "
+        "single number only.\n\n",
+        "The number of different paragraphs is: "};
+  }
+  const bool zh = d.name == "passage_retrieval_zh";
+  return {
+      "Below are several numbered paragraphs, followed by a summary of one of them.\n\n", "\n\n",
+      "Summary:\n" + input + "\n\nWhich paragraph does the summary come from? Reply in the form " +
+          (zh ? std::string("\"\xE6\xAE\xB5\xE8\x90\xBD"
+                            "1\"")
+              : std::string("\"Paragraph 1\"")) +
+          ".\n\n",
+      "The answer is: "};
+}
+
+Prompt CodePrompt(const Dataset& d, const std::string& input) {
+  if (d.name == "repobench-p") {
+    return {"Complete the code at the end, using the repository files below.\n\n", "",
+            input + "\n\nWrite the next line of the code above.\n", "Next line of code:\n"};
+  }
+  return {"Complete the code below.\n\n", "", "\n\nWrite the next line of the code above.\n",
+          "Next line of code:\n"};
+}
+
+Prompt MakePrompt(const Dataset& d, const std::string& input) {
+  using MakeFn = Prompt (*)(const Dataset&, const std::string&);
+  constexpr MakeFn kByCategory[] = {SingleDocPrompt, MultiDocPrompt,  SummaryPrompt,
+                                    FewShotPrompt,   SyntheticPrompt, CodePrompt};  // by Category
+  return kByCategory[static_cast<size_t>(d.category)](d, input);
 }
 
 // Keeps the first `head` and last `tail` whitespace words of `text`, cut at word boundaries.

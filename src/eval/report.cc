@@ -49,6 +49,164 @@ std::string SafeName(const std::string& s) {
   return o;
 }
 
+// Mean scores by task, press and ratio (and by turn for multi-turn tasks), and the samples
+// that did not fit the context.
+using ByRatio = std::map<double, Mean>;
+struct ScoreTables {
+  std::map<std::string, std::map<std::string, ByRatio>> table;  // task -> press -> ratio
+  std::map<std::string, std::map<std::string, std::map<double, std::map<int, Mean>>>> per_turn;
+  std::map<std::string, ByRatio> average;  // press -> ratio, averaged over tasks
+  // task -> ids of samples that did not fit, and the largest need and context size seen.
+  struct OverContext {
+    std::set<std::string> ids;
+    int64_t max_needed = 0, ctx_size = 0;
+  };
+  std::map<std::string, OverContext> over;
+  std::set<double> ratios;
+};
+
+void WriteCsvRow(std::ostream& csv, const eval_internal::ResultRow& r) {
+  std::string expected;
+  for (const auto& e : r.expected) expected += (expected.empty() ? "" : " | ") + e;
+  csv << Csv(r.task) << "," << Csv(r.id) << "," << Csv(r.press) << "," << r.ratio << ","
+      << Csv(r.mode) << "," << r.seed << "," << r.length << "," << r.turn << "," << r.status << ","
+      << (r.score ? Num(*r.score, "%.6g") : std::string()) << "," << r.kv_bytes_full << ","
+      << r.kv_bytes_compressed << "," << r.prefill_ms << "," << r.score_ms << "," << r.answer_ms
+      << "," << Csv(expected) << "," << Csv(r.prediction) << "\n";
+}
+
+// Writes results.csv and gathers the score tables of the rows.
+ScoreTables WriteCsvAndTabulate(const std::vector<eval_internal::ResultRow>& rows,
+                                const std::filesystem::path& csv_path) {
+  std::ofstream csv(csv_path);
+  csv << "task,id,press,ratio,mode,seed,length,turn,status,score,kv_bytes_full,"
+         "kv_bytes_compressed,prefill_ms,score_ms,answer_ms,expected,prediction\n";
+  ScoreTables t;
+  for (const eval_internal::ResultRow& r : rows) {
+    WriteCsvRow(csv, r);
+    if (!r.score) {
+      ScoreTables::OverContext& o = t.over[r.task];
+      o.ids.insert(r.id);
+      o.max_needed = std::max(o.max_needed, r.needed_tokens);
+      o.ctx_size = r.ctx_size;
+      continue;
+    }
+    t.table[r.task][r.press][r.ratio].Add(*r.score);
+    if (r.turns > 1) t.per_turn[r.task][r.press][r.ratio][static_cast<int>(r.turn)].Add(*r.score);
+    t.ratios.insert(r.ratio);
+  }
+  for (const auto& [task, presses] : t.table)
+    for (const auto& [press, rs] : presses)
+      for (const auto& [r, m] : rs) t.average[press][r].Add(m.value());
+  return t;
+}
+
+// The report's opening: what the scores are, and the model and settings from config.json
+// (written by the runner).
+void WriteIntro(std::ostream& md, const std::filesystem::path& dir) {
+  md << "# Evaluation report\n\nScores are x100, averaged over samples (and turns). Full KV "
+        "(`none`) is the "
+        "ratio-0 baseline. Regenerate with `primekv eval ... --out "
+     << dir.string() << "`.\n\n";
+  std::ifstream config_in(dir / "config.json");
+  if (!config_in) return;
+  const json config = json::parse(config_in, nullptr, /*allow_exceptions=*/false);
+  if (config.is_object() && config.contains("model") && config["model"].is_object() &&
+      config.contains("settings") && config["settings"].is_object()) {
+    const json& m = config["model"];
+    md << "Model `" << m.value("path", std::string("?")) << "` (" << m.value("size", json()).dump()
+       << " bytes, " << m.value("scheme", std::string("?")) << " hash "
+       << m.value("hash", std::string("?")) << "). Settings:";
+    for (const auto& [key, value] : config["settings"].items()) {
+      if (!value.is_null()) md << " `--" << key << " " << value.dump() << "`";
+    }
+    md << ".\n\n";
+  }
+}
+
+void WriteOverContext(std::ostream& md, const ScoreTables& t) {
+  if (t.over.empty()) return;
+  md << "## Samples that did not fit the context (not scored)\n\nThese samples need more "
+        "tokens (prompt + answer) than the context size; they were not run and are left out "
+        "of every score below.\n\n| task | samples | largest need (tokens) | context size "
+        "|\n|---|---|---|---|\n";
+  for (const auto& [task, o] : t.over) {
+    md << "| " << task << " | " << o.ids.size() << " | " << o.max_needed << " | " << o.ctx_size
+       << " |\n";
+  }
+  md << "\n";
+}
+
+// A press x ratio table of mean scores.
+void WriteScoreTable(std::ostream& md, const std::string& title,
+                     const std::map<std::string, ByRatio>& rows, const std::set<double>& ratios) {
+  md << "## " << title << "\n\n| press |" << eval_internal::RatioColumnsHead(ratios);
+  for (const auto& [press, rs] : rows) {
+    md << "| " << press << " |";
+    for (double r : ratios) {
+      auto it = rs.find(r);
+      md << " " << (it == rs.end() ? std::string("") : Num(100 * it->second.value())) << " |";
+    }
+    md << "\n";
+  }
+  md << "\n";
+}
+
+void WritePerTurn(std::ostream& md, const ScoreTables& t) {
+  for (const auto& [task, presses] : t.per_turn) {
+    md << "## " << task
+       << " by turn (query drift)\n\n| press | ratio | turn scores |\n|---|---|---|\n";
+    for (const auto& [press, rs] : presses)
+      for (const auto& [r, turns] : rs) {
+        md << "| " << press << " | " << r << " |";
+        for (const auto& [turn, m] : turns)
+          md << " " << Num(100 * m.value())
+             << (turn + 1 < static_cast<int>(turns.size()) ? " /" : "");
+        md << " |\n";
+      }
+    md << "\n";
+  }
+}
+
+// Score against ratio, a line per press and the full-KV score dashed; linked from the report
+// when gnuplot succeeds.
+void Plot(std::ostream& md, const std::filesystem::path& dir, const std::string& name,
+          const std::map<std::string, ByRatio>& rows) {
+  const auto dat = dir / ("plot_" + SafeName(name) + ".dat");
+  const auto gp = dir / ("plot_" + SafeName(name) + ".gp");
+  const auto png = dir / ("plot_" + SafeName(name) + ".png");
+  std::ofstream d(dat);
+  std::ofstream g(gp);
+  g << "set terminal pngcairo size 900,600 noenhanced\nset output '" << png.string() << "'\n"
+    << "set title '" << name
+    << "'\nset xlabel 'compression ratio'\nset ylabel 'score'\nset yrange [0:100]\n"
+    << "set key outside right\nset grid\nplot ";
+  int index = 0;
+  bool first = true;
+  double base = -1;
+  for (const auto& [press, rs] : rows) {
+    if (press == "none") {
+      base = 100 * rs.begin()->second.value();
+      continue;
+    }
+    for (const auto& [r, m] : rs) d << r << " " << 100 * m.value() << "\n";
+    d << "\n\n";
+    g << (first ? "" : ", ") << "'" << dat.string() << "' index " << index++
+      << " with linespoints title '" << press << "'";
+    first = false;
+  }
+  if (base >= 0)
+    g << (first ? "" : ", ") << base << " with lines dashtype 2 lc rgb 'black' title 'full KV'";
+  g << "\n";
+  g.close();
+  d.close();
+  if (!first || base >= 0) {
+    if (std::system(("gnuplot '" + gp.string() + "' 2>/dev/null").c_str()) == 0) {
+      md << "![" << name << "](" << png.filename().string() << ")\n\n";
+    }
+  }
+}
+
 }  // namespace
 
 Status WriteEvalReport(const std::filesystem::path& dir, std::vector<std::string>* warnings) {
@@ -59,154 +217,26 @@ Status WriteEvalReport(const std::filesystem::path& dir, std::vector<std::string
   const std::vector<eval_internal::ResultRow> rows =
       eval_internal::ReadResultRows(results, &bad_lines);
   if (warnings != nullptr) warnings->insert(warnings->end(), bad_lines.begin(), bad_lines.end());
-  std::ofstream csv(dir / "results.csv");
-  csv << "task,id,press,ratio,mode,seed,length,turn,status,score,kv_bytes_full,"
-         "kv_bytes_compressed,prefill_ms,score_ms,answer_ms,expected,prediction\n";
-  // task -> press -> ratio -> mean score; and per turn for multi-turn tasks.
-  std::map<std::string, std::map<std::string, std::map<double, Mean>>> table;
-  std::map<std::string, std::map<std::string, std::map<double, std::map<int, Mean>>>> per_turn;
-  std::map<std::string, std::map<double, Mean>> average;
-  // task -> ids of samples that did not fit, and the largest need and context size seen.
-  struct OverContext {
-    std::set<std::string> ids;
-    int64_t max_needed = 0, ctx_size = 0;
-  };
-  std::map<std::string, OverContext> over;
-  std::set<double> ratios;
-  for (const eval_internal::ResultRow& r : rows) {
-    std::string expected;
-    for (const auto& e : r.expected) expected += (expected.empty() ? "" : " | ") + e;
-    csv << Csv(r.task) << "," << Csv(r.id) << "," << Csv(r.press) << "," << r.ratio << ","
-        << Csv(r.mode) << "," << r.seed << "," << r.length << "," << r.turn << "," << r.status
-        << "," << (r.score ? Num(*r.score, "%.6g") : std::string()) << "," << r.kv_bytes_full << ","
-        << r.kv_bytes_compressed << "," << r.prefill_ms << "," << r.score_ms << "," << r.answer_ms
-        << "," << Csv(expected) << "," << Csv(r.prediction) << "\n";
-    if (!r.score) {
-      OverContext& o = over[r.task];
-      o.ids.insert(r.id);
-      o.max_needed = std::max(o.max_needed, r.needed_tokens);
-      o.ctx_size = r.ctx_size;
-      continue;
-    }
-    table[r.task][r.press][r.ratio].Add(*r.score);
-    if (r.turns > 1) per_turn[r.task][r.press][r.ratio][static_cast<int>(r.turn)].Add(*r.score);
-    ratios.insert(r.ratio);
-  }
-  for (const auto& [task, presses] : table)
-    for (const auto& [press, rs] : presses)
-      for (const auto& [r, m] : rs) average[press][r].Add(m.value());
+  const ScoreTables t = WriteCsvAndTabulate(rows, dir / "results.csv");
 
   std::ofstream md(dir / "report.md");
-  md << "# Evaluation report\n\nScores are x100, averaged over samples (and turns). Full KV "
-        "(`none`) is the "
-        "ratio-0 baseline. Regenerate with `primekv eval ... --out "
-     << dir.string() << "`.\n\n";
-  // The settings the rows were made with (config.json, written by the runner).
-  if (std::ifstream config_in(dir / "config.json"); config_in) {
-    const json config = json::parse(config_in, nullptr, /*allow_exceptions=*/false);
-    if (config.is_object() && config.contains("model") && config["model"].is_object() &&
-        config.contains("settings") && config["settings"].is_object()) {
-      const json& m = config["model"];
-      md << "Model `" << m.value("path", std::string("?")) << "` ("
-         << m.value("size", json()).dump() << " bytes, " << m.value("scheme", std::string("?"))
-         << " hash " << m.value("hash", std::string("?")) << "). Settings:";
-      for (const auto& [key, value] : config["settings"].items()) {
-        if (!value.is_null()) md << " `--" << key << " " << value.dump() << "`";
-      }
-      md << ".\n\n";
-    }
-  }
-  if (!over.empty()) {
-    md << "## Samples that did not fit the context (not scored)\n\nThese samples need more "
-          "tokens (prompt + answer) than the context size; they were not run and are left out "
-          "of every score below.\n\n| task | samples | largest need (tokens) | context size "
-          "|\n|---|---|---|---|\n";
-    for (const auto& [task, o] : over) {
-      md << "| " << task << " | " << o.ids.size() << " | " << o.max_needed << " | " << o.ctx_size
-         << " |\n";
-    }
-    md << "\n";
-  }
+  WriteIntro(md, dir);
+  WriteOverContext(md, t);
   if (!bad_lines.empty()) {
     md << "(" << bad_lines.size() << " unusable lines of results.jsonl were skipped; eval "
        << "printed them.)\n\n";
   }
-  auto write_table = [&](const std::string& title,
-                         const std::map<std::string, std::map<double, Mean>>& rows) {
-    md << "## " << title << "\n\n| press |";
-    for (double r : ratios) md << " " << r << " |";
-    md << "\n|---|";
-    for (size_t i = 0; i < ratios.size(); ++i) md << "---|";
-    md << "\n";
-    for (const auto& [press, rs] : rows) {
-      md << "| " << press << " |";
-      for (double r : ratios) {
-        auto it = rs.find(r);
-        md << " " << (it == rs.end() ? std::string("") : Num(100 * it->second.value())) << " |";
-      }
-      md << "\n";
-    }
-    md << "\n";
-  };
-  write_table("Average over tasks", average);
+  WriteScoreTable(md, "Average over tasks", t.average, t.ratios);
   if (auto ss = LoadSampleScores(dir / "results.jsonl"); ss.ok()) md << IntervalTable(*ss);
-  for (const auto& [task, rows] : table) write_table(task, rows);
-  for (const auto& [task, presses] : per_turn) {
-    md << "## " << task
-       << " by turn (query drift)\n\n| press | ratio | turn scores |\n|---|---|---|\n";
-    for (const auto& [press, rs] : presses)
-      for (const auto& [r, turns] : rs) {
-        md << "| " << press << " | " << r << " |";
-        for (const auto& [t, m] : turns)
-          md << " " << Num(100 * m.value()) << (t + 1 < static_cast<int>(turns.size()) ? " /" : "");
-        md << " |\n";
-      }
-    md << "\n";
-  }
-
-  // One plot per task plus the average: score against ratio, a line per press.
+  for (const auto& [task, rows] : t.table) WriteScoreTable(md, task, rows, t.ratios);
+  WritePerTurn(md, t);
+  // One plot per task plus the average.
   if (!HaveGnuplot()) {
     md << "(gnuplot not found: no plots)\n";
     return Status::Ok();
   }
-  auto plot = [&](const std::string& name,
-                  const std::map<std::string, std::map<double, Mean>>& rows) {
-    const auto dat = dir / ("plot_" + SafeName(name) + ".dat");
-    const auto gp = dir / ("plot_" + SafeName(name) + ".gp");
-    const auto png = dir / ("plot_" + SafeName(name) + ".png");
-    std::ofstream d(dat);
-    std::ofstream g(gp);
-    g << "set terminal pngcairo size 900,600 noenhanced\nset output '" << png.string() << "'\n"
-      << "set title '" << name
-      << "'\nset xlabel 'compression ratio'\nset ylabel 'score'\nset yrange [0:100]\n"
-      << "set key outside right\nset grid\nplot ";
-    int index = 0;
-    bool first = true;
-    double base = -1;
-    for (const auto& [press, rs] : rows) {
-      if (press == "none") {
-        base = 100 * rs.begin()->second.value();
-        continue;
-      }
-      for (const auto& [r, m] : rs) d << r << " " << 100 * m.value() << "\n";
-      d << "\n\n";
-      g << (first ? "" : ", ") << "'" << dat.string() << "' index " << index++
-        << " with linespoints title '" << press << "'";
-      first = false;
-    }
-    if (base >= 0)
-      g << (first ? "" : ", ") << base << " with lines dashtype 2 lc rgb 'black' title 'full KV'";
-    g << "\n";
-    g.close();
-    d.close();
-    if (!first || base >= 0) {
-      if (std::system(("gnuplot '" + gp.string() + "' 2>/dev/null").c_str()) == 0) {
-        md << "![" << name << "](" << png.filename().string() << ")\n\n";
-      }
-    }
-  };
-  plot("average", average);
-  for (const auto& [task, rows] : table) plot(task, rows);
+  Plot(md, dir, "average", t.average);
+  for (const auto& [task, rows] : t.table) Plot(md, dir, task, rows);
   return Status::Ok();
 }
 

@@ -1,6 +1,8 @@
 #include "eval/results.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -178,6 +180,19 @@ Status RepairResultsFile(const std::filesystem::path& file, std::vector<std::str
   std::filesystem::rename(tmp, file, ec);
   if (ec) return Status::Error("cannot replace '" + file.string() + "': " + ec.message());
   return Status::Ok();
+}
+
+std::string RatioColumnsHead(const std::set<double>& ratios, std::string_view extra) {
+  const size_t extra_columns = static_cast<size_t>(std::count(extra.begin(), extra.end(), '|'));
+  std::string head, rule = "\n|---|";
+  for (double r : ratios) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), " %g |", r);
+    head += buf;
+    head += extra;
+    for (size_t c = 0; c <= extra_columns; ++c) rule += "---|";
+  }
+  return head + rule + "\n";
 }
 
 }  // namespace primekv::eval_internal

@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "primekv/status.h"
@@ -44,5 +46,9 @@ std::vector<ResultRow> ReadResultRows(const std::filesystem::path& file,
 // Makes `file` safe to append to: drops lines that are not JSON at all (an interrupted write),
 // with a warning each, and ends the file with a newline, rewriting it atomically when needed.
 Status RepairResultsFile(const std::filesystem::path& file, std::vector<std::string>* warnings);
+
+// The rest of a markdown table's head after "| press |": a column per ratio (printed %g), each
+// followed by the `extra` cells (" n |"), then the rule row with one "---|" per column.
+std::string RatioColumnsHead(const std::set<double>& ratios, std::string_view extra = "");
 
 }  // namespace primekv::eval_internal

@@ -39,29 +39,17 @@ constexpr NiahSpec kNiah[] = {
 
 constexpr int kNiahMaxNew = 128, kVtMaxNew = 30, kCweMaxNew = 120, kFweMaxNew = 50;
 
-std::string RandomOf(Kind kind, Rng& rng) {
-  switch (kind) {
-    case Kind::kWords:
-      return RandomWordKey(rng);
-    case Kind::kNumbers:
-      return RandomNumber7(rng);
-    case Kind::kUuids:
-      return RandomUuid(rng);
-  }
-  return {};
-}
+// What a kind of key or value is called, and how one is drawn.
+struct KindInfo {
+  std::string_view plural;
+  std::string (*draw)(Rng&);
+};
+constexpr KindInfo kKinds[] = {
+    {"words", RandomWordKey}, {"numbers", RandomNumber7}, {"uuids", RandomUuid}};  // by Kind
 
-std::string_view PluralName(Kind kind) {
-  switch (kind) {
-    case Kind::kWords:
-      return "words";
-    case Kind::kNumbers:
-      return "numbers";
-    case Kind::kUuids:
-      return "uuids";
-  }
-  return {};
-}
+std::string RandomOf(Kind kind, Rng& rng) { return kKinds[static_cast<size_t>(kind)].draw(rng); }
+
+std::string_view PluralName(Kind kind) { return kKinds[static_cast<size_t>(kind)].plural; }
 
 // A draw of `kind` not yet in `used` (added to it).
 std::string FreshRandom(Kind kind, Rng& rng, std::set<std::string>& used) {
@@ -87,101 +75,113 @@ std::vector<std::string> NoiseLines(int sentences) {
   return lines;
 }
 
-Result<EvalSample> NiahSample(const NiahSpec& spec, const TaskOptions& options, int index) {
-  const uint64_t seed = DeriveSeed(options.seed, spec.name, static_cast<uint64_t>(index));
-  Rng rng(seed);
-  auto used_keys = std::make_shared<std::set<std::string>>();
-  auto used_values = std::make_shared<std::set<std::string>>();
+// The needles of one sample: keys, their values, the needle sentences (shuffled, each with
+// a depth), the queried keys and the expected answers. The keys and values drawn stay
+// reserved, so distractor needles never repeat them.
+struct NiahNeedles {
+  std::shared_ptr<std::set<std::string>> used_keys = std::make_shared<std::set<std::string>>();
+  std::shared_ptr<std::set<std::string>> used_values = std::make_shared<std::set<std::string>>();
+  std::vector<std::pair<double, std::string>> needles;  // (depth, sentence)
+  std::vector<std::string> queries, answers;
+};
+
+NiahNeedles DrawNeedles(const NiahSpec& spec, Rng& rng) {
+  NiahNeedles n;
   std::vector<std::string> keys;
-  for (int k = 0; k < spec.keys; ++k) keys.push_back(FreshRandom(spec.key, rng, *used_keys));
+  for (int k = 0; k < spec.keys; ++k) keys.push_back(FreshRandom(spec.key, rng, *n.used_keys));
   std::vector<std::vector<std::string>> values(keys.size());
-  const std::string_view type_plural = PluralName(spec.value);
-  std::vector<std::pair<double, std::string>> needles;
   for (size_t k = 0; k < keys.size(); ++k) {
     for (int v = 0; v < spec.values; ++v) {
-      values[k].push_back(FreshRandom(spec.value, rng, *used_values));
-      needles.emplace_back(0.0, NeedleSentence(type_plural, keys[k], values[k].back()));
+      values[k].push_back(FreshRandom(spec.value, rng, *n.used_values));
+      n.needles.emplace_back(0.0,
+                             NeedleSentence(PluralName(spec.value), keys[k], values[k].back()));
     }
   }
-  rng.Shuffle(needles);
-  for (auto& needle : needles) needle.first = rng.Uniform();
+  rng.Shuffle(n.needles);
+  for (auto& needle : n.needles) needle.first = rng.Uniform();
   std::vector<size_t> order(keys.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;
   rng.Shuffle(order);
-  std::vector<std::string> queries, answers;
   for (int q = 0; q < spec.queries; ++q) {
     const size_t k = order[static_cast<size_t>(q)];
-    queries.push_back(keys[k]);
-    for (const std::string& v : values[k]) answers.push_back(v);
+    n.queries.push_back(keys[k]);
+    for (const std::string& v : values[k]) n.answers.push_back(v);
   }
-  const std::string query = JoinEnglishList(queries);
+  return n;
+}
 
-  const bool singular = spec.queries * spec.values == 1;
-  std::string type_word(type_plural);
-  if (singular) type_word.pop_back();
+struct NiahWording {
   std::string intro, question, prefix;
-  if (singular) {
-    intro = "A special magic " + type_word +
-            " is hidden inside the text below. Memorize it, because you will be quizzed on the " +
-            type_word + " afterwards.";
-    question = "What is the special magic " + type_word + " for " + query +
-               " that the text above mentions?";
-    prefix =
-        " The special magic " + type_word + " for " + query + " mentioned in the text above is";
-  } else {
-    intro = "Some special magic " + type_word +
-            " are hidden inside the text below. Memorize them, because you will be quizzed on "
-            "the " +
-            type_word + " afterwards.";
-    question = "What are all the special magic " + type_word + " for " + query +
-               " that the text above mentions?";
-    prefix =
-        " The special magic " + type_word + " for " + query + " mentioned in the text above are";
-  }
+};
 
-  // The haystack's own stream, so its sentences do not depend on how many were drawn above.
-  std::shared_ptr<UnitStream> stream;
+// "A special magic number is ..." for one expected answer, "Some special magic numbers are
+// ..." for several.
+NiahWording WordNiah(const NiahSpec& spec, const std::string& query) {
+  const bool singular = spec.queries * spec.values == 1;
+  std::string type(PluralName(spec.value));
+  if (singular) type.pop_back();
+  const std::string are = singular ? "is" : "are";
+  return {(singular ? "A" : "Some") + std::string(" special magic ") + type + " " + are +
+              " hidden inside the text below. Memorize " + (singular ? "it" : "them") +
+              ", because you will be quizzed on the " + type + " afterwards.",
+          (singular ? "What is the" : "What are all the") + std::string(" special magic ") + type +
+              " for " + query + " that the text above mentions?",
+          " The special magic " + type + " for " + query + " mentioned in the text above " + are};
+}
+
+// The haystack's own stream (none for noise), so its sentences do not depend on how many were
+// drawn for the needles.
+std::shared_ptr<UnitStream> HayStream(const NiahSpec& spec, const TaskOptions& options, int index,
+                                      const NiahNeedles& n) {
   const uint64_t hay_seed = DeriveSeed(options.seed, spec.name, static_cast<uint64_t>(index), 1);
   if (spec.hay == Hay::kEssay) {
-    stream = std::make_shared<UnitStream>(hay_seed, [](Rng& r) { return ProseSentence(r); });
-  } else if (spec.hay == Hay::kNeedle) {
-    // Distractor needles: fresh keys and values, never those of the real needles.
-    stream =
-        std::make_shared<UnitStream>(hay_seed, [spec, type_plural, used_keys, used_values](Rng& r) {
-          std::string key;
-          do {
-            key = RandomOf(spec.key, r);
-          } while (used_keys->count(key) > 0);
-          return NeedleSentence(type_plural, key, FreshRandom(spec.value, r, *used_values));
-        });
+    return std::make_shared<UnitStream>(hay_seed, [](Rng& r) { return ProseSentence(r); });
   }
+  if (spec.hay == Hay::kNeedle) {
+    // Distractor needles: fresh keys and values, never those of the real needles.
+    return std::make_shared<UnitStream>(hay_seed, [spec, used_keys = n.used_keys,
+                                                   used_values = n.used_values](Rng& r) {
+      std::string key;
+      do {
+        key = RandomOf(spec.key, r);
+      } while (used_keys->count(key) > 0);
+      return NeedleSentence(PluralName(spec.value), key, FreshRandom(spec.value, r, *used_values));
+    });
+  }
+  return nullptr;
+}
 
+Result<EvalSample> NiahSample(const NiahSpec& spec, const TaskOptions& options, int index) {
+  Rng rng(DeriveSeed(options.seed, spec.name, static_cast<uint64_t>(index)));
+  const NiahNeedles n = DrawNeedles(spec, rng);
+  const NiahWording words = WordNiah(spec, JoinEnglishList(n.queries));
+  const std::shared_ptr<UnitStream> stream = HayStream(spec, options, index, n);
   const int max_new = EffectiveMaxNewTokens(options, kNiahMaxNew);
-  const auto build = [&](int n, int partial) {
+  const auto build = [&](int units_wanted, int partial) {
     std::string hay;
     if (spec.hay == Hay::kNoise) {
-      hay = Join(InsertAtDepths(NoiseLines(n), needles), "\n");
+      hay = Join(InsertAtDepths(NoiseLines(units_wanted), n.needles), "\n");
     } else {
       std::vector<std::string> units;
-      for (int u = 0; u < n; ++u) units.push_back(stream->Get(static_cast<size_t>(u)));
-      units = InsertAtDepths(std::move(units), needles);
+      for (int u = 0; u < units_wanted; ++u) units.push_back(stream->Get(static_cast<size_t>(u)));
+      units = InsertAtDepths(std::move(units), n.needles);
       if (partial > 0) {
         units.push_back(
-            UnitPrefix(stream->Get(static_cast<size_t>(n)), partial, options.tokenizer));
+            UnitPrefix(stream->Get(static_cast<size_t>(units_wanted)), partial, options.tokenizer));
       }
       hay = Join(units, spec.hay == Hay::kEssay ? " " : "\n");
     }
     EvalSample s;
     s.id = SampleId(spec.name, options.seed, index);
     s.task = std::string(spec.name);
-    s.context = intro + "\n" + hay + "\n";
-    s.turns.push_back({question, prefix, answers, max_new});
+    s.context = words.intro + "\n" + hay + "\n";
+    s.turns.push_back({words.question, words.prefix, n.answers, max_new});
     s.metric = "string_match_all";
     return s;
   };
   std::function<std::string(int)> partial_unit;
   if (spec.hay != Hay::kNoise) {
-    partial_unit = [&](int n) { return stream->Get(static_cast<size_t>(n)); };
+    partial_unit = [&](int u) { return stream->Get(static_cast<size_t>(u)); };
   }
   return FitSample(spec.name, options, build, partial_unit);
 }

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "eval/results.h"
 #include "primekv/eval_stats.h"
 
 namespace primekv {
@@ -131,11 +132,8 @@ std::string IntervalTable(const SampleScores& s) {
   std::ostringstream md;
   md << "## Average over tasks with 95% bootstrap intervals\n\nMean over tasks of the task means "
         "(x100), [2.5%, 97.5%] percentile interval of 2000 bootstrap replicates that redraw each "
-        "task's samples, and n = samples (all tasks).\n\n| press |";
-  for (double r : ratios) md << " " << Fmt(r, "%g") << " | n |";
-  md << "\n|---|";
-  for (size_t i = 0; i < ratios.size(); ++i) md << "---|---|";
-  md << "\n";
+        "task's samples, and n = samples (all tasks).\n\n| press |"
+     << eval_internal::RatioColumnsHead(ratios, " n |");
   for (const auto& [press, rs] : strata) {
     md << "| " << press << " |";
     for (double r : ratios) {

@@ -307,22 +307,21 @@ int32_t KvCache::PositionAt(int layer, int kv_head, int row) const {
   return Page(layer, kv_head, row / pt).positions[row % pt];
 }
 
-void KvCache::PageKeysToFloat(const KvPage& page, int count, float* out) const {
+void KvCache::RowsToFloat(const void* rows, int count, float* out) const {
   const int64_t n = static_cast<int64_t>(count) * head_dim_;
   if (options_.dtype == KvDType::kF32) {
-    std::memcpy(out, page.keys, sizeof(float) * n);
+    std::memcpy(out, rows, sizeof(float) * n);
   } else {
-    quant::DequantizeRow(GgmlType::kF16, page.keys, out, n);
+    quant::DequantizeRow(GgmlType::kF16, rows, out, n);
   }
 }
 
+void KvCache::PageKeysToFloat(const KvPage& page, int count, float* out) const {
+  RowsToFloat(page.keys, count, out);
+}
+
 void KvCache::PageValuesToFloat(const KvPage& page, int count, float* out) const {
-  const int64_t n = static_cast<int64_t>(count) * head_dim_;
-  if (options_.dtype == KvDType::kF32) {
-    std::memcpy(out, page.values, sizeof(float) * n);
-  } else {
-    quant::DequantizeRow(GgmlType::kF16, page.values, out, n);
-  }
+  RowsToFloat(page.values, count, out);
 }
 
 void KvCache::ReadHead(int layer, int kv_head, std::vector<float>* keys, std::vector<float>* values,

@@ -17,9 +17,28 @@ namespace {
 
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
 
+// What each architecture changes in the llama block.
+struct ArchTraits {
+  Arch arch;
+  std::string_view name;
+  RopeStyle rope_style;
+  bool qkv_bias;
+  bool qk_norm;
+};
+constexpr ArchTraits kArchs[] = {
+    {Arch::kLlama, "llama", RopeStyle::kAdjacent, false, false},
+    {Arch::kQwen2, "qwen2", RopeStyle::kHalf, true, false},
+    {Arch::kQwen3, "qwen3", RopeStyle::kHalf, false, true},
+    {Arch::kQwen3Moe, "qwen3moe", RopeStyle::kHalf, false, true},
+};
+
 // File text in messages: printable ASCII, other bytes as \xNN, at most 80 bytes.
+// (Appended rather than "'" + ... + "'": g++ 12 -O3 warns falsely (-Wrestrict) on that form.)
 std::string QuoteForMessage(std::string_view s) {
-  return Printable(s, 80).insert(0, 1, '\'') + '\'';
+  std::string quoted = "'";
+  quoted += Printable(s, 80);
+  quoted += '\'';
+  return quoted;
 }
 
 std::string Key(const ModelConfig& c, const std::string& suffix) {
@@ -146,17 +165,12 @@ class TensorLoader {
 // expert_count and expert_used_count are required; the expert FFN width falls back to
 // feed_forward_length / expert_used_count, as llama.cpp does for files that omit it.
 Status ReadExpertConfig(const GgufFile& f, ModelConfig& c) {
-  auto experts = RequiredInt(f, Key(c, "expert_count"), 1, 4096);
-  if (!experts.ok()) return experts.status();
-  auto used = RequiredInt(f, Key(c, "expert_used_count"), 1, *experts);
-  if (!used.ok()) return used.status();
-  c.n_experts = *experts;
-  c.n_experts_used = *used;
+  PRIMEKV_ASSIGN_OR_RETURN(c.n_experts, RequiredInt(f, Key(c, "expert_count"), 1, 4096));
+  PRIMEKV_ASSIGN_OR_RETURN(c.n_experts_used,
+                           RequiredInt(f, Key(c, "expert_used_count"), 1, c.n_experts));
   const std::string ff_key = Key(c, "expert_feed_forward_length");
   if (f.GetInt(ff_key)) {
-    auto ff = RequiredInt(f, ff_key, 1, int64_t{1} << 24);
-    if (!ff.ok()) return ff.status();
-    c.d_ff_expert = *ff;
+    PRIMEKV_ASSIGN_OR_RETURN(c.d_ff_expert, RequiredInt(f, ff_key, 1, int64_t{1} << 24));
   } else {
     c.d_ff_expert = c.d_ff / c.n_experts_used;
     if (c.d_ff_expert <= 0) {
@@ -171,75 +185,65 @@ Status ReadExpertConfig(const GgufFile& f, ModelConfig& c) {
   return Status::Ok();
 }
 
-Result<ModelConfig> ReadConfig(const GgufFile& f) {
-  ModelConfig c;
+// Architecture, name and the traits that follow from the architecture.
+Status ReadArch(const GgufFile& f, ModelConfig& c) {
   auto arch = f.GetString("general.architecture");
   if (!arch) return Status::Error(f.display_name() + ": missing 'general.architecture'");
   c.arch_name = *arch;
-  if (c.arch_name == "llama") {
-    c.arch = Arch::kLlama;
-    c.rope_style = RopeStyle::kAdjacent;
-  } else if (c.arch_name == "qwen2") {
-    c.arch = Arch::kQwen2;
-    c.rope_style = RopeStyle::kHalf;
-    c.qkv_bias = true;
-  } else if (c.arch_name == "qwen3") {
-    c.arch = Arch::kQwen3;
-    c.rope_style = RopeStyle::kHalf;
-    c.qk_norm = true;
-  } else if (c.arch_name == "qwen3moe") {
-    c.arch = Arch::kQwen3Moe;
-    c.rope_style = RopeStyle::kHalf;
-    c.qk_norm = true;
-  } else {
+  const auto traits = std::find_if(std::begin(kArchs), std::end(kArchs),
+                                   [&](const ArchTraits& t) { return t.name == c.arch_name; });
+  if (traits == std::end(kArchs)) {
     return Status::Error(f.display_name() + ": architecture " + QuoteForMessage(c.arch_name) +
                          " is not supported (supported: llama, qwen2, qwen3, qwen3moe)");
   }
+  c.arch = traits->arch;
+  c.rope_style = traits->rope_style;
+  c.qkv_bias = traits->qkv_bias;
+  c.qk_norm = traits->qk_norm;
   c.name = f.GetString("general.name").value_or(c.arch_name);
-  constexpr int64_t kBig = int64_t{1} << 24;
-  auto layers = RequiredInt(f, Key(c, "block_count"), 1, 4096);
-  if (!layers.ok()) return layers.status();
-  auto d_model = RequiredInt(f, Key(c, "embedding_length"), 1, kBig);
-  if (!d_model.ok()) return d_model.status();
-  auto d_ff = RequiredInt(f, Key(c, "feed_forward_length"), 1, kBig);
-  if (!d_ff.ok()) return d_ff.status();
-  auto heads = RequiredInt(f, Key(c, "attention.head_count"), 1, 65536);
-  if (!heads.ok()) return heads.status();
-  c.n_layers = *layers;
-  c.d_model = *d_model;
-  c.d_ff = *d_ff;
-  c.n_heads = *heads;
-  auto kv_heads = OptionalInt(f, Key(c, "attention.head_count_kv"), 1, c.n_heads, c.n_heads);
-  if (!kv_heads.ok()) return kv_heads.status();
-  c.n_kv_heads = *kv_heads;
+  return Status::Ok();
+}
+
+constexpr int64_t kBig = int64_t{1} << 24;
+constexpr int64_t kMaxHeadDim = 4096;
+
+// Layers, widths and heads.
+Status ReadDimensions(const GgufFile& f, ModelConfig& c) {
+  PRIMEKV_ASSIGN_OR_RETURN(c.n_layers, RequiredInt(f, Key(c, "block_count"), 1, 4096));
+  PRIMEKV_ASSIGN_OR_RETURN(c.d_model, RequiredInt(f, Key(c, "embedding_length"), 1, kBig));
+  PRIMEKV_ASSIGN_OR_RETURN(c.d_ff, RequiredInt(f, Key(c, "feed_forward_length"), 1, kBig));
+  PRIMEKV_ASSIGN_OR_RETURN(c.n_heads, RequiredInt(f, Key(c, "attention.head_count"), 1, 65536));
+  PRIMEKV_ASSIGN_OR_RETURN(
+      c.n_kv_heads, OptionalInt(f, Key(c, "attention.head_count_kv"), 1, c.n_heads, c.n_heads));
   if (c.n_heads % c.n_kv_heads != 0) {
     return Status::Error(f.display_name() + ": head_count " + std::to_string(c.n_heads) +
                          " is not a multiple of head_count_kv " + std::to_string(c.n_kv_heads));
   }
-  constexpr int64_t kMaxHeadDim = 4096;
-  auto head_dim = OptionalInt(f, Key(c, "attention.key_length"), 1, kMaxHeadDim,
-                              std::max(1, c.d_model / c.n_heads));
-  if (!head_dim.ok()) return head_dim.status();
-  c.head_dim = *head_dim;
-  auto value_length = OptionalInt(f, Key(c, "attention.value_length"), 1, kMaxHeadDim, c.head_dim);
-  if (!value_length.ok()) return value_length.status();
+  PRIMEKV_ASSIGN_OR_RETURN(c.head_dim,
+                           OptionalInt(f, Key(c, "attention.key_length"), 1, kMaxHeadDim,
+                                       std::max(1, c.d_model / c.n_heads)));
+  PRIMEKV_ASSIGN_OR_RETURN(const int value_length, OptionalInt(f, Key(c, "attention.value_length"),
+                                                               1, kMaxHeadDim, c.head_dim));
   if (static_cast<int64_t>(c.n_heads) * c.head_dim > kBig) {
     return Status::Error(f.display_name() + ": head_count " + std::to_string(c.n_heads) +
                          " x key_length " + std::to_string(c.head_dim) + " exceeds " +
                          std::to_string(kBig));
   }
-  if (c.head_dim % 2 != 0 || *value_length != c.head_dim) {
+  if (c.head_dim % 2 != 0 || value_length != c.head_dim) {
     return Status::Error(f.display_name() + ": unsupported head dimension (key " +
-                         std::to_string(c.head_dim) + ", value " + std::to_string(*value_length) +
+                         std::to_string(c.head_dim) + ", value " + std::to_string(value_length) +
                          ")");
   }
+  return Status::Ok();
+}
+
+// Context length, RoPE and the norm epsilon.
+Status ReadPositions(const GgufFile& f, ModelConfig& c) {
   // 0 or a wrapped 0xFFFFFFFF would read as "no limit": a context is 1 .. 2^28 tokens.
-  auto context = OptionalInt(f, Key(c, "context_length"), 1, int64_t{1} << 28, 2048);
-  if (!context.ok()) return context.status();
-  c.max_context = *context;
-  auto rope_dim = OptionalInt(f, Key(c, "rope.dimension_count"), 1, kMaxHeadDim, c.head_dim);
-  if (!rope_dim.ok()) return rope_dim.status();
-  c.rope_dim = *rope_dim;
+  PRIMEKV_ASSIGN_OR_RETURN(c.max_context,
+                           OptionalInt(f, Key(c, "context_length"), 1, int64_t{1} << 28, 2048));
+  PRIMEKV_ASSIGN_OR_RETURN(
+      c.rope_dim, OptionalInt(f, Key(c, "rope.dimension_count"), 1, kMaxHeadDim, c.head_dim));
   if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
     return Status::Error(f.display_name() + ": rope.dimension_count " + std::to_string(c.rope_dim) +
                          " must be even and at most the head dimension " +
@@ -252,9 +256,15 @@ Result<ModelConfig> ReadConfig(const GgufFile& f) {
       !std::isfinite(c.rms_eps)) {
     return Status::Error(f.display_name() + ": rope.freq_base and rms epsilon must be positive");
   }
-  if (c.arch == Arch::kQwen3Moe) {
-    if (Status s = ReadExpertConfig(f, c); !s.ok()) return s;
-  }
+  return Status::Ok();
+}
+
+Result<ModelConfig> ReadConfig(const GgufFile& f) {
+  ModelConfig c;
+  PRIMEKV_RETURN_IF_ERROR(ReadArch(f, c));
+  PRIMEKV_RETURN_IF_ERROR(ReadDimensions(f, c));
+  PRIMEKV_RETURN_IF_ERROR(ReadPositions(f, c));
+  if (c.arch == Arch::kQwen3Moe) PRIMEKV_RETURN_IF_ERROR(ReadExpertConfig(f, c));
   if (auto scaling = f.GetString(Key(c, "rope.scaling.type"));
       scaling && *scaling != "none" && *scaling != "llama3") {
     // llama3 scaling arrives as the rope_freqs tensor; linear/yarn are not implemented.
@@ -267,9 +277,7 @@ Result<ModelConfig> ReadConfig(const GgufFile& f) {
 // Router and the three stacked expert tensors of one MoE layer (prefix "blk.N.").
 Status LoadExpertLayer(const TensorLoader& t, const std::string& p, const ModelConfig& c,
                        LayerWeights& L) {
-  auto router = t.Matrix(p + "ffn_gate_inp.weight", c.n_experts, c.d_model);
-  if (!router.ok()) return router.status();
-  L.router = *router;
+  PRIMEKV_ASSIGN_OR_RETURN(L.router, t.Matrix(p + "ffn_gate_inp.weight", c.n_experts, c.d_model));
   struct Want {
     const char* name;
     int64_t rows, cols;
@@ -278,37 +286,66 @@ Status LoadExpertLayer(const TensorLoader& t, const std::string& p, const ModelC
   for (const Want& w : {Want{"ffn_gate_exps.weight", c.d_ff_expert, c.d_model, &L.gate_exps},
                         Want{"ffn_up_exps.weight", c.d_ff_expert, c.d_model, &L.up_exps},
                         Want{"ffn_down_exps.weight", c.d_model, c.d_ff_expert, &L.down_exps}}) {
-    auto e = t.Experts(p + w.name, c.n_experts, w.rows, w.cols);
-    if (!e.ok()) return e.status();
-    *w.out = *e;
+    PRIMEKV_ASSIGN_OR_RETURN(*w.out, t.Experts(p + w.name, c.n_experts, w.rows, w.cols));
   }
   return Status::Ok();
 }
 
-}  // namespace
+// The weights of layer l (prefix "blk.l."), checked against the configuration.
+Result<LayerWeights> LoadLayer(const TensorLoader& t, const ModelConfig& c, int l) {
+  const std::string p = "blk." + std::to_string(l) + ".";
+  const int qw = c.q_width(), kw = c.kv_width();
+  LayerWeights L;
+  auto vec = [&](const std::string& name, int64_t n, std::vector<float>& out) -> Status {
+    PRIMEKV_ASSIGN_OR_RETURN(out, t.Vector(p + name, n));
+    return Status::Ok();
+  };
+  auto mat = [&](const std::string& name, int64_t rows, int64_t cols, WeightView& out) -> Status {
+    PRIMEKV_ASSIGN_OR_RETURN(out, t.Matrix(p + name, rows, cols));
+    return Status::Ok();
+  };
+  for (Status s :
+       {vec("attn_norm.weight", c.d_model, L.attn_norm), mat("attn_q.weight", qw, c.d_model, L.wq),
+        mat("attn_k.weight", kw, c.d_model, L.wk), mat("attn_v.weight", kw, c.d_model, L.wv),
+        mat("attn_output.weight", c.d_model, qw, L.wo),
+        vec("ffn_norm.weight", c.d_model, L.ffn_norm)}) {
+    PRIMEKV_RETURN_IF_ERROR(s);
+  }
+  if (c.moe()) {
+    PRIMEKV_RETURN_IF_ERROR(LoadExpertLayer(t, p, c, L));
+  } else {
+    for (Status s : {mat("ffn_gate.weight", c.d_ff, c.d_model, L.w_gate),
+                     mat("ffn_up.weight", c.d_ff, c.d_model, L.w_up),
+                     mat("ffn_down.weight", c.d_model, c.d_ff, L.w_down)}) {
+      PRIMEKV_RETURN_IF_ERROR(s);
+    }
+  }
+  if (c.qkv_bias) {
+    for (Status s : {vec("attn_q.bias", qw, L.bq), vec("attn_k.bias", kw, L.bk),
+                     vec("attn_v.bias", kw, L.bv)}) {
+      PRIMEKV_RETURN_IF_ERROR(s);
+    }
+  }
+  if (c.qk_norm) {
+    for (Status s : {vec("attn_q_norm.weight", c.head_dim, L.q_norm),
+                     vec("attn_k_norm.weight", c.head_dim, L.k_norm)}) {
+      PRIMEKV_RETURN_IF_ERROR(s);
+    }
+  }
+  return L;
+}
 
-Model::Model(Model&&) noexcept = default;
-Model& Model::operator=(Model&&) noexcept = default;
-Model::~Model() = default;
-
-Result<Model> Model::Load(const std::filesystem::path& path) {
-  auto file = GgufFile::Open(path);
-  if (!file.ok()) return file.status();
-  Model m;
-  m.file_ = std::make_unique<GgufFile>(std::move(file).value());
-  const GgufFile& f = *m.file_;
-  auto cfg = ReadConfig(f);
-  if (!cfg.ok()) return cfg.status();
-  m.config_ = std::move(cfg).value();
-  ModelConfig& c = m.config_;
-
+Result<std::unique_ptr<Tokenizer>> LoadTokenizer(const GgufFile& f) {
   auto spec = TokenizerSpecFromGguf(f);
   if (!spec.ok()) return Status::Error(f.display_name() + ": tokenizer: " + spec.message());
   auto tok = Tokenizer::Create(std::move(spec).value());
   if (!tok.ok()) return Status::Error(f.display_name() + ": tokenizer: " + tok.message());
-  m.tokenizer_ = std::make_unique<Tokenizer>(std::move(tok).value());
+  return std::make_unique<Tokenizer>(std::move(tok).value());
+}
 
-  TensorLoader t(f);
+// The vocabulary size is token_embd's row count; vocab_size, when present, must agree, and
+// the tokenizer must fit in it.
+Status ReadVocabSize(const GgufFile& f, const Tokenizer& tokenizer, ModelConfig& c) {
   const GgufTensorInfo* embd = f.FindTensor("token_embd.weight");
   if (!embd || embd->ne.size() != 2) {
     return Status::Error(f.display_name() + ": missing 2-D tensor 'token_embd.weight'");
@@ -324,84 +361,72 @@ Result<Model> Model::Load(const std::filesystem::path& path) {
     return Status::Error(f.display_name() + ": vocab_size " + IntText(*v) +
                          " differs from token_embd rows " + std::to_string(c.vocab_size));
   }
-  if (m.tokenizer_->vocab_size() > c.vocab_size) {
+  if (tokenizer.vocab_size() > c.vocab_size) {
     return Status::Error(f.display_name() + ": tokenizer has " +
-                         std::to_string(m.tokenizer_->vocab_size()) +
-                         " tokens but the model only " + std::to_string(c.vocab_size));
+                         std::to_string(tokenizer.vocab_size()) + " tokens but the model only " +
+                         std::to_string(c.vocab_size));
   }
-  auto emb = t.Matrix("token_embd.weight", c.vocab_size, c.d_model);
-  if (!emb.ok()) return emb.status();
-  m.token_embd_ = *emb;
+  return Status::Ok();
+}
+
+// RoPE inverse frequencies base^(-2i/rope_dim), divided by any llama3 frequency factors.
+std::vector<float> RopeInvFreq(const ModelConfig& c) {
+  std::vector<float> out(static_cast<size_t>(c.rope_dim / 2));
+  for (int i = 0; i < c.rope_dim / 2; ++i) {
+    double inv = std::pow(static_cast<double>(c.rope_base), -2.0 * i / c.rope_dim);
+    if (!c.rope_freq_factors.empty()) inv /= c.rope_freq_factors[static_cast<size_t>(i)];
+    out[static_cast<size_t>(i)] = static_cast<float>(inv);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view ArchName(Arch arch) {
+  for (const ArchTraits& t : kArchs) {
+    if (t.arch == arch) return t.name;
+  }
+  return "unknown";
+}
+
+std::optional<Arch> ArchFromName(std::string_view name) {
+  for (const ArchTraits& t : kArchs) {
+    if (t.name == name) return t.arch;
+  }
+  return std::nullopt;
+}
+
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::~Model() = default;
+
+Result<Model> Model::Load(const std::filesystem::path& path) {
+  PRIMEKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path));
+  Model m;
+  m.file_ = std::make_unique<GgufFile>(std::move(file));
+  const GgufFile& f = *m.file_;
+  PRIMEKV_ASSIGN_OR_RETURN(m.config_, ReadConfig(f));
+  ModelConfig& c = m.config_;
+  PRIMEKV_ASSIGN_OR_RETURN(m.tokenizer_, LoadTokenizer(f));
+  PRIMEKV_RETURN_IF_ERROR(ReadVocabSize(f, *m.tokenizer_, c));
+
+  TensorLoader t(f);
+  PRIMEKV_ASSIGN_OR_RETURN(m.token_embd_, t.Matrix("token_embd.weight", c.vocab_size, c.d_model));
   c.tied_embeddings = !t.Has("output.weight");
   if (c.tied_embeddings) {
     m.output_ = m.token_embd_;
   } else {
-    auto out = t.Matrix("output.weight", c.vocab_size, c.d_model);
-    if (!out.ok()) return out.status();
-    m.output_ = *out;
+    PRIMEKV_ASSIGN_OR_RETURN(m.output_, t.Matrix("output.weight", c.vocab_size, c.d_model));
   }
-  auto onorm = t.Vector("output_norm.weight", c.d_model);
-  if (!onorm.ok()) return onorm.status();
-  m.output_norm_ = std::move(onorm).value();
-
-  const int qw = c.q_width(), kw = c.kv_width();
+  PRIMEKV_ASSIGN_OR_RETURN(m.output_norm_, t.Vector("output_norm.weight", c.d_model));
   for (int l = 0; l < c.n_layers; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    LayerWeights L;
-    auto vec = [&](const std::string& name, int64_t n, std::vector<float>& out) -> Status {
-      auto r = t.Vector(p + name, n);
-      if (!r.ok()) return r.status();
-      out = std::move(r).value();
-      return Status::Ok();
-    };
-    auto mat = [&](const std::string& name, int64_t rows, int64_t cols, WeightView& out) -> Status {
-      auto r = t.Matrix(p + name, rows, cols);
-      if (!r.ok()) return r.status();
-      out = *r;
-      return Status::Ok();
-    };
-    for (Status s :
-         {vec("attn_norm.weight", c.d_model, L.attn_norm),
-          mat("attn_q.weight", qw, c.d_model, L.wq), mat("attn_k.weight", kw, c.d_model, L.wk),
-          mat("attn_v.weight", kw, c.d_model, L.wv), mat("attn_output.weight", c.d_model, qw, L.wo),
-          vec("ffn_norm.weight", c.d_model, L.ffn_norm)}) {
-      if (!s.ok()) return s;
-    }
-    if (c.moe()) {
-      if (Status s = LoadExpertLayer(t, p, c, L); !s.ok()) return s;
-    } else {
-      for (Status s : {mat("ffn_gate.weight", c.d_ff, c.d_model, L.w_gate),
-                       mat("ffn_up.weight", c.d_ff, c.d_model, L.w_up),
-                       mat("ffn_down.weight", c.d_model, c.d_ff, L.w_down)}) {
-        if (!s.ok()) return s;
-      }
-    }
-    if (c.qkv_bias) {
-      for (Status s : {vec("attn_q.bias", qw, L.bq), vec("attn_k.bias", kw, L.bk),
-                       vec("attn_v.bias", kw, L.bv)}) {
-        if (!s.ok()) return s;
-      }
-    }
-    if (c.qk_norm) {
-      for (Status s : {vec("attn_q_norm.weight", c.head_dim, L.q_norm),
-                       vec("attn_k_norm.weight", c.head_dim, L.k_norm)}) {
-        if (!s.ok()) return s;
-      }
-    }
-    m.layers_.push_back(std::move(L));
+    PRIMEKV_ASSIGN_OR_RETURN(LayerWeights layer, LoadLayer(t, c, l));
+    m.layers_.push_back(std::move(layer));
   }
-
   if (t.Has("rope_freqs.weight")) {
-    auto ff = t.Vector("rope_freqs.weight", c.rope_dim / 2);
-    if (!ff.ok()) return ff.status();
-    c.rope_freq_factors = std::move(ff).value();
+    PRIMEKV_ASSIGN_OR_RETURN(c.rope_freq_factors, t.Vector("rope_freqs.weight", c.rope_dim / 2));
   }
-  m.rope_inv_freq_.resize(static_cast<size_t>(c.rope_dim / 2));
-  for (int i = 0; i < c.rope_dim / 2; ++i) {
-    double inv = std::pow(static_cast<double>(c.rope_base), -2.0 * i / c.rope_dim);
-    if (!c.rope_freq_factors.empty()) inv /= c.rope_freq_factors[static_cast<size_t>(i)];
-    m.rope_inv_freq_[static_cast<size_t>(i)] = static_cast<float>(inv);
-  }
+  m.rope_inv_freq_ = RopeInvFreq(c);
   return m;
 }
 

@@ -1,11 +1,12 @@
 // Random-weight GGUF models of real shapes, so tests and benchmarks need no downloads.
+#include "primekv/random_model.h"
+
 #include <cmath>
 #include <cstring>
 #include <numbers>
 #include <string>
 
 #include "primekv/gguf.h"
-#include "primekv/model.h"
 #include "primekv/quant.h"
 
 namespace primekv {
@@ -82,11 +83,11 @@ std::vector<float> Llama3FreqFactors(int rope_dim, double base) {
   return out;
 }
 
-bool IsMoe(const RandomModelSpec& s) { return s.arch == "qwen3moe"; }
+bool IsMoe(const RandomModelSpec& s) { return s.arch == Arch::kQwen3Moe; }
 
 // Keys of a Qwen3-MoE file beside the shared ones (no shared expert).
 void AddExpertKeys(GgufWriter& w, const RandomModelSpec& s) {
-  const std::string& a = s.arch;
+  const std::string a(ArchName(s.arch));
   w.Add(a + ".expert_count", GgufValue::Uint32(static_cast<uint32_t>(s.n_experts)));
   w.Add(a + ".expert_used_count", GgufValue::Uint32(static_cast<uint32_t>(s.n_experts_used)));
   w.Add(a + ".expert_feed_forward_length", GgufValue::Uint32(static_cast<uint32_t>(s.d_ff_expert)));
@@ -118,25 +119,19 @@ Status AddExpertLayer(GgufWriter& w, Rng& rng, const RandomModelSpec& s, const s
                    AddExperts(w, rng, p + "ffn_up_exps.weight", E, F, D, s.type, in_std),
                    AddExperts(w, rng, p + "ffn_down_exps.weight", E, D, F, s.type,
                               1.0 / std::sqrt(static_cast<double>(F)))}) {
-    if (!x.ok()) return x;
+    PRIMEKV_RETURN_IF_ERROR(x);
   }
   return Status::Ok();
 }
 
-}  // namespace
-
-Status WriteRandomModel(const RandomModelSpec& s, const std::filesystem::path& out) {
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && !IsMoe(s)) {
-    return Status::Error("make-model: unknown --arch '" + s.arch +
-                         "' (llama, qwen2, qwen3, qwen3moe)");
-  }
+Status CheckSpec(const RandomModelSpec& s) {
   if (IsMoe(s) && (s.n_experts <= 0 || s.n_experts_used <= 0 || s.d_ff_expert <= 0 ||
                    s.n_experts_used > s.n_experts)) {
     return Status::Error(
         "make-model: qwen3moe needs 1 <= --experts-used <= --experts and --expert-ffn > 0");
   }
   if (s.n_layers <= 0 || s.d_model <= 0 || s.n_heads <= 0 || s.n_kv_heads <= 0 || s.head_dim <= 0 ||
-      s.d_ff <= 0 || s.vocab_size <= 0 || s.context <= 0) {
+      s.d_ff <= 0 || s.vocab_size <= 0 || s.max_context <= 0) {
     return Status::Error("make-model: every dimension must be positive");
   }
   if (s.n_heads % s.n_kv_heads != 0) {
@@ -153,6 +148,88 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::filesystem::path& o
                            ")");
     }
   }
+  return Status::Ok();
+}
+
+// The "<arch>.*" keys of the shape; vocab_size is the tokenizer's, which may differ from the
+// spec's when a real tokenizer is imported.
+void AddShapeKeys(GgufWriter& w, const RandomModelSpec& s, int vocab_size) {
+  const std::string a(ArchName(s.arch));
+  auto u32 = [](int v) { return GgufValue::Uint32(static_cast<uint32_t>(v)); };
+  w.Add("general.architecture", GgufValue::String(a));
+  w.Add("general.name", GgufValue::String("primekv-random-" + a));
+  w.Add(a + ".block_count", u32(s.n_layers));
+  w.Add(a + ".context_length", u32(s.max_context));
+  w.Add(a + ".embedding_length", u32(s.d_model));
+  w.Add(a + ".feed_forward_length", u32(s.d_ff));
+  w.Add(a + ".attention.head_count", u32(s.n_heads));
+  w.Add(a + ".attention.head_count_kv", u32(s.n_kv_heads));
+  w.Add(a + ".attention.key_length", u32(s.head_dim));
+  w.Add(a + ".attention.value_length", u32(s.head_dim));
+  w.Add(a + ".rope.dimension_count", u32(s.head_dim));
+  w.Add(a + ".rope.freq_base", GgufValue::Float32(s.rope_base));
+  w.Add(a + ".attention.layer_norm_rms_epsilon",
+        GgufValue::Float32(s.arch == Arch::kLlama ? 1e-5f : 1e-6f));
+  w.Add(a + ".vocab_size", u32(vocab_size));
+  if (IsMoe(s)) AddExpertKeys(w, s);
+}
+
+// The tensors of layer l, drawn from rng in a fixed order (the order fixes the weights).
+Status AddLayer(GgufWriter& w, Rng& rng, const RandomModelSpec& s, int l) {
+  const std::string p = "blk." + std::to_string(l) + ".";
+  const int qw = s.q_width(), kw = s.kv_width();
+  const double in_std = 1.0 / std::sqrt(static_cast<double>(s.d_model));
+  for (Status x : {AddVector(w, p + "attn_norm.weight", NormWeights(rng, s.d_model)),
+                   AddMatrix(w, rng, p + "attn_q.weight", qw, s.d_model, s.type, in_std),
+                   AddMatrix(w, rng, p + "attn_k.weight", kw, s.d_model, s.type, in_std),
+                   AddMatrix(w, rng, p + "attn_v.weight", kw, s.d_model, s.type, in_std),
+                   AddMatrix(w, rng, p + "attn_output.weight", s.d_model, qw, s.type,
+                             1.0 / std::sqrt(static_cast<double>(qw))),
+                   AddVector(w, p + "ffn_norm.weight", NormWeights(rng, s.d_model))}) {
+    PRIMEKV_RETURN_IF_ERROR(x);
+  }
+  if (IsMoe(s)) {
+    PRIMEKV_RETURN_IF_ERROR(AddExpertLayer(w, rng, s, p));
+  } else {
+    for (Status x : {AddMatrix(w, rng, p + "ffn_gate.weight", s.d_ff, s.d_model, s.type, in_std),
+                     AddMatrix(w, rng, p + "ffn_up.weight", s.d_ff, s.d_model, s.type, in_std),
+                     AddMatrix(w, rng, p + "ffn_down.weight", s.d_model, s.d_ff, s.type,
+                               1.0 / std::sqrt(static_cast<double>(s.d_ff)))}) {
+      PRIMEKV_RETURN_IF_ERROR(x);
+    }
+  }
+  if (s.arch == Arch::kQwen2) {
+    for (Status x : {AddVector(w, p + "attn_q.bias", Biases(rng, qw)),
+                     AddVector(w, p + "attn_k.bias", Biases(rng, kw)),
+                     AddVector(w, p + "attn_v.bias", Biases(rng, kw))}) {
+      PRIMEKV_RETURN_IF_ERROR(x);
+    }
+  }
+  if (s.arch == Arch::kQwen3 || IsMoe(s)) {
+    for (Status x : {AddVector(w, p + "attn_q_norm.weight", NormWeights(rng, s.head_dim)),
+                     AddVector(w, p + "attn_k_norm.weight", NormWeights(rng, s.head_dim))}) {
+      PRIMEKV_RETURN_IF_ERROR(x);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+RandomModelSpec::RandomModelSpec() {
+  arch = Arch::kLlama;
+  n_layers = 2;
+  d_model = 256;
+  n_heads = 4;
+  n_kv_heads = 2;
+  head_dim = 64;
+  d_ff = 688;
+  vocab_size = 1024;
+  max_context = 2048;
+}
+
+Status WriteRandomModel(const RandomModelSpec& s, const std::filesystem::path& out) {
+  PRIMEKV_RETURN_IF_ERROR(CheckSpec(s));
   // A real Hugging Face tokenizer, or a synthetic one of the requested size.
   auto tok = s.hf_tokenizer.empty() ? MakeSyntheticTokenizerSpec(s.tokenizer, s.vocab_size)
                                     : TokenizerSpecFromHfDir(s.hf_tokenizer, s.vocab_size);
@@ -160,73 +237,22 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::filesystem::path& o
   const int vocab_size = static_cast<int>(tok->tokens.size());
 
   GgufWriter w;
-  const std::string a = s.arch;
-  w.Add("general.architecture", GgufValue::String(a));
-  w.Add("general.name", GgufValue::String("primekv-random-" + a));
-  w.Add(a + ".block_count", GgufValue::Uint32(static_cast<uint32_t>(s.n_layers)));
-  w.Add(a + ".context_length", GgufValue::Uint32(static_cast<uint32_t>(s.context)));
-  w.Add(a + ".embedding_length", GgufValue::Uint32(static_cast<uint32_t>(s.d_model)));
-  w.Add(a + ".feed_forward_length", GgufValue::Uint32(static_cast<uint32_t>(s.d_ff)));
-  w.Add(a + ".attention.head_count", GgufValue::Uint32(static_cast<uint32_t>(s.n_heads)));
-  w.Add(a + ".attention.head_count_kv", GgufValue::Uint32(static_cast<uint32_t>(s.n_kv_heads)));
-  w.Add(a + ".attention.key_length", GgufValue::Uint32(static_cast<uint32_t>(s.head_dim)));
-  w.Add(a + ".attention.value_length", GgufValue::Uint32(static_cast<uint32_t>(s.head_dim)));
-  w.Add(a + ".rope.dimension_count", GgufValue::Uint32(static_cast<uint32_t>(s.head_dim)));
-  w.Add(a + ".rope.freq_base", GgufValue::Float32(s.rope_base));
-  w.Add(a + ".attention.layer_norm_rms_epsilon", GgufValue::Float32(a == "llama" ? 1e-5f : 1e-6f));
-  w.Add(a + ".vocab_size", GgufValue::Uint32(static_cast<uint32_t>(vocab_size)));
-  if (IsMoe(s)) AddExpertKeys(w, s);
+  AddShapeKeys(w, s, vocab_size);
   AddTokenizerMetadata(w, *tok);
-
   Rng rng(s.seed);
-  const int qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim;
   const double in_std = 1.0 / std::sqrt(static_cast<double>(s.d_model));
-  Status st = AddMatrix(w, rng, "token_embd.weight", vocab_size, s.d_model, s.type, 1.0);
-  if (!st.ok()) return st;
+  PRIMEKV_RETURN_IF_ERROR(
+      AddMatrix(w, rng, "token_embd.weight", vocab_size, s.d_model, s.type, 1.0));
   if (!s.tied_embeddings) {
-    st = AddMatrix(w, rng, "output.weight", vocab_size, s.d_model, s.type, in_std);
-    if (!st.ok()) return st;
+    PRIMEKV_RETURN_IF_ERROR(
+        AddMatrix(w, rng, "output.weight", vocab_size, s.d_model, s.type, in_std));
   }
-  if (!(st = AddVector(w, "output_norm.weight", NormWeights(rng, s.d_model))).ok()) return st;
+  PRIMEKV_RETURN_IF_ERROR(AddVector(w, "output_norm.weight", NormWeights(rng, s.d_model)));
   if (s.llama3_rope_scaling) {
-    st = AddVector(w, "rope_freqs.weight", Llama3FreqFactors(s.head_dim, s.rope_base));
-    if (!st.ok()) return st;
+    PRIMEKV_RETURN_IF_ERROR(
+        AddVector(w, "rope_freqs.weight", Llama3FreqFactors(s.head_dim, s.rope_base)));
   }
-  for (int l = 0; l < s.n_layers; ++l) {
-    const std::string p = "blk." + std::to_string(l) + ".";
-    for (Status x : {AddVector(w, p + "attn_norm.weight", NormWeights(rng, s.d_model)),
-                     AddMatrix(w, rng, p + "attn_q.weight", qw, s.d_model, s.type, in_std),
-                     AddMatrix(w, rng, p + "attn_k.weight", kw, s.d_model, s.type, in_std),
-                     AddMatrix(w, rng, p + "attn_v.weight", kw, s.d_model, s.type, in_std),
-                     AddMatrix(w, rng, p + "attn_output.weight", s.d_model, qw, s.type,
-                               1.0 / std::sqrt(static_cast<double>(qw))),
-                     AddVector(w, p + "ffn_norm.weight", NormWeights(rng, s.d_model))}) {
-      if (!x.ok()) return x;
-    }
-    if (IsMoe(s)) {
-      if (!(st = AddExpertLayer(w, rng, s, p)).ok()) return st;
-    } else {
-      for (Status x : {AddMatrix(w, rng, p + "ffn_gate.weight", s.d_ff, s.d_model, s.type, in_std),
-                       AddMatrix(w, rng, p + "ffn_up.weight", s.d_ff, s.d_model, s.type, in_std),
-                       AddMatrix(w, rng, p + "ffn_down.weight", s.d_model, s.d_ff, s.type,
-                                 1.0 / std::sqrt(static_cast<double>(s.d_ff)))}) {
-        if (!x.ok()) return x;
-      }
-    }
-    if (a == "qwen2") {
-      for (Status x : {AddVector(w, p + "attn_q.bias", Biases(rng, qw)),
-                       AddVector(w, p + "attn_k.bias", Biases(rng, kw)),
-                       AddVector(w, p + "attn_v.bias", Biases(rng, kw))}) {
-        if (!x.ok()) return x;
-      }
-    }
-    if (a == "qwen3" || IsMoe(s)) {
-      for (Status x : {AddVector(w, p + "attn_q_norm.weight", NormWeights(rng, s.head_dim)),
-                       AddVector(w, p + "attn_k_norm.weight", NormWeights(rng, s.head_dim))}) {
-        if (!x.ok()) return x;
-      }
-    }
-  }
+  for (int l = 0; l < s.n_layers; ++l) PRIMEKV_RETURN_IF_ERROR(AddLayer(w, rng, s, l));
   return w.WriteFile(out);
 }
 

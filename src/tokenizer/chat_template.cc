@@ -2,6 +2,7 @@
 // engine renders, and rendering each family exactly as its Jinja template does (checked against
 // transformers.js renderings in tests/tokenizer/data/chat.json).
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,15 +98,19 @@ std::string RenderLlama3(std::span<const ChatMessage> msgs, const ChatRenderOpti
   return out;
 }
 
+// A leading system message, taken off `msgs`.
+std::optional<std::string_view> TakeSystem(std::span<const ChatMessage>& msgs) {
+  if (msgs.empty() || msgs[0].role != "system") return std::nullopt;
+  const std::string_view system = msgs[0].content;
+  msgs = msgs.subspan(1);
+  return system;
+}
+
 // Llama 3.1 without tools: a system block with the dates (and the system message, if any),
 // then every turn as in Llama 3. Tool-call and ipython turns are left out.
 std::string RenderLlama31(std::span<const ChatMessage> msgs, const ChatRenderOptions& o) {
   std::string out = o.bos_token;
-  std::string_view system;
-  if (!msgs.empty() && msgs[0].role == "system") {
-    system = Trim(msgs[0].content);
-    msgs = msgs.subspan(1);
-  }
+  const std::string_view system = Trim(TakeSystem(msgs).value_or(""));
   out += "<|start_header_id|>system<|end_header_id|>\n\n";
   out += "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
   out += system;
@@ -190,13 +195,8 @@ std::string RenderQwen3(std::span<const ChatMessage> msgs, const ChatRenderOptio
 }
 
 Result<std::string> RenderMistral(std::span<const ChatMessage> msgs, const ChatRenderOptions& o) {
-  std::string_view system;
-  bool has_system = false;
-  if (!msgs.empty() && msgs[0].role == "system") {
-    system = msgs[0].content;
-    has_system = true;
-    msgs = msgs.subspan(1);
-  }
+  const std::optional<std::string_view> system = TakeSystem(msgs);
+  const bool has_system = system.has_value();
   for (size_t i = 0; i < msgs.size(); ++i) {
     if ((msgs[i].role == "user") != (i % 2 == 0)) {
       return Status::Error(
@@ -209,7 +209,7 @@ Result<std::string> RenderMistral(std::span<const ChatMessage> msgs, const ChatR
     const ChatMessage& m = msgs[i];
     if (m.role == "user") {
       out += "[INST] ";
-      if (i + 1 == msgs.size() && has_system) out += std::string(system) + "\n\n";
+      if (i + 1 == msgs.size() && has_system) out += std::string(*system) + "\n\n";
       out += m.content + "[/INST]";
     } else if (m.role == "assistant") {
       out += " ";
@@ -225,13 +225,8 @@ Result<std::string> RenderMistral(std::span<const ChatMessage> msgs, const ChatR
 }
 
 Result<std::string> RenderLlama2(std::span<const ChatMessage> msgs, const ChatRenderOptions& o) {
-  std::string_view system;
-  bool has_system = false;
-  if (!msgs.empty() && msgs[0].role == "system") {
-    system = msgs[0].content;
-    has_system = true;
-    msgs = msgs.subspan(1);
-  }
+  const std::optional<std::string_view> system = TakeSystem(msgs);
+  const bool has_system = system.has_value();
   std::string out;
   for (size_t i = 0; i < msgs.size(); ++i) {
     const ChatMessage& m = msgs[i];
@@ -240,7 +235,7 @@ Result<std::string> RenderLlama2(std::span<const ChatMessage> msgs, const ChatRe
     }
     std::string content = m.content;
     if (i == 0 && has_system) {
-      content = "<<SYS>>\n" + std::string(system) + "\n<</SYS>>\n\n" + m.content;
+      content = "<<SYS>>\n" + std::string(*system) + "\n<</SYS>>\n\n" + m.content;
     }
     if (m.role == "user") {
       out += o.bos_token + "[INST] ";

@@ -75,61 +75,55 @@ bool LooksSpecial(std::string_view t) {
          t == "<mask>";
 }
 
-}  // namespace
-
-Result<TokenizerSpec> TokenizerSpecFromHfDir(const std::filesystem::path& dir, int vocab_size) {
-  auto tok_json = ReadJson(dir / "tokenizer.json");
-  if (!tok_json.ok()) return tok_json.status();
-  auto cfg_json = ReadJson(dir / "tokenizer_config.json");
-  if (!cfg_json.ok()) return cfg_json.status();
-  const Json& tj = *tok_json;
-  const Json& cfg = *cfg_json;
-  const std::string where = (dir / "tokenizer.json").string() + ": ";
-
+// A byte-level BPE model without byte fallback; the pre-tokenizer and normalizer we implement.
+// Errors are prefixed by the caller.
+Status ReadModelKind(const Json& tj, TokenizerSpec& spec) {
   const Json& model = tj.contains("model") ? tj["model"] : Json();
   if (model.value("type", "") != "BPE") {
-    return Status::Error(where + "only BPE models are supported (got \"" +
-                         model.value("type", "?") + "\")");
+    return Status::Error("only BPE models are supported (got \"" + model.value("type", "?") +
+                         "\")");
   }
   if (model.value("byte_fallback", false)) {
-    return Status::Error(where +
-                         "SentencePiece-style BPE (byte_fallback) is not supported; "
-                         "convert such models with llama.cpp");
+    return Status::Error(
+        "SentencePiece-style BPE (byte_fallback) is not supported; "
+        "convert such models with llama.cpp");
   }
-  TokenizerSpec spec;
   spec.model = "gpt2";
-  auto pre = PreTokenizerName(tj.value("pre_tokenizer", Json()));
-  if (!pre.ok()) return Status::Error(where + pre.message());
-  spec.pre = *pre;
+  PRIMEKV_ASSIGN_OR_RETURN(spec.pre, PreTokenizerName(tj.value("pre_tokenizer", Json())));
   const Json& norm = tj.contains("normalizer") ? tj["normalizer"] : Json();
   if (!norm.is_null() && norm.value("type", "") != "NFC") {
-    return Status::Error(where + "unsupported normalizer " + norm.dump().substr(0, 200));
+    return Status::Error("unsupported normalizer " + norm.dump().substr(0, 200));
   }
   if (norm.is_object() && spec.pre != "qwen2") {
-    return Status::Error(where + "an NFC normalizer is only supported with the qwen2 split");
+    return Status::Error("an NFC normalizer is only supported with the qwen2 split");
   }
+  return Status::Ok();
+}
 
-  // id -> (text, type): the BPE vocabulary, then added tokens (which may overwrite).
+// Tokens and their types: the BPE vocabulary, then added tokens (which may overwrite), then
+// "[PADn]" unused tokens up to vocab_size.
+Status ReadVocabulary(const Json& tj, int vocab_size, TokenizerSpec& spec) {
+  const Json& model = tj["model"];
   std::map<int64_t, std::pair<std::string, TokenType>> by_id;
   if (!model.contains("vocab") || !model["vocab"].is_object()) {
-    return Status::Error(where + "model.vocab is missing");
+    return Status::Error("model.vocab is missing");
   }
   for (const auto& [text, id] : model["vocab"].items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0) {
-      return Status::Error(where + "vocab id of \"" + text + "\" is not a non-negative integer");
+      return Status::Error("vocab id of \"" + text + "\" is not a non-negative integer");
     }
     by_id[id.get<int64_t>()] = {text, TokenType::kNormal};
   }
   for (const Json& a : tj.value("added_tokens", Json::array())) {
     const std::string text = a.value("content", "");
     const int64_t id = a.value("id", int64_t{-1});
-    if (id < 0 || text.empty()) return Status::Error(where + "malformed added token " + a.dump());
+    if (id < 0 || text.empty()) return Status::Error("malformed added token " + a.dump());
     const bool control = a.value("special", false) || LooksSpecial(text);
     by_id[id] = {text, control ? TokenType::kControl : TokenType::kUserDefined};
   }
   const int64_t n_tokens = by_id.empty() ? 0 : by_id.rbegin()->first + 1;
   const int64_t n = std::max<int64_t>(n_tokens, vocab_size);
-  if (n > (int64_t{1} << 24)) return Status::Error(where + "vocabulary too large");
+  if (n > (int64_t{1} << 24)) return Status::Error("vocabulary too large");
   spec.tokens.resize(static_cast<size_t>(n));
   spec.token_types.assign(static_cast<size_t>(n), static_cast<int32_t>(TokenType::kUnused));
   for (int64_t i = 0; i < n; ++i)
@@ -138,17 +132,45 @@ Result<TokenizerSpec> TokenizerSpecFromHfDir(const std::filesystem::path& dir, i
     spec.tokens[static_cast<size_t>(id)] = entry.first;
     spec.token_types[static_cast<size_t>(id)] = static_cast<int32_t>(entry.second);
   }
+  return Status::Ok();
+}
 
-  for (const Json& m : model.value("merges", Json::array())) {
+// Merges as "a b" strings or ["a", "b"] pairs.
+Status ReadMerges(const Json& tj, TokenizerSpec& spec) {
+  for (const Json& m : tj["model"].value("merges", Json::array())) {
     if (m.is_string()) {
       spec.merges.push_back(m.get<std::string>());
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
       spec.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
     } else {
-      return Status::Error(where + "malformed merge " + m.dump());
+      return Status::Error("malformed merge " + m.dump());
     }
   }
+  return Status::Ok();
+}
 
+// add_bos: the config's flag, else whether the post-processor template starts with BOS.
+bool AddsBos(const Json& tj, const Json& cfg) {
+  if (cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean()) {
+    return cfg["add_bos_token"].get<bool>();
+  }
+  bool add_bos = false;
+  std::vector<const Json*> procs;
+  const Json& post = tj.contains("post_processor") ? tj["post_processor"] : Json();
+  if (post.is_object()) procs.push_back(&post);
+  if (post.is_object() && post.contains("processors")) {
+    for (const Json& p : post["processors"]) procs.push_back(&p);
+  }
+  for (const Json* p : procs) {
+    if (p->value("type", "") != "TemplateProcessing" || !p->contains("single")) continue;
+    const Json& single = (*p)["single"];
+    if (!single.empty() && single[0].contains("SpecialToken")) add_bos = true;
+  }
+  return add_bos;
+}
+
+// Special ids, BOS/EOS flags and the chat template from tokenizer_config.json.
+void ReadConfig(const Json& tj, const Json& cfg, TokenizerSpec& spec) {
   std::unordered_map<std::string, Token> ids;
   for (size_t i = 0; i < spec.tokens.size(); ++i)
     ids.emplace(spec.tokens[i], static_cast<Token>(i));
@@ -161,23 +183,7 @@ Result<TokenizerSpec> TokenizerSpecFromHfDir(const std::filesystem::path& dir, i
   spec.eos = id_of("eos_token");
   spec.unk = id_of("unk_token");
   spec.pad = id_of("pad_token");
-  // add_bos: the config's flag, else whether the post-processor template starts with BOS.
-  if (cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean()) {
-    spec.add_bos = cfg["add_bos_token"].get<bool>();
-  } else {
-    spec.add_bos = false;
-    std::vector<const Json*> procs;
-    const Json& post = tj.contains("post_processor") ? tj["post_processor"] : Json();
-    if (post.is_object()) procs.push_back(&post);
-    if (post.is_object() && post.contains("processors")) {
-      for (const Json& p : post["processors"]) procs.push_back(&p);
-    }
-    for (const Json* p : procs) {
-      if (p->value("type", "") != "TemplateProcessing" || !p->contains("single")) continue;
-      const Json& single = (*p)["single"];
-      if (!single.empty() && single[0].contains("SpecialToken")) spec.add_bos = true;
-    }
-  }
+  spec.add_bos = AddsBos(tj, cfg);
   spec.add_eos = cfg.value("add_eos_token", false);
   spec.add_space_prefix = false;
   if (cfg.contains("chat_template")) {
@@ -190,7 +196,25 @@ Result<TokenizerSpec> TokenizerSpecFromHfDir(const std::filesystem::path& dir, i
       }
     }
   }
-  if (Status s = ValidateTokenizerSpec(spec); !s.ok()) return Status::Error(where + s.message());
+}
+
+Result<TokenizerSpec> SpecFromJson(const Json& tj, const Json& cfg, int vocab_size) {
+  TokenizerSpec spec;
+  PRIMEKV_RETURN_IF_ERROR(ReadModelKind(tj, spec));
+  PRIMEKV_RETURN_IF_ERROR(ReadVocabulary(tj, vocab_size, spec));
+  PRIMEKV_RETURN_IF_ERROR(ReadMerges(tj, spec));
+  ReadConfig(tj, cfg, spec);
+  PRIMEKV_RETURN_IF_ERROR(ValidateTokenizerSpec(spec));
+  return spec;
+}
+
+}  // namespace
+
+Result<TokenizerSpec> TokenizerSpecFromHfDir(const std::filesystem::path& dir, int vocab_size) {
+  PRIMEKV_ASSIGN_OR_RETURN(const Json tj, ReadJson(dir / "tokenizer.json"));
+  PRIMEKV_ASSIGN_OR_RETURN(const Json cfg, ReadJson(dir / "tokenizer_config.json"));
+  auto spec = SpecFromJson(tj, cfg, vocab_size);
+  if (!spec.ok()) return Status::Error((dir / "tokenizer.json").string() + ": " + spec.message());
   return spec;
 }
 

@@ -8,21 +8,16 @@
 namespace primekv {
 namespace {
 
-struct NamedKind {
-  std::string_view name;
+// The tokenizer.ggml.pre names of each split ("" pads), in the order messages list them.
+struct KindNames {
   PreTokenizerKind kind;
+  std::array<std::string_view, 4> names;
 };
-constexpr std::array<NamedKind, 9> kNames = {{
-    {"default", PreTokenizerKind::kGpt2},
-    {"gpt2", PreTokenizerKind::kGpt2},
-    {"gpt-2", PreTokenizerKind::kGpt2},
-    {"llama3", PreTokenizerKind::kLlama3},
-    {"llama-bpe", PreTokenizerKind::kLlama3},
-    {"llama-v3", PreTokenizerKind::kLlama3},
-    {"smaug-bpe", PreTokenizerKind::kLlama3},
-    {"qwen2", PreTokenizerKind::kQwen2},
-    {"deepseek-r1-qwen", PreTokenizerKind::kQwen2},
-}};
+constexpr KindNames kNames[] = {
+    {PreTokenizerKind::kGpt2, {"default", "gpt2", "gpt-2"}},
+    {PreTokenizerKind::kLlama3, {"llama3", "llama-bpe", "llama-v3", "smaug-bpe"}},
+    {PreTokenizerKind::kQwen2, {"qwen2", "deepseek-r1-qwen"}},
+};
 
 struct Char {
   size_t offset;
@@ -129,8 +124,10 @@ size_t MatchLlama3(const CharSeq& s, size_t i, size_t max_digits) {
 }  // namespace
 
 Result<PreTokenizerKind> PreTokenizerFromName(std::string_view pre) {
-  for (const NamedKind& n : kNames) {
-    if (n.name == pre) return n.kind;
+  for (const KindNames& k : kNames) {
+    for (std::string_view name : k.names) {
+      if (!name.empty() && name == pre) return k.kind;
+    }
   }
   return Status::Error("unsupported tokenizer.ggml.pre \"" + std::string(pre) +
                        "\"; supported: " + SupportedPreTokenizerNames());
@@ -138,9 +135,12 @@ Result<PreTokenizerKind> PreTokenizerFromName(std::string_view pre) {
 
 std::string SupportedPreTokenizerNames() {
   std::string out;
-  for (const NamedKind& n : kNames) {
-    if (!out.empty()) out += ", ";
-    out += n.name;
+  for (const KindNames& k : kNames) {
+    for (std::string_view name : k.names) {
+      if (name.empty()) continue;
+      if (!out.empty()) out += ", ";
+      out += name;
+    }
   }
   return out;
 }

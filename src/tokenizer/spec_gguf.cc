@@ -7,81 +7,64 @@
 namespace primekv {
 namespace {
 
-Status WrongType(std::string_view key, std::string_view expected) {
-  return Status::Error(std::string(key) + " has the wrong type (expected " + std::string(expected) +
-                       ")");
-}
+// Optional keys of one file: absent gives nullopt, present with another type is an error.
+class KeyReader {
+ public:
+  explicit KeyReader(const GgufFile& file) : file_(file) {}
 
-// Reads an optional value with `get`; present with another type is an error.
-template <typename T, typename Getter>
-Status ReadOptional(const GgufFile& file, std::string_view key, std::string_view expected,
-                    Getter get, std::optional<T>& out) {
-  out.reset();
-  if (file.Find(key) == nullptr) return Status::Ok();
-  out = get(key);
-  if (!out) return WrongType(key, expected);
+  Result<std::optional<std::string>> String(std::string_view key) const {
+    return Read(key, "string", [&] { return file_.GetString(key); });
+  }
+  Result<std::optional<std::vector<std::string>>> Strings(std::string_view key) const {
+    return Read(key, "string array", [&] { return file_.GetStringArray(key); });
+  }
+  Result<std::optional<std::vector<float>>> Floats(std::string_view key) const {
+    return Read(key, "float array", [&] { return file_.GetFloatArray(key); });
+  }
+  Result<std::optional<std::vector<int64_t>>> Ints(std::string_view key) const {
+    return Read(key, "integer array", [&] { return file_.GetIntArray(key); });
+  }
+  Result<std::optional<int64_t>> Int(std::string_view key) const {
+    return Read(key, "integer", [&] { return file_.GetInt(key); });
+  }
+  Result<std::optional<bool>> Bool(std::string_view key) const {
+    return Read(key, "bool", [&] { return file_.GetBool(key); });
+  }
+
+ private:
+  template <typename Get>
+  Result<decltype(std::declval<Get>()())> Read(std::string_view key, std::string_view expected,
+                                               Get get) const {
+    using Optional = decltype(get());
+    if (file_.Find(key) == nullptr) return Optional{};
+    Optional out = get();
+    if (!out) {
+      return Status::Error(std::string(key) + " has the wrong type (expected " +
+                           std::string(expected) + ")");
+    }
+    return out;
+  }
+  const GgufFile& file_;
+};
+
+Status ReadTokenTypes(const KeyReader& keys, TokenizerSpec& spec) {
+  PRIMEKV_ASSIGN_OR_RETURN(const auto ints, keys.Ints("tokenizer.ggml.token_type"));
+  if (!ints) return Status::Ok();
+  spec.token_types.reserve(ints->size());
+  for (size_t i = 0; i < ints->size(); ++i) {
+    const int64_t v = (*ints)[i];
+    if (v < 0 || v > static_cast<int64_t>(TokenType::kByte)) {
+      return Status::Error("tokenizer.ggml.token_type[" + std::to_string(i) +
+                           "] = " + std::to_string(v) + " is not a valid token type (0..6)");
+    }
+    spec.token_types.push_back(static_cast<int32_t>(v));
+  }
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& file) {
-  TokenizerSpec spec;
-  auto get_string = [&](std::string_view k) { return file.GetString(k); };
-  auto get_int = [&](std::string_view k) { return file.GetInt(k); };
-  auto get_bool = [&](std::string_view k) { return file.GetBool(k); };
-
-  std::optional<std::string> str;
-  if (Status s = ReadOptional(file, "tokenizer.ggml.model", "string", get_string, str); !s.ok()) {
-    return s;
-  }
-  if (!str) return Status::Error("tokenizer.ggml.model is missing");
-  spec.model = *str;
-  if (Status s = ReadOptional(file, "tokenizer.ggml.pre", "string", get_string, str); !s.ok()) {
-    return s;
-  }
-  spec.pre = str.value_or("default");
-
-  std::optional<std::vector<std::string>> strings;
-  auto get_strings = [&](std::string_view k) { return file.GetStringArray(k); };
-  if (Status s = ReadOptional(file, "tokenizer.ggml.tokens", "string array", get_strings, strings);
-      !s.ok()) {
-    return s;
-  }
-  if (!strings) return Status::Error("tokenizer.ggml.tokens is missing");
-  spec.tokens = std::move(*strings);
-  if (Status s = ReadOptional(file, "tokenizer.ggml.merges", "string array", get_strings, strings);
-      !s.ok()) {
-    return s;
-  }
-  if (strings) spec.merges = std::move(*strings);
-
-  std::optional<std::vector<float>> floats;
-  auto get_floats = [&](std::string_view k) { return file.GetFloatArray(k); };
-  if (Status s = ReadOptional(file, "tokenizer.ggml.scores", "float array", get_floats, floats);
-      !s.ok()) {
-    return s;
-  }
-  if (floats) spec.scores = std::move(*floats);
-
-  std::optional<std::vector<int64_t>> ints;
-  auto get_ints = [&](std::string_view k) { return file.GetIntArray(k); };
-  if (Status s = ReadOptional(file, "tokenizer.ggml.token_type", "integer array", get_ints, ints);
-      !s.ok()) {
-    return s;
-  }
-  if (ints) {
-    spec.token_types.reserve(ints->size());
-    for (size_t i = 0; i < ints->size(); ++i) {
-      const int64_t v = (*ints)[i];
-      if (v < 0 || v > static_cast<int64_t>(TokenType::kByte)) {
-        return Status::Error("tokenizer.ggml.token_type[" + std::to_string(i) +
-                             "] = " + std::to_string(v) + " is not a valid token type (0..6)");
-      }
-      spec.token_types.push_back(static_cast<int32_t>(v));
-    }
-  }
-
+// BOS, EOS, EOT, UNK and PAD ids; -1 when absent or out of range. Without an EOT key, the
+// EOT is the first of the usual end-of-turn tokens the vocabulary has.
+Status ReadSpecialIds(const GgufFile& file, const KeyReader& keys, TokenizerSpec& spec) {
   const auto n = static_cast<int64_t>(spec.tokens.size());
   struct IdKey {
     std::string_view key;
@@ -93,8 +76,7 @@ Result<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& file) {
                            {"tokenizer.ggml.unknown_token_id", &spec.unk},
                            {"tokenizer.ggml.padding_token_id", &spec.pad}};
   for (const IdKey& k : id_keys) {
-    std::optional<int64_t> id;
-    if (Status s = ReadOptional(file, k.key, "integer", get_int, id); !s.ok()) return s;
+    PRIMEKV_ASSIGN_OR_RETURN(const std::optional<int64_t> id, keys.Int(k.key));
     // Converters write 0xFFFFFFFF (or another out-of-range value) for "no such token".
     *k.out = id && *id >= 0 && *id < n ? static_cast<Token>(*id) : -1;
   }
@@ -105,31 +87,44 @@ Result<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& file) {
       }
     }
   }
+  return Status::Ok();
+}
 
+// add_bos / add_space_prefix default to true for SentencePiece ("llama") vocabularies.
+Status ReadFlagsAndTemplate(const KeyReader& keys, TokenizerSpec& spec) {
   const bool llama = spec.model == "llama";
-  std::optional<bool> flag;
-  if (Status s = ReadOptional(file, "tokenizer.ggml.add_bos_token", "bool", get_bool, flag);
-      !s.ok()) {
-    return s;
-  }
-  spec.add_bos = flag.value_or(llama);
-  if (Status s = ReadOptional(file, "tokenizer.ggml.add_eos_token", "bool", get_bool, flag);
-      !s.ok()) {
-    return s;
-  }
-  spec.add_eos = flag.value_or(false);
-  if (Status s = ReadOptional(file, "tokenizer.ggml.add_space_prefix", "bool", get_bool, flag);
-      !s.ok()) {
-    return s;
-  }
-  spec.add_space_prefix = flag.value_or(llama);
-  if (Status s = ReadOptional(file, "tokenizer.chat_template", "string", get_string, str);
-      !s.ok()) {
-    return s;
-  }
-  spec.chat_template = str.value_or("");
+  PRIMEKV_ASSIGN_OR_RETURN(const auto add_bos, keys.Bool("tokenizer.ggml.add_bos_token"));
+  spec.add_bos = add_bos.value_or(llama);
+  PRIMEKV_ASSIGN_OR_RETURN(const auto add_eos, keys.Bool("tokenizer.ggml.add_eos_token"));
+  spec.add_eos = add_eos.value_or(false);
+  PRIMEKV_ASSIGN_OR_RETURN(const auto space, keys.Bool("tokenizer.ggml.add_space_prefix"));
+  spec.add_space_prefix = space.value_or(llama);
+  PRIMEKV_ASSIGN_OR_RETURN(const auto chat_template, keys.String("tokenizer.chat_template"));
+  spec.chat_template = chat_template.value_or("");
+  return Status::Ok();
+}
 
-  if (Status s = ValidateTokenizerSpec(spec); !s.ok()) return s;
+}  // namespace
+
+Result<TokenizerSpec> TokenizerSpecFromGguf(const GgufFile& file) {
+  const KeyReader keys(file);
+  TokenizerSpec spec;
+  PRIMEKV_ASSIGN_OR_RETURN(const auto model, keys.String("tokenizer.ggml.model"));
+  if (!model) return Status::Error("tokenizer.ggml.model is missing");
+  spec.model = *model;
+  PRIMEKV_ASSIGN_OR_RETURN(const auto pre, keys.String("tokenizer.ggml.pre"));
+  spec.pre = pre.value_or("default");
+  PRIMEKV_ASSIGN_OR_RETURN(auto tokens, keys.Strings("tokenizer.ggml.tokens"));
+  if (!tokens) return Status::Error("tokenizer.ggml.tokens is missing");
+  spec.tokens = std::move(*tokens);
+  PRIMEKV_ASSIGN_OR_RETURN(auto merges, keys.Strings("tokenizer.ggml.merges"));
+  if (merges) spec.merges = std::move(*merges);
+  PRIMEKV_ASSIGN_OR_RETURN(auto scores, keys.Floats("tokenizer.ggml.scores"));
+  if (scores) spec.scores = std::move(*scores);
+  PRIMEKV_RETURN_IF_ERROR(ReadTokenTypes(keys, spec));
+  PRIMEKV_RETURN_IF_ERROR(ReadSpecialIds(file, keys, spec));
+  PRIMEKV_RETURN_IF_ERROR(ReadFlagsAndTemplate(keys, spec));
+  PRIMEKV_RETURN_IF_ERROR(ValidateTokenizerSpec(spec));
   return spec;
 }
 

@@ -73,19 +73,50 @@ struct LearnedMerge {
   int left, right, result;
 };
 
+using Word = std::pair<std::vector<int>, int64_t>;  // symbols, frequency
+
+uint64_t PairOf(int a, int b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
+
+// Replaces every (a, b) in the words by `result`, moving the pair counts of each changed word
+// from its old pairs to its new ones; `changed` receives every pair whose count moved.
+void ApplyMerge(std::vector<Word>& words, int a, int b, int result,
+                std::unordered_map<uint64_t, int64_t>& counts, std::vector<uint64_t>& changed) {
+  for (auto& [w, f] : words) {
+    bool has = false;
+    for (size_t i = 1; i < w.size() && !has; ++i) has = w[i - 1] == a && w[i] == b;
+    if (!has) continue;
+    for (size_t i = 1; i < w.size(); ++i) {
+      counts[PairOf(w[i - 1], w[i])] -= f;
+      changed.push_back(PairOf(w[i - 1], w[i]));
+    }
+    std::vector<int> merged;
+    for (size_t i = 0; i < w.size(); ++i) {
+      if (i + 1 < w.size() && w[i] == a && w[i + 1] == b) {
+        merged.push_back(result);
+        ++i;
+      } else {
+        merged.push_back(w[i]);
+      }
+    }
+    w = std::move(merged);
+    for (size_t i = 1; i < w.size(); ++i) {
+      counts[PairOf(w[i - 1], w[i])] += f;
+      changed.push_back(PairOf(w[i - 1], w[i]));
+    }
+  }
+}
+
 // Byte-pair learning: repeatedly join the most frequent adjacent pair (ties: lowest ids) until
 // `max_new` new symbols exist or every word is one symbol (pairs seen once still merge, so the
 // short text yields a few thousand pieces). `text` holds each symbol's string; merges
 // whose string is in `blocked` are never made, and a string made twice reuses its first symbol.
-std::vector<LearnedMerge> LearnMerges(std::vector<std::pair<std::vector<int>, int64_t>> words,
-                                      std::vector<std::string>& text,
+std::vector<LearnedMerge> LearnMerges(std::vector<Word> words, std::vector<std::string>& text,
                                       const std::set<std::string>& blocked, size_t max_new) {
-  auto key = [](int a, int b) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-  };
   std::unordered_map<uint64_t, int64_t> counts;
   for (const auto& [w, f] : words) {
-    for (size_t i = 1; i < w.size(); ++i) counts[key(w[i - 1], w[i])] += f;
+    for (size_t i = 1; i < w.size(); ++i) counts[PairOf(w[i - 1], w[i])] += f;
   }
   struct Entry {
     int64_t count;
@@ -126,29 +157,7 @@ std::vector<LearnedMerge> LearnMerges(std::vector<std::pair<std::vector<int>, in
     }
     merges.push_back({a, b, result});
     changed.clear();
-    for (auto& [w, f] : words) {
-      bool has = false;
-      for (size_t i = 1; i < w.size() && !has; ++i) has = w[i - 1] == a && w[i] == b;
-      if (!has) continue;
-      for (size_t i = 1; i < w.size(); ++i) {
-        counts[key(w[i - 1], w[i])] -= f;
-        changed.push_back(key(w[i - 1], w[i]));
-      }
-      std::vector<int> merged;
-      for (size_t i = 0; i < w.size(); ++i) {
-        if (i + 1 < w.size() && w[i] == a && w[i + 1] == b) {
-          merged.push_back(result);
-          ++i;
-        } else {
-          merged.push_back(w[i]);
-        }
-      }
-      w = std::move(merged);
-      for (size_t i = 1; i < w.size(); ++i) {
-        counts[key(w[i - 1], w[i])] += f;
-        changed.push_back(key(w[i - 1], w[i]));
-      }
-    }
+    ApplyMerge(words, a, b, result, counts, changed);
     std::sort(changed.begin(), changed.end());
     changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
     for (uint64_t k : changed) {

@@ -43,6 +43,53 @@ std::string IdError(std::string_view name, Token id, size_t n) {
          std::to_string(n) + ")";
 }
 
+// The shared loop of both BPE variants: symbols form a linked list (prev/next, -1 at the ends)
+// and `queue` holds candidate joins of neighbours, best on top. A candidate that `stale`
+// rejects no longer describes its pair; otherwise `join` merges the right symbol into the
+// left one and the new neighbour pairs are offered through `push`.
+template <typename Symbol, typename Queue, typename Stale, typename Join, typename Push>
+void RunMerges(std::vector<Symbol>& sym, Queue& queue, Stale stale, Join join, Push push) {
+  while (!queue.empty()) {
+    const auto c = queue.top();
+    queue.pop();
+    Symbol& l = sym[static_cast<size_t>(c.left)];
+    Symbol& r = sym[static_cast<size_t>(c.right)];
+    if (stale(c, l, r)) continue;
+    join(c, l, r);
+    l.next = r.next;
+    if (r.next >= 0) sym[static_cast<size_t>(r.next)].prev = c.left;
+    push(l.prev, c.left);
+    push(c.left, l.next);
+  }
+}
+
+// SentencePiece's view of a text: spaces as U+2581 (and one in front when asked), with the
+// bytes where a space became the marker, so byte fallback can emit the space itself (<0x20>).
+struct SpmText {
+  std::string norm;
+  std::vector<bool> escaped_space;  // [norm.size()]
+};
+
+SpmText EscapeSpaces(std::string_view text, bool space_prefix) {
+  SpmText t;
+  t.norm.reserve(text.size() + text.size() / 2 + 3);
+  auto add_space = [&] {
+    t.escaped_space.resize(t.norm.size() + kSpaceMarker.size(), false);
+    t.escaped_space[t.norm.size()] = true;
+    t.norm += kSpaceMarker;
+  };
+  if (space_prefix) add_space();
+  for (char c : text) {
+    if (c == ' ') {
+      add_space();
+    } else {
+      t.norm += c;
+    }
+  }
+  t.escaped_space.resize(t.norm.size(), false);
+  return t;
+}
+
 }  // namespace
 
 Status ValidateTokenizerSpec(const TokenizerSpec& spec) {
@@ -119,6 +166,8 @@ struct Tokenizer::Impl {
   void Build();
   std::vector<Fragment> SplitSpecial(std::string_view text, bool parse_special) const;
   void EncodeLlama(std::string_view text, bool at_start, std::vector<Token>& out) const;
+  void EmitLlamaPiece(std::string_view norm, const std::vector<bool>& escaped_space, size_t start,
+                      size_t len, std::vector<Token>& out) const;
   void EncodeGpt2(std::string_view text, std::vector<Token>& out) const;
   void EncodeBpePiece(std::string_view piece, std::vector<Token>& out) const;
   void AppendPiece(Token t, std::string& out) const;
@@ -239,25 +288,8 @@ std::vector<Fragment> Tokenizer::Impl::SplitSpecial(std::string_view text,
 void Tokenizer::Impl::EncodeLlama(std::string_view text, bool at_start,
                                   std::vector<Token>& out) const {
   if (text.empty()) return;
-  std::string norm;
-  // Where a space became U+2581, so byte fallback can emit the space itself (<0x20>).
-  std::vector<bool> escaped_space;
-  norm.reserve(text.size() + text.size() / 2 + 3);
-  auto add_space = [&] {
-    escaped_space.resize(norm.size() + kSpaceMarker.size(), false);
-    escaped_space[norm.size()] = true;
-    norm += kSpaceMarker;
-  };
-  if (spec.add_space_prefix && at_start) add_space();
-  for (char c : text) {
-    if (c == ' ') {
-      add_space();
-    } else {
-      norm += c;
-    }
-  }
-  escaped_space.resize(norm.size(), false);
-
+  const SpmText t = EscapeSpaces(text, spec.add_space_prefix && at_start);
+  const std::string_view norm = t.norm;
   struct Symbol {
     size_t start, len;
     int prev, next;
@@ -281,58 +313,60 @@ void Tokenizer::Impl::EncodeLlama(std::string_view text, bool at_start,
     return a.score < b.score || (a.score == b.score && a.start > b.start);
   };
   std::priority_queue<Candidate, std::vector<Candidate>, decltype(lower)> queue(lower);
-  auto score_of = [&](Token t) {
-    return spec.scores.empty() ? 0.0f : spec.scores[static_cast<size_t>(t)];
+  auto score_of = [&](Token id) {
+    return spec.scores.empty() ? 0.0f : spec.scores[static_cast<size_t>(id)];
   };
   auto push = [&](int l, int r) {
     if (l < 0 || r < 0) return;
     const Symbol& a = sym[static_cast<size_t>(l)];
     const Symbol& b = sym[static_cast<size_t>(r)];
-    auto it = piece_ids.find(std::string_view(norm).substr(a.start, a.len + b.len));
+    auto it = piece_ids.find(norm.substr(a.start, a.len + b.len));
     if (it == piece_ids.end()) return;
     queue.push({score_of(it->second), a.start, l, r, a.len + b.len});
   };
   for (size_t i = 1; i < sym.size(); ++i) push(static_cast<int>(i - 1), static_cast<int>(i));
-
-  while (!queue.empty()) {
-    const Candidate c = queue.top();
-    queue.pop();
-    Symbol& l = sym[static_cast<size_t>(c.left)];
-    Symbol& r = sym[static_cast<size_t>(c.right)];
-    if (l.len == 0 || r.len == 0 || l.next != c.right || l.len + r.len != c.len) continue;
-    l.len += r.len;
-    r.len = 0;
-    l.next = r.next;
-    if (r.next >= 0) sym[static_cast<size_t>(r.next)].prev = c.left;
-    push(l.prev, c.left);
-    push(c.left, l.next);
-  }
-
+  RunMerges(
+      sym, queue,
+      [](const Candidate& c, const Symbol& l, const Symbol& r) {
+        return l.len == 0 || r.len == 0 || l.next != c.right || l.len + r.len != c.len;
+      },
+      [](const Candidate&, Symbol& l, Symbol& r) {
+        l.len += r.len;
+        r.len = 0;
+      },
+      push);
   for (int i = 0; i >= 0; i = sym[static_cast<size_t>(i)].next) {
     const Symbol& s = sym[static_cast<size_t>(i)];
-    const std::string_view piece = std::string_view(norm).substr(s.start, s.len);
-    auto it = piece_ids.find(piece);
-    if (it != piece_ids.end()) {
-      out.push_back(it->second);
-      continue;
+    EmitLlamaPiece(t.norm, t.escaped_space, s.start, s.len, out);
+  }
+}
+
+// One final symbol: its piece's id, else its bytes as byte tokens (escaped spaces as <0x20>),
+// else UNK when the vocabulary has one.
+void Tokenizer::Impl::EmitLlamaPiece(std::string_view norm, const std::vector<bool>& escaped_space,
+                                     size_t start, size_t len, std::vector<Token>& out) const {
+  const std::string_view piece = norm.substr(start, len);
+  auto it = piece_ids.find(piece);
+  if (it != piece_ids.end()) {
+    out.push_back(it->second);
+    return;
+  }
+  std::string raw;
+  for (size_t k = 0; k < piece.size();) {
+    if (escaped_space[start + k]) {
+      raw.push_back(' ');
+      k += kSpaceMarker.size();
+    } else {
+      raw.push_back(piece[k++]);
     }
-    std::string raw;
-    for (size_t k = 0; k < piece.size();) {
-      if (escaped_space[s.start + k]) {
-        raw.push_back(' ');
-        k += kSpaceMarker.size();
-      } else {
-        raw.push_back(piece[k++]);
-      }
-    }
-    const bool all_bytes = std::all_of(raw.begin(), raw.end(), [&](char ch) {
-      return byte_tokens[static_cast<unsigned char>(ch)] >= 0;
-    });
-    if (all_bytes) {
-      for (char ch : raw) out.push_back(byte_tokens[static_cast<unsigned char>(ch)]);
-    } else if (spec.unk >= 0) {
-      out.push_back(spec.unk);
-    }
+  }
+  const bool all_bytes = std::all_of(raw.begin(), raw.end(), [&](char ch) {
+    return byte_tokens[static_cast<unsigned char>(ch)] >= 0;
+  });
+  if (all_bytes) {
+    for (char ch : raw) out.push_back(byte_tokens[static_cast<unsigned char>(ch)]);
+  } else if (spec.unk >= 0) {
+    out.push_back(spec.unk);
   }
 }
 
@@ -383,19 +417,16 @@ void Tokenizer::Impl::EncodeBpePiece(std::string_view piece, std::vector<Token>&
     queue.push({it->second.rank, l, r, a, b, it->second.merged});
   };
   for (size_t i = 1; i < sym.size(); ++i) push(static_cast<int>(i - 1), static_cast<int>(i));
-  while (!queue.empty()) {
-    const Candidate c = queue.top();
-    queue.pop();
-    Symbol& l = sym[static_cast<size_t>(c.left)];
-    Symbol& r = sym[static_cast<size_t>(c.right)];
-    if (l.next != c.right || l.id != c.left_id || r.id != c.right_id) continue;
-    l.id = c.merged;
-    l.next = r.next;
-    r.id = -2;  // dead
-    if (r.next >= 0) sym[static_cast<size_t>(r.next)].prev = c.left;
-    push(l.prev, c.left);
-    push(c.left, l.next);
-  }
+  RunMerges(
+      sym, queue,
+      [](const Candidate& c, const Symbol& l, const Symbol& r) {
+        return l.next != c.right || l.id != c.left_id || r.id != c.right_id;
+      },
+      [](const Candidate& c, Symbol& l, Symbol& r) {
+        l.id = c.merged;
+        r.id = -2;  // dead
+      },
+      push);
   for (int i = sym.empty() ? -1 : 0; i >= 0; i = sym[static_cast<size_t>(i)].next) {
     const Token id = sym[static_cast<size_t>(i)].id;
     if (id >= 0) {

@@ -82,17 +82,17 @@ class TempDir : public ::testing::Test {
 using ReadFile = TempDir;
 
 TEST_F(ReadFile, RefusesDirectoriesAndFifosWithoutBlocking) {
-  EXPECT_NE(ReadRegularFile(dir_.string(), "--text-file").message().find("is a directory"),
+  EXPECT_NE(ReadInputFile(dir_.string(), "--text-file").message().find("is a directory"),
             std::string::npos);
   const auto fifo = dir_ / "fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  auto r = ReadRegularFile(fifo.string(), "manifest");  // would block forever without O_NONBLOCK
+  auto r = ReadInputFile(fifo.string(), "manifest");  // would block forever without O_NONBLOCK
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("manifest '"), std::string::npos);
   EXPECT_NE(r.message().find("not a regular file"), std::string::npos);
   std::ofstream(dir_ / "t.txt") << "hello";
-  EXPECT_EQ(*ReadRegularFile((dir_ / "t.txt").string(), "x"), "hello");
-  EXPECT_FALSE(ReadRegularFile((dir_ / "missing").string(), "x").ok());
+  EXPECT_EQ(*ReadInputFile((dir_ / "t.txt").string(), "x"), "hello");
+  EXPECT_FALSE(ReadInputFile((dir_ / "missing").string(), "x").ok());
 }
 
 std::string ManifestError(const std::string& json) {

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "primekv/compressor.h"
+#include "primekv/random_model.h"
 
 namespace primekv {
 namespace {
@@ -24,7 +25,7 @@ const Model& FidelityModel() {
     spec.head_dim = 16;
     spec.d_ff = 128;
     spec.vocab_size = 300;
-    spec.context = 1024;
+    spec.max_context = 1024;
     spec.seed = 21;
     const auto path = std::filesystem::temp_directory_path() /
                       (std::to_string(::getpid()) + "_primekv_fidelity.gguf");

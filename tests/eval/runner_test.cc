@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "common/random_models.h"
 #include "eval/run_config.h"
 #include "primekv/eval_runner.h"
 
@@ -31,20 +32,9 @@ Fixture MakeFixture(const std::string& name, uint64_t seed = 1) {
   const auto dir = std::filesystem::temp_directory_path() / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  RandomModelSpec ms;
-  ms.n_layers = 1;
-  ms.d_model = 64;
-  ms.n_heads = 2;
-  ms.n_kv_heads = 1;
-  ms.head_dim = 32;
-  ms.d_ff = 128;
-  ms.vocab_size = 1024;
-  ms.seed = seed;
   const auto path = dir / "m.gguf";
-  Check(WriteRandomModel(ms, path).ok(), "random model");
-  auto model = Model::Load(path);
-  Check(model.ok(), "load");
-  return {dir, path, std::move(model).value()};
+  Model model = WriteAndLoad(TinyLlamaSpec(1, seed), path);
+  return {dir, path, std::move(model)};
 }
 
 EvalRunSpec SmallSpec(const Fixture& f) {
@@ -110,20 +100,7 @@ TEST(EvalRunner, ResumeWithOtherSettingsIsRefusedNamingTheSetting) {
   EXPECT_EQ(Slurp(base.out / "config.json"), config);
 
   // Adding a task or a press is a legitimate extension of the same run.
-  ASSERT_TRUE(WriteRandomModel(
-                  [] {
-                    RandomModelSpec ms;
-                    ms.n_layers = 1;
-                    ms.d_model = 64;
-                    ms.n_heads = 2;
-                    ms.n_kv_heads = 1;
-                    ms.head_dim = 32;
-                    ms.d_ff = 128;
-                    ms.vocab_size = 1024;
-                    return ms;
-                  }(),
-                  f.model_path)
-                  .ok());
+  ASSERT_TRUE(WriteRandomModel(TinyLlamaSpec(), f.model_path).ok());
   EvalRunSpec more = base;
   more.tasks.push_back("niah_single_2");
   more.presses.push_back("knorm");
@@ -322,16 +299,8 @@ TEST(RunConfig, HashIsStreamingAndSeesEveryByte) {
 TEST(EvalRunner, WritesReportsAndResumes) {
   const auto dir = std::filesystem::temp_directory_path() / "primekv_eval_runner_test";
   std::filesystem::remove_all(dir);
-  RandomModelSpec ms;
-  ms.n_layers = 2;
-  ms.d_model = 64;
-  ms.n_heads = 2;
-  ms.n_kv_heads = 1;
-  ms.head_dim = 32;
-  ms.d_ff = 128;
-  ms.vocab_size = 1024;
   std::filesystem::create_directories(dir);
-  ASSERT_TRUE(WriteRandomModel(ms, dir / "m.gguf").ok());
+  ASSERT_TRUE(WriteRandomModel(TinyLlamaSpec(2), dir / "m.gguf").ok());
   auto model = Model::Load(dir / "m.gguf");
   ASSERT_TRUE(model.ok());
   EvalRunSpec spec;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "primekv/model.h"
+#include "primekv/random_model.h"
 
 namespace primekv {
 namespace {
@@ -27,7 +28,11 @@ class ForwardBatch : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     RandomModelSpec s;
-    s.arch = GetParam().arch;
+    s.arch = ArchFromName(GetParam().arch).value();
+    if (s.arch == Arch::kQwen3Moe) {
+      s.n_experts = 8;
+      s.n_experts_used = 2;
+    }
     s.type = GetParam().type;
     s.d_model = 256;
     s.d_ff = 512;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <new>
 
+#include "common/random_models.h"
 #include "primekv/pipeline.h"
 
 namespace {
@@ -26,16 +27,8 @@ namespace primekv {
 namespace {
 
 TEST(Qwen3MoeDecode, NoHeapAllocationPerToken) {
-  RandomModelSpec spec;
-  spec.arch = "qwen3moe";
-  spec.n_layers = 2;
-  spec.d_model = 128;
-  spec.n_heads = 4;
-  spec.n_kv_heads = 2;
-  spec.head_dim = 64;
-  spec.n_experts = 8;
-  spec.n_experts_used = 3;
-  spec.d_ff_expert = 64;
+  RandomModelSpec spec = MoeSpec(/*n_layers=*/2, /*d_model=*/128, /*head_dim=*/64,
+                                 /*n_experts=*/8, /*n_used=*/3, /*d_ff_expert=*/64);
   spec.vocab_size = 512;
   const auto path = std::filesystem::temp_directory_path() / "primekv_qwen3moe_decode_alloc.gguf";
   ASSERT_TRUE(WriteRandomModel(spec, path).ok());

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/random_models.h"
 #include "primekv/compressor.h"
 #include "primekv/pipeline.h"
 
@@ -14,25 +15,14 @@ namespace {
 
 const Model& MoeModel() {
   static const Model* model = [] {
-    RandomModelSpec s;
-    s.arch = "qwen3moe";
-    s.n_layers = 2;
-    s.d_model = 128;
-    s.n_heads = 4;
-    s.n_kv_heads = 2;
-    s.head_dim = 64;
+    RandomModelSpec s = MoeSpec(/*n_layers=*/2, /*d_model=*/128, /*head_dim=*/64,
+                                /*n_experts=*/8, /*n_used=*/2, /*d_ff_expert=*/64);
     s.d_ff = 256;
-    s.n_experts = 8;
-    s.n_experts_used = 2;
-    s.d_ff_expert = 64;
     s.vocab_size = 512;
-    s.context = 4096;
+    s.max_context = 4096;
     s.seed = 21;
-    const auto path = std::filesystem::temp_directory_path() / "primekv_qwen3moe_press.gguf";
-    Check(WriteRandomModel(s, path).ok(), "random qwen3moe model");
-    auto m = Model::Load(path);
-    Check(m.ok(), "load random qwen3moe model");
-    return new Model(std::move(m).value());
+    return new Model(
+        WriteAndLoad(s, std::filesystem::temp_directory_path() / "primekv_qwen3moe_press.gguf"));
   }();
   return *model;
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/random_models.h"
 #include "primekv/gguf.h"
 #include "primekv/model.h"
 
@@ -82,19 +83,11 @@ TEST(Qwen3MoeRouting, NaNLogitsRankLast) {
 // ---- Loading ------------------------------------------------------------------------------
 
 RandomModelSpec SmallMoe() {
-  RandomModelSpec s;
-  s.arch = "qwen3moe";
-  s.n_layers = 1;
-  s.d_model = 64;
-  s.n_heads = 4;
-  s.n_kv_heads = 2;
-  s.head_dim = 32;
+  RandomModelSpec s = MoeSpec(/*n_layers=*/1, /*d_model=*/64, /*head_dim=*/32, /*n_experts=*/6,
+                              /*n_used=*/2, /*d_ff_expert=*/48);
   s.d_ff = 96;
   s.vocab_size = 300;
-  s.context = 128;
-  s.n_experts = 6;
-  s.n_experts_used = 2;
-  s.d_ff_expert = 48;
+  s.max_context = 128;
   return s;
 }
 

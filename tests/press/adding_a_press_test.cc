@@ -12,6 +12,7 @@
 #include "press/scorer_util.h"
 #include "press/scorers.h"
 #include "primekv/compressor.h"
+#include "primekv/random_model.h"
 
 // Step 1: the scorer and its factory (in the product: src/press/vnorm.cc).
 namespace primekv::press_internal {

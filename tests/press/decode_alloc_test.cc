@@ -8,6 +8,7 @@
 #include <new>
 
 #include "primekv/pipeline.h"
+#include "primekv/random_model.h"
 
 namespace {
 std::atomic<long> g_allocations{0};

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "primekv/compressor.h"
+#include "primekv/random_model.h"
 
 namespace primekv {
 namespace {
@@ -31,7 +32,7 @@ const Model& LoadRandom(const RandomModelSpec& spec, const char* name) {
 const Model& SmallModel() {
   static const Model& model = [] {
     RandomModelSpec spec;
-    spec.arch = "llama";
+    spec.arch = Arch::kLlama;
     spec.n_layers = 2;
     spec.d_model = 128;
     spec.n_heads = 4;
@@ -39,7 +40,7 @@ const Model& SmallModel() {
     spec.head_dim = 32;
     spec.d_ff = 256;
     spec.vocab_size = 512;
-    spec.context = 32768;
+    spec.max_context = 32768;
     spec.seed = 11;
     return std::cref(LoadRandom(spec, "primekv_pipeline_small.gguf"));
   }();
@@ -50,7 +51,7 @@ const Model& SmallModel() {
 const Model& TinyModel() {
   static const Model& model = [] {
     RandomModelSpec spec;
-    spec.arch = "llama";
+    spec.arch = Arch::kLlama;
     spec.n_layers = 1;
     spec.d_model = 32;
     spec.n_heads = 2;
@@ -58,7 +59,7 @@ const Model& TinyModel() {
     spec.head_dim = 16;
     spec.d_ff = 64;
     spec.vocab_size = 512;
-    spec.context = 32768;
+    spec.max_context = 32768;
     spec.seed = 12;
     return std::cref(LoadRandom(spec, "primekv_pipeline_tiny.gguf"));
   }();

@@ -19,6 +19,7 @@
 #include "primekv/gguf.h"
 #include "primekv/model.h"
 #include "primekv/quant.h"
+#include "primekv/random_model.h"
 #include "quant/kernels.h"
 #include "quant/npz.h"
 
@@ -264,7 +265,7 @@ TEST(KQuantMakeModelTest, EveryTypeRunsCloseToF32) {
     spec.head_dim = 64;
     spec.d_ff = 512;
     spec.vocab_size = 512;
-    spec.context = 128;
+    spec.max_context = 128;
     spec.type = type;
     const auto path = std::filesystem::temp_directory_path() /
                       ("primekv_kquant_" + std::string(TypeInfo(type)->name) + ".gguf");

