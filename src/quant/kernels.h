@@ -57,6 +57,12 @@ enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Vnni };
 const char* IsaName(Isa isa);
 
 using DotFn = float (*)(const void* row, const float* x, int64_t n);
+// One weight row against `rows` activation rows (x + i * x_stride): out[i * out_stride] is the
+// same bits as DotFn(row, x + i * x_stride, n). The row is loaded (and converted) once for up to
+// a register file's worth of activation rows, each with its own accumulators, so a decode batch
+// costs less than that many single dots.
+using DotRowsFn = void (*)(const void* row, const float* x, int64_t x_stride, int rows, int64_t n,
+                           float* out, int64_t out_stride);
 
 // 256 activations rounded to 8 bits, as llama.cpp's Q8_K: x[i] ~ d * qs[i], with the sums of
 // each 16 quants. The int8-activation dot products of the 256-element weight formats read it.
@@ -77,7 +83,8 @@ struct TypeKernels {
   DotFn dot = nullptr;
   DequantizeFn dequantize = nullptr;
   QuantizeFn quantize = nullptr;
-  DotQ8KFn dot_q8k = nullptr;  // int8 activations; only the 256-element block formats
+  DotQ8KFn dot_q8k = nullptr;    // int8 activations; only the 256-element block formats
+  DotRowsFn dot_rows = nullptr;  // several activation rows at once; F32, F16 and BF16
 };
 
 // One tile of the prefill GEMM: acc[j][t] (+)= sum_k w[j * ldw + k] * xp[k * group + t] for

@@ -1,7 +1,9 @@
 // y = x * W^T over GGUF weight rows.
 //
 // Small n (decode): every output element is one DotRow over an encoded row, threaded over rows.
-// This is bandwidth-bound, so the rows are read once and never expanded to float. For the
+// This is bandwidth-bound, so the rows are read once and never expanded to float. With several
+// x rows (a batched decode step) the float formats take each weight row against all of them in
+// one multi-row dot (DotRowsFn), which gives every output the bits of its own single dot. For the
 // 256-element block formats (K-quants, IQ4_XS) the activations are first rounded to 8-bit
 // blocks (Q8_K, as llama.cpp) so the dots run on integer multiply-adds.
 //
@@ -99,6 +101,7 @@ void MatVec(const WeightView& w, MatView<const float> x, MatView<float> y, Threa
     return;
   }
   const quant::internal::DotFn dot = kernels->dot;
+  const quant::internal::DotRowsFn dot_rows = x.rows > 1 ? kernels->dot_rows : nullptr;
   // Chunks of at least ~64 KiB of weights keep the pool's hand-off cost negligible; small
   // matrices run on the calling thread.
   const int64_t min_rows =
@@ -108,6 +111,11 @@ void MatVec(const WeightView& w, MatView<const float> x, MatView<float> y, Threa
       [&](int64_t begin, int64_t end, int) {
         for (int64_t r = begin; r < end; ++r) {
           const uint8_t* row = w.Row(r);
+          if (dot_rows != nullptr) {
+            // Every x row against this weight row in one pass (the same bits as one dot each).
+            dot_rows(row, x.data, x.stride, static_cast<int>(x.rows), w.cols, &y(0, r), y.stride);
+            continue;
+          }
           for (int64_t i = 0; i < x.rows; ++i) y(i, r) = dot(row, x.Row(i), w.cols);
         }
       },
