@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <vector>
 
 #include "primekv/quant.h"
@@ -91,6 +92,20 @@ void MatVecQ8K(const WeightView& w, MatView<const float> x, MatView<float> y, Th
   }
 }
 
+// x copied to a per-thread buffer whose rows start on 64-byte lines, so that the multi-row
+// dot's activation loads never straddle two cache lines (the weights are read in place).
+// Reused between calls: a warm decode step allocates nothing.
+MatView<const float> AlignedRows(MatView<const float> x) {
+  thread_local std::vector<float> buffer;
+  const int64_t stride = (x.cols + 15) / 16 * 16;
+  const auto need = static_cast<size_t>(x.rows * stride + 16);
+  if (buffer.size() < need) buffer.resize(need);
+  const auto misalign = reinterpret_cast<uintptr_t>(buffer.data()) % 64 / sizeof(float);
+  float* base = buffer.data() + (misalign == 0 ? 0 : 16 - misalign);
+  for (int64_t i = 0; i < x.rows; ++i) std::copy_n(x.Row(i), x.cols, base + i * stride);
+  return MatView<const float>(base, x.rows, x.cols, stride);
+}
+
 void MatVec(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,
             const MatMulTiling& tiling) {
   const quant::internal::TypeKernels* kernels = quant::internal::Find(TableFor(tiling), w.type);
@@ -102,6 +117,7 @@ void MatVec(const WeightView& w, MatView<const float> x, MatView<float> y, Threa
   }
   const quant::internal::DotFn dot = kernels->dot;
   const quant::internal::DotRowsFn dot_rows = x.rows > 1 ? kernels->dot_rows : nullptr;
+  if (dot_rows != nullptr) x = AlignedRows(x);
   // Chunks of at least ~64 KiB of weights keep the pool's hand-off cost negligible; small
   // matrices run on the calling thread.
   const int64_t min_rows =
