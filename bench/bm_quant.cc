@@ -121,7 +121,7 @@ void BM_DotRows(benchmark::State& state) {
   std::vector<float> out(static_cast<size_t>(rows));
   for (auto _ : state) {
     if (state.range(4) == 1) {
-      k.dot_rows(w.bytes.data(), x.data(), n, rows, n, out.data(), 1);
+      k.dot_rows(w.bytes.data(), w.view.row_bytes, 1, x.data(), n, rows, n, out.data(), 1);
     } else {
       for (int i = 0; i < rows; ++i) out[i] = k.dot(w.bytes.data(), x.data() + i * n, n);
     }

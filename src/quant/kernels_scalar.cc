@@ -30,24 +30,26 @@ float LoadBf16(const uint8_t* row, int64_t i) { return Bf16ToF32(LoadU16(row + 2
 // sum += w[i] * x[i] in element order, for up to 4 activation rows at a time (each element
 // converted once); one row is the single dot, so both give the same bits.
 template <float (*Load)(const uint8_t*, int64_t)>
-void DotRows(const void* row, const float* x, int64_t x_stride, int rows, int64_t n, float* out,
-             int64_t out_stride) {
-  const auto* w = static_cast<const uint8_t*>(row);
-  for (int r0 = 0; r0 < rows; r0 += 4) {
-    const int m = rows - r0 < 4 ? rows - r0 : 4;
-    float sum[4] = {};
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = Load(w, i);
-      for (int r = 0; r < m; ++r) sum[r] += v * x[(r0 + r) * x_stride + i];
+void DotRows(const void* w, size_t row_bytes, int64_t w_rows, const float* x, int64_t x_stride,
+             int rows, int64_t n, float* out, int64_t out_stride) {
+  for (int64_t j = 0; j < w_rows; ++j) {
+    const uint8_t* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(j) * row_bytes;
+    for (int r0 = 0; r0 < rows; r0 += 4) {
+      const int m = rows - r0 < 4 ? rows - r0 : 4;
+      float sum[4] = {};
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = Load(row, i);
+        for (int r = 0; r < m; ++r) sum[r] += v * x[(r0 + r) * x_stride + i];
+      }
+      for (int r = 0; r < m; ++r) out[(r0 + r) * out_stride + j] = sum[r];
     }
-    for (int r = 0; r < m; ++r) out[(r0 + r) * out_stride] = sum[r];
   }
 }
 
 template <float (*Load)(const uint8_t*, int64_t)>
 float Dot(const void* row, const float* x, int64_t n) {
   float sum;
-  DotRows<Load>(row, x, 0, 1, n, &sum, 0);
+  DotRows<Load>(row, 0, 1, x, 0, 1, n, &sum, 0);
   return sum;
 }
 

@@ -125,13 +125,14 @@ void MatVec(const WeightView& w, MatView<const float> x, MatView<float> y, Threa
   pool.ParallelFor(
       w.rows,
       [&](int64_t begin, int64_t end, int) {
+        if (dot_rows != nullptr) {
+          // Each weight row against every x row in one pass (the same bits as one dot each).
+          dot_rows(w.Row(begin), w.row_bytes, end - begin, x.data, x.stride,
+                   static_cast<int>(x.rows), w.cols, &y(0, begin), y.stride);
+          return;
+        }
         for (int64_t r = begin; r < end; ++r) {
           const uint8_t* row = w.Row(r);
-          if (dot_rows != nullptr) {
-            // Every x row against this weight row in one pass (the same bits as one dot each).
-            dot_rows(row, x.data, x.stride, static_cast<int>(x.rows), w.cols, &y(0, r), y.stride);
-            continue;
-          }
           for (int64_t i = 0; i < x.rows; ++i) y(i, r) = dot(row, x.Row(i), w.cols);
         }
       },
