@@ -1,6 +1,8 @@
 // Row kernels and MatMul per weight type.
 //   bm_quant --benchmark_filter=DotRow      in-cache kernel speed per ISA (bytes of weights/s);
 //                                           DotRowQ8K: the same with int8 activations
+//   bm_quant --benchmark_filter=DotRows     one weight row against 1-5 activation rows: the
+//                                           multi-row dot vs a loop of single dots
 //   bm_quant --benchmark_filter=MatVec      MatMul n = 1, 4096 x 4096 (weights mostly in L3)
 //   bm_quant --benchmark_filter=MatVecDram  MatMul n = 1 over ~1 GiB of weights (DRAM-bound)
 //   bm_quant --benchmark_filter=BM_Gemm/    MatMul n = 128, 4096 x 4096 (FLOP/s), built-in
@@ -96,6 +98,40 @@ void BM_DotRow(benchmark::State& state) {
   state.SetLabel(std::string(kTypeNames[type_index]) + " " + quant::internal::IsaName(isa));
 }
 BENCHMARK(BM_DotRow)->ArgsProduct({kAllTypes, {0, 1, 2, 3}});
+
+// A batched decode step's dots: one weight row (in L1) against `rows` activation rows, as the
+// old loop of single dots (way 0) or one multi-row dot (way 1, DotRowsFn). Args: type index
+// (0 F32, 1 F16, 2 BF16), ISA, rows, n, way. Time per call; compare way 0 and 1 at equal rows.
+void BM_DotRows(benchmark::State& state) {
+  const auto type_index = static_cast<size_t>(state.range(0));
+  const auto isa = static_cast<quant::internal::Isa>(state.range(1));
+  const quant::internal::KernelTable* table = nullptr;
+  for (const auto* t : quant::internal::SupportedKernels()) {
+    if (t->isa == isa) table = t;
+  }
+  if (table == nullptr) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  const int rows = static_cast<int>(state.range(2));
+  const int64_t n = state.range(3);
+  const BenchWeight w = MakeWeight(kTypes[type_index], 1, n);
+  const std::vector<float> x = RandomFloats(rows * n, 3);
+  const quant::internal::TypeKernels& k = *quant::internal::Find(*table, kTypes[type_index]);
+  std::vector<float> out(static_cast<size_t>(rows));
+  for (auto _ : state) {
+    if (state.range(4) == 1) {
+      k.dot_rows(w.bytes.data(), w.view.row_bytes, 1, x.data(), n, rows, n, out.data(), 1);
+    } else {
+      for (int i = 0; i < rows; ++i) out[i] = k.dot(w.bytes.data(), x.data() + i * n, n);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(std::string(kTypeNames[type_index]) + " " + quant::internal::IsaName(isa) +
+                 (state.range(4) == 1 ? " multi-row" : " single dots"));
+}
+BENCHMARK(BM_DotRows)->ArgsProduct({{0, 1}, {1, 2}, {1, 4, 5}, {256, 4096}, {0, 1}});
 
 // As BM_DotRow with int8 activations (Q8_K blocks, quantised outside the loop) for the
 // 256-element formats; ISA 3 is AVX-512 VNNI.

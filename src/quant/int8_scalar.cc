@@ -39,10 +39,11 @@ template <int kBlockBytes, int (*kWeight)(const uint8_t*, int)>
 void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
           int64_t ldo) {
   const int64_t blocks = a.blocks();
-  for (int64_t t = 0; t < a.rows; ++t) {
-    const int8_t* aq = a.q + t * a.stride;
-    const float* ad = a.d + t * a.block_stride;
-    for (int64_t r = 0; r < rows; ++r) {
+  // Weight rows outermost: each is read once for every token.
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t t = 0; t < a.rows; ++t) {
+      const int8_t* aq = a.q + t * a.stride;
+      const float* ad = a.d + t * a.block_stride;
       const uint8_t* p = w + static_cast<size_t>(r) * row_bytes;
       float acc = 0.0f;
       for (int64_t b = 0; b < blocks; ++b, p += kBlockBytes) {

@@ -57,6 +57,13 @@ enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Vnni };
 const char* IsaName(Isa isa);
 
 using DotFn = float (*)(const void* row, const float* x, int64_t n);
+// `w_rows` weight rows (row j at w + j * row_bytes) against `rows` activation rows
+// (x + i * x_stride): out[i * out_stride + j] is the same bits as DotFn(row j, x + i * x_stride,
+// n). Each weight row is loaded (and converted) once for up to a register file's worth of
+// activation rows, each with its own accumulators, so a decode batch costs less than that many
+// single dots; the loop over weight rows sits inside, with no call per row.
+using DotRowsFn = void (*)(const void* w, size_t row_bytes, int64_t w_rows, const float* x,
+                           int64_t x_stride, int rows, int64_t n, float* out, int64_t out_stride);
 
 // 256 activations rounded to 8 bits, as llama.cpp's Q8_K: x[i] ~ d * qs[i], with the sums of
 // each 16 quants. The int8-activation dot products of the 256-element weight formats read it.
@@ -77,7 +84,8 @@ struct TypeKernels {
   DotFn dot = nullptr;
   DequantizeFn dequantize = nullptr;
   QuantizeFn quantize = nullptr;
-  DotQ8KFn dot_q8k = nullptr;  // int8 activations; only the 256-element block formats
+  DotQ8KFn dot_q8k = nullptr;    // int8 activations; only the 256-element block formats
+  DotRowsFn dot_rows = nullptr;  // several activation rows at once; F32, F16 and BF16
 };
 
 // One tile of the prefill GEMM: acc[j][t] (+)= sum_k w[j * ldw + k] * xp[k * group + t] for

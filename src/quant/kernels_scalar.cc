@@ -19,24 +19,37 @@ uint16_t EncodeScale(float d) {
   return h;
 }
 
-float DotF32(const void* row, const float* x, int64_t n) {
-  const auto* w = static_cast<const float*>(row);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += w[i] * x[i];
-  return sum;
+float LoadF32(const uint8_t* row, int64_t i) {
+  float f;
+  std::memcpy(&f, row + 4 * i, sizeof(f));
+  return f;
+}
+float LoadF16(const uint8_t* row, int64_t i) { return F16ToF32(LoadU16(row + 2 * i)); }
+float LoadBf16(const uint8_t* row, int64_t i) { return Bf16ToF32(LoadU16(row + 2 * i)); }
+
+// sum += w[i] * x[i] in element order, for up to 4 activation rows at a time (each element
+// converted once); one row is the single dot, so both give the same bits.
+template <float (*Load)(const uint8_t*, int64_t)>
+void DotRows(const void* w, size_t row_bytes, int64_t w_rows, const float* x, int64_t x_stride,
+             int rows, int64_t n, float* out, int64_t out_stride) {
+  for (int64_t j = 0; j < w_rows; ++j) {
+    const uint8_t* row = static_cast<const uint8_t*>(w) + static_cast<size_t>(j) * row_bytes;
+    for (int r0 = 0; r0 < rows; r0 += 4) {
+      const int m = rows - r0 < 4 ? rows - r0 : 4;
+      float sum[4] = {};
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = Load(row, i);
+        for (int r = 0; r < m; ++r) sum[r] += v * x[(r0 + r) * x_stride + i];
+      }
+      for (int r = 0; r < m; ++r) out[(r0 + r) * out_stride + j] = sum[r];
+    }
+  }
 }
 
-float DotF16(const void* row, const float* x, int64_t n) {
-  const auto* w = static_cast<const uint8_t*>(row);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += F16ToF32(LoadU16(w + 2 * i)) * x[i];
-  return sum;
-}
-
-float DotBf16(const void* row, const float* x, int64_t n) {
-  const auto* w = static_cast<const uint8_t*>(row);
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum += Bf16ToF32(LoadU16(w + 2 * i)) * x[i];
+template <float (*Load)(const uint8_t*, int64_t)>
+float Dot(const void* row, const float* x, int64_t n) {
+  float sum;
+  DotRows<Load>(row, 0, 1, x, 0, 1, n, &sum, 0);
   return sum;
 }
 
@@ -182,9 +195,9 @@ const KernelTable& ScalarKernels() {
   static const KernelTable table = [] {
     KernelTable t;
     t.isa = Isa::kScalar;
-    t.f32 = {DotF32, DequantizeF32, QuantizeF32};
-    t.f16 = {DotF16, DequantizeF16, QuantizeF16};
-    t.bf16 = {DotBf16, DequantizeBf16, QuantizeBf16};
+    t.f32 = {Dot<LoadF32>, DequantizeF32, QuantizeF32, nullptr, DotRows<LoadF32>};
+    t.f16 = {Dot<LoadF16>, DequantizeF16, QuantizeF16, nullptr, DotRows<LoadF16>};
+    t.bf16 = {Dot<LoadBf16>, DequantizeBf16, QuantizeBf16, nullptr, DotRows<LoadBf16>};
     t.q8_0 = {DotQ8_0, DequantizeQ8_0, QuantizeQ8_0};
     t.q4_0 = {DotQ4_0, DequantizeQ4_0, QuantizeQ4_0};
     t.gemm_tile = GemmTile;

@@ -1,7 +1,9 @@
 // y = x * W^T over GGUF weight rows.
 //
 // Small n (decode): every output element is one DotRow over an encoded row, threaded over rows.
-// This is bandwidth-bound, so the rows are read once and never expanded to float. For the
+// This is bandwidth-bound, so the rows are read once and never expanded to float. With several
+// x rows (a batched decode step) the float formats take each weight row against all of them in
+// one multi-row dot (DotRowsFn), which gives every output the bits of its own single dot. For the
 // 256-element block formats (K-quants, IQ4_XS) the activations are first rounded to 8-bit
 // blocks (Q8_K, as llama.cpp) so the dots run on integer multiply-adds.
 //
@@ -24,6 +26,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <vector>
 
 #include "primekv/quant.h"
@@ -89,6 +92,20 @@ void MatVecQ8K(const WeightView& w, MatView<const float> x, MatView<float> y, Th
   }
 }
 
+// x copied to a per-thread buffer whose rows start on 64-byte lines, so that the multi-row
+// dot's activation loads never straddle two cache lines (the weights are read in place).
+// Reused between calls: a warm decode step allocates nothing.
+MatView<const float> AlignedRows(MatView<const float> x) {
+  thread_local std::vector<float> buffer;
+  const int64_t stride = (x.cols + 15) / 16 * 16;
+  const auto need = static_cast<size_t>(x.rows * stride + 16);
+  if (buffer.size() < need) buffer.resize(need);
+  const auto misalign = reinterpret_cast<uintptr_t>(buffer.data()) % 64 / sizeof(float);
+  float* base = buffer.data() + (misalign == 0 ? 0 : 16 - misalign);
+  for (int64_t i = 0; i < x.rows; ++i) std::copy_n(x.Row(i), x.cols, base + i * stride);
+  return MatView<const float>(base, x.rows, x.cols, stride);
+}
+
 void MatVec(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,
             const MatMulTiling& tiling) {
   const quant::internal::TypeKernels* kernels = quant::internal::Find(TableFor(tiling), w.type);
@@ -99,6 +116,8 @@ void MatVec(const WeightView& w, MatView<const float> x, MatView<float> y, Threa
     return;
   }
   const quant::internal::DotFn dot = kernels->dot;
+  const quant::internal::DotRowsFn dot_rows = x.rows > 1 ? kernels->dot_rows : nullptr;
+  if (dot_rows != nullptr) x = AlignedRows(x);
   // Chunks of at least ~64 KiB of weights keep the pool's hand-off cost negligible; small
   // matrices run on the calling thread.
   const int64_t min_rows =
@@ -106,6 +125,12 @@ void MatVec(const WeightView& w, MatView<const float> x, MatView<float> y, Threa
   pool.ParallelFor(
       w.rows,
       [&](int64_t begin, int64_t end, int) {
+        if (dot_rows != nullptr) {
+          // Each weight row against every x row in one pass (the same bits as one dot each).
+          dot_rows(w.Row(begin), w.row_bytes, end - begin, x.data, x.stride,
+                   static_cast<int>(x.rows), w.cols, &y(0, begin), y.stride);
+          return;
+        }
         for (int64_t r = begin; r < end; ++r) {
           const uint8_t* row = w.Row(r);
           for (int64_t i = 0; i < x.rows; ++i) y(i, r) = dot(row, x.Row(i), w.cols);

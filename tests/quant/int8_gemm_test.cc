@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -153,6 +154,59 @@ TEST(Int8GemmTest, EveryTableMatchesDoubleReference) {
             }
             for (int64_t r = rows; r < ldo; ++r)
               ASSERT_EQ(out[t * ldo + r], -7.0f) << what << ": wrote past the rows";
+          }
+        }
+      }
+    }
+  }
+  if (!skipped.empty()) GTEST_SKIP() << "not run on this CPU: " << Skipped(skipped);
+}
+
+// A decode batch: every token's outputs of a product over 2 to 7 tokens are the same bits as
+// the product over that token alone (what keeps batched decoding's logits equal to one-token
+// decoding), for row counts around the kernels' tiles.
+TEST(Int8GemmTest, FewTokensEqualOneTokenBitForBit) {
+  std::mt19937_64 rng(21);
+  ThreadPool pool(1);
+  std::vector<std::string> skipped;
+  for (const Int8Kernels* table : AllTables()) {
+    if (!quant::internal::CpuHasIsa(table->isa)) {
+      skipped.push_back(IsaName(table->isa));
+      continue;
+    }
+    for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
+      const quant::internal::Q8GemmFn gemm = quant::internal::FindQ8Gemm(*table, type);
+      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 32}, {7, 96}, {37, 2080}}) {
+        const size_t row_bytes = RefRowBytes(type, cols);
+        std::vector<uint8_t> wbytes;
+        for (int64_t r = 0; r < rows; ++r) {
+          const std::vector<uint8_t> row = RandomRow(rng, type, cols, 0.5f);
+          wbytes.insert(wbytes.end(), row.begin(), row.end());
+        }
+        for (int64_t n = 2; n <= 7; ++n) {
+          const std::vector<float> x = RandomFloats(rng, n * cols);
+          std::vector<int8_t> q;
+          std::vector<float> d;
+          std::vector<int32_t> s;
+          Q8Rows a;
+          internal::QuantizeActivations(MatView<const float>(x.data(), n, cols), *table, q, d, s, a,
+                                        pool);
+          std::vector<float> out(n * rows);
+          gemm(wbytes.data(), row_bytes, rows, a, out.data(), rows);
+          for (int64_t t = 0; t < n; ++t) {
+            Q8Rows one = a;
+            one.rows = 1;
+            one.q = a.q + t * a.stride;
+            one.d = a.d + t * a.block_stride;
+            one.sum = a.sum + t * a.block_stride;
+            std::vector<float> alone(rows);
+            gemm(wbytes.data(), row_bytes, rows, one, alone.data(), rows);
+            for (int64_t r = 0; r < rows; ++r) {
+              ASSERT_EQ(std::memcmp(&out[t * rows + r], &alone[r], sizeof(float)), 0)
+                  << IsaName(table->isa) << " " << TypeName(type) << " rows=" << rows
+                  << " cols=" << cols << " n=" << n << " t=" << t << " r=" << r << ": "
+                  << out[t * rows + r] << " vs " << alone[r];
+            }
           }
         }
       }

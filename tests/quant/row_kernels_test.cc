@@ -156,6 +156,71 @@ TEST(DotRowTest, PositionalWeights) {
   }
 }
 
+// The multi-row dot (a decode batch): every (activation row, weight row) result is the same bits
+// as the table's single-row dot, for one and two weight rows and 1 to 7 activation rows (more than
+// any table's group, so the split into groups is covered), lengths over every loop tail, strided
+// and unaligned x and out; the gaps between outputs stay untouched. Every table this build has;
+// those this CPU lacks are reported as skipped.
+TEST(DotRowsTest, EachRowEqualsSingleDotBitForBit) {
+  std::mt19937_64 rng(4321);
+  std::vector<const KernelTable*> tables = {&internal::ScalarKernels()};
+  std::string skipped;
+  for (const KernelTable* t :
+       {internal::Avx2Kernels(), internal::Avx512Kernels(), internal::Avx512VnniKernels()}) {
+    if (t == nullptr) continue;
+    if (internal::CpuHasIsa(t->isa)) {
+      tables.push_back(t);
+    } else {
+      skipped += std::string(skipped.empty() ? "" : ", ") + internal::IsaName(t->isa);
+    }
+  }
+  for (const KernelTable* table : tables) {
+    for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
+      const internal::TypeKernels* k = internal::Find(*table, type);
+      ASSERT_NE(k->dot_rows, nullptr) << Case(*table, type, 0);
+      for (int64_t n : {0,  1,  7,   8,   9,   15,  16,  17,  31,  32,  33,   63,
+                        64, 65, 100, 127, 128, 129, 255, 256, 257, 768, 1000, 4099}) {
+        // Two weight rows, the second at row_bytes (the first's size plus 6) from the first.
+        const size_t row_bytes = RefRowBytes(type, n) + 6;
+        std::vector<uint8_t> w(2 * row_bytes + 2);
+        for (size_t j = 0; j < 2; ++j) {
+          const std::vector<uint8_t> encoded = RandomRow(rng, type, n);
+          if (!encoded.empty()) {
+            std::memcpy(w.data() + 2 + j * row_bytes, encoded.data(), encoded.size());
+          }
+        }
+        const int64_t x_stride = n + 3;
+        const std::vector<float> x = RandomFloats(rng, 7 * x_stride + 1);
+        for (int64_t w_rows = 1; w_rows <= 2; ++w_rows) {
+          for (int rows = 1; rows <= 7; ++rows) {
+            const int64_t out_stride = 3;
+            std::vector<float> out(static_cast<size_t>(rows * out_stride + 1), -5.0f);
+            k->dot_rows(w.data() + 2, row_bytes, w_rows, x.data() + 1, x_stride, rows, n,
+                        out.data() + 1, out_stride);
+            for (int64_t o = 0; o < static_cast<int64_t>(out.size()); ++o) {
+              const int64_t i = (o - 1) / out_stride, j = (o - 1) % out_stride;
+              const std::string what = Case(*table, type, n) + " w_rows=" + std::to_string(w_rows) +
+                                       " rows=" + std::to_string(rows) + " out[" +
+                                       std::to_string(o) + "]";
+              if (o == 0 || j >= w_rows || i >= rows) {
+                ASSERT_EQ(out[o], -5.0f) << what << ": wrote outside its outputs";
+                continue;
+              }
+              const float single =
+                  k->dot(w.data() + 2 + j * row_bytes, x.data() + 1 + i * x_stride, n);
+              uint32_t got_bits, single_bits;
+              std::memcpy(&got_bits, &out[o], sizeof(got_bits));
+              std::memcpy(&single_bits, &single, sizeof(single_bits));
+              ASSERT_EQ(got_bits, single_bits) << what << " got " << out[o] << " single " << single;
+            }
+          }
+        }
+      }
+    }
+  }
+  if (!skipped.empty()) GTEST_SKIP() << "multi-row dots not run on this CPU: " << skipped;
+}
+
 // Dequantisation is exact: d * q fits in a float for every fp16 d and quant.
 TEST(DequantizeRowTest, AllTablesExact) {
   std::mt19937_64 rng(99);
