@@ -18,8 +18,6 @@ namespace {
 
 constexpr int kTileRows = 2;
 constexpr int kTileTokens = 3;
-// Up to this many tokens (a decode batch, model.h's kDecodeBatchRows) stream the weight rows.
-constexpr int kStreamTokens = 5;
 
 struct Q8_0Weights {
   static constexpr int kBytes = kQ8_0BlockBytes;
@@ -86,21 +84,12 @@ void MicroTokens(const uint8_t* w, size_t row_bytes, const Q8Rows& a, int64_t t0
       tokens, [&](auto kTokens) { Micro<W, kRows, kTokens()>(w, row_bytes, a, t0, out, ldo); });
 }
 
+#include "quant/int8_stream.inc"
+
 template <class W>
 void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
           int64_t ldo) {
-  if (a.rows <= kStreamTokens) {
-    // Decode (one token, or a batch of a few): one row after the other, a single sequential
-    // stream for the prefetchers (on AVX512-VNNI this nearly doubled decode speed over
-    // interleaved row tiles), each row loaded once for every token.
-    WithCount<kStreamTokens>(static_cast<int>(a.rows), [&](auto kTokens) {
-      for (int64_t r = 0; r < rows; ++r) {
-        Micro<W, 1, kTokens()>(w + static_cast<size_t>(r) * row_bytes, row_bytes, a, 0, out + r,
-                               ldo);
-      }
-    });
-    return;
-  }
+  if (a.rows <= kStreamTokens) return StreamRows<W>(w, row_bytes, rows, a, out, ldo);
   // Chunks of 64 tokens keep their activations in L2 while a 2-row tile stays in L1.
   for (int64_t c0 = 0; c0 < a.rows; c0 += 64) {
     const int64_t c1 = a.rows - c0 < 64 ? a.rows : c0 + 64;

@@ -27,8 +27,6 @@ namespace {
 
 constexpr int kTileRows = 4;
 constexpr int kTileTokens = 4;
-// Up to this many tokens (a decode batch, model.h's kDecodeBatchRows) stream the weight rows.
-constexpr int kStreamTokens = 5;
 
 // Lanes 0-7 from element 0 of v, lanes 8-15 from element 1.
 __m512i PairIndex() { return _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1); }
@@ -41,9 +39,14 @@ __m512 WeightScales(const uint8_t* p, __m512i pair) {
   return _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(s));
 }
 
-struct Q8_0Weights {
-  static constexpr int kBytes = kQ8_0BlockBytes;
-  static constexpr int kOffsetShift = 7;  // offset 128
+// A weight format's block size and the offset (1 << kOffsetShift) that makes its quants unsigned.
+template <int kBlockBytes, int kShift>
+struct WeightFormat {
+  static constexpr int kBytes = kBlockBytes;
+  static constexpr int kOffsetShift = kShift;
+};
+
+struct Q8_0Weights : WeightFormat<kQ8_0BlockBytes, 7> {  // offset 128
   template <bool kTwo>
   static __m512i Quants(const uint8_t* p) {
     const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
@@ -60,9 +63,7 @@ struct Q8_0Weights {
   }
 };
 
-struct Q4_0Weights {
-  static constexpr int kBytes = kQ4_0BlockBytes;
-  static constexpr int kOffsetShift = 3;  // offset 8
+struct Q4_0Weights : WeightFormat<kQ4_0BlockBytes, 3> {  // offset 8
   template <bool kTwo>
   static __m512i Quants(const uint8_t* p) {
     const __m128i b0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
@@ -252,22 +253,13 @@ void GemmPacked(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& 
 }
 
 // Row tiles outermost, so a tile's weight rows stay in L1 while all tokens pass over them.
+#include "quant/int8_stream.inc"
+
 template <class W>
 void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
           int64_t ldo) {
   if (a.rows >= kPackMinTokens) return GemmPacked<W>(w, row_bytes, rows, a, out, ldo);
-  if (a.rows <= kStreamTokens) {
-    // Decode (one token, or a batch of a few): one row after the other, a single sequential
-    // stream for the prefetchers, each row loaded once for every token. Interleaved 4-row
-    // tiles made a 2-token step of a 1B Q8_0 model 2.4x as slow as a 1-token one.
-    WithCount<kStreamTokens>(static_cast<int>(a.rows), [&](auto kTokens) {
-      for (int64_t r = 0; r < rows; ++r) {
-        Micro<W, 1, kTokens()>(w + static_cast<size_t>(r) * row_bytes, row_bytes, a, 0, out + r,
-                               ldo);
-      }
-    });
-    return;
-  }
+  if (a.rows <= kStreamTokens) return StreamRows<W>(w, row_bytes, rows, a, out, ldo);
   for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
     const uint8_t* wr = w + static_cast<size_t>(r0) * row_bytes;
     const int64_t rn = rows - r0 < kTileRows ? rows - r0 : kTileRows;

@@ -15,6 +15,9 @@
 namespace primekv::quant::internal {
 
 inline constexpr int kQ8Block = 32;  // activation values per block
+// Up to this many tokens (a decode batch, model.h's kDecodeBatchRows) the int8 kernels stream
+// the weight rows: each row is read once and dotted with every token.
+inline constexpr int kStreamTokens = 5;
 
 // Activations as x[t][k] ~= d[t][k / 32] * q[t][k]: q in [-127, 127], d = max|x| / 127 over the
 // block, and sum[t][b] = the sum of block b's q (for weights stored with an offset: Q4_0's
