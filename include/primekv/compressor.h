@@ -79,11 +79,14 @@ class Compressor {
   };
   Status Run(KvCache& cache, double ratio, int target, const PressCapture* capture,
              ThreadPool& pool, CompressStats* stats) const;
-  // Kept rows per head of one layer (empty when the layer is left alone).
-  Result<std::vector<std::vector<int32_t>>> ScoreLayer(const KvCache& cache, int layer,
-                                                       double ratio, int target,
-                                                       const PressCapture* capture,
-                                                       LayerScratch& scratch) const;
+  // One layer's scores per head and the ratio its budget uses (no heads when the layer is
+  // left alone).
+  struct ScoredLayer {
+    HeadScores scores;
+    double ratio = 0;
+  };
+  Result<ScoredLayer> ScoreLayer(const KvCache& cache, int layer, double ratio, int target,
+                                 const PressCapture* capture, LayerScratch& scratch) const;
   // What the scorer asked for besides the heads' entries.
   void FillInput(LayerInput& in, const KvCache& cache, const PressCapture* capture,
                  std::vector<float>& wo) const;

@@ -102,9 +102,14 @@ class Scorer {
   // True when scores are probabilities comparable across heads (head-adaptive budgets use them
   // raw); otherwise each head's scores are normalised to sum to one first.
   virtual bool ComparableAcrossHeads() const { return false; }
+  // True when scores are in one unit across layers (estimates of the log of the same
+  // residual-stream perturbation), so one threshold over all layers is meaningful.
+  virtual bool ComparableAcrossLayers() const { return false; }
 };
 
-enum class BudgetKind { kUniform, kPyramid, kAdaptive };
+// kGlobal: one threshold over all layers' entries together (docs/design.md §3), with the AdaKV
+// safeguard per head; the total kept equals the uniform total.
+enum class BudgetKind { kUniform, kPyramid, kAdaptive, kGlobal };
 
 struct BudgetOptions {
   BudgetKind kind = BudgetKind::kUniform;
@@ -123,6 +128,12 @@ std::vector<int32_t> SelectTopK(std::span<const float> scores, int keep);
 std::vector<std::vector<int32_t>> SelectForLayer(const HeadScores& scores, double ratio,
                                                  const BudgetOptions& budget, bool comparable,
                                                  int layer, int n_layers);
+// Kept rows per layer and head under one threshold over all layers' raw scores: the sum of the
+// uniform shares KeepCount(n, ratios[l]) is kept, and each head keeps at least
+// floor(adaptive_alpha * its share) of its own top entries (never none).
+std::vector<std::vector<std::vector<int32_t>>> SelectAcrossLayers(
+    std::span<const HeadScores> layers, std::span<const double> ratios,
+    const BudgetOptions& budget);
 
 using PressParams = std::map<std::string, std::string>;
 

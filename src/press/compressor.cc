@@ -146,14 +146,14 @@ void Compressor::FillInput(LayerInput& in, const KvCache& cache, const PressCapt
   }
 }
 
-Result<std::vector<std::vector<int32_t>>> Compressor::ScoreLayer(const KvCache& cache, int layer,
-                                                                 double ratio, int target,
-                                                                 const PressCapture* capture,
-                                                                 LayerScratch& scratch) const {
+Result<Compressor::ScoredLayer> Compressor::ScoreLayer(const KvCache& cache, int layer,
+                                                       double ratio, int target,
+                                                       const PressCapture* capture,
+                                                       LayerScratch& scratch) const {
   const ModelConfig& c = model_.config();
   int max_len = 0;
   for (int h = 0; h < c.n_kv_heads; ++h) max_len = std::max(max_len, cache.Length(layer, h));
-  if (max_len == 0 || (target > 0 && max_len <= target)) return std::vector<std::vector<int32_t>>{};
+  if (max_len == 0 || (target > 0 && max_len <= target)) return ScoredLayer{};
   // A fixed target becomes the ratio that keeps exactly `target` of the longest head.
   const double r = target > 0 ? 1.0 - (target + 0.5) / max_len : ratio;
   const bool values = Needs().values;
@@ -167,11 +167,11 @@ Result<std::vector<std::vector<int32_t>>> Compressor::ScoreLayer(const KvCache& 
   FillInput(in, cache, capture, scratch.wo);
   if (Needs().future_queries && in.future_queries.rows == 0)
     return Status::Error(press_.name + " press: no future queries were recorded");
-  HeadScores scores(c.n_kv_heads);
-  for (int h = 0; h < c.n_kv_heads; ++h) scores[h].assign(scratch.heads[h].positions.size(), 0.0f);
-  press_.scorer->Score(in, scores);
-  return SelectForLayer(scores, r, press_.budget, press_.scorer->ComparableAcrossHeads(), layer,
-                        c.n_layers);
+  ScoredLayer out{HeadScores(c.n_kv_heads), r};
+  for (int h = 0; h < c.n_kv_heads; ++h)
+    out.scores[h].assign(scratch.heads[h].positions.size(), 0.0f);
+  press_.scorer->Score(in, out.scores);
+  return out;
 }
 
 Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapture* capture,
@@ -190,20 +190,30 @@ Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapt
   std::vector<Status> errors(n_layers);
   // Kept rows per layer and head; applied after scoring because the page pool is shared.
   std::vector<std::vector<std::vector<int32_t>>> kept_rows(n_layers);
+  // A global budget selects only once every layer is scored; the others select per layer.
+  const bool global = press_.budget.kind == BudgetKind::kGlobal;
+  std::vector<HeadScores> scores(global ? n_layers : 0);
+  std::vector<double> ratios(n_layers, 0.0);
   if (active) {
-    // Layers are independent: one task each.
+    // Scoring layers is independent: one task each.
     pool.ParallelFor(n_layers, [&](int64_t begin, int64_t end, int) {
       LayerScratch scratch{std::vector<HeadEntries>(model_.config().n_kv_heads), {}};
       for (int64_t l = begin; l < end; ++l) {
-        auto kept = ScoreLayer(cache, static_cast<int>(l), ratio, target, capture, scratch);
-        if (kept.ok()) {
-          kept_rows[l] = std::move(kept).value();
+        auto scored = ScoreLayer(cache, static_cast<int>(l), ratio, target, capture, scratch);
+        if (!scored.ok()) {
+          errors[l] = scored.status();
+        } else if (global) {
+          scores[l] = std::move(scored->scores);
+          ratios[l] = scored->ratio;
         } else {
-          errors[l] = kept.status();
+          kept_rows[l] =
+              SelectForLayer(scored->scores, scored->ratio, press_.budget,
+                             press_.scorer->ComparableAcrossHeads(), static_cast<int>(l), n_layers);
         }
       }
     });
   }
+  if (global) kept_rows = SelectAcrossLayers(scores, ratios, press_.budget);
   for (int l = 0; l < n_layers; ++l) {
     const auto& kept = kept_rows[l];
     for (int h = 0; h < std::ssize(kept); ++h) {

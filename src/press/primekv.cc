@@ -226,6 +226,11 @@ class PrimeKvScorer : public HeadScorer {
   PressNeeds Needs() const override {
     return {.values = value_ != ValueSide::kNone, .output_gram = UsesGram()};
   }
+  // The logit combination estimates log a_i + log |W_O (o_-i - v_i)|, a residual-stream
+  // perturbation in the same unit in every layer (docs/design.md §3, global budget).
+  bool ComparableAcrossLayers() const override {
+    return combine_ == Combine::kLogit && !halving_ && value_ == ValueSide::kWoCentered;
+  }
 
   void ScoreHead(const LayerInput& in, int h, std::vector<float>& s) const override {
     if (s.empty()) return;

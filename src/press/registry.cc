@@ -129,6 +129,29 @@ Result<Press> MakePyramidKv(const PressParams& params, const Entry& e) {
   return p;
 }
 
+// A scorer row's press. "budget=global" (only over scores in one unit across layers) spends
+// the budget under one threshold over all layers; the row's own budget otherwise.
+Result<Press> MakeScored(const PressParams& params, const Entry& e) {
+  Press p;
+  p.budget.kind = e.budget;
+  auto b = params.find("budget");
+  if (b == params.end()) {
+    PRIMEKV_ASSIGN_OR_RETURN(p.scorer, e.factory(params, e.info.name));
+    return p;
+  }
+  if (b->second != "global")
+    return Status::Error("press " + e.info.name + ": budget must be 'global', not '" +
+                         Shown(b->second) + "'");
+  PressParams rest = params;
+  rest.erase("budget");
+  PRIMEKV_ASSIGN_OR_RETURN(p.scorer, e.factory(rest, e.info.name));
+  if (!p.scorer->ComparableAcrossLayers())
+    return Status::Error("press " + e.info.name +
+                         ": budget=global needs scores comparable across layers");
+  p.budget.kind = BudgetKind::kGlobal;
+  return p;
+}
+
 }  // namespace
 
 std::span<const PressEntry> PressTable() { return Table(); }
@@ -276,8 +299,7 @@ Result<Press> MakePress(const PressSpec& spec, std::span<const PressEntry> table
     if (e.info.name == "pyramidkv") {
       PRIMEKV_ASSIGN_OR_RETURN(p, MakePyramidKv(spec.params, e));
     } else if (e.factory) {
-      p.budget.kind = e.budget;
-      PRIMEKV_ASSIGN_OR_RETURN(p.scorer, e.factory(spec.params, e.info.name));
+      PRIMEKV_ASSIGN_OR_RETURN(p, MakeScored(spec.params, e));
     } else if (!spec.params.empty()) {
       return Status::Error("press none takes no parameters");
     }

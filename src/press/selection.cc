@@ -48,66 +48,108 @@ std::vector<int32_t> SelectTopK(std::span<const float> scores, int keep) {
   return idx;
 }
 
-std::vector<std::vector<int32_t>> SelectForLayer(const HeadScores& scores, double ratio,
-                                                 const BudgetOptions& budget, bool comparable,
-                                                 int layer, int n_layers) {
-  const int heads = static_cast<int>(scores.size());
-  std::vector<std::vector<int32_t>> kept(static_cast<size_t>(heads));
-  if (budget.kind != BudgetKind::kAdaptive) {
-    for (int h = 0; h < heads; ++h) {
-      const int n = static_cast<int>(scores[static_cast<size_t>(h)].size());
-      const int keep =
-          budget.kind == BudgetKind::kPyramid
-              ? PyramidKeep(n, ratio, layer, n_layers, budget.pyramid_window, budget.pyramid_beta)
-              : KeepCount(n, ratio);
-      kept[static_cast<size_t>(h)] = SelectTopK(scores[static_cast<size_t>(h)], keep);
-    }
-    return kept;
-  }
-  // AdaKV: each head keeps its top floor(alpha * keep) unconditionally, then one top-k across
-  // the layer's heads fills the total of heads * keep.
+namespace {
+
+// One head in a pooled selection: its scores and its uniform share.
+struct PoolHead {
+  std::span<const float> scores;
+  int keep = 0;
+};
+
+// AdaKV's pooled top-k: each head keeps its top floor(alpha * keep) unconditionally, then one
+// top-k across all the heads fills the total of their shares. `normalise`: scores that are not
+// comparable are shifted to a zero minimum and scaled to sum to one per head, so heads compete
+// on shares rather than on raw scales.
+std::vector<std::vector<int32_t>> PooledTopK(std::span<const PoolHead> heads, double alpha,
+                                             bool normalise) {
   struct Entry {
     float score;
     int head;
     int32_t row;
   };
   std::vector<Entry> all;
-  int total_keep = 0;
-  for (int h = 0; h < heads; ++h) {
-    const auto& s = scores[static_cast<size_t>(h)];
+  size_t total_keep = 0;
+  for (int h = 0; h < std::ssize(heads); ++h) {
+    const std::span<const float> s = heads[static_cast<size_t>(h)].scores;
     const int n = static_cast<int>(s.size());
-    const int keep = KeepCount(n, ratio);
-    total_keep += keep;
-    const int safe = static_cast<int>(std::floor(budget.adaptive_alpha * keep));
-    // Scores that are not probabilities are shifted to a zero minimum and scaled to sum to one
-    // per head, so heads compete on shares rather than on raw scales.
+    const int keep = heads[static_cast<size_t>(h)].keep;
+    total_keep += static_cast<size_t>(keep);
     float lo = 0;
     double sum = 0;
-    if (!comparable && n > 0) {
+    if (normalise && n > 0) {
       lo = *std::min_element(s.begin(), s.end());
       for (float x : s) sum += static_cast<double>(x) - lo;
     }
-    const auto forced = SelectTopK(s, safe);
+    const auto forced = SelectTopK(s, static_cast<int>(std::floor(alpha * keep)));
     std::vector<char> is_forced(static_cast<size_t>(n), 0);
     for (int32_t r : forced) is_forced[static_cast<size_t>(r)] = 1;
     for (int32_t r = 0; r < n; ++r) {
       float v = s[static_cast<size_t>(r)];
-      if (!comparable) v = sum > 0 ? static_cast<float>((static_cast<double>(v) - lo) / sum) : 0.0f;
+      if (normalise) v = sum > 0 ? static_cast<float>((static_cast<double>(v) - lo) / sum) : 0.0f;
       if (is_forced[static_cast<size_t>(r)]) v = std::numeric_limits<float>::max();
       all.push_back({v, h, r});
     }
   }
-  const size_t k = std::min(all.size(), static_cast<size_t>(total_keep));
+  const size_t k = std::min(all.size(), total_keep);
   std::nth_element(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end(),
                    [](const Entry& a, const Entry& b) {
                      if (a.score != b.score) return a.score > b.score;
                      if (a.row != b.row) return a.row < b.row;
                      return a.head < b.head;
                    });
+  std::vector<std::vector<int32_t>> kept(heads.size());
   for (size_t i = 0; i < k; ++i) kept[static_cast<size_t>(all[i].head)].push_back(all[i].row);
-  for (auto& v : kept) {
-    std::sort(v.begin(), v.end());
-    if (v.empty() && heads > 0) v.push_back(0);  // a head is never left empty
+  for (size_t h = 0; h < kept.size(); ++h) {
+    std::sort(kept[h].begin(), kept[h].end());
+    // A head is never left empty.
+    if (kept[h].empty() && !heads[h].scores.empty()) kept[h].push_back(0);
+  }
+  return kept;
+}
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> SelectForLayer(const HeadScores& scores, double ratio,
+                                                 const BudgetOptions& budget, bool comparable,
+                                                 int layer, int n_layers) {
+  if (budget.kind == BudgetKind::kGlobal) {
+    // One layer alone: the global threshold restricted to it.
+    auto kept = SelectAcrossLayers(std::span(&scores, 1), std::span(&ratio, 1), budget);
+    return std::move(kept.front());
+  }
+  const int heads = static_cast<int>(scores.size());
+  std::vector<PoolHead> pool(static_cast<size_t>(heads));
+  for (int h = 0; h < heads; ++h) {
+    const auto& s = scores[static_cast<size_t>(h)];
+    pool[static_cast<size_t>(h)] = {s, KeepCount(static_cast<int>(s.size()), ratio)};
+  }
+  if (budget.kind == BudgetKind::kAdaptive)
+    return PooledTopK(pool, budget.adaptive_alpha, !comparable);
+  std::vector<std::vector<int32_t>> kept(static_cast<size_t>(heads));
+  for (int h = 0; h < heads; ++h) {
+    const int n = static_cast<int>(scores[static_cast<size_t>(h)].size());
+    const int keep =
+        budget.kind == BudgetKind::kPyramid
+            ? PyramidKeep(n, ratio, layer, n_layers, budget.pyramid_window, budget.pyramid_beta)
+            : pool[static_cast<size_t>(h)].keep;
+    kept[static_cast<size_t>(h)] = SelectTopK(scores[static_cast<size_t>(h)], keep);
+  }
+  return kept;
+}
+
+std::vector<std::vector<std::vector<int32_t>>> SelectAcrossLayers(
+    std::span<const HeadScores> layers, std::span<const double> ratios,
+    const BudgetOptions& budget) {
+  std::vector<PoolHead> pool;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    for (const auto& s : layers[l])
+      pool.push_back({s, KeepCount(static_cast<int>(s.size()), ratios[l])});
+  }
+  auto flat = PooledTopK(pool, budget.adaptive_alpha, /*normalise=*/false);
+  std::vector<std::vector<std::vector<int32_t>>> kept(layers.size());
+  auto next = flat.begin();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    for (size_t h = 0; h < layers[l].size(); ++h) kept[l].push_back(std::move(*next++));
   }
   return kept;
 }

@@ -1,7 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
+#include <set>
+#include <tuple>
 
 #include "primekv/press.h"
 
@@ -58,6 +62,100 @@ TEST(SelectForLayer, AdaptiveKeepsTotalAndFloor) {
   }
   EXPECT_EQ(total, 150u);
   EXPECT_EQ(kept[0].size(), 100u) << "the dominant head takes the shared budget";
+}
+
+// Layers x heads x n scores, all distinct (a shuffled ramp), so the expected set has no ties.
+std::vector<HeadScores> ShuffledScores(int layers, int heads, int n, unsigned seed) {
+  std::vector<float> ramp(static_cast<size_t>(layers * heads * n));
+  std::iota(ramp.begin(), ramp.end(), 0.0f);
+  std::mt19937 rng(seed);
+  std::shuffle(ramp.begin(), ramp.end(), rng);
+  std::vector<HeadScores> out(static_cast<size_t>(layers), HeadScores(heads));
+  size_t next = 0;
+  for (auto& layer : out)
+    for (auto& head : layer)
+      for (int i = 0; i < n; ++i) head.push_back(ramp[next++] - 50.0f);
+  return out;
+}
+
+TEST(SelectAcrossLayers, KeepsTheTopEntriesOverLayersWithTheSafeguard) {
+  const int layers = 3, heads = 2, n = 20;
+  const double ratio = 0.75;  // uniform share 5 per head, safeguard floor(0.2 * 5) = 1
+  const auto scores = ShuffledScores(layers, heads, n, 7);
+  const std::vector<double> ratios(layers, ratio);
+  BudgetOptions b;
+  b.kind = BudgetKind::kGlobal;
+  const auto kept = SelectAcrossLayers(scores, ratios, b);
+  // Reference: every head's best entry, then the best of the rest over all layers.
+  struct Item {
+    float s;
+    int l, h, i;
+  };
+  std::vector<Item> rest;
+  std::set<std::tuple<int, int, int>> expected;
+  for (int l = 0; l < layers; ++l)
+    for (int h = 0; h < heads; ++h) {
+      const auto& s = scores[l][h];
+      const int best = static_cast<int>(std::max_element(s.begin(), s.end()) - s.begin());
+      expected.insert({l, h, best});
+      for (int i = 0; i < n; ++i)
+        if (i != best) rest.push_back({s[i], l, h, i});
+    }
+  std::sort(rest.begin(), rest.end(), [](const Item& a, const Item& b) { return a.s > b.s; });
+  const size_t uniform_total = static_cast<size_t>(layers * heads * KeepCount(n, ratio));
+  for (size_t j = 0; expected.size() < uniform_total; ++j)
+    expected.insert({rest[j].l, rest[j].h, rest[j].i});
+  std::set<std::tuple<int, int, int>> got;
+  ASSERT_EQ(kept.size(), static_cast<size_t>(layers));
+  for (int l = 0; l < layers; ++l) {
+    ASSERT_EQ(kept[l].size(), static_cast<size_t>(heads));
+    for (int h = 0; h < heads; ++h) {
+      EXPECT_TRUE(std::is_sorted(kept[l][h].begin(), kept[l][h].end()));
+      EXPECT_GE(kept[l][h].size(), 1u) << "safeguard";
+      for (int32_t i : kept[l][h]) got.insert({l, h, i});
+    }
+  }
+  EXPECT_EQ(got.size(), uniform_total) << "the same total as uniform";
+  EXPECT_EQ(got, expected);
+  // Ratio 0 keeps everything.
+  const auto all = SelectAcrossLayers(scores, std::vector<double>(layers, 0.0), b);
+  for (int l = 0; l < layers; ++l)
+    for (int h = 0; h < heads; ++h) EXPECT_EQ(all[l][h].size(), static_cast<size_t>(n));
+}
+
+TEST(SelectAcrossLayers, BudgetMovesToTheLayerWithLargerScores) {
+  // Layer 0's scores are far below layer 1's: layer 0 keeps only its safeguard (floor(0.2 * 10)
+  // = 2 per head), layer 1 gets the rest of the 2 x 2 x 10 = 40 kept entries.
+  std::vector<HeadScores> s(2, HeadScores(2, std::vector<float>(20)));
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 20; ++i) {
+      s[0][h][i] = -100.0f + static_cast<float>(i);
+      s[1][h][i] = static_cast<float>(i);
+    }
+  BudgetOptions b;
+  b.kind = BudgetKind::kGlobal;
+  const auto kept = SelectAcrossLayers(s, std::vector<double>{0.5, 0.5}, b);
+  EXPECT_EQ(kept[0][0], (std::vector<int32_t>{18, 19}));
+  EXPECT_EQ(kept[0][1], (std::vector<int32_t>{18, 19}));
+  EXPECT_EQ(kept[1][0].size(), 18u);
+  EXPECT_EQ(kept[1][1].size(), 18u);
+  EXPECT_EQ(kept[1][0].front(), 2) << "the 18 largest of layer 1";
+  // One layer alone (SelectForLayer with kGlobal) pools its heads on raw scores.
+  const auto one = SelectForLayer(s[1], 0.5, b, /*comparable=*/false, 1, 2);
+  EXPECT_EQ(one[0].size() + one[1].size(), 20u);
+}
+
+TEST(PressSpec, GlobalBudgetOnlyOverScoresComparableAcrossLayers) {
+  auto p = MakePress(*ParsePressSpec("primekv:budget=global"));
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_EQ(p->budget.kind, BudgetKind::kGlobal);
+  EXPECT_EQ(p->name, "primekv:budget=global");
+  auto d = MakePress(*ParsePressSpec("primekv"));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->budget.kind, BudgetKind::kUniform) << "the default is unchanged";
+  EXPECT_FALSE(MakePress(*ParsePressSpec("primekv:budget=layer")).ok());
+  EXPECT_FALSE(MakePress(*ParsePressSpec("primekv:budget=global,combine=rank")).ok());
+  EXPECT_FALSE(MakePress(*ParsePressSpec("keydiff:budget=global")).ok());
 }
 
 TEST(PressSpec, ParsesNamesParamsAndWrappers) {
