@@ -28,6 +28,22 @@ inline RandomModelSpec TinyLlamaSpec(int n_layers = 1, uint64_t seed = 1) {
   return s;
 }
 
+// A two-block llama with grouped heads (4 query heads sharing 2 KV heads of 16), d_model 64,
+// FFN 128, a synthetic vocabulary of 300: the smallest shape where per-head and per-layer
+// press choices differ.
+inline RandomModelSpec SmallGqaSpec(uint64_t seed) {
+  RandomModelSpec s;
+  s.n_layers = 2;
+  s.d_model = 64;
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.head_dim = 16;
+  s.d_ff = 128;
+  s.vocab_size = 300;
+  s.seed = seed;
+  return s;
+}
+
 // A qwen3moe of the given shape: 4 heads sharing 2 KV heads, n_experts experts of width
 // d_ff_expert per layer, n_used routed per token.
 inline RandomModelSpec MoeSpec(int n_layers, int d_model, int head_dim, int n_experts, int n_used,

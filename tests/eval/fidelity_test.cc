@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <random>
 
+#include "common/random_models.h"
 #include "primekv/compressor.h"
 #include "primekv/random_model.h"
 
@@ -17,23 +18,13 @@ namespace {
 
 const Model& FidelityModel() {
   static const Model* model = [] {
-    RandomModelSpec spec;
-    spec.n_layers = 2;
-    spec.d_model = 64;
-    spec.n_heads = 4;
-    spec.n_kv_heads = 2;
-    spec.head_dim = 16;
-    spec.d_ff = 128;
-    spec.vocab_size = 300;
+    RandomModelSpec spec = SmallGqaSpec(21);
     spec.max_context = 1024;
-    spec.seed = 21;
     const auto path = std::filesystem::temp_directory_path() /
                       (std::to_string(::getpid()) + "_primekv_fidelity.gguf");
-    Check(WriteRandomModel(spec, path).ok(), "random model");
-    auto m = Model::Load(path);
-    Check(m.ok(), "load random model");
+    Model m = WriteAndLoad(spec, path);
     std::filesystem::remove(path);  // the mapping stays valid
-    return new Model(std::move(m).value());
+    return new Model(std::move(m));
   }();
   return *model;
 }

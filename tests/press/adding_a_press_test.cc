@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "common/random_models.h"
 #include "press/scorer_util.h"
 #include "press/scorers.h"
 #include "primekv/compressor.h"
@@ -103,15 +104,7 @@ TEST(AddingAPress, ScoresAreValueNormsWithSinksOnTop) {
 }
 
 TEST(AddingAPress, CompressesARealCacheByValueNorm) {
-  RandomModelSpec spec;
-  spec.n_layers = 2;
-  spec.d_model = 64;
-  spec.n_heads = 4;
-  spec.n_kv_heads = 2;
-  spec.head_dim = 16;
-  spec.d_ff = 128;
-  spec.vocab_size = 300;
-  spec.seed = 5;
+  const RandomModelSpec spec = SmallGqaSpec(5);
   const auto path =
       std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_primekv_vnorm.gguf");
   const Status written = WriteRandomModel(spec, path);
