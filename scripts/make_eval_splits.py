@@ -27,7 +27,6 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(_ROOT, "tools", "train"))
 sys.path.insert(0, os.path.join(_ROOT, "tests", "reference"))
 import data  # noqa: E402
-import words as W  # noqa: E402
 from gguf_read import GGUFFile  # noqa: E402
 from tokenizer import FIRST_PIECE, Tokenizer  # noqa: E402
 
@@ -45,14 +44,8 @@ def tokenizer_from_gguf(path):
 def task_near_key(rng, n_near=5):
     """One asked adjective-noun key and n_near distractor keys sharing its adjective or noun."""
     t = data.Task()
-    adj, noun = rng.choice(W.ADJECTIVES), rng.choice(W.NOUNS)
-    asked = adj + "-" + noun
-    keys, seen = [asked], {asked}
-    while len(keys) < 1 + n_near:
-        k = (adj + "-" + rng.choice(W.NOUNS)) if rng.random() < 0.5 else (rng.choice(W.ADJECTIVES) + "-" + noun)
-        if k not in seen:
-            seen.add(k)
-            keys.append(k)
+    keys = data.asked_and_near_keys(rng, n_near)
+    asked = keys[0]
     vals = data.unique(rng, lambda: data.make_value(rng, "number"), len(keys))
     label = data.label_for(rng, "number")
     tmpl = rng.choice(data.FACT_TEMPLATES)

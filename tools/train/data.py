@@ -964,6 +964,19 @@ def render_v2(tok, rng, task, length, ctx_weight, ans_weight=1.0):
     return doc.finish(length)
 
 
+def asked_and_near_keys(rng, n_near):
+    """The held-out near_key family's keys: an asked adjective-noun key first, then n_near
+    distinct distractors that share its adjective or its noun."""
+    adj, noun = rng.choice(W.ADJECTIVES), rng.choice(W.NOUNS)
+    keys, seen = [adj + "-" + noun], {adj + "-" + noun}
+    while len(keys) < 1 + n_near:
+        k = (adj + "-" + rng.choice(W.NOUNS)) if rng.random() < 0.5 else (rng.choice(W.ADJECTIVES) + "-" + noun)
+        if k not in seen:
+            seen.add(k)
+            keys.append(k)
+    return keys
+
+
 def near_keys(rng, kind, n):
     """n distinct keys of one kind where most share a word (or a prefix) with the first."""
     first = make_key(rng, kind)

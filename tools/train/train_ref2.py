@@ -37,7 +37,6 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import data  # noqa: E402
-import words as W  # noqa: E402
 from model import Llama, ModelConfig, init_induction_circuit  # noqa: E402
 from tokenizer import FIRST_PIECE, Tokenizer  # noqa: E402
 
@@ -133,14 +132,8 @@ def near_key_task(rng, n_near=5):
     """Five facts whose adjective-noun keys share a word with the asked one (the held-out near_key
     family's shape, drawn here from the training-time evaluation seed)."""
     t = data.Task()
-    adj, noun = rng.choice(W.ADJECTIVES), rng.choice(W.NOUNS)
-    asked = adj + "-" + noun
-    keys, seen = [asked], {asked}
-    while len(keys) < 1 + n_near:
-        k = (adj + "-" + rng.choice(W.NOUNS)) if rng.random() < 0.5 else (rng.choice(W.ADJECTIVES) + "-" + noun)
-        if k not in seen:
-            seen.add(k)
-            keys.append(k)
+    keys = data.asked_and_near_keys(rng, n_near)
+    asked = keys[0]
     vals = data.unique(rng, lambda: data.make_value(rng, "number"), len(keys))
     label = data.label_for(rng, "number")
     tmpl = rng.choice(data.FACT_TEMPLATES)
