@@ -19,20 +19,32 @@
 namespace primekv::press_internal {
 namespace {
 
-enum class KeySide { kLeverage, kCosine, kSelf, kSelfExact, kNone };
-enum class ValueSide { kWoCentered, kWo, kCentered, kNorm, kNone };
+enum class KeySide {
+  kLeverage,
+  kCosine,
+  kSelf,
+  kSelfExact,
+  kCentered,
+  kCenteredExact,
+  kNext,
+  kCenteredNext,
+  kNone
+};
+enum class ValueSide { kWoCentered, kWo, kSelfRest, kCentered, kNorm, kNone };
 enum class Combine { kProduct, kRank, kLogit };
 
 // Parameter words, in the order error messages list them.
 template <typename T>
 using Words = std::pair<std::string_view, T>;
-constexpr Words<KeySide> kKeySides[] = {{"leverage", KeySide::kLeverage},
-                                        {"cosine", KeySide::kCosine},
-                                        {"self", KeySide::kSelf},
-                                        {"selfexact", KeySide::kSelfExact},
-                                        {"none", KeySide::kNone}};
+constexpr Words<KeySide> kKeySides[] = {
+    {"leverage", KeySide::kLeverage}, {"cosine", KeySide::kCosine},
+    {"self", KeySide::kSelf},         {"selfexact", KeySide::kSelfExact},
+    {"centered", KeySide::kCentered}, {"centeredexact", KeySide::kCenteredExact},
+    {"next", KeySide::kNext},         {"centerednext", KeySide::kCenteredNext},
+    {"none", KeySide::kNone}};
 constexpr Words<ValueSide> kValueSides[] = {{"wo_centered", ValueSide::kWoCentered},
                                             {"wo", ValueSide::kWo},
+                                            {"wo_self", ValueSide::kSelfRest},
                                             {"centered", ValueSide::kCentered},
                                             {"norm", ValueSide::kNorm},
                                             {"none", ValueSide::kNone}};
@@ -180,6 +192,60 @@ std::vector<double> SelfQuery(MatView<const float> keys) {
   return r;
 }
 
+// Mean-field log-attention of the centred self-query q = k_i - kbar: q.kbar is the same for
+// every entry and cancels in the softmax, so only the deviations d_j = k_j - kbar compete, and
+// log a_ii ~ |d_i|^2 / sqrt(d) - log n (the mean of the d_j is zero).
+std::vector<double> CenteredSelfQuery(MatView<const float> keys) {
+  const std::vector<double> mean = Mean(keys);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(keys.cols));
+  std::vector<double> r(keys.rows);
+  for (int64_t i = 0; i < keys.rows; ++i) {
+    const float* k = keys.Row(i);
+    double s = 0;
+    for (int64_t t = 0; t < keys.cols; ++t) s += (k[t] - mean[t]) * (k[t] - mean[t]);
+    r[i] = s * scale;
+  }
+  return r;
+}
+
+// Where the cached entries sit in RoPE's rotation, and where the next query will.
+struct RopeFrame {
+  std::span<const int32_t> positions;  // [n], of the rows being scored
+  std::span<const float> inv_freq;     // [d / 2]
+  bool half = false;                   // NeoX pairing (f, f + pairs), else (2f, 2f + 1)
+  int32_t next_position = 0;
+};
+
+// The self-query asked at the next position p: q_i = R(p - pos_i) k_i, the query that targets
+// entry i's content (k_i = R(pos_i) c_i) as the next token's query would carry it. Its
+// mean-field log-attention is q_i.(k_i - kbar) / sqrt(d) (with `centered`, q_i = R(p - pos_i)
+// (k_i - kbar)): each rotary pair turns by (p - pos_i) theta_f, so an entry far back keeps its
+// self-logit only in the slowly rotating pairs. Dimensions outside the rotary pairs do not turn.
+std::vector<double> NextSelfQuery(MatView<const float> keys, const RopeFrame& rope, bool centered) {
+  const std::vector<double> mean = Mean(keys);
+  const int64_t d = keys.cols;
+  const int64_t pairs = static_cast<int64_t>(rope.inv_freq.size());
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  std::vector<double> q(d);
+  std::vector<double> r(keys.rows);
+  for (int64_t i = 0; i < keys.rows; ++i) {
+    const float* k = keys.Row(i);
+    for (int64_t c = 0; c < d; ++c) q[c] = centered ? k[c] - mean[c] : k[c];
+    const double dist = static_cast<double>(rope.next_position) - rope.positions[i];
+    for (int64_t f = 0; f < pairs; ++f) {
+      const int64_t a = rope.half ? f : 2 * f, b = rope.half ? f + pairs : 2 * f + 1;
+      const double phi = dist * rope.inv_freq[f], cs = std::cos(phi), sn = std::sin(phi);
+      const double qa = q[a] * cs - q[b] * sn, qb = q[a] * sn + q[b] * cs;
+      q[a] = qa;
+      q[b] = qb;
+    }
+    double s = 0;
+    for (int64_t c = 0; c < d; ++c) s += q[c] * (k[c] - mean[c]);
+    r[i] = s * scale;
+  }
+  return r;
+}
+
 // Exact log-attention of the self-query: |k_i|^2/sqrt(d) - logsumexp_j k_i.k_j/sqrt(d), with the
 // n x n logits formed a block of rows at a time.
 std::vector<double> SelfQueryExact(MatView<const float> keys) {
@@ -202,6 +268,44 @@ std::vector<double> SelfQueryExact(MatView<const float> keys) {
     }
   }
   return r;
+}
+
+// v_i - o_-i for the self-query q = k_i, o_-i = sum_{j != i} softmax_j(k_i.k_j / sqrt(d)) v_j:
+// the jump of the head's output when the query that targets entry i loses it (the identity's
+// o_-i - v_i, with the other entries' real competition instead of the mean value). An entry
+// whose key-neighbours carry the same value is replaceable and scores near zero.
+Mat<float> SelfQueryRest(MatView<const float> keys, MatView<const float> values) {
+  const int n = static_cast<int>(keys.rows), d = static_cast<int>(keys.cols);
+  const int dv = static_cast<int>(values.cols);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  constexpr int kBlock = 256;
+  Mat<float> diff(n, dv);
+  if (n == 1) {  // nothing else to fall back on: the output jumps to zero
+    std::copy_n(values.Row(0), dv, diff.Row(0));
+    return diff;
+  }
+  Mat<float> block(kBlock, n), kt(d, n), o(kBlock, dv);
+  dense::Transpose(keys.data, n, d, static_cast<int>(keys.stride), kt.data(), n);
+  for (int i0 = 0; i0 < n; i0 += kBlock) {
+    const int rows = std::min(kBlock, n - i0);
+    dense::GemmNN(rows, n, d, scale, keys.Row(i0), static_cast<int>(keys.stride), kt.data(), n,
+                  0.0f, block.data(), n);
+    for (int a = 0; a < rows; ++a) {
+      float* row = block.Row(a);
+      row[i0 + a] = -std::numeric_limits<float>::infinity();
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int j = 0; j < n; ++j) mx = std::max(mx, row[j]);
+      double sum = 0;
+      for (int j = 0; j < n; ++j) sum += row[j] = std::exp(row[j] - mx);
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int j = 0; j < n; ++j) row[j] *= inv;
+    }
+    dense::GemmNN(rows, dv, n, 1.0f, block.data(), n, values.data, static_cast<int>(values.stride),
+                  0.0f, o.data(), dv);
+    for (int a = 0; a < rows; ++a)
+      for (int c = 0; c < dv; ++c) diff(i0 + a, c) = values(i0 + a, c) - o(a, c);
+  }
+  return diff;
 }
 
 // The rows `rows` of x, gathered.
@@ -236,22 +340,31 @@ class PrimeKvScorer : public HeadScorer {
     if (s.empty()) return;
     const MatView<const float> gram = UsesGram() ? in.Gram(h) : MatView<const float>();
     if (halving_) {
-      Halving(in.Keys(h), in.Values(h), gram, s);
+      Halving(in, h, gram, s);
       return;
     }
-    const std::vector<double> x = SetScores(in.Keys(h), in.Values(h), gram);
+    const RopeFrame rope{.positions = in.heads[static_cast<size_t>(h)].positions,
+                         .inv_freq = in.rope_inv_freq,
+                         .half = in.rope_half(),
+                         .next_position = in.next_position};
+    const std::vector<double> x = SetScores(in.Keys(h), in.Values(h), gram, rope);
     std::transform(x.begin(), x.end(), s.begin(), [](double v) { return static_cast<float>(v); });
   }
 
  private:
-  bool UsesGram() const { return value_ == ValueSide::kWoCentered || value_ == ValueSide::kWo; }
+  bool UsesGram() const {
+    return value_ == ValueSide::kWoCentered || value_ == ValueSide::kWo ||
+           value_ == ValueSide::kSelfRest;
+  }
 
   // Successive halving (the set identity): score the entries that remain, drop the lower half,
   // rescore the rest against each other, until one is left. An entry removed in round t gets
   // t + (its place among that round's removed entries) / (removed + 1), so the survivors of
   // later rounds rank above everything removed before them.
-  void Halving(MatView<const float> keys, MatView<const float> values, MatView<const float> gram,
+  void Halving(const LayerInput& in, int h, MatView<const float> gram,
                std::vector<float>& s) const {
+    const MatView<const float> keys = in.Keys(h), values = in.Values(h);
+    const std::vector<int32_t>& positions = in.heads[static_cast<size_t>(h)].positions;
     std::vector<int> active(s.size());
     std::iota(active.begin(), active.end(), 0);
     for (int round = 0;; ++round) {
@@ -263,7 +376,13 @@ class PrimeKvScorer : public HeadScorer {
       const Mat<float> k = Gather(keys, active);
       const Mat<float> v = values.rows == 0 ? Mat<float>() : Gather(values, active);
       // ascending; ties: lower row removed first
-      const std::vector<int> order = Ascending(SetScores(k.view(), v.view(), gram));
+      std::vector<int32_t> pos(active.size());
+      for (size_t j = 0; j < active.size(); ++j) pos[j] = positions[active[j]];
+      const RopeFrame rope{.positions = pos,
+                           .inv_freq = in.rope_inv_freq,
+                           .half = in.rope_half(),
+                           .next_position = in.next_position};
+      const std::vector<int> order = Ascending(SetScores(k.view(), v.view(), gram, rope));
       const int removed = m / 2;
       for (int j = 0; j < removed; ++j)
         s[active[order[j]]] = static_cast<float>(round + (j + 1.0) / (removed + 1.0));
@@ -277,9 +396,11 @@ class PrimeKvScorer : public HeadScorer {
 
   // Scores of n entries judged against each other (means, covariance and anchor of this set).
   std::vector<double> SetScores(MatView<const float> keys, MatView<const float> values,
-                                MatView<const float> gram) const {
-    std::vector<double> r = KeyFactor(keys);
-    std::vector<double> c = ValueFactor(values, keys.rows, gram);
+                                MatView<const float> gram, const RopeFrame& rope) const {
+    std::vector<double> r = KeyFactor(keys, rope);
+    std::vector<double> c = value_ == ValueSide::kSelfRest
+                                ? QuadraticNorms(SelfQueryRest(keys, values), gram)
+                                : ValueFactor(values, keys.rows, gram);
     if (combine_ == Combine::kRank) {
       // Scale-free: neither factor's dynamic range can dominate the other's.
       r = Ranks(r);
@@ -293,7 +414,7 @@ class PrimeKvScorer : public HeadScorer {
     return x;
   }
 
-  std::vector<double> KeyFactor(MatView<const float> keys) const {
+  std::vector<double> KeyFactor(MatView<const float> keys, const RopeFrame& rope) const {
     switch (key_) {
       case KeySide::kNone:
         break;
@@ -303,6 +424,14 @@ class PrimeKvScorer : public HeadScorer {
         return SelfQuery(keys);
       case KeySide::kSelfExact:
         return SelfQueryExact(keys);
+      case KeySide::kCentered:
+        return CenteredSelfQuery(keys);
+      case KeySide::kCenteredExact:
+        return SelfQueryExact(Centered(keys, Mean(keys)).view());
+      case KeySide::kNext:
+        return NextSelfQuery(keys, rope, /*centered=*/false);
+      case KeySide::kCenteredNext:
+        return NextSelfQuery(keys, rope, /*centered=*/true);
       case KeySide::kCosine: {
         std::vector<double> r = CosineToMeanKey(keys);
         for (double& x : r) x = 1.0 - x;

@@ -55,6 +55,8 @@ BASE_PRESSES = ["knorm", "keydiff", "random", "streamingllm", "lagkv", "snapkv",
 
 def presses_for(fx):
     out = list(BASE_PRESSES)
+    # the rotary self-queries on every fixture: NeoX pairing, gaps in the positions
+    out += ["primekv:key=next", "primekv:key=centerednext"]
     if fx["grid"]:
         for k in pr.PRIMEKV_KEYS:
             for v in pr.PRIMEKV_VALUES:

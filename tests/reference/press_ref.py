@@ -237,8 +237,9 @@ def leverage(k):
     return np.einsum("ja,ja->j", kc, np.linalg.solve(gram, kc.T).T)
 
 
-PRIMEKV_KEYS = ("leverage", "cosine", "self", "selfexact", "none")
-PRIMEKV_VALUES = ("wo_centered", "wo", "centered", "norm", "none")
+PRIMEKV_KEYS = ("leverage", "cosine", "self", "selfexact", "centered", "centeredexact", "next",
+                "centerednext", "none")
+PRIMEKV_VALUES = ("wo_centered", "wo", "wo_self", "centered", "norm", "none")
 PRIMEKV_COMBINES = ("product", "rank", "logit")
 PRIMEKV_ROUNDS = ("one", "halving")
 
@@ -251,9 +252,23 @@ def ranks(x):
     return r
 
 
-def primekv_set_scores(k, v, m, key, value, combine):
+def rope_rotation(d, base, angle_steps, half):
+    """The RoPE rotation matrix for a shift of angle_steps positions."""
+    inv_freq = base ** (-2.0 * np.arange(d // 2) / d)
+    r = np.eye(d)
+    for i in range(d // 2):
+        a, b = (i, i + d // 2) if half else (2 * i, 2 * i + 1)
+        c, s = math.cos(angle_steps * inv_freq[i]), math.sin(angle_steps * inv_freq[i])
+        r[a, a] = r[b, b] = c
+        r[a, b] = -s
+        r[b, a] = s
+    return r
+
+
+def primekv_set_scores(k, v, m, key, value, combine, rope=None):
     """PrimeKV's score of each of the n entries (keys k, values v: [n, d]) judged against this
-    set only; m is the head's output Gram (or None)."""
+    set only; m is the head's output Gram (or None); rope = (positions, next position, base,
+    half) of these entries."""
     n = k.shape[0]
     if key == "leverage":
         r = leverage(k)
@@ -262,10 +277,21 @@ def primekv_set_scores(k, v, m, key, value, combine):
     elif key == "self":
         # mean-field log-attention of the query q = k_i: (|k_i|^2 - k_i . kbar) / sqrt(d)
         r = np.einsum("ja,ja->j", k, k - k.mean(axis=0)) / math.sqrt(k.shape[1])
-    elif key == "selfexact":
-        z = k @ k.T / math.sqrt(k.shape[1])
+    elif key in ("selfexact", "centeredexact"):
+        kk = k - k.mean(axis=0) if key == "centeredexact" else k
+        z = kk @ kk.T / math.sqrt(k.shape[1])
         zmax = z.max(axis=1, keepdims=True)
         r = np.diag(z) - (zmax[:, 0] + np.log(np.exp(z - zmax).sum(axis=1)))
+    elif key == "centered":
+        # mean-field log-attention of the centred self-query q = k_i - kbar
+        r = ((k - k.mean(axis=0)) ** 2).sum(axis=1) / math.sqrt(k.shape[1])
+    elif key in ("next", "centerednext"):
+        # the self-query rotated to the next position: q_i = R(p - pos_i) k_i (or k_i - kbar)
+        pos, nxt, base, half = rope
+        kc = k - k.mean(axis=0)
+        q = kc if key == "centerednext" else k
+        r = np.array([rope_rotation(k.shape[1], base, nxt - pos[i], half) @ q[i] @ kc[i]
+                      for i in range(n)]) / math.sqrt(k.shape[1])
     elif key == "none":
         r = np.ones(n)
     else:
@@ -274,6 +300,16 @@ def primekv_set_scores(k, v, m, key, value, combine):
         c = _m_norm(v - v.mean(axis=0), m)
     elif value == "wo":
         c = _m_norm(v, m)
+    elif value == "wo_self":
+        # v_i minus the self-query's (q = k_i) output over the other entries
+        if n == 1:
+            c = _m_norm(v, m)
+        else:
+            z = k @ k.T / math.sqrt(k.shape[1])
+            np.fill_diagonal(z, -np.inf)
+            p = np.exp(z - z.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+            c = _m_norm(v - p @ v, m)
     elif value == "centered":
         c = np.linalg.norm(v - v.mean(axis=0), axis=1)
     elif value == "norm":
@@ -296,9 +332,10 @@ def primekv(layer, key="self", value="wo_centered", combine="logit", rounds="one
     for h in range(layer.n_kv_heads):
         k = layer.keys[h]
         v = layer.values[h]
-        m = _output_gram(layer, h) if value in ("wo_centered", "wo") else None
+        m = _output_gram(layer, h) if value in ("wo_centered", "wo", "wo_self") else None
+        rope = (layer.positions, layer.next_position, layer.rope_base, layer.rope_half)
         if rounds == "one":
-            out[h] = primekv_set_scores(k, v, m, key, value, combine)
+            out[h] = primekv_set_scores(k, v, m, key, value, combine, rope)
             continue
         if rounds != "halving":
             raise ValueError(rounds)
@@ -307,7 +344,8 @@ def primekv(layer, key="self", value="wo_centered", combine="logit", rounds="one
         active = np.arange(layer.n)
         t = 0
         while len(active) > 1:
-            x = primekv_set_scores(k[active], v[active], m, key, value, combine)
+            sub = (layer.positions[active],) + rope[1:]
+            x = primekv_set_scores(k[active], v[active], m, key, value, combine, sub)
             order = np.lexsort((active, x))  # ascending score, ties: lower row first
             removed = len(active) // 2
             out[h, active[order[:removed]]] = t + np.arange(1, removed + 1) / (removed + 1.0)
