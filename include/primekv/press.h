@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "primekv/kv_cache.h"
@@ -94,6 +95,9 @@ struct LayerInput {
 // scores[h][i]: higher = keep; one row per KV head, length heads[h].size().
 using HeadScores = std::vector<std::vector<float>>;
 
+// A press's parameters by name (ordered, so their text is canonical).
+using PressParams = std::map<std::string, std::string>;
+
 class Scorer {
  public:
   virtual ~Scorer() = default;
@@ -105,6 +109,14 @@ class Scorer {
   // True when scores are in one unit across layers (estimates of the log of the same
   // residual-stream perturbation), so one threshold over all layers is meaningful.
   virtual bool ComparableAcrossLayers() const { return false; }
+
+  // Every parameter the scorer read, with the value it used (given or default), in canonical
+  // text; MakeScorer fills it from the ParamReader that built the scorer.
+  const PressParams& resolved_params() const { return resolved_params_; }
+  void set_resolved_params(PressParams p) { resolved_params_ = std::move(p); }
+
+ private:
+  PressParams resolved_params_;
 };
 
 // kGlobal: one threshold over all layers' entries together (docs/design.md §3), with the AdaKV
@@ -135,8 +147,6 @@ std::vector<std::vector<std::vector<int32_t>>> SelectAcrossLayers(
     std::span<const HeadScores> layers, std::span<const double> ratios,
     const BudgetOptions& budget);
 
-using PressParams = std::map<std::string, std::string>;
-
 // A parsed --press value: "name" or "name:key=value,key=value", and "adakv:<scorer>".
 struct PressSpec {
   std::string name;
@@ -151,7 +161,12 @@ Result<PressSpec> ParsePressSpec(const std::string& text);
 Result<std::vector<std::string>> SplitPressList(std::string_view text);
 
 struct Press {
-  std::string name;                // registry name as given
+  std::string name;  // registry name as given
+  // The press with every parameter filled in, defaults included ("primekv" ->
+  // "primekv:combine=logit,key=...,rounds=one,value=wo_centered"; "adakv:" + the inner press's;
+  // "none"): two presses with equal text compute the same scores. An evaluation folder records it
+  // per press, so a changed default cannot mix rows of two methods under one name.
+  std::string resolved;
   std::unique_ptr<Scorer> scorer;  // null for "none"
   BudgetOptions budget;
   bool query_free = true;  // usable for chunked prefill and before the question is known

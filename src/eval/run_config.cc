@@ -121,7 +121,8 @@ Result<FileFingerprint> FingerprintFile(const std::filesystem::path& path) {
   return fp;
 }
 
-Status CheckRunConfig(const json& recorded, const json& current, const std::filesystem::path& dir) {
+Status CheckRunConfig(const json& recorded, const json& current, const std::filesystem::path& dir,
+                      const std::set<std::string>& row_presses) {
   const std::string where = "--out " + dir.string() + " holds results made with ";
   const std::string fix = "; use another --out folder or the same settings";
   if (!recorded.is_object() || !recorded.contains("settings") || !recorded.contains("model")) {
@@ -157,14 +158,37 @@ Status CheckRunConfig(const json& recorded, const json& current, const std::file
                            "; now " + Show(fingerprint) + ")" + fix);
     }
   }
+  // Rows are keyed by the press's name, so the name must keep its meaning.
+  const json& rp = recorded.value("presses", json());
+  const std::string new_out = "; use a new --out folder";
+  const json cp = current.value("presses", json::object());
+  for (const auto& [press, resolved] : cp.items()) {
+    if (rp.is_object() && rp.contains(press)) {
+      if (rp[press] != resolved) {
+        return Status::Error(where + "press " + press + " resolved as " + Show(rp[press]) +
+                             ", and it now resolves as " + Show(resolved) +
+                             " (a default changed), so its rows would mix two methods" + new_out);
+      }
+    } else if (press != "none" && row_presses.count(press) > 0) {
+      return Status::Error(
+          "--out " + dir.string() + " has rows of press " + press +
+          " but no record of what that press resolved to (made by a primekv from before "
+          "config.json recorded presses), so they may come from another default; it now "
+          "resolves as " +
+          Show(resolved) + new_out +
+          " (or check the rows with scripts/verify_eval_rows.py DIR --record, which records "
+          "the presses it reproduces)");
+    }
+  }
   return Status::Ok();
 }
 
 json MergeRunConfig(const json& recorded, const json& current) {
   json merged = current;
-  if (recorded.is_object() && recorded.contains("tasks") && recorded["tasks"].is_object()) {
-    for (const auto& [task, fingerprint] : recorded["tasks"].items())
-      merged["tasks"][task] = fingerprint;
+  for (const char* part : {"tasks", "presses"}) {
+    if (recorded.is_object() && recorded.contains(part) && recorded[part].is_object()) {
+      for (const auto& [name, value] : recorded[part].items()) merged[part][name] = value;
+    }
   }
   return merged;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "primekv/status.h"
@@ -38,11 +39,16 @@ class Mix64 {
 };
 
 // Compares the recorded configuration with this run's: every setting must be equal, except that
-// "tasks" may gain new entries (a task already recorded must have the same fingerprint).
-// The error names the first differing setting with both values.
+// "tasks" may gain new entries (a task already recorded must have the same fingerprint) and so
+// may "presses" (press name as in the rows -> its resolved text, Press::resolved): a press
+// already recorded must resolve to the same text, or a changed default would mix rows of two
+// methods under one name. A press of this run that has rows (`row_presses`: the press names
+// of results.jsonl) but no record, as in a folder from before presses were recorded, is
+// refused too: its rows may come from another default. "none" is exempt (it has no
+// parameters). The error names the first differing setting or press with both values.
 Status CheckRunConfig(const nlohmann::json& recorded, const nlohmann::json& current,
-                      const std::filesystem::path& dir);
-// The recorded configuration with this run's new tasks added.
+                      const std::filesystem::path& dir, const std::set<std::string>& row_presses);
+// The recorded configuration with this run's new tasks and presses added.
 nlohmann::json MergeRunConfig(const nlohmann::json& recorded, const nlohmann::json& current);
 
 }  // namespace primekv::eval_internal

@@ -59,7 +59,8 @@ Result<json> TaskFingerprint(std::string_view task) {
   return json{{"size", fp.size}, {"hash", fp.hash}, {"scheme", fp.scheme}};
 }
 
-Result<json> CurrentConfig(const EvalRunSpec& spec, int ctx_size) {
+// `presses`: each press's name (as its rows carry it) -> its resolved text.
+Result<json> CurrentConfig(const EvalRunSpec& spec, int ctx_size, json presses) {
   json model;
   if (spec.model_path.empty()) {
     model = {{"path", "(unknown)"}, {"size", nullptr}, {"hash", "(unknown)"}, {"scheme", ""}};
@@ -92,7 +93,8 @@ Result<json> CurrentConfig(const EvalRunSpec& spec, int ctx_size) {
   return json{{"format", "primekv-eval-config-1"},
               {"model", model},
               {"settings", settings},
-              {"tasks", tasks}};
+              {"tasks", tasks},
+              {"presses", std::move(presses)}};
 }
 
 // Refuses an --out folder whose results were made under other settings, then records ours.
@@ -107,7 +109,11 @@ Status CheckAndRecordConfig(const std::filesystem::path& dir, const json& curren
     recorded = json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (recorded.is_discarded())
       return Status::Error(config_path.string() + ": not valid JSON; use another --out folder");
-    PRIMEKV_RETURN_IF_ERROR(eval_internal::CheckRunConfig(recorded, current, dir));
+    // The press names that have rows (read only; unusable lines are reported later).
+    std::set<std::string> row_presses;
+    for (const auto& row : eval_internal::ReadResultRows(results_path, nullptr))
+      row_presses.insert(row.press);
+    PRIMEKV_RETURN_IF_ERROR(eval_internal::CheckRunConfig(recorded, current, dir, row_presses));
   } else if (std::filesystem::exists(results_path, ec)) {
     return Status::Error("--out " + dir.string() +
                          " has results.jsonl but no config.json (an older primekv made it), so "
@@ -264,7 +270,10 @@ class Evaluation {
 
   // Records the run's config in --out, repairs results.jsonl, and finds the finished units.
   Status OpenResults() {
-    PRIMEKV_ASSIGN_OR_RETURN(const json config, CurrentConfig(spec_, ctx_size_));
+    json presses = json::object();
+    for (const Compressor& c : grid_.compressors) presses[c.press().name] = c.press().resolved;
+    PRIMEKV_ASSIGN_OR_RETURN(const json config,
+                             CurrentConfig(spec_, ctx_size_, std::move(presses)));
     PRIMEKV_RETURN_IF_ERROR(CheckAndRecordConfig(spec_.out, config));
     results_path_ = spec_.out / "results.jsonl";
     {

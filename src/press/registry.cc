@@ -113,6 +113,24 @@ std::string NeedsInner(std::string_view w) {
   return "press " + s + " needs an inner press: " + s + ":<press>, e.g. " + s + ":snapkv";
 }
 
+// `name` with `params` as the press's canonical text ("name:k=v,..." in key order).
+std::string ResolvedText(const std::string& name, const PressParams& params) {
+  std::string s = name;
+  char sep = ':';
+  for (const auto& [k, v] : params) {
+    s.append(1, sep).append(k).append("=").append(v);
+    sep = ',';
+  }
+  return s;
+}
+
+// The parameters as given, each overridden by the value a reader resolved it to, plus every
+// default the readers filled in. A parameter no reader records (budget=global) stays as given.
+PressParams MergeResolved(PressParams given, const PressParams& read) {
+  for (const auto& [k, v] : read) given[k] = v;
+  return given;
+}
+
 // PyramidKV = SnapKV scores + the pyramid budget; its own parameters set the budget.
 Result<Press> MakePyramidKv(const PressParams& params, const Entry& e) {
   PressParams rest = params;
@@ -122,10 +140,12 @@ Result<Press> MakePyramidKv(const PressParams& params, const Entry& e) {
   p.budget.pyramid_beta = r.Real("beta", p.budget.pyramid_beta, 1, 1e6);
   p.budget.pyramid_window =
       r.Integer("window", p.budget.pyramid_window, 1, press_internal::kMaxPressLength);
-  r.Text("kernel", "");  // read by the scorer below
+  r.Defer("kernel");  // read by the scorer below
   PRIMEKV_RETURN_IF_ERROR(r.Finish());
   rest.erase("beta");
   PRIMEKV_ASSIGN_OR_RETURN(p.scorer, e.factory(rest, "pyramidkv"));
+  // The scorer's window is the budget's (both read the one parameter); its kernel is its own.
+  p.scorer->set_resolved_params(MergeResolved(r.Resolved(), p.scorer->resolved_params()));
   return p;
 }
 
@@ -283,6 +303,7 @@ Result<Press> MakeWrapped(const PressSpec& spec, const Entry& w, std::span<const
   // Nothing to budget ("none"), or a press only the fidelity protocol can run.
   if (!p.scorer || p.scorer->Needs().future_queries) return Status::Error(refused);
   p.name = std::string(w.wraps) + ":" + p.name;
+  p.resolved = std::string(w.wraps) + ":" + p.resolved;
   p.budget.kind = w.budget;
   return p;
 }
@@ -304,6 +325,9 @@ Result<Press> MakePress(const PressSpec& spec, std::span<const PressEntry> table
       return Status::Error("press none takes no parameters");
     }
     p.name = spec.Text();
+    p.resolved =
+        ResolvedText(e.info.name, p.scorer ? MergeResolved(spec.params, p.scorer->resolved_params())
+                                           : spec.params);
     if (p.scorer) p.query_free = !p.scorer->Needs().ReadsQueries();
     return p;
   }

@@ -95,7 +95,10 @@ bool ParamReader::Accept(const std::string& key, const std::string& text, bool p
 
 int64_t ParamReader::Integer64(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) {
   const std::string* t = Lookup(key);
-  if (t == nullptr) return fallback;
+  if (t == nullptr) {
+    resolved_[key] = std::to_string(fallback);
+    return fallback;
+  }
   int64_t v = 0;
   const auto [ptr, ec] = std::from_chars(t->data(), t->data() + t->size(), v);
   // Out of int64's range still reads as an integer: it is reported as outside [lo, hi].
@@ -103,7 +106,9 @@ int64_t ParamReader::Integer64(const std::string& key, int64_t fallback, int64_t
                       (ec == std::errc() || ec == std::errc::result_out_of_range);
   const bool in_range = ec == std::errc() && v >= lo && v <= hi;
   const std::string range = Join({"[", std::to_string(lo), ", ", std::to_string(hi), "]"});
-  return Accept(key, *t, parsed, in_range, "an integer", range) ? v : fallback;
+  const int64_t value = Accept(key, *t, parsed, in_range, "an integer", range) ? v : fallback;
+  resolved_[key] = std::to_string(value);
+  return value;
 }
 
 int ParamReader::Integer(const std::string& key, int fallback, int lo, int hi) {
@@ -112,19 +117,28 @@ int ParamReader::Integer(const std::string& key, int fallback, int lo, int hi) {
 
 double ParamReader::Real(const std::string& key, double fallback, double lo, double hi) {
   const std::string* t = Lookup(key);
-  if (t == nullptr) return fallback;
-  double v = 0;
-  const auto [ptr, ec] = std::from_chars(t->data(), t->data() + t->size(), v);
-  const bool parsed =
-      !t->empty() && ptr == t->data() + t->size() && ec == std::errc() && std::isfinite(v);
-  char range[80];
-  std::snprintf(range, sizeof(range), "[%g, %g]", lo, hi);
-  return Accept(key, *t, parsed, v >= lo && v <= hi, "a finite number", range) ? v : fallback;
+  double value = fallback;
+  if (t != nullptr) {
+    double v = 0;
+    const auto [ptr, ec] = std::from_chars(t->data(), t->data() + t->size(), v);
+    const bool parsed =
+        !t->empty() && ptr == t->data() + t->size() && ec == std::errc() && std::isfinite(v);
+    char range[80];
+    std::snprintf(range, sizeof(range), "[%g, %g]", lo, hi);
+    if (Accept(key, *t, parsed, v >= lo && v <= hi, "a finite number", range)) value = v;
+  }
+  // Shortest text that reads back as the same double: "0.5" and "0.50" resolve alike.
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
+  resolved_[key] = ec == std::errc() ? std::string(buf, end) : std::string("?");
+  return value;
 }
 
 std::string ParamReader::Text(const std::string& key, const std::string& fallback) {
   const std::string* text = Lookup(key);
-  return text ? *text : fallback;
+  std::string value = text ? *text : fallback;
+  resolved_[key] = value;
+  return value;
 }
 
 size_t ParamReader::ChoiceIndex(const std::string& key, const std::string& fallback,

@@ -55,6 +55,9 @@ inline constexpr int kMaxPressLength = 1 << 24;
 
 // Reads typed parameters of press `press` and remembers which keys were used, so unknown keys
 // are reported. Numbers must be finite and in range; integers must be written as integers.
+// Every key read is recorded with the value it took, given or fallback, in canonical text
+// (integers in decimal, reals in their shortest round-trip form, words as listed): Resolved()
+// is the press's full parameter set, so a changed default changes it.
 class ParamReader {
  public:
   ParamReader(const PressParams& p, std::string press) : params_(p), press_(std::move(press)) {}
@@ -71,8 +74,13 @@ class ParamReader {
     for (const auto& c : choices) names.push_back(c.first);
     return choices[ChoiceIndex(key, fallback, names)].second;
   }
+  // Marks `key` as known without recording a value (another reader of the same parameters
+  // reads it: PyramidKV's budget passes "kernel" on to SnapKV's scorer).
+  void Defer(const std::string& key) { used_.push_back(key); }
   // Error naming the press and the first bad or unknown key; OK otherwise.
   Status Finish() const;
+  // Each key read so far with its effective value.
+  const PressParams& Resolved() const { return resolved_; }
 
  private:
   // An error (the first one recorded is the one Finish reports) unless `ok`.
@@ -94,6 +102,7 @@ class ParamReader {
   const PressParams& params_;
   std::string press_;
   std::vector<std::string> used_;
+  PressParams resolved_;
   std::string error_;
 };
 
@@ -119,6 +128,7 @@ Result<std::unique_ptr<Scorer>> MakeScorer(const PressParams& p, const std::stri
     s = std::make_unique<S>();
   }
   PRIMEKV_RETURN_IF_ERROR(r.Finish());
+  s->set_resolved_params(r.Resolved());
   return s;
 }
 
