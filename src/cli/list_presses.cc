@@ -14,6 +14,14 @@ void AddListPresses(CLI::App& app, Runner& run) {
         std::printf("%-20s %-11s %s (%s)\n", p.name.c_str(), p.query_free ? "yes" : "no",
                     p.summary.c_str(), p.source.c_str());
       }
+      // What each bare name means today: eval records this text per press in config.json.
+      std::printf("\nDefaults (a bare name resolves to):\n");
+      for (const PressInfo& p : ListPresses()) {
+        auto spec = ParsePressSpec(p.name);
+        if (!spec.ok()) continue;  // "adakv:<press>": the wrapped press's own defaults
+        auto press = MakePress(*spec);
+        if (press.ok()) std::printf("  %-20s %s\n", p.name.c_str(), press->resolved.c_str());
+      }
       std::printf(
           "\nParameters: NAME:key=value,key=value, e.g. primekv:key=cosine,value=norm;\n"
           "adakv:<press> gives any scorer head-adaptive budgets, e.g. adakv:snapkv:window=32.\n"

@@ -10,6 +10,7 @@
 #include "common/random_models.h"
 #include "eval/run_config.h"
 #include "primekv/eval_runner.h"
+#include "primekv/press.h"
 
 namespace primekv {
 namespace {
@@ -113,6 +114,66 @@ TEST(EvalRunner, ResumeWithOtherSettingsIsRefusedNamingTheSetting) {
   r = RunEvaluation(f.model, base);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("no config.json"), std::string::npos) << r.message();
+}
+
+// What a default change looks like to an --out folder: the recorded resolution of a press
+// differs from what the binary now resolves the same name to.
+TEST(EvalRunner, ResumeRefusesAPressWhoseResolutionChangedOrWasNeverRecorded) {
+  Fixture f = MakeFixture("primekv_eval_presses_test");
+  EvalRunSpec spec = SmallSpec(f);
+  spec.presses = {"none", "primekv", "adakv:snapkv:window=16"};
+  ASSERT_TRUE(RunEvaluation(f.model, spec).ok());
+  const auto config_path = spec.out / "config.json", rows_path = spec.out / "results.jsonl";
+  auto j = nlohmann::json::parse(Slurp(config_path));
+  const std::string now = MakePress(*ParsePressSpec("primekv"))->resolved;
+  EXPECT_EQ(j["presses"],
+            nlohmann::json({{"none", "none"},
+                            {"primekv", now},
+                            {"adakv:snapkv:window=16", "adakv:snapkv:kernel=5,window=16"}}));
+  const std::string rows = Slurp(rows_path);
+  ASSERT_EQ(Lines(rows_path).size(), 3u);
+
+  // The folder made under an "old default" of primekv.
+  const std::string old = "primekv:combine=logit,key=old,rounds=one,value=wo_centered";
+  j["presses"]["primekv"] = old;
+  std::ofstream(config_path) << j.dump(2) << "\n";
+  const std::string config = Slurp(config_path);
+  auto r = RunEvaluation(f.model, spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("press primekv resolved as \"" + old +
+                             "\", and it now resolves as \"" + now + "\""),
+            std::string::npos)
+      << r.message();
+  // Refused before anything was written; a run without primekv still resumes.
+  EXPECT_EQ(Slurp(config_path), config);
+  EXPECT_EQ(Slurp(rows_path), rows);
+  EvalRunSpec others = spec;
+  others.presses = {"none", "adakv:snapkv:window=16"};
+  r = RunEvaluation(f.model, others);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->skipped, 2);
+
+  // A config.json from before presses were recorded, with primekv rows: refused.
+  j.erase("presses");
+  std::ofstream(config_path) << j.dump(2) << "\n";
+  r = RunEvaluation(f.model, spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("has rows of press "), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("but no record of what that press resolved to"), std::string::npos);
+  EXPECT_EQ(Slurp(rows_path), rows);
+  // ... but a run of presses without rows there (and "none") resumes and records them.
+  EvalRunSpec fresh = spec;
+  fresh.presses = {"none", "knorm"};
+  r = RunEvaluation(f.model, fresh);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(r->skipped, 1);
+  EXPECT_EQ(r->computed, 1);
+  j = nlohmann::json::parse(Slurp(config_path));
+  EXPECT_EQ(j["presses"], nlohmann::json({{"none", "none"}, {"knorm", "knorm"}}));
+  // The unrecorded primekv rows stay refused.
+  r = RunEvaluation(f.model, spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("no record"), std::string::npos) << r.message();
 }
 
 TEST(EvalRunner, EditedTaskFileIsRefused) {
