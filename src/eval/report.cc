@@ -122,6 +122,16 @@ void WriteIntro(std::ostream& md, const std::filesystem::path& dir) {
     }
     md << ".\n\n";
   }
+  // What each press name meant when its rows were made (defaults change between versions).
+  if (config.is_object() && config.contains("presses") && config["presses"].is_object()) {
+    std::string line;
+    for (const auto& [name, resolved] : config["presses"].items()) {
+      if (resolved.is_string() && resolved.get<std::string>() != name)
+        line +=
+            (line.empty() ? "" : ", ") + ("`" + name + "` = `" + resolved.get<std::string>() + "`");
+    }
+    if (!line.empty()) md << "Presses with every parameter: " << line << ".\n\n";
+  }
 }
 
 void WriteOverContext(std::ostream& md, const ScoreTables& t) {

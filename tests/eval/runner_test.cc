@@ -132,6 +132,7 @@ TEST(EvalRunner, ResumeRefusesAPressWhoseResolutionChangedOrWasNeverRecorded) {
                             {"adakv:snapkv:window=16", "adakv:snapkv:kernel=5,window=16"}}));
   const std::string rows = Slurp(rows_path);
   ASSERT_EQ(Lines(rows_path).size(), 3u);
+  EXPECT_NE(Slurp(spec.out / "report.md").find("`primekv` = `" + now + "`"), std::string::npos);
 
   // The folder made under an "old default" of primekv.
   const std::string old = "primekv:combine=logit,key=old,rounds=one,value=wo_centered";
