@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """Checks that the current engine reproduces an evaluation folder made before eval folders had a
-config.json, and only then records one (issue 11; docs/reliability-eval.md).
+config.json, or before config.json recorded what each press name resolves to (its "presses":
+name -> the press with every default filled in), and only then records it (issue 11;
+docs/reliability.md, "Evaluation folders").
 
-Reruns the first N samples of every task in DIR/results.jsonl, for every press found there, at
-the given ratios, into a fresh temporary folder, and compares each rerun row with the committed
-row of the same (task, id, press, ratio, turn): the score and the prediction must be identical.
-With --record and no difference, the rerun's config.json (model hash, settings, task-file hashes,
-written by `primekv eval` itself) is copied into DIR, so later runs may resume there. Anything
+Reruns the first N samples of every task in DIR/results.jsonl, for every press found there that
+has no record yet ("none" needs none), at the given ratios, into a fresh temporary folder, and
+compares each rerun row with the committed row of the same (task, id, press, ratio, turn): the
+score and the prediction must be identical, and every press checked must have an identical row.
+With --record and no difference: a folder without config.json gets the rerun's (model hash,
+settings, task-file hashes and presses, written by `primekv eval` itself); a folder whose
+config.json lacks presses gets the rerun's resolved texts of the presses checked, provided the
+rerun's model and settings equal the recorded ones. Later runs may then resume there. Anything
 that differs is listed and nothing is recorded (exit status 1).
 
 Usage: scripts/verify_eval_rows.py DIR [--samples N] [--ratios 0.75] [--record]
@@ -38,13 +43,20 @@ def main():
     a.extra = [x for x in extra if x != "--"]
 
     results = os.path.join(a.dir, "results.jsonl")
-    if os.path.exists(os.path.join(a.dir, "config.json")):
-        print(f"{a.dir}: already has config.json")
-        return 0
+    config_path = os.path.join(a.dir, "config.json")
     rows = [json.loads(l) for l in open(results) if l.strip()]
-    committed = {key(r): r for r in rows}
-    tasks = sorted({r["task"] for r in rows})
     presses = sorted({r["press"] for r in rows} - {"none"})
+    config = None
+    if os.path.exists(config_path):
+        config = json.load(open(config_path))
+        recorded = config.get("presses") or {}
+        presses = [p for p in presses if p not in recorded]
+        if not presses:
+            print(f"{a.dir}: already has config.json recording every press of its rows")
+            return 0
+        print(f"{a.dir}: config.json has no resolved text for {', '.join(presses)}")
+    committed = {key(r): r for r in rows}
+    tasks = sorted({r["task"] for r in rows if config is None or r["press"] in presses})
     seeds = {r["seed"] for r in rows}
     if len(seeds) != 1:
         print(f"{a.dir}: rows with several seeds {seeds}; not checked")
@@ -71,12 +83,51 @@ def main():
               f"{missing} not in the folder")
         for d in differ[:20]:
             print("  differs:", d)
-        if differ or same == 0:
-            print(f"{a.dir}: NOT reproduced by this engine; no config.json recorded")
+        checked = {r["press"] for r in rerun if key(r) in committed}
+        unchecked = [p for p in presses if p not in checked]
+        if unchecked:
+            print(f"{a.dir}: no rerun row to compare for {', '.join(unchecked)} (other --ratios?)")
+        # Identical rows only vouch for a press's parameters when its outputs depend on them:
+        # a press whose every rerun prediction equals the full cache's would match any variant.
+        full = {(r["task"], r["id"], int(r.get("turn", 0))): r["prediction"]
+                for r in rerun if r["press"] == "none" and "prediction" in r}
+        moved = {r["press"] for r in rerun if "prediction" in r and
+                 full.get((r["task"], r["id"], int(r.get("turn", 0)))) not in (None, r["prediction"])}
+        blind = [p for p in presses if p in checked and p not in moved]
+        if blind:
+            print(f"{a.dir}: every rerun prediction of {', '.join(blind)} equals the full cache's, "
+                  "so identical rows cannot tell its variants apart (more --samples or --ratios?)")
+        if differ or same == 0 or unchecked or blind:
+            print(f"{a.dir}: NOT reproduced by this engine; nothing recorded")
             return 1
-        if a.record:
-            shutil.copyfile(os.path.join(out, "config.json"), os.path.join(a.dir, "config.json"))
+        if not a.record:
+            return 0
+        rerun_config = json.load(open(os.path.join(out, "config.json")))
+        if config is None:
+            shutil.copyfile(os.path.join(out, "config.json"), config_path)
             print(f"{a.dir}: reproduced; config.json recorded")
+            return 0
+        for part in ("model", "settings"):
+            mine = {k: v for k, v in config.get(part, {}).items() if k != "path"}
+            theirs = {k: v for k, v in rerun_config[part].items() if k != "path"}
+            if mine != theirs:
+                print(f"{a.dir}: the rerun's {part} {theirs} differ from the recorded {mine} "
+                      "(pass the folder's options after --); nothing recorded")
+                return 1
+        for t, fp in rerun_config["tasks"].items():
+            if t in config.get("tasks", {}) and config["tasks"][t] != fp:
+                print(f"{a.dir}: task {t} is another version ({fp}; recorded "
+                      f"{config['tasks'][t]}); nothing recorded")
+                return 1
+        config.setdefault("presses", {})
+        for p in ["none"] + presses:
+            config["presses"].setdefault(p, rerun_config["presses"][p])
+        tmp = config_path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(json.dumps(config, indent=2) + "\n")
+        os.replace(tmp, config_path)
+        print(f"{a.dir}: reproduced; resolved presses recorded in config.json: "
+              + ", ".join(f"{p} = {config['presses'][p]}" for p in presses))
     return 0
 
 
