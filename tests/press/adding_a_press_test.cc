@@ -73,6 +73,9 @@ TEST(AddingAPress, OnlyTheTableThatHasTheRowKnowsIt) {
   ASSERT_TRUE(ada.ok()) << ada.message();
   EXPECT_EQ(ada->name, "adakv:vnorm");
   EXPECT_EQ(ada->budget.kind, BudgetKind::kAdaptive);
+  // The resolved text spells out the default the reader filled in.
+  EXPECT_EQ(p->resolved, "vnorm:sinks=2");
+  EXPECT_EQ(ada->resolved, "adakv:vnorm:sinks=0");
   EXPECT_EQ(Make("vnorm:window=3", table).message(),
             "press vnorm: unknown parameter 'window' (known: sinks)");
   EXPECT_EQ(Make("vnorm:sinks=-1", table).message(),
