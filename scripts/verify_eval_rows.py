@@ -11,7 +11,8 @@ score and the prediction must be identical, and every press checked must have an
 With --record and no difference: a folder without config.json gets the rerun's (model hash,
 settings, task-file hashes and presses, written by `primekv eval` itself); a folder whose
 config.json lacks presses gets the rerun's resolved texts of the presses checked, provided the
-rerun's model and settings equal the recorded ones. Later runs may then resume there. Anything
+rerun's model and settings equal the recorded ones (without options after --, the rerun takes
+the recorded settings). Later runs may then resume there. Anything
 that differs is listed and nothing is recorded (exit status 1).
 
 Usage: scripts/verify_eval_rows.py DIR [--samples N] [--ratios 0.75] [--record]
@@ -28,6 +29,22 @@ import tempfile
 
 def key(r):
     return (r["task"], r["id"], r["press"], float(r["ratio"]), int(r.get("turn", 0)))
+
+
+def settings_options(st):
+    """The eval options that reproduce a recorded config.json's settings."""
+    opts = ["--mode", str(st.get("mode", "context")), "--length", str(st.get("length", 1024)),
+            "--kv-type", str(st.get("kv-type", "f16"))]
+    if st.get("max-new-tokens"):
+        opts += ["--max-new-tokens", str(st["max-new-tokens"])]
+    if st.get("ctx-size"):
+        opts += ["-c", str(st["ctx-size"])]
+    if st.get("chat"):
+        opts += ["--chat"]
+    for k in ("chat-template", "chunk", "interval"):
+        if st.get(k) is not None:
+            opts += ["--" + k, str(st[k])]
+    return opts
 
 
 def main():
@@ -55,6 +72,8 @@ def main():
             print(f"{a.dir}: already has config.json recording every press of its rows")
             return 0
         print(f"{a.dir}: config.json has no resolved text for {', '.join(presses)}")
+        if not a.extra:
+            a.extra = settings_options(config.get("settings", {}))
     committed = {key(r): r for r in rows}
     tasks = sorted({r["task"] for r in rows if config is None or r["press"] in presses})
     seeds = {r["seed"] for r in rows}
