@@ -323,7 +323,7 @@ class PrimeKvScorer : public HeadScorer {
 
  public:
   explicit PrimeKvScorer(ParamReader& r)
-      : key_(r.Choice<KeySide>("key", "self", kKeySides)),
+      : key_(r.Choice<KeySide>("key", "centerednext", kKeySides)),
         value_(r.Choice<ValueSide>("value", "wo_centered", kValueSides)),
         combine_(r.Choice<Combine>("combine", "logit", kCombines)),
         halving_(r.Choice<bool>("rounds", "one", kRounds)) {}

@@ -58,9 +58,11 @@ def presses_for(fx):
     # the rotary self-queries on every fixture: NeoX pairing, gaps in the positions
     out += ["primekv:key=next", "primekv:key=centerednext"]
     if fx["grid"]:
-        for k in pr.PRIMEKV_KEYS:
-            for v in pr.PRIMEKV_VALUES:
-                out.append(f"primekv:key={k},value={v}")
+        # every key side with two value sides, every value side with two key sides
+        pairs = [(k, v) for k in pr.PRIMEKV_KEYS for v in ("wo_centered", "none")]
+        pairs += [(k, v) for v in pr.PRIMEKV_VALUES for k in ("self", "centerednext")]
+        for k, v in dict.fromkeys(pairs):
+            out.append(f"primekv:key={k},value={v}")
         out.append("adakv:primekv:key=cosine,value=norm")
         # issue 11: the log-attention combination, and set-aware successive halving
         out.append("primekv:key=self,combine=logit,rounds=halving")

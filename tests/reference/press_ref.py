@@ -252,16 +252,16 @@ def ranks(x):
     return r
 
 
-def rope_rotation(d, base, angle_steps, half):
-    """The RoPE rotation matrix for a shift of angle_steps positions."""
+def rope_rotations(d, base, shifts, half):
+    """The RoPE rotation matrices [len(shifts), d, d] for shifts of that many positions."""
     inv_freq = base ** (-2.0 * np.arange(d // 2) / d)
-    r = np.eye(d)
+    r = np.tile(np.eye(d), (len(shifts), 1, 1))
     for i in range(d // 2):
         a, b = (i, i + d // 2) if half else (2 * i, 2 * i + 1)
-        c, s = math.cos(angle_steps * inv_freq[i]), math.sin(angle_steps * inv_freq[i])
-        r[a, a] = r[b, b] = c
-        r[a, b] = -s
-        r[b, a] = s
+        c, s = np.cos(shifts * inv_freq[i]), np.sin(shifts * inv_freq[i])
+        r[:, a, a] = r[:, b, b] = c
+        r[:, a, b] = -s
+        r[:, b, a] = s
     return r
 
 
@@ -290,8 +290,8 @@ def primekv_set_scores(k, v, m, key, value, combine, rope=None):
         pos, nxt, base, half = rope
         kc = k - k.mean(axis=0)
         q = kc if key == "centerednext" else k
-        r = np.array([rope_rotation(k.shape[1], base, nxt - pos[i], half) @ q[i] @ kc[i]
-                      for i in range(n)]) / math.sqrt(k.shape[1])
+        rot = rope_rotations(k.shape[1], base, nxt - np.asarray(pos, dtype=np.float64), half)
+        r = np.einsum("nab,nb,na->n", rot, q, kc) / math.sqrt(k.shape[1])
     elif key == "none":
         r = np.ones(n)
     else:
@@ -327,7 +327,7 @@ def primekv_set_scores(k, v, m, key, value, combine, rope=None):
     return r * c
 
 
-def primekv(layer, key="self", value="wo_centered", combine="logit", rounds="one"):
+def primekv(layer, key="centerednext", value="wo_centered", combine="logit", rounds="one"):
     out = np.empty((layer.n_kv_heads, layer.n))
     for h in range(layer.n_kv_heads):
         k = layer.keys[h]
@@ -517,7 +517,7 @@ def scores_for(spec, layer):
     if name == "expected_attention":
         return expected_attention(layer)
     if name == "primekv":
-        return primekv(layer, params.get("key", "self"), params.get("value", "wo_centered"),
+        return primekv(layer, params.get("key", "centerednext"), params.get("value", "wo_centered"),
                        params.get("combine", "logit"), params.get("rounds", "one"))
     if name == "oracle":
         return oracle(layer)
@@ -723,9 +723,13 @@ class SelfTest(unittest.TestCase):
         self.assertClose(primekv(lay, "none", "none", "product"), [[1, 1, 1, 1]])
         # cosine: unit keys sum to 0 -> anchor 0 -> cos 0 -> r = 1
         self.assertClose(primekv(lay, "cosine", "none", "product"), [[1, 1, 1, 1]])
-        # default (key=self, combine=logit): kbar = 0, so r = |k|^2 / sqrt(2) = 1/sqrt(2); the
-        # score is r + log c
-        self.assertClose(primekv(lay), [1 / math.sqrt(2) + np.log(c)])
+        # key=self (combine=logit): kbar = 0, so r = |k|^2 / sqrt(2) = 1/sqrt(2); the score is
+        # r + log c
+        self.assertClose(primekv(lay, "self"), [1 / math.sqrt(2) + np.log(c)])
+        # default (key=centerednext): kbar = 0, one rotary pair with theta = 1, positions 0..3,
+        # next position 4: q_i = R(4 - i) k_i, r_i = cos(4 - i) |k_i|^2 / sqrt(2)
+        rot = [math.cos(4 - i) / math.sqrt(2) for i in range(4)]
+        self.assertClose(primekv(lay), [np.add(rot, np.log(c))])
         # selfexact for k0 = (1, 0): logits k0.k_j / sqrt(2) = (1, -1, 0, 0) / sqrt(2)
         z = 1 / math.sqrt(2)
         lse = math.log(math.exp(z) + math.exp(-z) + 2)
