@@ -5,21 +5,26 @@
 #      which the model never saw in training, and
 #   2. held-out sets of the model's own task families (docs/results/heldout, written by
 #      tools/train/make_heldout.py from seeds training never drew), and
-#   3. the PrimeKV ablation on the dev split and the final table on the test split (issue 11), and
-#   4. multi-turn per turn on the test split's multiturn and drift families (results §6.6).
+#   3. the PrimeKV ablation on the dev split and the final table on the test split, both
+#      reference models (issue 11, results §6.9-6.10), and
+#   4. multi-turn per turn on the test split's multiturn and drift families (results §6.6, §6.10).
 # Resumable: re-running with the same output folders skips finished samples. `primekv eval`
-# records DIR/config.json and refuses to resume into a folder with results but no config.json;
-# committed folders made before that are first checked by scripts/verify_eval_rows.py (a
-# 1-sample rerun whose rows must be identical) and get a config.json only if reproduced.
-# The RULER folder (generated tasks, whose generator has changed since) is not reproducible, so
-# step 1 writes to $prefix-ruler-v2; docs/results/reference-ruler stays as an earlier engine made it.
-# Usage: scripts/eval_reference.sh [OUT_PREFIX]
-#   environment: SAMPLES, LENGTH, MAX_NEW, THREADS, PRIMEKV_BIN,
+# records DIR/config.json (settings, task and model fingerprints, and each press's resolved
+# parameters) and refuses to resume a folder whose rows were made under other settings or
+# another meaning of a press name. The folders of earlier rounds, made with the previous
+# `primekv` default (docs/results/reference-{ruler,ruler-v2,heldout,heldout-dev,heldout-test},
+# reference2-heldout-dev), are kept as made; steps 1-2 write to -v3 folders.
+# Usage: scripts/eval_reference.sh [OUT_PREFIX]   (model 2's folders are OUT_PREFIX2-*)
+#   environment: STEPS (default 1234: which steps to run), SAMPLES, LENGTH, MAX_NEW, THREADS,
+#   PRIMEKV_BIN,
 #   SMOKE=N: N samples per task (N=1 or more), ratio 0.75 only, every step (use a scratch
 #   OUT_PREFIX); SMOKE=3 is the before/after check of a behaviour-preserving refactor
+#   Times on the 2-core development machine, loaded: step 3 about 60 min from scratch (dev
+#   10 + 25 min, test 15 + 25 min), step 4 about 5 min; steps 1-2 were not re-run this round.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix="${1:-docs/results/reference}"
+prefix2="${prefix}2"  # the second reference model's folders
 bin="${PRIMEKV_BIN:-build/release/src/cli/primekv}"
 model=models/primekv-retrieval.gguf
 if [ ! -x "$bin" ]; then
@@ -29,18 +34,12 @@ fi
 export PRIMEKV_BIN="$bin"  # for scripts/verify_eval_rows.py
 smoke="${SMOKE:-0}"
 ratios=0.25,0.5,0.75,0.9
-n_main="${SAMPLES:-10}" n_dev=5 n_test=20 n_test_other=5 n_turns=50 n_turns_fq=25
+n_main="${SAMPLES:-10}" n_turns_fq=25
 if [ "$smoke" != 0 ]; then
   [[ "$smoke" =~ ^[1-9][0-9]*$ ]] || { echo "SMOKE must be a positive integer" >&2; exit 2; }
-  ratios=0.75 n_main=$smoke n_dev=$smoke n_test=$smoke n_test_other=$smoke
-  n_turns=$smoke n_turns_fq=$smoke
+  ratios=0.75 n_main=$smoke n_turns_fq=$smoke
 fi
-# Committed folders from before config.json: verify and record, or stop.
-for d in "$prefix-heldout" "$prefix-heldout-dev" "$prefix-heldout-test"; do
-  if [ -f "$d/results.jsonl" ] && [ ! -f "$d/config.json" ]; then
-    python3 scripts/verify_eval_rows.py "$d" --ratios 0.5,0.9 --record
-  fi
-done
+steps="${STEPS:-1234}"
 presses=none,primekv,keydiff,knorm,streamingllm,random,lagkv,snapkv,pyramidkv,tova
 presses+=,expected_attention,adakv:primekv
 common=(-m "$model" --presses "$presses" --ratios "$ratios" --samples "$n_main"
@@ -49,21 +48,29 @@ common=(-m "$model" --presses "$presses" --ratios "$ratios" --samples "$n_main"
 ruler=niah_single_1,niah_single_2,niah_single_3,niah_multikey_1,niah_multikey_2,niah_multikey_3
 ruler+=,niah_multivalue,niah_multiquery,vt,cwe,fwe,multiturn
 start=$(date +%s)
-"$bin" eval "${common[@]}" --tasks "$ruler" --length "${LENGTH:-2048}" \
-  --max-new-tokens "${MAX_NEW:-48}" --out "$prefix-ruler-v2" --compare keydiff,primekv
+if [[ $steps == *1* ]]; then
+  "$bin" eval "${common[@]}" --tasks "$ruler" --length "${LENGTH:-2048}" \
+    --max-new-tokens "${MAX_NEW:-48}" --out "$prefix-ruler-v3" --compare keydiff,primekv
+fi
 mid=$(date +%s)
 
 heldout=""
 for f in single single_uuid multikey dense multivalue multiquery vt freq multiturn; do
   heldout+="${heldout:+,}jsonl:docs/results/heldout/$f.jsonl"
 done
-"$bin" eval "${common[@]}" --tasks "$heldout" --out "$prefix-heldout" --compare keydiff,primekv
+if [[ $steps == *2* ]]; then
+  "$bin" eval "${common[@]}" --tasks "$heldout" --out "$prefix-heldout-v3" --compare keydiff,primekv
+fi
 end=$(date +%s)
 echo "RULER + multiturn: $((mid - start)) s; held-out families: $((end - mid)) s; total $((end - start)) s"
 
-# 3. Issue 11: the PrimeKV ablation on the development split (5 samples per family), and the
-#    final table on the test split (20 per family for the headline presses, 5 for the other
-#    query-free baselines), with bootstrap intervals in report.md and paired comparisons.
+# 3. Issue 11: the PrimeKV ablation on the development split, and the final table on the test
+#    split, for both reference models (results §6.9-6.10). Dev: the default, its two halves and
+#    the previous default against KeyDiff (20 per family); test: the default and KeyDiff (50 per
+#    family on retrieval, 30 on retrieval-2) and the other query-free presses (10 / 5 per
+#    family) in folders of their own. The folders of §6.1-6.8 (reference-heldout-dev,
+#    reference-heldout-test, reference2-heldout-dev) were made with the previous default under
+#    the name `primekv` and are kept as made; eval refuses to resume them with this binary.
 #    Splits: scripts/make_eval_splits.py, docs/eval-tasks.md.
 families="single single_uuid multikey dense multivalue multiquery vt freq multiturn near_key drift"
 dev="" test=""
@@ -71,51 +78,66 @@ for f in $families; do
   dev+="${dev:+,}jsonl:docs/results/heldout-dev/$f.jsonl"
   test+="${test:+,}jsonl:docs/results/heldout-test/$f.jsonl"
 done
-ablation=none,keydiff,primekv:key=leverage,combine=product,primekv:key=cosine,combine=product
-ablation+=,primekv:key=leverage,combine=rank,primekv:key=leverage,combine=product,rounds=halving
-ablation+=,primekv:key=cosine,combine=product,rounds=halving,primekv:key=cosine,value=none,rounds=halving
-ablation+=,primekv:key=self,combine=logit,primekv:key=self,value=none
-ablation+=,primekv:key=self,combine=logit,rounds=halving,primekv:key=self,value=none,rounds=halving
-ablation+=,primekv:key=selfexact,combine=logit,primekv:key=selfexact,value=none
-t3=$(date +%s)
-"$bin" eval -m "$model" --tasks "$dev" --presses "$ablation" --ratios "$ratios" \
-  --samples "$n_dev" --threads "${THREADS:-0}" --seed 42 --out "$prefix-heldout-dev"
-t4=$(date +%s)
-"$bin" eval -m "$model" --tasks "$test" --presses none,primekv,keydiff \
-  --ratios "$ratios" --samples "$n_test" --threads "${THREADS:-0}" --seed 42 \
-  --out "$prefix-heldout-test" --compare keydiff,primekv
-"$bin" eval -m "$model" --tasks "$test" \
-  --presses none,primekv:key=leverage,combine=product,knorm,streamingllm,random,lagkv,curdkv \
-  --ratios "$ratios" --samples "$n_test_other" --threads "${THREADS:-0}" --seed 42 \
-  --out "$prefix-heldout-test" > /dev/null
-for other in knorm streamingllm random lagkv curdkv primekv:key=leverage,combine=product; do
-  "$bin" eval -m "$model" --tasks "$test" --presses none --samples "$n_test" --seed 42 -q \
-    --out "$prefix-heldout-test" --compare "$other,primekv" > /dev/null
-done
-t5=$(date +%s)
-echo "dev ablation: $((t4 - t3)) s; test split: $((t5 - t4)) s"
+n_dev=20 n_test1=50 n_test2=30 n_other1=10 n_other2=5
+if [ "$smoke" != 0 ]; then n_dev=$smoke n_test1=$smoke n_test2=$smoke n_other1=$smoke n_other2=$smoke; fi
+model2=models/primekv-retrieval-2.gguf
+keyside="none;primekv:key=self;keydiff;primekv:key=next;primekv:key=centerednext"
+others="none;primekv;knorm;streamingllm;lagkv;random;curdkv"
+run() {  # run OUT MODEL TASKS SAMPLES PRESSES [COMPARE...]
+  local out=$1 m=$2 tasks=$3 n=$4 p=$5; shift 5
+  "$bin" eval -m "$m" --tasks "$tasks" --presses "$p" --ratios "$ratios" --samples "$n" \
+    --threads "${THREADS:-0}" --seed 42 -q --out "$out" > /dev/null
+  for c in "$@"; do
+    "$bin" eval -m "$m" --tasks "$tasks" --presses "$p" --ratios "$ratios" --samples "$n" \
+      --threads "${THREADS:-0}" --seed 42 -q --out "$out" --compare "$c" > /dev/null
+  done
+}
+if [[ $steps == *3* ]]; then
+  t3=$(date +%s)
+  for pair in "$prefix-heldout-dev-keyside $model" "$prefix2-heldout-dev-keyside $model2"; do
+    set -- $pair
+    run "$1" "$2" "$dev" "$n_dev" "$keyside" keydiff,primekv:key=centerednext \
+      keydiff,primekv:key=next keydiff,primekv:key=self primekv:key=self,primekv:key=centerednext
+  done
+  t4=$(date +%s)
+  run "$prefix-heldout-test-v3" "$model" "$test" "$n_test1" "none;primekv;keydiff" keydiff,primekv
+  run "$prefix2-heldout-test" "$model2" "$test" "$n_test2" "none;primekv;keydiff" \
+    keydiff,primekv
+  cmp=(knorm,primekv streamingllm,primekv lagkv,primekv random,primekv curdkv,primekv)
+  run "$prefix-heldout-test-v3-others" "$model" "$test" "$n_other1" "$others" "${cmp[@]}"
+  run "$prefix2-heldout-test-others" "$model2" "$test" "$n_other2" "$others" \
+    "${cmp[@]}"
+  t5=$(date +%s)
+  echo "dev (both models): $((t4 - t3)) s; test split (both models): $((t5 - t4)) s"
+fi
 
 # 4. Issue 11 item 6: per-turn accuracy on the test split's multi-turn and drift families.
-#    Context mode: the context is compressed once, query-free (SnapKV's window is then the
-#    context's last 64 tokens), and each question is asked on that cache. First-question mode
-#    (the paper's protocol): the context and the first question are prefilled and compressed
-#    once (SnapKV and PyramidKV see the first question), then every question is asked on that
-#    cache. `--mode multiturn` keeps answers in the cache, which does not fit these
-#    ~2000-token samples in the model's 2048-token context (results §6.6).
+#    PrimeKV (query-free) compresses the context once, before any question (context mode:
+#    the test-split folders above). First-question mode (the paper's protocol): the context and
+#    the first question are prefilled and compressed once (SnapKV and PyramidKV see the first
+#    question), then every question is asked on that cache. `--mode multiturn` keeps answers in
+#    the cache, which does not fit these ~2000-token samples in the 2048-token context (§6.6).
 turns="jsonl:docs/results/heldout-test/multiturn.jsonl,jsonl:docs/results/heldout-test/drift.jsonl"
 turn_ratios=0.75,0.5
 [ "$smoke" != 0 ] && turn_ratios=0.75
-t6=$(date +%s)
-"$bin" eval -m "$model" --tasks "$turns" --presses none,primekv,snapkv,pyramidkv,keydiff \
-  --ratios "$turn_ratios" --samples "$n_turns" --threads "${THREADS:-0}" --seed 42 -q \
-  --out "$prefix-multiturn-test-context" --compare snapkv,primekv > /dev/null
-"$bin" eval -m "$model" --tasks "$turns" --mode first-question \
-  --presses none,snapkv,pyramidkv --ratios "$turn_ratios" --samples "$n_turns_fq" \
-  --threads "${THREADS:-0}" --seed 42 -q --out "$prefix-multiturn-test-first-question" > /dev/null
-for r in ${turn_ratios//,/ }; do
-  python3 scripts/per_turn.py --ratio "$r" --table "$prefix-multiturn-test-context" \
-    --table "$prefix-multiturn-test-first-question" \
-    --a "$prefix-multiturn-test-first-question:snapkv" --b "$prefix-multiturn-test-context:primekv"
-done
-t7=$(date +%s)
-echo "multi-turn per turn: $((t7 - t6)) s"
+if [[ $steps == *4* ]]; then
+  t6=$(date +%s)
+  "$bin" eval -m "$model" --tasks "$turns" --mode first-question \
+    --presses none,snapkv,pyramidkv --ratios "$turn_ratios" --samples "$n_turns_fq" \
+    --threads "${THREADS:-0}" --seed 42 -q --out "$prefix-multiturn-test-first-question" > /dev/null
+  "$bin" eval -m "$model2" --tasks "$turns" --mode first-question \
+    --presses "none;snapkv;pyramidkv" --ratios "$turn_ratios" --samples "$n_turns_fq" \
+    --threads "${THREADS:-0}" --seed 42 -q \
+    --out "$prefix2-multiturn-test-first-question" > /dev/null
+  for r in ${turn_ratios//,/ }; do
+    python3 scripts/per_turn.py --ratio "$r" --table "$prefix-heldout-test-v3" \
+      --table "$prefix-multiturn-test-first-question" \
+      --a "$prefix-multiturn-test-first-question:snapkv" --b "$prefix-heldout-test-v3:primekv"
+    python3 scripts/per_turn.py --ratio "$r" --table "$prefix2-heldout-test" \
+      --table "$prefix2-multiturn-test-first-question" \
+      --a "$prefix2-multiturn-test-first-question:snapkv" \
+      --b "$prefix2-heldout-test:primekv"
+  done
+  t7=$(date +%s)
+  echo "multi-turn per turn: $((t7 - t6)) s"
+fi

@@ -51,7 +51,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
     ap.add_argument("--bin", default=os.environ.get("PRIMEKV_BIN", "build/release/src/cli/primekv"))
-    ap.add_argument("--model", default="models/primekv-retrieval.gguf")
+    ap.add_argument("--model", default=None,
+                    help="default: the model config.json records, else models/primekv-retrieval.gguf")
     ap.add_argument("--samples", type=int, default=1)
     ap.add_argument("--ratios", default="0.75")
     ap.add_argument("--threads", default=os.environ.get("THREADS", "0"))
@@ -74,6 +75,10 @@ def main():
         print(f"{a.dir}: config.json has no resolved text for {', '.join(presses)}")
         if not a.extra:
             a.extra = settings_options(config.get("settings", {}))
+        if a.model is None and os.path.exists(config.get("model", {}).get("path", "")):
+            a.model = config["model"]["path"]
+    if a.model is None:
+        a.model = "models/primekv-retrieval.gguf"
     committed = {key(r): r for r in rows}
     tasks = sorted({r["task"] for r in rows if config is None or r["press"] in presses})
     seeds = {r["seed"] for r in rows}
