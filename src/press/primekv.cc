@@ -177,32 +177,21 @@ std::vector<double> Ranks(const std::vector<double>& x) {
   return r;
 }
 
-// Mean-field log-attention of the query that targets entry i (q = k_i):
-// log a_ii ~ (|k_i|^2 - k_i . kbar) / sqrt(d) - log n; the constant is dropped.
-std::vector<double> SelfQuery(MatView<const float> keys) {
+// Mean-field log-attention of the query that targets entry i: q = k_i gives
+// log a_ii ~ (|k_i|^2 - k_i . kbar) / sqrt(d) - log n (the constant is dropped). With
+// `centered`, q = k_i - kbar: q.kbar is the same for every entry and cancels in the softmax, so
+// only the deviations d_j = k_j - kbar compete, and log a_ii ~ |d_i|^2 / sqrt(d) - log n.
+std::vector<double> SelfQuery(MatView<const float> keys, bool centered) {
   const std::vector<double> mean = Mean(keys);
   const double scale = 1.0 / std::sqrt(static_cast<double>(keys.cols));
   std::vector<double> r(keys.rows);
   for (int64_t i = 0; i < keys.rows; ++i) {
     const float* k = keys.Row(i);
     double s = 0;
-    for (int64_t t = 0; t < keys.cols; ++t) s += k[t] * (k[t] - mean[t]);
-    r[i] = s * scale;
-  }
-  return r;
-}
-
-// Mean-field log-attention of the centred self-query q = k_i - kbar: q.kbar is the same for
-// every entry and cancels in the softmax, so only the deviations d_j = k_j - kbar compete, and
-// log a_ii ~ |d_i|^2 / sqrt(d) - log n (the mean of the d_j is zero).
-std::vector<double> CenteredSelfQuery(MatView<const float> keys) {
-  const std::vector<double> mean = Mean(keys);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(keys.cols));
-  std::vector<double> r(keys.rows);
-  for (int64_t i = 0; i < keys.rows; ++i) {
-    const float* k = keys.Row(i);
-    double s = 0;
-    for (int64_t t = 0; t < keys.cols; ++t) s += (k[t] - mean[t]) * (k[t] - mean[t]);
+    for (int64_t t = 0; t < keys.cols; ++t) {
+      const double q = centered ? k[t] - mean[t] : k[t];
+      s += q * (k[t] - mean[t]);
+    }
     r[i] = s * scale;
   }
   return r;
@@ -421,11 +410,11 @@ class PrimeKvScorer : public HeadScorer {
       case KeySide::kLeverage:
         return Leverage(Centered(keys, Mean(keys)));
       case KeySide::kSelf:
-        return SelfQuery(keys);
+        return SelfQuery(keys, /*centered=*/false);
       case KeySide::kSelfExact:
         return SelfQueryExact(keys);
       case KeySide::kCentered:
-        return CenteredSelfQuery(keys);
+        return SelfQuery(keys, /*centered=*/true);
       case KeySide::kCenteredExact:
         return SelfQueryExact(Centered(keys, Mean(keys)).view());
       case KeySide::kNext:
