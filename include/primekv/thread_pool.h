@@ -1,6 +1,7 @@
 // A fixed pool of worker threads with a blocking ParallelFor. Passed explicitly, never global.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -45,16 +46,21 @@ class ThreadPool {
 
   int n_threads_ = 1;
   std::vector<std::thread> workers_;
+  // Workers and the caller spin a short while on the atomics before sleeping on the condition
+  // variables: a decode step makes hundreds of calls a few microseconds apart, and a sleep and
+  // wake-up per call cost about 10 us each (docs/performance.md).
   std::mutex mu_;
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
+  // The job, written by the caller before it publishes a new generation (release) and read by
+  // workers after they see it (acquire).
   RangeFn job_{nullptr, nullptr};
   int64_t job_n_ = 0;
   int64_t job_chunk_ = 1;
-  int64_t next_chunk_ = 0;  // guarded by mu_
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<int64_t> next_chunk_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace primekv
