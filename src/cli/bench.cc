@@ -584,7 +584,9 @@ void AddBench(CLI::App& app, Runner& run) {
         ListOption{"-t,--threads", &a->threads, "Thread counts (0 = all cores)"}}) {
     cmd->add_option(o.flags, *o.values, o.help)->delimiter(',')->capture_default_str();
   }
-  cmd->add_option("-u,--ubatch", a->ubatch, "Prefill micro-batch")->capture_default_str();
+  cmd->add_option("-u,--ubatch", a->ubatch,
+                  "Prefill micro-batch (also splits a larger --chunk of --mode chunked)")
+      ->capture_default_str();
   cmd->add_option("-r,--reps", a->reps, "Timed runs per test (after one warm-up)")
       ->capture_default_str();
   cmd->add_option("--press", a->press, "Compress the cache at depth with this press")
