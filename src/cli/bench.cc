@@ -630,14 +630,18 @@ void AddBench(CLI::App& app, Runner& run) {
                   "How the depth is filled: synthetic (random K/V rows; the decode step reads "
                   "the same bytes; the press scores these rows) | prefill (real forward passes "
                   "over random tokens)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"synthetic", "prefill"}));
   cmd->add_option("--mode", a->mode,
                   "When the press compresses the depth: context (the default: fill all of it, "
                   "then compress once) | chunked (fill --chunk tokens at a time and after each "
                   "cut every head over KeepCount(tokens so far, ratio) to it, as the pipeline's "
                   "chunked mode; the KV cache never holds more than the budget plus one chunk)")
-      ->capture_default_str();
-  cmd->add_option("--chunk", a->chunk, "Tokens per chunk in --mode chunked")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"context", "chunked"}));
+  cmd->add_option("--chunk", a->chunk, "Tokens per chunk in --mode chunked")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   AddKvType(*cmd, a->kv_type);
   cmd->add_flag("--json", a->json, "Print JSON instead of a markdown table");
   cmd->add_flag("--bandwidth", a->bandwidth_only,
