@@ -119,8 +119,8 @@ uint64_t SumWordsScalar(const uint64_t* p, size_t n) {
 
 #if defined(__x86_64__)
 // AVX2: four 32-byte loads per 128 bytes into four accumulators, with a non-temporal prefetch
-// 2 KiB ahead. On the Zen 5 machine this reads 36-39 GB/s where the compiler's vectorisation of
-// the scalar loop (target_clones, until now) read 30-35 GB/s, interleaved on the same file
+// 2 KiB ahead. On the Zen 5 machine this read 5-15% more than the compiler's vectorisation of
+// the scalar loop (target_clones, until now) in alternating runs over the same file
 // (docs/performance.md); the AVX-512 form of it was no faster.
 __attribute__((target("avx2"))) uint64_t SumWordsAvx2(const uint64_t* p, size_t n) {
   constexpr size_t kAhead = 2048 / sizeof(uint64_t);
@@ -403,7 +403,7 @@ Result<TestResult> BenchGen(BenchContext& b, const Compressor& compressor, KvCac
     PRIMEKV_ASSIGN_OR_RETURN(const double tps, RunGen(b, cache, g));
     const double bw = std::max(before, MeasureBandwidth(b.weights, b.pool, 3));
     r.bandwidth.push_back(bw);
-    r.shares.push_back(r.bytes_per_token * tps / bw);
+    r.shares.push_back(bw > 0 ? r.bytes_per_token * tps / bw : 0.0);
     return tps;
   };
   PRIMEKV_RETURN_IF_ERROR(TimeReps(
