@@ -119,9 +119,9 @@ uint64_t SumWordsScalar(const uint64_t* p, size_t n) {
 
 #if defined(__x86_64__)
 // AVX2: four 32-byte loads per 128 bytes into four accumulators, with a non-temporal prefetch
-// 2 KiB ahead. On the Zen 5 machine this read 5-15% more than the compiler's vectorisation of
-// the scalar loop (target_clones, until now) in alternating runs over the same file
-// (docs/performance.md); the AVX-512 form of it was no faster.
+// 2 KiB ahead. On the Zen 5 machine, in alternating passes over the same file, it read as
+// much as the compiler's vectorisation of the scalar loop (target_clones, until now) with one
+// thread and 5-8% more with two (docs/performance.md); its AVX-512 form was no faster.
 __attribute__((target("avx2"))) uint64_t SumWordsAvx2(const uint64_t* p, size_t n) {
   constexpr size_t kAhead = 2048 / sizeof(uint64_t);
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
