@@ -3,27 +3,39 @@
 // Tests: "pp<P>" prefills P tokens into an empty cache (in micro-batches of --ubatch, as
 // llama.cpp does); "tg<N>" decodes N tokens one at a time after a cache of --depth entries per
 // head (filled by a real prefill, or with synthetic rows, which cost the decode step the same
-// reads). Each test runs once to warm up and then --reps times; the table shows the median and
-// the sample standard deviation. For decode tests it also shows the bytes one step reads
-// (every weight matrix, one embedding row, and the live KV cache) and what share of the
-// measured read bandwidth that is at the measured speed.
+// reads; compressed once at the end or after every chunk, bench_fill.h). Each test runs once to
+// warm up and then --reps times; the table shows the median and the sample standard deviation.
+// For decode tests it also shows the bytes one step reads (every weight matrix, one embedding
+// row, and the live KV cache) and what share of the read bandwidth that is at the measured
+// speed: the bandwidth is measured right before and after each timed run over the model's own
+// mapped weights, so both figures see the same memory at the same moment.
 #include <sys/resource.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "cli/bench_fill.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "primekv/compressor.h"
 #include "primekv/model.h"
+#include "quant/kernels.h"
 
 namespace primekv::cli {
 
@@ -40,6 +52,8 @@ struct BenchArgs {
   std::string press = "none";
   double ratio = 0.0;
   std::string fill = "synthetic";
+  std::string mode = "context";
+  int chunk = 512;
   KvDType kv_type = KvDType::kF16;
   bool json = false;
   bool bandwidth_only = false;
@@ -56,6 +70,16 @@ double PeakRssBytes() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) * 1024.0;  // Linux reports KiB
+}
+
+// VmRSS now, from /proc (0 where it cannot be read).
+double CurrentRssBytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) * 1024.0;
+  }
+  return 0;
 }
 
 struct Summary {
@@ -79,14 +103,8 @@ Summary Summarise(std::vector<double> v) {
   return s;
 }
 
-// The sum of n words: four independent chains, vectorised at the widest ISA the CPU has
-// (GCC function multi-versioning; one load per 64 bytes on AVX-512), so the loop is bound by
-// memory, not by issue.
-#if defined(__x86_64__) && !defined(__clang__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-uint64_t
-SumWords(const uint64_t* p, size_t n) {
+// The sum of n words, scalar: four independent chains.
+uint64_t SumWordsScalar(const uint64_t* p, size_t n) {
   uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   size_t i = 0;
   for (; i + 4 <= n; i += 4) {
@@ -99,18 +117,50 @@ SumWords(const uint64_t* p, size_t n) {
   return s0 ^ s1 ^ s2 ^ s3;
 }
 
-// Read bandwidth: the best of several passes summing a buffer of `mib` MiB, one contiguous
-// share per thread of the pool (as a decode matvec reads its rows).
-double MeasureBandwidth(int mib, ThreadPool& pool) {
-  const size_t words = static_cast<size_t>(mib) * (size_t{1} << 20) / sizeof(uint64_t);
-  std::vector<uint64_t> buf(words);
-  pool.ParallelFor(static_cast<int64_t>(words), [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) buf[static_cast<size_t>(i)] = static_cast<uint64_t>(i);
-  });
+#if defined(__x86_64__)
+// AVX2: four 32-byte loads per 128 bytes into four accumulators, with a non-temporal prefetch
+// 2 KiB ahead. On the Zen 5 machine, in alternating passes over the same file, it read as
+// much as the compiler's vectorisation of the scalar loop (target_clones, until now) with one
+// thread and 5-8% more with two (docs/performance.md); its AVX-512 form was no faster.
+__attribute__((target("avx2"))) uint64_t SumWordsAvx2(const uint64_t* p, size_t n) {
+  constexpr size_t kAhead = 2048 / sizeof(uint64_t);
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    if (i + kAhead + 16 <= n) {  // the last 2 KiB have nothing left to prefetch
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + kAhead), _MM_HINT_NTA);
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + kAhead + 8), _MM_HINT_NTA);
+    }
+    a0 = _mm256_add_epi64(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
+    a2 = _mm256_add_epi64(a2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
+    a3 = _mm256_add_epi64(a3, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
+  }
+  const __m256i sum = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sum);
+  return (lanes[0] ^ lanes[1] ^ lanes[2] ^ lanes[3]) + SumWordsScalar(p + i, n - i);
+}
+#endif
+
+// The sum of n words, at the memory's speed.
+uint64_t SumWords(const uint64_t* p, size_t n) {
+#if defined(__x86_64__)
+  if (quant::internal::CpuHasIsa(quant::internal::Isa::kAvx2)) return SumWordsAvx2(p, n);
+#endif
+  return SumWordsScalar(p, n);
+}
+
+// Read bandwidth: the best of `passes` passes summing `region`, one contiguous share per thread
+// of the pool (as a decode matvec reads its rows). The region should be far larger than the
+// last-level cache.
+double MeasureBandwidth(std::span<const uint8_t> region, ThreadPool& pool, int passes) {
+  const size_t words = region.size() / sizeof(uint64_t);
+  const auto* base = reinterpret_cast<const uint64_t*>(region.data());
   const int64_t n_threads = pool.size();
   std::vector<uint64_t> sinks(static_cast<size_t>(n_threads));
   double best = 0;
-  for (int pass = 0; pass < 8; ++pass) {
+  for (int pass = 0; pass < passes; ++pass) {
     const auto t0 = Clock::now();
     pool.ParallelFor(
         n_threads,
@@ -119,7 +169,7 @@ double MeasureBandwidth(int mib, ThreadPool& pool) {
             const size_t lo = words * static_cast<size_t>(part) / static_cast<size_t>(n_threads);
             const size_t hi =
                 words * static_cast<size_t>(part + 1) / static_cast<size_t>(n_threads);
-            sinks[static_cast<size_t>(part)] += SumWords(buf.data() + lo, hi - lo);
+            sinks[static_cast<size_t>(part)] += SumWords(base + lo, hi - lo);
           }
         },
         1);
@@ -130,6 +180,34 @@ double MeasureBandwidth(int mib, ThreadPool& pool) {
   for (uint64_t s : sinks) all ^= s;
   if (all == 42) std::fputs("", stderr);  // keeps the sums observable
   return best;
+}
+
+// The same over a heap buffer of `mib` MiB, written first so every page is resident.
+double MeasureHeapBandwidth(int mib, ThreadPool& pool) {
+  const size_t words = static_cast<size_t>(mib) * (size_t{1} << 20) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(words);
+  pool.ParallelFor(static_cast<int64_t>(words), [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) buf[static_cast<size_t>(i)] = static_cast<uint64_t>(i);
+  });
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(buf.data()),
+                                       words * sizeof(uint64_t));
+  return MeasureBandwidth(bytes, pool, 8);
+}
+
+// The model file's tensor data as mapped: the bytes a decode step streams (8-byte aligned).
+std::span<const uint8_t> WeightRegion(const Model& m) {
+  const uint8_t* lo = nullptr;
+  const uint8_t* hi = nullptr;
+  for (const GgufTensorInfo& t : m.file().tensors()) {
+    const std::span<const uint8_t> d = m.file().TensorData(t);
+    if (d.empty()) continue;
+    if (lo == nullptr || d.data() < lo) lo = d.data();
+    if (hi == nullptr || d.data() + d.size() > hi) hi = d.data() + d.size();
+  }
+  if (lo == nullptr) return {};
+  const auto a = (reinterpret_cast<uintptr_t>(lo) + 7) / 8 * 8;
+  const auto z = reinterpret_cast<uintptr_t>(hi) / 8 * 8;
+  return {reinterpret_cast<const uint8_t*>(a), z > a ? z - a : 0};
 }
 
 // Bytes of weights one decode step reads: every layer matrix, the output matrix, the norms
@@ -161,6 +239,7 @@ struct BenchContext {
   const Model& model;
   const BenchArgs& args;
   ThreadPool& pool;
+  std::span<const uint8_t> weights;  // read by the bandwidth passes beside each decode run
   ForwardWorkspace ws;
   std::vector<float> logits;
   std::mt19937_64 rng{1234};
@@ -185,31 +264,6 @@ Status Prefill(BenchContext& b, KvCache& cache, int n) {
   return Status::Ok();
 }
 
-// Synthetic K/V rows, N(0, 1), appended in chunks to every layer.
-Status FillSynthetic(BenchContext& b, KvCache& cache, int depth) {
-  const ModelConfig& c = b.model.config();
-  const int chunk = 256;
-  std::vector<float> k(static_cast<size_t>(chunk) * c.kv_width());
-  std::vector<float> v(k.size());
-  std::vector<int32_t> pos(static_cast<size_t>(chunk));
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (auto& x : k) x = normal(b.rng);
-  for (auto& x : v) x = normal(b.rng);
-  const int32_t p0 = cache.NextPosition();
-  for (int i = 0; i < depth; i += chunk) {
-    const int count = std::min(chunk, depth - i);
-    for (int j = 0; j < count; ++j) pos[static_cast<size_t>(j)] = p0 + i + j;
-    MatView<const float> kv(k.data(), count, c.kv_width());
-    MatView<const float> vv(v.data(), count, c.kv_width());
-    for (int l = 0; l < c.n_layers; ++l) {
-      if (Status s = cache.Append(l, kv, vv, std::span<const int32_t>(pos.data(), count)); !s.ok())
-        return s;
-    }
-  }
-  cache.SetNextPosition(p0 + depth);
-  return Status::Ok();
-}
-
 struct TestResult {
   std::string name;
   int threads = 0;
@@ -217,8 +271,13 @@ struct TestResult {
   std::vector<double> tokens_per_s;
   Summary summary;
   double kv_bytes = 0;         // live KV bytes read per decode step (at the start)
+  double kv_bytes_end = 0;     // live KV bytes after a decode run (the most the run holds)
+  double kv_allocated = 0;     // KV pool bytes at the fill's peak (free pages included)
   double bytes_per_token = 0;  // weights + KV, decode tests only
-  double bandwidth_share = 0;  // bytes_per_token * tokens/s / bandwidth
+  // Per timed decode run: the read bandwidth (the better of the passes just before and just
+  // after it) and bytes_per_token * tokens/s over it; the table shows the medians.
+  std::vector<double> bandwidth, shares;
+  double bandwidth_median = 0, bandwidth_share = 0;
   double kept_fraction = 1.0;  // entries kept by the press
 };
 
@@ -231,22 +290,14 @@ Result<double> RunPrompt(BenchContext& b, KvCache& cache, int n) {
   return n / Seconds(t0, Clock::now());
 }
 
-// Cache at `depth` (then compressed if a press is set), from which each decode run starts.
-Status PrepareDepth(BenchContext& b, const Compressor& compressor, KvCache& cache, int depth,
-                    double* kept_fraction) {
-  cache.Clear();
-  cache.SetNextPosition(0);
-  if (depth > 0) {
-    Status s = b.args.fill == "prefill" ? Prefill(b, cache, depth) : FillSynthetic(b, cache, depth);
-    if (!s.ok()) return s;
-  }
-  *kept_fraction = 1.0;
-  if (compressor.enabled() && b.args.ratio > 0 && depth > 0) {
-    const double before = static_cast<double>(cache.TotalEntries());
-    if (Status s = compressor.Compress(cache, b.args.ratio, nullptr, b.pool); !s.ok()) return s;
-    *kept_fraction = static_cast<double>(cache.TotalEntries()) / before;
-  }
-  return Status::Ok();
+DepthFillOptions FillOptions(const BenchArgs& a) {
+  DepthFillOptions o;
+  o.source = a.fill == "prefill" ? FillSource::kPrefill : FillSource::kSynthetic;
+  o.mode = a.mode == "chunked" ? FillMode::kChunked : FillMode::kContext;
+  o.chunk = a.chunk;
+  o.ubatch = a.ubatch;
+  o.ratio = a.ratio;
+  return o;
 }
 
 // One decode run of n tokens from the cache as prepared; the appended entries are dropped
@@ -277,13 +328,24 @@ std::string Human(double bytes) {
   return buf;
 }
 
+// Bandwidth alone: over a heap buffer, or over the model's mapped weights when -m is given.
 int RunBandwidthOnly(const BenchArgs& a) {
+  std::optional<Model> model;
+  if (!a.model.empty()) {
+    auto m = Model::Load(a.model);
+    if (!m.ok()) return Fail(m.message());
+    model.emplace(std::move(m).value());
+  }
   nlohmann::json rows = nlohmann::json::array();
   for (int t : a.threads) {
     ThreadPool pool(t);
-    const double bw = MeasureBandwidth(a.bandwidth_mib, pool);
+    const double bw = model ? MeasureBandwidth(WeightRegion(*model), pool, 8)
+                            : MeasureHeapBandwidth(a.bandwidth_mib, pool);
     rows.push_back({{"threads", pool.size()}, {"read_bytes_per_s", bw}});
-    if (!a.json) std::printf("read bandwidth, %d thread(s): %.2f GB/s\n", pool.size(), bw / 1e9);
+    if (!a.json) {
+      std::printf("read bandwidth, %d thread(s): %.2f GB/s (%s)\n", pool.size(), bw / 1e9,
+                  model ? "the model's mapped weights" : "heap buffer");
+    }
   }
   if (a.json) std::printf("%s\n", rows.dump(2).c_str());
   return 0;
@@ -325,33 +387,49 @@ Result<TestResult> BenchGen(BenchContext& b, const Compressor& compressor, KvCac
   r.threads = b.pool.size();
   r.gen = g;
   r.depth = d;
-  PRIMEKV_RETURN_IF_ERROR(PrepareDepth(b, compressor, cache, d, &r.kept_fraction));
+  DepthFillStats fill;
+  PRIMEKV_RETURN_IF_ERROR(
+      FillDepth(b.model, compressor, FillOptions(b.args), d, cache, b.pool, b.ws, b.rng, &fill));
+  r.kept_fraction = fill.kept_fraction;
+  r.kv_allocated = static_cast<double>(fill.kv_allocated_peak);
   r.kv_bytes = static_cast<double>(cache.BytesInUse());
-  PRIMEKV_RETURN_IF_ERROR(TimeReps(
-      b.args, r, [&] { return RunGen(b, cache, 2); }, [&] { return RunGen(b, cache, g); }));
+  const double entry_bytes =
+      static_cast<double>(cache.BytesPerEntry()) * c.n_layers * c.n_kv_heads;  // one token
+  r.kv_bytes_end = r.kv_bytes + g * entry_bytes;
   // The cache grows by g/2 entries on average over a run.
-  const double kv_avg =
-      r.kv_bytes + 0.5 * g * static_cast<double>(cache.BytesPerEntry()) * c.n_layers * c.n_kv_heads;
-  r.bytes_per_token = weight_bytes + kv_avg;
+  r.bytes_per_token = weight_bytes + r.kv_bytes + 0.5 * g * entry_bytes;
+  const auto paired_run = [&]() -> Result<double> {
+    const double before = MeasureBandwidth(b.weights, b.pool, 3);
+    PRIMEKV_ASSIGN_OR_RETURN(const double tps, RunGen(b, cache, g));
+    const double bw = std::max(before, MeasureBandwidth(b.weights, b.pool, 3));
+    r.bandwidth.push_back(bw);
+    r.shares.push_back(bw > 0 ? r.bytes_per_token * tps / bw : 0.0);
+    return tps;
+  };
+  PRIMEKV_RETURN_IF_ERROR(TimeReps(
+      b.args, r, [&] { return RunGen(b, cache, 2); }, paired_run));
+  r.bandwidth_median = Summarise(r.bandwidth).median;
+  r.bandwidth_share = Summarise(r.shares).median;
   return r;
 }
 
 // Every test for every thread count, in the order of the table.
 Result<std::vector<TestResult>> RunTests(const BenchArgs& a, const Model& model,
                                          const Compressor& compressor, double weight_bytes) {
-  int max_depth = 0, max_prompt = 0, max_gen = 0;
-  for (int d : a.depth) max_depth = std::max(max_depth, d);
+  int max_prompt = 0;
   for (int p : a.prompt) max_prompt = std::max(max_prompt, p);
-  for (int g : a.gen) max_gen = std::max(max_gen, g);
   KvCacheOptions kv;
   kv.dtype = a.kv_type;
   std::vector<TestResult> results;
   for (int t : a.threads) {
     ThreadPool pool(t);
-    BenchContext b{
-        model, a, pool, {}, std::vector<float>(static_cast<size_t>(model.config().vocab_size))};
+    BenchContext b{model, a,
+                   pool,  WeightRegion(model),
+                   {},    std::vector<float>(static_cast<size_t>(model.config().vocab_size))};
     KvCache cache = model.NewCache(kv);
-    cache.Reserve(std::max(max_prompt, max_depth + max_gen));
+    // Prefill tests allocate nothing while timed. A depth grows the pool as it is filled (in
+    // chunked mode never past the budget plus one chunk), before any timing.
+    cache.Reserve(max_prompt);
     for (int p : a.prompt) {
       if (p <= 0) continue;
       PRIMEKV_ASSIGN_OR_RETURN(TestResult r, BenchPrompt(b, cache, p));
@@ -368,33 +446,32 @@ Result<std::vector<TestResult>> RunTests(const BenchArgs& a, const Model& model,
   return results;
 }
 
-// Read bandwidth per thread count (threads -> bytes/s), and each decode test's share of it;
-// nothing when no test decodes.
-std::vector<std::pair<int, double>> BandwidthShares(const BenchArgs& a,
-                                                    std::vector<TestResult>& results) {
-  std::vector<std::pair<int, double>> bandwidth;
-  bool any_decode = false;
-  for (const auto& r : results) any_decode |= r.gen > 0;
-  if (!any_decode) return bandwidth;
-  for (int t : a.threads) {
-    ThreadPool pool(t);
-    bandwidth.emplace_back(pool.size(), MeasureBandwidth(a.bandwidth_mib, pool));
-  }
-  for (auto& r : results) {
-    if (r.gen == 0) continue;
-    for (const auto& [t, bw] : bandwidth)
-      if (t == r.threads) r.bandwidth_share = r.bytes_per_token * r.summary.median / bw;
-  }
-  return bandwidth;
+// Peak RSS against what a run cannot avoid holding: the mapped weights (a decode step reads
+// every tensor) and the largest KV cache a decode test ends with. `loaded` is the RSS right
+// after loading the model, before any weight page is read: the binary, its libraries, the
+// file's header and the model's heap (tokenizer, norms), a fixed cost shown beside the ratio.
+struct RssBudget {
+  double weights = 0, kv = 0, loaded = 0, peak = 0;
+  double Total() const { return weights + kv; }
+};
+
+RssBudget MakeRssBudget(const Model& model, const std::vector<TestResult>& results,
+                        double loaded_rss, double peak_rss) {
+  RssBudget r;
+  r.weights = static_cast<double>(WeightRegion(model).size());
+  for (const auto& t : results) r.kv = std::max(r.kv, t.kv_bytes_end);
+  r.loaded = loaded_rss;
+  r.peak = peak_rss;
+  return r;
 }
 
 struct BenchRun {
   const BenchArgs& args;
   const ModelConfig& config;
   std::string press;  // the press's name, or "none"
-  double weight_bytes = 0, peak_rss = 0;
+  double weight_bytes = 0;
+  RssBudget rss;
   std::vector<TestResult> results;
-  std::vector<std::pair<int, double>> bandwidth;
 };
 
 void PrintJson(const BenchRun& run) {
@@ -403,15 +480,20 @@ void PrintJson(const BenchRun& run) {
   j["model"] = a.model;
   j["model_name"] = run.config.name;
   j["weight_bytes_per_token"] = run.weight_bytes;
-  j["peak_rss_bytes"] = run.peak_rss;
+  j["peak_rss_bytes"] = run.rss.peak;
+  j["rss_budget"] = {
+      {"weights_bytes", run.rss.weights},
+      {"kv_bytes", run.rss.kv},
+      {"rss_after_load_bytes", run.rss.loaded},
+      {"peak_over_budget", run.rss.peak / run.rss.Total()},
+      {"peak_over_budget_and_load", run.rss.peak / (run.rss.Total() + run.rss.loaded)}};
   j["kv_type"] = KvDTypeName(a.kv_type);
   j["press"] = run.press;
   j["ratio"] = a.ratio;
   j["fill"] = a.fill;
+  j["mode"] = a.mode;
+  if (a.mode == "chunked") j["chunk"] = a.chunk;
   j["reps"] = a.reps;
-  nlohmann::json bw = nlohmann::json::array();
-  for (const auto& [t, v] : run.bandwidth) bw.push_back({{"threads", t}, {"read_bytes_per_s", v}});
-  j["bandwidth"] = bw;
   nlohmann::json tests = nlohmann::json::array();
   for (const auto& r : run.results) {
     nlohmann::json e = {{"test", r.name},
@@ -426,7 +508,12 @@ void PrintJson(const BenchRun& run) {
                         {"max", r.summary.max}};
     if (r.gen > 0) {
       e["kv_bytes"] = r.kv_bytes;
+      e["kv_bytes_end"] = r.kv_bytes_end;
+      e["kv_allocated_peak"] = r.kv_allocated;
       e["bytes_per_token"] = r.bytes_per_token;
+      e["read_bytes_per_s"] = r.bandwidth;
+      e["bandwidth_shares"] = r.shares;
+      e["read_bytes_per_s_median"] = r.bandwidth_median;
       e["bandwidth_share"] = r.bandwidth_share;
       e["kept_fraction"] = r.kept_fraction;
     }
@@ -437,28 +524,40 @@ void PrintJson(const BenchRun& run) {
 }
 
 void PrintTable(const BenchRun& run) {
-  const std::string press_label =
-      run.press != "none" && run.args.ratio > 0
-          ? run.press + " " + std::to_string(run.args.ratio).substr(0, 4)
-          : "none";
-  std::printf("| model | threads | press | test | t/s | bytes/token | of bandwidth |\n");
-  std::printf("|---|---:|---|---|---:|---:|---:|\n");
+  const std::string press_label = run.press != "none" && run.args.ratio > 0
+                                      ? run.press + " " +
+                                            std::to_string(run.args.ratio).substr(0, 4) +
+                                            (run.args.mode == "chunked" ? " chunked" : "")
+                                      : "none";
+  std::printf(
+      "| model | threads | press | test | t/s | bytes/token | read GB/s | of bandwidth |\n");
+  std::printf("|---|---:|---|---|---:|---:|---:|---:|\n");
   for (const auto& r : run.results) {
-    std::string bytes = "", share = "";
+    std::string bytes = "", bw = "", share = "";
     if (r.gen > 0) {
       bytes = Human(r.bytes_per_token);
       char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.2f", r.bandwidth_median / 1e9);
+      bw = buf;
       std::snprintf(buf, sizeof(buf), "%.0f%%", 100.0 * r.bandwidth_share);
       share = buf;
     }
-    std::printf("| %s | %d | %s | %s | %.2f ± %.2f | %s | %s |\n", run.config.name.c_str(),
+    std::printf("| %s | %d | %s | %s | %.2f ± %.2f | %s | %s | %s |\n", run.config.name.c_str(),
                 r.threads, press_label.c_str(), r.name.c_str(), r.summary.median, r.summary.stddev,
-                bytes.c_str(), share.c_str());
+                bytes.c_str(), bw.c_str(), share.c_str());
   }
-  std::printf("\npeak RSS %s", Human(run.peak_rss).c_str());
-  for (const auto& [t, v] : run.bandwidth)
-    std::printf("; read bandwidth %d thread(s) %.2f GB/s", t, v / 1e9);
+  std::printf("\npeak RSS %s", Human(run.rss.peak).c_str());
+  if (run.rss.kv > 0) {
+    std::printf(
+        " = %.3fx (mapped weights %s + largest KV cache %s); %.3fx counting the %s "
+        "resident right after loading (binary, tokenizer, metadata)",
+        run.rss.peak / run.rss.Total(), Human(run.rss.weights).c_str(), Human(run.rss.kv).c_str(),
+        run.rss.peak / (run.rss.Total() + run.rss.loaded), Human(run.rss.loaded).c_str());
+  }
   std::printf("\n");
+  if (run.args.fill == "synthetic" && run.press != "none" && run.args.ratio > 0) {
+    std::printf("(the press scored synthetic N(0,1) K/V rows; --fill prefill scores real ones)\n");
+  }
 }
 
 int RunBench(const BenchArgs& a) {
@@ -467,6 +566,8 @@ int RunBench(const BenchArgs& a) {
   if (a.reps < 1) return Fail("--reps must be >= 1");
   if (a.fill != "synthetic" && a.fill != "prefill")
     return Fail("--fill must be synthetic or prefill");
+  if (a.mode != "context" && a.mode != "chunked") return Fail("--mode must be context or chunked");
+  if (a.chunk < 1) return Fail("--chunk must be >= 1");
   if (!(a.ratio >= 0 && a.ratio < 1)) return Fail("--ratio must be in [0, 1)");
   auto spec = ParsePressSpec(a.press);
   if (!spec.ok()) return Fail(spec.message());
@@ -474,24 +575,22 @@ int RunBench(const BenchArgs& a) {
   if (!press.ok()) return Fail(press.message());
   auto model = Model::Load(a.model);
   if (!model.ok()) return Fail(model.message());
+  const double loaded_rss = CurrentRssBytes();
   Compressor compressor(*model, std::move(press).value());
-  if (compressor.enabled() && compressor.Needs().window_queries > 0) {
+  if (compressor.enabled() && compressor.Needs().ReadsQueries()) {
     return Fail("bench: press '" + compressor.press().name +
-                "' needs window queries, which bench does not capture");
+                "' reads queries, which bench does not capture; use a query-free press");
   }
   const double weight_bytes = WeightBytesPerToken(*model);
   auto results = RunTests(a, *model, compressor, weight_bytes);
   if (!results.ok()) return Fail(results.message());
-  const double peak_rss = PeakRssBytes();
-  // Bandwidth last, so its buffer does not count in the peak RSS above.
-  auto bandwidth = BandwidthShares(a, *results);
+  const RssBudget rss = MakeRssBudget(*model, *results, loaded_rss, PeakRssBytes());
   const BenchRun run{a,
                      model->config(),
                      compressor.enabled() ? compressor.press().name : "none",
                      weight_bytes,
-                     peak_rss,
-                     std::move(results).value(),
-                     std::move(bandwidth)};
+                     rss,
+                     std::move(results).value()};
   if (a.json) {
     PrintJson(run);
   } else {
@@ -518,7 +617,9 @@ void AddBench(CLI::App& app, Runner& run) {
         ListOption{"-t,--threads", &a->threads, "Thread counts (0 = all cores)"}}) {
     cmd->add_option(o.flags, *o.values, o.help)->delimiter(',')->capture_default_str();
   }
-  cmd->add_option("-u,--ubatch", a->ubatch, "Prefill micro-batch")->capture_default_str();
+  cmd->add_option("-u,--ubatch", a->ubatch,
+                  "Prefill micro-batch (also splits a larger --chunk of --mode chunked)")
+      ->capture_default_str();
   cmd->add_option("-r,--reps", a->reps, "Timed runs per test (after one warm-up)")
       ->capture_default_str();
   cmd->add_option("--press", a->press, "Compress the cache at depth with this press")
@@ -527,12 +628,26 @@ void AddBench(CLI::App& app, Runner& run) {
       ->capture_default_str();
   cmd->add_option("--fill", a->fill,
                   "How the depth is filled: synthetic (random K/V rows; the decode step reads "
-                  "the same bytes) | prefill (real forward passes)")
-      ->capture_default_str();
+                  "the same bytes; the press scores these rows) | prefill (real forward passes "
+                  "over random tokens)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"synthetic", "prefill"}));
+  cmd->add_option("--mode", a->mode,
+                  "When the press compresses the depth: context (the default: fill all of it, "
+                  "then compress once) | chunked (fill --chunk tokens at a time and after each "
+                  "cut every head over KeepCount(tokens so far, ratio) to it, as the pipeline's "
+                  "chunked mode; the KV cache never holds more than the budget plus one chunk)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"context", "chunked"}));
+  cmd->add_option("--chunk", a->chunk, "Tokens per chunk in --mode chunked")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   AddKvType(*cmd, a->kv_type);
   cmd->add_flag("--json", a->json, "Print JSON instead of a markdown table");
-  cmd->add_flag("--bandwidth", a->bandwidth_only, "Only measure the read bandwidth");
-  cmd->add_option("--bandwidth-mib", a->bandwidth_mib, "Buffer for the bandwidth measurement")
+  cmd->add_flag("--bandwidth", a->bandwidth_only,
+                "Only measure the read bandwidth: over a heap buffer, or over the mapped weights "
+                "of -m MODEL when given");
+  cmd->add_option("--bandwidth-mib", a->bandwidth_mib, "Heap buffer of --bandwidth")
       ->capture_default_str();
   cmd->callback([&run, a] { run = [a] { return RunBench(*a); }; });
 }

@@ -1,0 +1,49 @@
+// How `primekv bench` brings a KV cache to a depth before it times decoding: with synthetic
+// rows or a real prefill, compressed once at the end ("context" mode) or after every chunk as
+// the pipeline's chunked mode does (docs/design.md, "Chunked / streaming prefill").
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <random>
+
+#include "primekv/compressor.h"
+#include "primekv/model.h"
+
+namespace primekv::cli {
+
+enum class FillSource {
+  kSynthetic,  // N(0, 1) rows appended to every layer: the decode step reads the same bytes
+  kPrefill,    // real forward passes over random tokens
+};
+
+enum class FillMode {
+  kContext,  // the whole depth first, then one compression to the ratio
+  kChunked,  // chunks of `chunk` tokens; after each, every head over KeepCount(so far) is cut
+};
+
+struct DepthFillOptions {
+  FillSource source = FillSource::kSynthetic;
+  FillMode mode = FillMode::kContext;
+  int chunk = 512;   // tokens per chunk in chunked mode (the pipeline's default)
+  int ubatch = 512;  // prefill micro-batch (context mode; chunked mode splits a larger chunk)
+  double ratio = 0;  // fraction of the entries the press removes; 0 = no compression
+};
+
+struct DepthFillStats {
+  double kept_fraction = 1.0;    // entries left / entries filled
+  size_t kv_bytes_peak = 0;      // largest BytesInUse() seen, before any compression
+  size_t kv_allocated_peak = 0;  // largest BytesAllocated() seen (pool pages, free ones too)
+  int compressions = 0;
+};
+
+// Fills `cache` (cleared first) with `depth` entries per head and compresses them with
+// `compressor` as the options say (nothing is compressed when the press is "none" or the ratio
+// is 0). `after_chunk(tokens so far)` runs after each chunk and its compression, so tests can
+// watch the cache. Chunked mode needs a query-free press: nothing captures queries here.
+Status FillDepth(const Model& model, const Compressor& compressor, const DepthFillOptions& options,
+                 int depth, KvCache& cache, ThreadPool& pool, ForwardWorkspace& ws,
+                 std::mt19937_64& rng, DepthFillStats* stats = nullptr,
+                 const std::function<void(int)>& after_chunk = {});
+
+}  // namespace primekv::cli
