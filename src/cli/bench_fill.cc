@@ -94,6 +94,8 @@ Status FillDepth(const Model& model, const Compressor& compressor, const DepthFi
     done += n;
     note_peak();
     if (compressing && (chunked || done == depth)) {
+      // As RunPipeline's chunked mode: the forward buffers go before the press's scratch.
+      if (chunked) ws = ForwardWorkspace{};
       // Chunked: every head over the budget of the tokens so far comes down to it, as
       // RunPipeline's chunked mode does; context: the ratio of the whole depth at once.
       PRIMEKV_RETURN_IF_ERROR(
