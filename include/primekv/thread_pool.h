@@ -46,9 +46,9 @@ class ThreadPool {
 
   int n_threads_ = 1;
   std::vector<std::thread> workers_;
-  // Workers and the caller spin a short while on the atomics before sleeping on the condition
-  // variables: a decode step makes hundreds of calls a few microseconds apart, and a sleep and
-  // wake-up per call cost about 10 us each (docs/performance.md).
+  // Workers and the caller poll the atomics (yielding) a short while before sleeping on the
+  // condition variables: a decode step makes hundreds of calls a few microseconds apart, and a
+  // sleep and wake-up per call cost about 10 us each (docs/performance.md).
   std::mutex mu_;
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
