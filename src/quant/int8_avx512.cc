@@ -313,9 +313,10 @@ float SumLanes(__m512 v) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-// Software prefetch distance in the weight stream: measured on a Zen 5 EPYC, 1 GiB of Q4_0
-// rows at 1 thread took ~10% less CPU time with 3-9 KiB than with the hardware prefetchers alone.
-constexpr int kPrefetchAhead = 4096;
+// Software prefetch distance in the weight stream. On a Zen 5 EPYC, decoding the 1B-shaped Q4_0
+// file at 1 thread took 16% less CPU time with it (8 KiB) than with the hardware prefetchers
+// alone; 2 KiB gained 8%, 4 KiB 13%, 16 KiB 13%.
+constexpr int kPrefetchAhead = 8192;
 
 template <int kTokens>
 void StreamQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t blocks,
