@@ -341,7 +341,8 @@ void StreamQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t blocks
     __m512 acc[2][kTokens];
     for (int k = 0; k < 2; ++k)
       for (int t = 0; t < kTokens; ++t) acc[k][t] = _mm512_setzero_ps();
-    const auto step = [&](int64_t g, __m512i z0, __m512i z1) {
+    // Step g goes to accumulator k = g % 2, a constant here (a runtime index kept acc in memory).
+    const auto step = [&](auto k, int64_t g, __m512i z0, __m512i z1) {
       const __m512i q = _mm512_permutex2var_epi16(z0, quant_idx, z1);
       const __m512i wl = _mm512_and_si512(q, low);
       const __m512i wh = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
@@ -352,19 +353,32 @@ void StreamQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t blocks
         __m512i dot = _mm512_load_si512(x.init);
         dot = _mm512_dpbusd_epi32(dot, wl, _mm512_load_si512(x.lo));
         dot = _mm512_dpbusd_epi32(dot, wh, _mm512_load_si512(x.hi));
-        __m512& a = acc[g & 1][t];
-        a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(ws, _mm512_load_ps(x.scale)), a);
+        acc[k()][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                      _mm512_mul_ps(ws, _mm512_load_ps(x.scale)), acc[k()][t]);
       }
     };
-    for (int64_t g = 0; g < full; ++g) {
+    const auto full_step = [&](auto k, int64_t g) {
       const uint8_t* pg = p + g * kQ4_0GroupBlocks * kQ4_0BlockBytes;
       _mm_prefetch(reinterpret_cast<const char*>(pg + kPrefetchAhead), _MM_HINT_T0);
-      step(g, _mm512_loadu_si512(pg),
+      step(k, g, _mm512_loadu_si512(pg),
            _mm512_zextsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pg + 64))));
+    };
+    constexpr std::integral_constant<int, 0> kEven{};
+    constexpr std::integral_constant<int, 1> kOdd{};
+    int64_t g = 0;
+    for (; g + 2 <= full; g += 2) {
+      full_step(kEven, g);
+      full_step(kOdd, g + 1);
     }
+    if (g < full) full_step(kEven, g++);
     if (tail != 0) {
-      const uint8_t* pg = p + full * kQ4_0GroupBlocks * kQ4_0BlockBytes;
-      step(full, _mm512_maskz_loadu_epi8(tail_mask, pg), _mm512_setzero_si512());
+      const __m512i z0 =
+          _mm512_maskz_loadu_epi8(tail_mask, p + full * kQ4_0GroupBlocks * kQ4_0BlockBytes);
+      if (full % 2 == 0) {
+        step(kEven, full, z0, _mm512_setzero_si512());
+      } else {
+        step(kOdd, full, z0, _mm512_setzero_si512());
+      }
     }
     for (int t = 0; t < kTokens; ++t)
       out[t * ldo + r] = SumLanes(_mm512_add_ps(acc[0][t], acc[1][t]));
