@@ -7,8 +7,10 @@
 // activation block sum is subtracted by starting the accumulator at -offset * sum (lane 0 and
 // lane 8), so the correction costs nothing per (row, token) pair.
 //
-// The micro-kernel keeps a 4 rows x 4 tokens tile of float accumulators in registers; per pair
-// and two blocks: vpdpbusd, a conversion, a scale product and an FMA.
+// Q8_0 below 16 tokens: a micro-kernel keeps a 4 rows x 4 tokens tile of float accumulators in
+// registers; per pair and two blocks: vpdpbusd, a conversion, a scale product and an FMA. Q4_0
+// below 16 tokens (decode) has its own stream kernel, four blocks per step (StreamQ4_0). From 16
+// tokens on, both repack 16-row panels (GemmPacked).
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
