@@ -8,7 +8,8 @@
 //   bm_quant --benchmark_filter=BM_Gemm/    MatMul n = 128, 4096 x 4096 (FLOP/s), built-in
 //                                           kernel vs OpenBLAS
 //   bm_quant --benchmark_filter=Int8        the integer-dot path (quant/int8_gemm.h) per ISA:
-//                                           Int8Gemm n = 128 and Int8MatVec n = 1, 4096 x 4096
+//                                           Int8Gemm n = 128 and Int8MatVec n = 1, 4096 x 4096;
+//                                           Int8FewTokens n = 2, 3, 5, 8, 15
 //   bm_quant --benchmark_filter=Peak        one core's AVX-512 FMA and VNNI peak (CPU time)
 // Sweeps behind MatMul's defaults: GemmTiling (panel sizes), SmallBatch (dot vs GEMM path),
 // BlasThreads (one F32 sgemm on OpenBLAS's own threads).
@@ -235,6 +236,12 @@ BENCHMARK(BM_Int8)
 BENCHMARK(BM_Int8)
     ->Name("BM_Int8MatVec")
     ->ArgsProduct({{3, 4}, {1, 2}, {1, 2}, {1}})
+    ->UseRealTime();
+// A decode batch (kDecodeBatchRows = 5 tokens at most) and the small batches below the packed
+// GEMM's 16 tokens, 1 thread.
+BENCHMARK(BM_Int8)
+    ->Name("BM_Int8FewTokens")
+    ->ArgsProduct({{3, 4}, {1}, {1, 2}, {2, 3, 5, 8, 15}})
     ->UseRealTime();
 
 // The same over ~1 GiB of weights (DRAM-bound, as a decode step). Args as BM_Int8, n = 1.

@@ -7,8 +7,10 @@
 // activation block sum is subtracted by starting the accumulator at -offset * sum (lane 0 and
 // lane 8), so the correction costs nothing per (row, token) pair.
 //
-// The micro-kernel keeps a 4 rows x 4 tokens tile of float accumulators in registers; per pair
-// and two blocks: vpdpbusd, a conversion, a scale product and an FMA.
+// Q8_0 below 16 tokens: a micro-kernel keeps a 4 rows x 4 tokens tile of float accumulators in
+// registers; per pair and two blocks: vpdpbusd, a conversion, a scale product and an FMA. Q4_0
+// below 16 tokens (decode) has its own stream kernel, four blocks per step (StreamQ4_0). From 16
+// tokens on, both repack 16-row panels (GemmPacked).
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -255,11 +257,164 @@ void GemmPacked(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& 
 // Row tiles outermost, so a tile's weight rows stay in L1 while all tokens pass over them.
 #include "quant/int8_stream.inc"
 
+// Q4_0 decode (up to kStreamTokens tokens), four blocks per step. The 72 bytes of four blocks
+// come in as one 64-byte and one 8-byte load (two overlapping 64-byte loads, at 0 and 8, ran at
+// half the speed from DRAM); one word permute gathers their 64 quant bytes, block i in 128-bit lane
+// i, so that the low nibbles (elements 0-15) and the high nibbles (elements 16-31) each fill one
+// vector, and another puts each block's fp16 scale under its lane's four int32 sums. The
+// activations are laid out to match once per call (Q4Acts), with the offset term -8 * sum in lane
+// 4i and each block's scale spread over its lane, so a step costs per token two vpdpbusd, a
+// conversion, a product and an FMA. Even and odd steps go to two accumulators; one reduction per
+// row and token at the end. Q4_0DecodeTwin (int8_scalar.cc) does the same arithmetic in the same
+// order. One row at a time: two rows per pass (sharing the activation loads) took 10% less time
+// in cache but 1.5x as long from DRAM (two interleaved streams defeat the prefetchers).
+struct alignas(64) Q4Acts {
+  int8_t lo[64];     // elements 0-15 of the four blocks
+  int8_t hi[64];     // elements 16-31
+  float scale[16];   // lane l: d of block l / 4
+  int32_t init[16];  // lane 4i: -8 * sum of block i, 0 elsewhere
+};
+static_assert(sizeof(Q4Acts) == 256);
+static_assert(kQ4_0GroupBlocks == 4);
+
+void PrepareQ4Acts(const Q8Rows& a, int64_t groups, Q4Acts* out) {
+  const int64_t blocks = a.blocks();
+  const __m512i lo_idx = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
+  const __m512i hi_idx = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
+  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  for (int64_t t = 0; t < a.rows; ++t) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t b0 = g * kQ4_0GroupBlocks;
+      const int nb = static_cast<int>(blocks - b0 < 4 ? blocks - b0 : 4);
+      // Bytes and entries of the blocks that exist; the rest read as zero.
+      const __mmask64 m0 = nb >= 2 ? ~__mmask64{0} : (__mmask64{1} << (32 * nb)) - 1;
+      const __mmask64 m1 = nb == 4 ? ~__mmask64{0} : nb == 3 ? 0xFFFFFFFFull : 0;
+      const auto mb = static_cast<__mmask16>((1u << nb) - 1);
+      const int8_t* q = a.q + t * a.stride + b0 * kQ8Block;
+      const __m512i q0 = _mm512_maskz_loadu_epi8(m0, q);
+      const __m512i q1 = _mm512_maskz_loadu_epi8(m1, q + 64);
+      Q4Acts& o = out[t * groups + g];
+      _mm512_store_si512(o.lo, _mm512_permutex2var_epi64(q0, lo_idx, q1));
+      _mm512_store_si512(o.hi, _mm512_permutex2var_epi64(q0, hi_idx, q1));
+      const __m512 d = _mm512_maskz_loadu_ps(mb, a.d + t * a.block_stride + b0);
+      _mm512_store_ps(o.scale, _mm512_permutexvar_ps(spread, d));
+      const __m512i s = _mm512_maskz_loadu_epi32(mb, a.sum + t * a.block_stride + b0);
+      const __m512i first = _mm512_maskz_permutexvar_epi32(0x1111, spread, s);
+      _mm512_store_si512(o.init,
+                         _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(first, 3)));
+    }
+  }
+}
+
+// Lanes added as halves, then quarters, then pairs (the twin's order).
+float SumLanes(__m512 v) {
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                  _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+// Software prefetch distance in the weight stream. On a Zen 5 EPYC, decoding the 1B-shaped Q4_0
+// file at 1 thread took 16% less CPU time with it (8 KiB) than with the hardware prefetchers
+// alone; 2 KiB gained 8%, 4 KiB 13%, 16 KiB 13%.
+constexpr int kPrefetchAhead = 8192;
+
+template <int kTokens>
+void StreamQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t blocks,
+                const Q4Acts* acts, int64_t groups, float* out, int64_t ldo) {
+  // Word k of the gathered quants: block k / 8, quant word k % 8, at word 9 * block + 1 + k % 8
+  // of the four blocks; words 32-35 come from the second operand (the last 8 bytes).
+  alignas(64) int16_t quant_words[32];
+  alignas(64) int16_t scale_words[32];
+  for (int k = 0; k < 32; ++k) {
+    const int src = 9 * (k / 8) + 1 + k % 8;
+    quant_words[k] = static_cast<int16_t>(src);
+    scale_words[k] = static_cast<int16_t>(9 * ((k % 16) / 4));
+  }
+  const __m512i quant_idx = _mm512_load_si512(quant_words);
+  const __m512i scale_idx = _mm512_load_si512(scale_words);
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const int64_t full = blocks / kQ4_0GroupBlocks;
+  const int tail = static_cast<int>(blocks % kQ4_0GroupBlocks);
+  const __mmask64 tail_mask = (__mmask64{1} << (tail * kQ4_0BlockBytes)) - 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* p = w + static_cast<size_t>(r) * row_bytes;
+    __m512 acc[2][kTokens];
+    for (int k = 0; k < 2; ++k)
+      for (int t = 0; t < kTokens; ++t) acc[k][t] = _mm512_setzero_ps();
+    // Step g goes to accumulator k = g % 2, a constant here (a runtime index kept acc in memory).
+    const auto step = [&](auto k, int64_t g, __m512i z0, __m512i z1) {
+      const __m512i q = _mm512_permutex2var_epi16(z0, quant_idx, z1);
+      const __m512i wl = _mm512_and_si512(q, low);
+      const __m512i wh = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
+      const __m512 ws =
+          _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(scale_idx, z0)));
+      for (int t = 0; t < kTokens; ++t) {
+        const Q4Acts& x = acts[t * groups + g];
+        __m512i dot = _mm512_load_si512(x.init);
+        dot = _mm512_dpbusd_epi32(dot, wl, _mm512_load_si512(x.lo));
+        dot = _mm512_dpbusd_epi32(dot, wh, _mm512_load_si512(x.hi));
+        acc[k()][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
+                                      _mm512_mul_ps(ws, _mm512_load_ps(x.scale)), acc[k()][t]);
+      }
+    };
+    const auto full_step = [&](auto k, int64_t g) {
+      const uint8_t* pg = p + g * kQ4_0GroupBlocks * kQ4_0BlockBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(pg + kPrefetchAhead), _MM_HINT_T0);
+      step(k, g, _mm512_loadu_si512(pg),
+           _mm512_zextsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pg + 64))));
+    };
+    constexpr std::integral_constant<int, 0> kEven{};
+    constexpr std::integral_constant<int, 1> kOdd{};
+    int64_t g = 0;
+    for (; g + 2 <= full; g += 2) {
+      full_step(kEven, g);
+      full_step(kOdd, g + 1);
+    }
+    if (g < full) full_step(kEven, g++);
+    if (tail != 0) {
+      const __m512i z0 =
+          _mm512_maskz_loadu_epi8(tail_mask, p + full * kQ4_0GroupBlocks * kQ4_0BlockBytes);
+      if (full % 2 == 0) {
+        step(kEven, full, z0, _mm512_setzero_si512());
+      } else {
+        step(kOdd, full, z0, _mm512_setzero_si512());
+      }
+    }
+    for (int t = 0; t < kTokens; ++t)
+      out[t * ldo + r] = SumLanes(_mm512_add_ps(acc[0][t], acc[1][t]));
+  }
+}
+
+// Below kPackMinTokens tokens: more than kStreamTokens go in chunks of that many over panels of
+// rows that stay in cache, so every token gets the bits of its own one-token product.
+void DecodeQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                int64_t ldo) {
+  thread_local std::vector<Q4Acts> acts;
+  const int64_t groups = (a.blocks() + kQ4_0GroupBlocks - 1) / kQ4_0GroupBlocks;
+  if (acts.size() < static_cast<size_t>(a.rows * groups)) acts.resize(a.rows * groups);
+  PrepareQ4Acts(a, groups, acts.data());
+  const auto run = [&](int64_t r0, int64_t rn, int64_t t0, int64_t tn) {
+    WithCount<kStreamTokens>(static_cast<int>(tn), [&](auto kTokens) {
+      StreamQ4_0<kTokens()>(w + static_cast<size_t>(r0) * row_bytes, row_bytes, rn, a.blocks(),
+                            acts.data() + t0 * groups, groups, out + t0 * ldo + r0, ldo);
+    });
+  };
+  if (a.rows <= kStreamTokens) return run(0, rows, 0, a.rows);
+  constexpr int64_t kPanel = 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += kPanel) {
+    const int64_t rn = rows - r0 < kPanel ? rows - r0 : kPanel;
+    for (int64_t t0 = 0; t0 < a.rows; t0 += kStreamTokens) {
+      run(r0, rn, t0, a.rows - t0 < kStreamTokens ? a.rows - t0 : kStreamTokens);
+    }
+  }
+}
+
+// Q8_0 below kPackMinTokens tokens: 4 x 4 tiles.
 template <class W>
-void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
-          int64_t ldo) {
-  if (a.rows >= kPackMinTokens) return GemmPacked<W>(w, row_bytes, rows, a, out, ldo);
-  if (a.rows <= kStreamTokens) return StreamRows<W>(w, row_bytes, rows, a, out, ldo);
+void TiledRows(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+               int64_t ldo) {
   for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
     const uint8_t* wr = w + static_cast<size_t>(r0) * row_bytes;
     const int64_t rn = rows - r0 < kTileRows ? rows - r0 : kTileRows;
@@ -270,6 +425,18 @@ void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, flo
         MicroTokens<W, kRows()>(wr, row_bytes, a, t0, tn, o, ldo);
       });
     }
+  }
+}
+
+template <class W>
+void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+          int64_t ldo) {
+  if (a.rows >= kPackMinTokens) return GemmPacked<W>(w, row_bytes, rows, a, out, ldo);
+  if constexpr (std::is_same_v<W, Q4_0Weights>) {
+    return DecodeQ4_0(w, row_bytes, rows, a, out, ldo);
+  } else {
+    if (a.rows <= kStreamTokens) return StreamRows<W>(w, row_bytes, rows, a, out, ldo);
+    TiledRows<W>(w, row_bytes, rows, a, out, ldo);
   }
 }
 

@@ -43,6 +43,18 @@ using QuantizeQ8Fn = void (*)(const float* x, int64_t n, int8_t* q, float* d, in
 using Q8GemmFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
                           float* out, int64_t ldo);
 
+// Q4_0 decode on AVX-512 VNNI takes four blocks per step (int8_avx512.cc).
+inline constexpr int kQ4_0GroupBlocks = 4;
+
+// The scalar twin of the AVX-512 VNNI Q4_0 kernel for decode and batches below 16 tokens: per row
+// and token, 16 float lanes in two accumulators (even and odd steps of four blocks), lane l of a
+// step taking the int32 sum of elements 4 (l % 4) .. + 3 and 16 + 4 (l % 4) .. + 3 of block
+// 4 step + l / 4 plus, in lane 4i, -8 * sum, scaled by fp16(d_w) * d_a with one fused
+// multiply-add; then the two accumulators lane by lane and the lanes as halves, quarters and
+// pairs. The same bits as the SIMD kernel (tests/quant/int8_gemm_test.cc).
+void Q4_0DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                    int64_t ldo);
+
 struct Int8Kernels {
   Isa isa = Isa::kScalar;  // kScalar, kAvx2 or kAvx512Vnni (names and CPU check: kernels.h)
   QuantizeQ8Fn quantize = nullptr;

@@ -56,7 +56,49 @@ void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, flo
   }
 }
 
+// Lanes of a 16-float vector added in SumLanes' order (int8_avx512.cc).
+float SumLanes(const float (&v)[16]) {
+  float s8[8], s4[4];
+  for (int i = 0; i < 8; ++i) s8[i] = v[i] + v[i + 8];
+  for (int i = 0; i < 4; ++i) s4[i] = s8[i] + s8[i + 4];
+  const float s2_0 = s4[0] + s4[2];
+  const float s2_1 = s4[1] + s4[3];
+  return s2_0 + s2_1;
+}
+
 }  // namespace
+
+void Q4_0DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                    int64_t ldo) {
+  const int64_t blocks = a.blocks();
+  const int64_t steps = (blocks + kQ4_0GroupBlocks - 1) / kQ4_0GroupBlocks;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+    for (int64_t t = 0; t < a.rows; ++t) {
+      const int8_t* aq = a.q + t * a.stride;
+      const float* ad = a.d + t * a.block_stride;
+      const int32_t* as = a.sum + t * a.block_stride;
+      float acc[2][16] = {};
+      for (int64_t g = 0; g < steps; ++g) {
+        for (int l = 0; l < 16; ++l) {
+          const int64_t b = g * kQ4_0GroupBlocks + l / 4;
+          if (b >= blocks) continue;  // lanes of missing blocks add +0
+          const uint8_t* p = row + b * kQ4_0BlockBytes;
+          const int8_t* x = aq + b * kQ8Block;
+          int32_t dot = l % 4 == 0 ? -8 * as[b] : 0;
+          for (int j = 4 * (l % 4); j < 4 * (l % 4) + 4; ++j) {
+            dot += (p[2 + j] & 0x0F) * x[j] + (p[2 + j] >> 4) * x[16 + j];
+          }
+          const float scale = F16ToF32(LoadU16(p)) * ad[b];
+          acc[g & 1][l] = std::fma(static_cast<float>(dot), scale, acc[g & 1][l]);
+        }
+      }
+      float sum[16];
+      for (int l = 0; l < 16; ++l) sum[l] = acc[0][l] + acc[1][l];
+      out[t * ldo + r] = SumLanes(sum);
+    }
+  }
+}
 
 const Int8Kernels& ScalarInt8Kernels() {
   static const Int8Kernels table{Isa::kScalar, QuantizeQ8, Gemm<kQ8_0BlockBytes, Q8_0Weight>,

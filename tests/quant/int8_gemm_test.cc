@@ -215,6 +215,95 @@ TEST(Int8GemmTest, FewTokensEqualOneTokenBitForBit) {
   if (!skipped.empty()) GTEST_SKIP() << "not run on this CPU: " << Skipped(skipped);
 }
 
+// Q4_0 weights of `rows` x `cols` in one exactly sized buffer (so that ASan sees a read past
+// the last row), with their decoded values.
+struct Q4Matrix {
+  size_t row_bytes = 0;
+  std::vector<uint8_t> bytes;
+  std::vector<std::vector<double>> decoded;
+};
+Q4Matrix RandomQ4Matrix(std::mt19937_64& rng, int64_t rows, int64_t cols) {
+  Q4Matrix m;
+  m.row_bytes = RefRowBytes(GgmlType::kQ4_0, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<uint8_t> row = RandomRow(rng, GgmlType::kQ4_0, cols, 0.5f);
+    m.bytes.insert(m.bytes.end(), row.begin(), row.end());
+    m.decoded.push_back(RefDecode(GgmlType::kQ4_0, row.data(), cols));
+  }
+  m.bytes.shrink_to_fit();
+  return m;
+}
+
+// Column counts of 1-4 blocks past a multiple of four (the decode kernel's step), short and long.
+constexpr std::pair<int64_t, int64_t> kQ4DecodeShapes[] = {
+    {1, 32}, {3, 64}, {2, 96}, {5, 128}, {4, 160}, {37, 2080}, {9, 2048}, {3, 8192 + 96}};
+
+// The Q4_0 decode twin is a faithful product: within the float summation bound of the exact
+// sum over the same quantised activations.
+TEST(Int8GemmTest, Q4_0DecodeTwinMatchesDoubleReference) {
+  std::mt19937_64 rng(31);
+  ThreadPool pool(1);
+  for (auto [rows, cols] : kQ4DecodeShapes) {
+    const Q4Matrix w = RandomQ4Matrix(rng, rows, cols);
+    for (int64_t n = 1; n <= quant::internal::kStreamTokens; ++n) {
+      const std::vector<float> x = RandomFloats(rng, n * cols);
+      std::vector<int8_t> q;
+      std::vector<float> d;
+      std::vector<int32_t> s;
+      Q8Rows a;
+      internal::QuantizeActivations(MatView<const float>(x.data(), n, cols),
+                                    quant::internal::ScalarInt8Kernels(), q, d, s, a, pool);
+      std::vector<float> out(n * rows);
+      quant::internal::Q4_0DecodeTwin(w.bytes.data(), w.row_bytes, rows, a, out.data(), rows);
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t r = 0; r < rows; ++r) {
+          double exact = 0, magnitude = 0;
+          for (int64_t k = 0; k < cols; ++k) {
+            const double term =
+                w.decoded[r][k] * a.d[t * a.block_stride + k / 32] * a.q[t * a.stride + k];
+            exact += term;
+            magnitude += std::fabs(term);
+          }
+          const double tol = (cols / 32.0 + 4) * 2 * kFloatUnit * magnitude + 1e-30;
+          ASSERT_NEAR(out[t * rows + r], exact, tol)
+              << "rows=" << rows << " cols=" << cols << " n=" << n << " t=" << t << " r=" << r;
+        }
+      }
+    }
+  }
+}
+
+// The AVX-512 VNNI Q4_0 kernel below 16 tokens (decode and small batches) gives its twin's bits.
+TEST(Int8GemmTest, Q4_0DecodeEqualsTwinBitForBit) {
+  const Int8Kernels* table = quant::internal::Avx512VnniInt8Kernels();
+  if (table == nullptr || !quant::internal::CpuHasIsa(table->isa)) {
+    GTEST_SKIP() << "not run on this CPU: avx512vnni";
+  }
+  std::mt19937_64 rng(32);
+  ThreadPool pool(1);
+  for (auto [rows, cols] : kQ4DecodeShapes) {
+    const Q4Matrix w = RandomQ4Matrix(rng, rows, cols);
+    for (int64_t n : {1, 2, 3, 4, 5, 7, 15}) {
+      const std::vector<float> x = RandomFloats(rng, n * cols);
+      std::vector<int8_t> q;
+      std::vector<float> d;
+      std::vector<int32_t> s;
+      Q8Rows a;
+      internal::QuantizeActivations(MatView<const float>(x.data(), n, cols), *table, q, d, s, a,
+                                    pool);
+      const int64_t ldo = rows + 2;
+      std::vector<float> got(n * ldo, -7.0f), want(n * ldo, -7.0f);
+      table->q4_0(w.bytes.data(), w.row_bytes, rows, a, got.data(), ldo);
+      quant::internal::Q4_0DecodeTwin(w.bytes.data(), w.row_bytes, rows, a, want.data(), ldo);
+      for (int64_t i = 0; i < n * ldo; ++i) {
+        ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+            << "rows=" << rows << " cols=" << cols << " n=" << n << " t=" << i / ldo
+            << " r=" << i % ldo << ": " << got[i] << " vs " << want[i];
+      }
+    }
+  }
+}
+
 // MatMul through the integer path against the exact float product: off by no more than the
 // activation rounding, sum_k |w_k| * d_block(k) / 2, plus float summation.
 TEST(Int8GemmTest, MatMulStaysWithinActivationRounding) {
