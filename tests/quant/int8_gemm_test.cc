@@ -47,6 +47,70 @@ std::string Skipped(const std::vector<std::string>& names) {
   return s;
 }
 
+// The tables this CPU can run; the names of the others go to `skipped`.
+std::vector<const Int8Kernels*> RunnableTables(std::vector<std::string>& skipped) {
+  std::vector<const Int8Kernels*> out;
+  for (const Int8Kernels* t : AllTables()) {
+    if (quant::internal::CpuHasIsa(t->isa)) {
+      out.push_back(t);
+    } else {
+      skipped.push_back(IsaName(t->isa));
+    }
+  }
+  return out;
+}
+
+// x [n, cols] quantised to 8-bit blocks by `table`; `a` points into the vectors.
+struct Activations {
+  Activations(const std::vector<float>& x, int64_t n, int64_t cols, const Int8Kernels& table,
+              ThreadPool& pool) {
+    internal::QuantizeActivations(MatView<const float>(x.data(), n, cols), table, q, d, s, a, pool);
+  }
+  Activations(const Activations&) = delete;
+  Activations& operator=(const Activations&) = delete;
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> s;
+  Q8Rows a;
+};
+
+// Weights of `rows` x `cols` in one buffer, rows `pad` bytes apart beyond their size (pad 0: an
+// exactly sized buffer, so that ASan sees a read past the last row), with decoded values.
+struct WeightMatrix {
+  size_t row_bytes = 0;
+  std::vector<uint8_t> bytes;
+  std::vector<std::vector<double>> decoded;
+};
+WeightMatrix RandomMatrix(std::mt19937_64& rng, GgmlType type, int64_t rows, int64_t cols,
+                          size_t pad = 0) {
+  WeightMatrix m;
+  m.row_bytes = RefRowBytes(type, cols) + pad;
+  m.bytes.resize(m.row_bytes * rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<uint8_t> row = RandomRow(rng, type, cols, 0.5f);
+    std::copy(row.begin(), row.end(), m.bytes.begin() + r * m.row_bytes);
+    m.decoded.push_back(RefDecode(type, row.data(), cols));
+  }
+  return m;
+}
+
+// Token t's exact product with decoded weight row w over the quantised activations, and the
+// float summation bound over its blocks.
+struct ExactProduct {
+  double value = 0;
+  double tolerance = 0;
+};
+ExactProduct Exact(const std::vector<double>& w, const Q8Rows& a, int64_t t) {
+  const int64_t cols = static_cast<int64_t>(w.size());
+  double exact = 0, magnitude = 0;
+  for (int64_t k = 0; k < cols; ++k) {
+    const double term = w[k] * a.d[t * a.block_stride + k / 32] * a.q[t * a.stride + k];
+    exact += term;
+    magnitude += std::fabs(term);
+  }
+  return {exact, (cols / 32.0 + 4) * 2 * kFloatUnit * magnitude + 1e-30};
+}
+
 TEST(Int8QuantizeTest, ScalarMeetsItsDefinition) {
   std::mt19937_64 rng(7);
   const int64_t n = 320;
@@ -87,11 +151,7 @@ TEST(Int8QuantizeTest, EveryTableMatchesScalarBitForBit) {
   std::vector<int32_t> s0(n / 32), s1(n / 32);
   quant::internal::ScalarInt8Kernels().quantize(x.data(), n, q0.data(), d0.data(), s0.data());
   std::vector<std::string> skipped;
-  for (const Int8Kernels* t : AllTables()) {
-    if (!quant::internal::CpuHasIsa(t->isa)) {
-      skipped.push_back(IsaName(t->isa));
-      continue;
-    }
+  for (const Int8Kernels* t : RunnableTables(skipped)) {
     t->quantize(x.data(), n, q1.data(), d1.data(), s1.data());
     EXPECT_EQ(q0, q1) << IsaName(t->isa);
     EXPECT_EQ(d0, d1) << IsaName(t->isa);
@@ -107,50 +167,27 @@ TEST(Int8GemmTest, EveryTableMatchesDoubleReference) {
   std::mt19937_64 rng(9);
   ThreadPool pool(1);
   std::vector<std::string> skipped;
-  for (const Int8Kernels* table : AllTables()) {
-    if (!quant::internal::CpuHasIsa(table->isa)) {
-      skipped.push_back(IsaName(table->isa));
-      continue;
-    }
+  for (const Int8Kernels* table : RunnableTables(skipped)) {
     for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
       const quant::internal::Q8GemmFn gemm = quant::internal::FindQ8Gemm(*table, type);
       ASSERT_NE(gemm, nullptr);
       for (auto [rows, cols] :
            {std::pair<int64_t, int64_t>{1, 32}, {5, 96}, {9, 64}, {37, 320}, {8, 2080}}) {
-        const size_t pad = 6;
-        const size_t row_bytes = RefRowBytes(type, cols) + pad;
-        std::vector<uint8_t> wbytes(row_bytes * rows);
-        std::vector<std::vector<double>> wdec;
-        for (int64_t r = 0; r < rows; ++r) {
-          const std::vector<uint8_t> row = RandomRow(rng, type, cols, 0.5f);
-          std::copy(row.begin(), row.end(), wbytes.begin() + r * row_bytes);
-          wdec.push_back(RefDecode(type, row.data(), cols));
-        }
+        const WeightMatrix w = RandomMatrix(rng, type, rows, cols, /*pad=*/6);
         for (int64_t n : {1, 2, 3, 4, 5, 7, 70}) {
           const std::vector<float> x = RandomFloats(rng, n * cols);
-          std::vector<int8_t> q;
-          std::vector<float> d;
-          std::vector<int32_t> s;
-          Q8Rows a;
-          internal::QuantizeActivations(MatView<const float>(x.data(), n, cols), *table, q, d, s, a,
-                                        pool);
+          const Activations act(x, n, cols, *table, pool);
           const int64_t ldo = rows + 3;
           std::vector<float> out(n * ldo, -7.0f);
-          gemm(wbytes.data(), row_bytes, rows, a, out.data(), ldo);
+          gemm(w.bytes.data(), w.row_bytes, rows, act.a, out.data(), ldo);
           const std::string what = std::string(IsaName(table->isa)) + " " + TypeName(type) +
                                    " rows=" + std::to_string(rows) +
                                    " cols=" + std::to_string(cols) + " n=" + std::to_string(n);
           for (int64_t t = 0; t < n; ++t) {
             for (int64_t r = 0; r < rows; ++r) {
-              double exact = 0, magnitude = 0;
-              for (int64_t k = 0; k < cols; ++k) {
-                const double term =
-                    wdec[r][k] * a.d[t * a.block_stride + k / 32] * a.q[t * a.stride + k];
-                exact += term;
-                magnitude += std::fabs(term);
-              }
-              const double tol = (cols / 32.0 + 4) * 2 * kFloatUnit * magnitude + 1e-30;
-              ASSERT_NEAR(out[t * ldo + r], exact, tol) << what << " t=" << t << " r=" << r;
+              const ExactProduct e = Exact(w.decoded[r], act.a, t);
+              ASSERT_NEAR(out[t * ldo + r], e.value, e.tolerance)
+                  << what << " t=" << t << " r=" << r;
             }
             for (int64_t r = rows; r < ldo; ++r)
               ASSERT_EQ(out[t * ldo + r], -7.0f) << what << ": wrote past the rows";
@@ -169,28 +206,17 @@ TEST(Int8GemmTest, FewTokensEqualOneTokenBitForBit) {
   std::mt19937_64 rng(21);
   ThreadPool pool(1);
   std::vector<std::string> skipped;
-  for (const Int8Kernels* table : AllTables()) {
-    if (!quant::internal::CpuHasIsa(table->isa)) {
-      skipped.push_back(IsaName(table->isa));
-      continue;
-    }
+  for (const Int8Kernels* table : RunnableTables(skipped)) {
     for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kQ4_0}) {
       const quant::internal::Q8GemmFn gemm = quant::internal::FindQ8Gemm(*table, type);
       for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 32}, {7, 96}, {37, 2080}}) {
-        const size_t row_bytes = RefRowBytes(type, cols);
-        std::vector<uint8_t> wbytes;
-        for (int64_t r = 0; r < rows; ++r) {
-          const std::vector<uint8_t> row = RandomRow(rng, type, cols, 0.5f);
-          wbytes.insert(wbytes.end(), row.begin(), row.end());
-        }
+        const WeightMatrix w = RandomMatrix(rng, type, rows, cols);
+        const size_t row_bytes = w.row_bytes;
+        const std::vector<uint8_t>& wbytes = w.bytes;
         for (int64_t n = 2; n <= 7; ++n) {
           const std::vector<float> x = RandomFloats(rng, n * cols);
-          std::vector<int8_t> q;
-          std::vector<float> d;
-          std::vector<int32_t> s;
-          Q8Rows a;
-          internal::QuantizeActivations(MatView<const float>(x.data(), n, cols), *table, q, d, s, a,
-                                        pool);
+          const Activations act(x, n, cols, *table, pool);
+          const Q8Rows& a = act.a;
           std::vector<float> out(n * rows);
           gemm(wbytes.data(), row_bytes, rows, a, out.data(), rows);
           for (int64_t t = 0; t < n; ++t) {
@@ -215,25 +241,6 @@ TEST(Int8GemmTest, FewTokensEqualOneTokenBitForBit) {
   if (!skipped.empty()) GTEST_SKIP() << "not run on this CPU: " << Skipped(skipped);
 }
 
-// Q4_0 weights of `rows` x `cols` in one exactly sized buffer (so that ASan sees a read past
-// the last row), with their decoded values.
-struct Q4Matrix {
-  size_t row_bytes = 0;
-  std::vector<uint8_t> bytes;
-  std::vector<std::vector<double>> decoded;
-};
-Q4Matrix RandomQ4Matrix(std::mt19937_64& rng, int64_t rows, int64_t cols) {
-  Q4Matrix m;
-  m.row_bytes = RefRowBytes(GgmlType::kQ4_0, cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    const std::vector<uint8_t> row = RandomRow(rng, GgmlType::kQ4_0, cols, 0.5f);
-    m.bytes.insert(m.bytes.end(), row.begin(), row.end());
-    m.decoded.push_back(RefDecode(GgmlType::kQ4_0, row.data(), cols));
-  }
-  m.bytes.shrink_to_fit();
-  return m;
-}
-
 // Column counts of 1-4 blocks past a multiple of four (the decode kernel's step), short and long.
 constexpr std::pair<int64_t, int64_t> kQ4DecodeShapes[] = {
     {1, 32}, {3, 64}, {2, 96}, {5, 128}, {4, 160}, {37, 2080}, {9, 2048}, {3, 8192 + 96}};
@@ -244,28 +251,16 @@ TEST(Int8GemmTest, Q4_0DecodeTwinMatchesDoubleReference) {
   std::mt19937_64 rng(31);
   ThreadPool pool(1);
   for (auto [rows, cols] : kQ4DecodeShapes) {
-    const Q4Matrix w = RandomQ4Matrix(rng, rows, cols);
+    const WeightMatrix w = RandomMatrix(rng, GgmlType::kQ4_0, rows, cols);
     for (int64_t n = 1; n <= quant::internal::kStreamTokens; ++n) {
       const std::vector<float> x = RandomFloats(rng, n * cols);
-      std::vector<int8_t> q;
-      std::vector<float> d;
-      std::vector<int32_t> s;
-      Q8Rows a;
-      internal::QuantizeActivations(MatView<const float>(x.data(), n, cols),
-                                    quant::internal::ScalarInt8Kernels(), q, d, s, a, pool);
+      const Activations act(x, n, cols, quant::internal::ScalarInt8Kernels(), pool);
       std::vector<float> out(n * rows);
-      quant::internal::Q4_0DecodeTwin(w.bytes.data(), w.row_bytes, rows, a, out.data(), rows);
+      quant::internal::Q4_0DecodeTwin(w.bytes.data(), w.row_bytes, rows, act.a, out.data(), rows);
       for (int64_t t = 0; t < n; ++t) {
         for (int64_t r = 0; r < rows; ++r) {
-          double exact = 0, magnitude = 0;
-          for (int64_t k = 0; k < cols; ++k) {
-            const double term =
-                w.decoded[r][k] * a.d[t * a.block_stride + k / 32] * a.q[t * a.stride + k];
-            exact += term;
-            magnitude += std::fabs(term);
-          }
-          const double tol = (cols / 32.0 + 4) * 2 * kFloatUnit * magnitude + 1e-30;
-          ASSERT_NEAR(out[t * rows + r], exact, tol)
+          const ExactProduct e = Exact(w.decoded[r], act.a, t);
+          ASSERT_NEAR(out[t * rows + r], e.value, e.tolerance)
               << "rows=" << rows << " cols=" << cols << " n=" << n << " t=" << t << " r=" << r;
         }
       }
@@ -282,19 +277,14 @@ TEST(Int8GemmTest, Q4_0DecodeEqualsTwinBitForBit) {
   std::mt19937_64 rng(32);
   ThreadPool pool(1);
   for (auto [rows, cols] : kQ4DecodeShapes) {
-    const Q4Matrix w = RandomQ4Matrix(rng, rows, cols);
+    const WeightMatrix w = RandomMatrix(rng, GgmlType::kQ4_0, rows, cols);
     for (int64_t n : {1, 2, 3, 4, 5, 7, 15}) {
       const std::vector<float> x = RandomFloats(rng, n * cols);
-      std::vector<int8_t> q;
-      std::vector<float> d;
-      std::vector<int32_t> s;
-      Q8Rows a;
-      internal::QuantizeActivations(MatView<const float>(x.data(), n, cols), *table, q, d, s, a,
-                                    pool);
+      const Activations act(x, n, cols, *table, pool);
       const int64_t ldo = rows + 2;
       std::vector<float> got(n * ldo, -7.0f), want(n * ldo, -7.0f);
-      table->q4_0(w.bytes.data(), w.row_bytes, rows, a, got.data(), ldo);
-      quant::internal::Q4_0DecodeTwin(w.bytes.data(), w.row_bytes, rows, a, want.data(), ldo);
+      table->q4_0(w.bytes.data(), w.row_bytes, rows, act.a, got.data(), ldo);
+      quant::internal::Q4_0DecodeTwin(w.bytes.data(), w.row_bytes, rows, act.a, want.data(), ldo);
       for (int64_t i = 0; i < n * ldo; ++i) {
         ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
             << "rows=" << rows << " cols=" << cols << " n=" << n << " t=" << i / ldo
