@@ -75,14 +75,19 @@ BenchWeight MakeWeight(GgmlType type, int64_t rows, int64_t cols) {
   return w;
 }
 
+// The float kernel table of `isa`, or null when this CPU cannot run it.
+const quant::internal::KernelTable* SupportedTable(quant::internal::Isa isa) {
+  for (const auto* t : quant::internal::SupportedKernels()) {
+    if (t->isa == isa) return t;
+  }
+  return nullptr;
+}
+
 // Args: type index, ISA (0 scalar, 1 avx2, 2 avx512). One 4096-element row, in L1/L2.
 void BM_DotRow(benchmark::State& state) {
   const auto type_index = static_cast<size_t>(state.range(0));
   const auto isa = static_cast<quant::internal::Isa>(state.range(1));
-  const quant::internal::KernelTable* table = nullptr;
-  for (const auto* t : quant::internal::SupportedKernels()) {
-    if (t->isa == isa) table = t;
-  }
+  const quant::internal::KernelTable* table = SupportedTable(isa);
   if (table == nullptr) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
@@ -106,10 +111,7 @@ BENCHMARK(BM_DotRow)->ArgsProduct({kAllTypes, {0, 1, 2, 3}});
 void BM_DotRows(benchmark::State& state) {
   const auto type_index = static_cast<size_t>(state.range(0));
   const auto isa = static_cast<quant::internal::Isa>(state.range(1));
-  const quant::internal::KernelTable* table = nullptr;
-  for (const auto* t : quant::internal::SupportedKernels()) {
-    if (t->isa == isa) table = t;
-  }
+  const quant::internal::KernelTable* table = SupportedTable(isa);
   if (table == nullptr) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
@@ -139,10 +141,7 @@ BENCHMARK(BM_DotRows)->ArgsProduct({{0, 1}, {1, 2}, {1, 4, 5}, {256, 4096}, {0, 
 void BM_DotRowQ8K(benchmark::State& state) {
   const auto type_index = static_cast<size_t>(state.range(0));
   const auto isa = static_cast<quant::internal::Isa>(state.range(1));
-  const quant::internal::KernelTable* table = nullptr;
-  for (const auto* t : quant::internal::SupportedKernels()) {
-    if (t->isa == isa) table = t;
-  }
+  const quant::internal::KernelTable* table = SupportedTable(isa);
   if (table == nullptr) {
     state.SkipWithError("ISA not supported on this CPU");
     return;
