@@ -9,8 +9,11 @@
 // (set-aware successive halving). The first reconstruction was key=leverage,combine=product.
 // Cost per KV head is O(n d^2) (W_O Gram quadratic form); key=leverage adds a Cholesky factor,
 // key=selfexact an O(n^2 d) pass with no n x n matrix kept.
+#include <cstdlib>
 #include <limits>
 #include <numeric>
+#include <span>
+#include <utility>
 
 #include "press/scorer_util.h"
 #include "press/scorers.h"
@@ -205,6 +208,47 @@ struct RopeFrame {
   int32_t next_position = 0;
 };
 
+// cos and sin of dist * theta_f for every rotary pair f and integer distance |dist| <= max_dist,
+// from two small tables by angle addition (dist = 64 hi + lo): a compression asks for n
+// distances per head, and n * d / 2 calls of sin and cos were most of the press's time.
+class RotationTable {
+ public:
+  RotationTable(const RopeFrame& rope, int64_t n) : pairs_(std::ssize(rope.inv_freq)) {
+    int64_t max_dist = 0;
+    for (int64_t i = 0; i < n; ++i)
+      max_dist = std::max<int64_t>(
+          max_dist, std::abs(static_cast<int64_t>(rope.next_position) - rope.positions[i]));
+    lo_ = Table(rope.inv_freq, kLow, 1);
+    hi_ = Table(rope.inv_freq, max_dist / kLow + 1, kLow);
+  }
+  std::pair<double, double> CosSin(int64_t dist, int64_t f) const {
+    const int64_t a = std::abs(dist);
+    const size_t l = static_cast<size_t>(((a % kLow) * pairs_ + f) * 2);
+    const size_t h = static_cast<size_t>(((a / kLow) * pairs_ + f) * 2);
+    const double c = hi_[h] * lo_[l] - hi_[h + 1] * lo_[l + 1];
+    const double s = hi_[h + 1] * lo_[l] + hi_[h] * lo_[l + 1];
+    return {c, dist < 0 ? -s : s};
+  }
+
+ private:
+  static constexpr int64_t kLow = 64;
+  // (cos, sin) of (j * step) theta_f, j < count, interleaved, row j.
+  static std::vector<double> Table(std::span<const float> inv_freq, int64_t count, int64_t step) {
+    std::vector<double> t;
+    t.reserve(static_cast<size_t>(count) * inv_freq.size() * 2);
+    for (int64_t j = 0; j < count; ++j) {
+      for (const float w : inv_freq) {
+        const double phi = static_cast<double>(j * step) * w;
+        t.push_back(std::cos(phi));
+        t.push_back(std::sin(phi));
+      }
+    }
+    return t;
+  }
+  int64_t pairs_;
+  std::vector<double> lo_, hi_;
+};
+
 // The self-query asked at the next position p: q_i = R(p - pos_i) k_i, the query that targets
 // entry i's content (k_i = R(pos_i) c_i) as the next token's query would carry it. Its
 // mean-field log-attention is q_i.(k_i - kbar) / sqrt(d) (with `centered`, q_i = R(p - pos_i)
@@ -215,15 +259,16 @@ std::vector<double> NextSelfQuery(MatView<const float> keys, const RopeFrame& ro
   const int64_t d = keys.cols;
   const int64_t pairs = static_cast<int64_t>(rope.inv_freq.size());
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const RotationTable rot(rope, keys.rows);
   std::vector<double> q(d);
   std::vector<double> r(keys.rows);
   for (int64_t i = 0; i < keys.rows; ++i) {
     const float* k = keys.Row(i);
     for (int64_t c = 0; c < d; ++c) q[c] = centered ? k[c] - mean[c] : k[c];
-    const double dist = static_cast<double>(rope.next_position) - rope.positions[i];
+    const int64_t dist = static_cast<int64_t>(rope.next_position) - rope.positions[i];
     for (int64_t f = 0; f < pairs; ++f) {
       const int64_t a = rope.half ? f : 2 * f, b = rope.half ? f + pairs : 2 * f + 1;
-      const double phi = dist * rope.inv_freq[f], cs = std::cos(phi), sn = std::sin(phi);
+      const auto [cs, sn] = rot.CosSin(dist, f);
       const double qa = q[a] * cs - q[b] * sn, qb = q[a] * sn + q[b] * cs;
       q[a] = qa;
       q[b] = qb;
