@@ -74,8 +74,9 @@ class Compressor {
  private:
   // Per-thread buffers of one layer's scoring.
   struct LayerScratch {
-    std::vector<HeadEntries> heads;
+    std::vector<HeadEntries> heads;  // [n_kv_heads]; only one filled at a time per-head
     std::vector<float> wo;
+    HeadEntries one;  // the buffer of per-head scoring
   };
   Status Run(KvCache& cache, double ratio, int target, const PressCapture* capture,
              ThreadPool& pool, CompressStats* stats) const;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "press/scorer_util.h"
 #include "primekv/matmul.h"
 
 namespace primekv {
@@ -157,9 +158,12 @@ Result<Compressor::ScoredLayer> Compressor::ScoreLayer(const KvCache& cache, int
   // A fixed target becomes the ratio that keeps exactly `target` of the longest head.
   const double r = target > 0 ? 1.0 - (target + 0.5) / max_len : ratio;
   const bool values = Needs().values;
-  for (int h = 0; h < c.n_kv_heads; ++h) {
-    HeadEntries& e = scratch.heads[h];
+  const auto* per_head = dynamic_cast<const press_internal::HeadScorer*>(press_.scorer.get());
+  auto read = [&](int h, HeadEntries& e) {
     cache.ReadHead(layer, h, &e.keys, values ? &e.values : nullptr, &e.positions);
+  };
+  if (!per_head) {
+    for (int h = 0; h < c.n_kv_heads; ++h) read(h, scratch.heads[h]);
   }
   LayerInput in(c);
   in.layer = layer;
@@ -168,6 +172,20 @@ Result<Compressor::ScoredLayer> Compressor::ScoreLayer(const KvCache& cache, int
   if (Needs().future_queries && in.future_queries.rows == 0)
     return Status::Error(press_.name + " press: no future queries were recorded");
   ScoredLayer out{HeadScores(c.n_kv_heads), r};
+  if (per_head) {
+    // A head's scores read only that head, so one float copy of a head is enough: a layer's
+    // copies (n_kv_heads times as many bytes per scoring thread) were most of chunked mode's
+    // memory above the cache. The one buffer visits each head's slot; the others stay empty.
+    for (int h = 0; h < c.n_kv_heads; ++h) {
+      HeadEntries& slot = scratch.heads[h];
+      std::swap(slot, scratch.one);
+      read(h, slot);
+      out.scores[h].assign(slot.positions.size(), 0.0f);
+      per_head->ScoreHead(in, h, out.scores[h]);
+      std::swap(slot, scratch.one);
+    }
+    return out;
+  }
   for (int h = 0; h < c.n_kv_heads; ++h)
     out.scores[h].assign(scratch.heads[h].positions.size(), 0.0f);
   press_.scorer->Score(in, out.scores);
@@ -197,7 +215,7 @@ Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapt
   if (active) {
     // Scoring layers is independent: one task each.
     pool.ParallelFor(n_layers, [&](int64_t begin, int64_t end, int) {
-      LayerScratch scratch{std::vector<HeadEntries>(model_.config().n_kv_heads), {}};
+      LayerScratch scratch{std::vector<HeadEntries>(model_.config().n_kv_heads), {}, {}};
       for (int64_t l = begin; l < end; ++l) {
         auto scored = ScoreLayer(cache, static_cast<int>(l), ratio, target, capture, scratch);
         if (!scored.ok()) {
