@@ -8,6 +8,8 @@
 #   3. the PrimeKV ablation on the dev split and the final table on the test split, both
 #      reference models (issue 11, results §6.9-6.10), and
 #   4. multi-turn per turn on the test split's multiturn and drift families (results §6.6, §6.10).
+#   5. fidelity (mean KL to the full cache) on stories260K and both reference models, dev and
+#      unseen contexts (results §6.9-6.10): docs/results/reference-fidelity/table.md.
 # Resumable: re-running with the same output folders skips finished samples. `primekv eval`
 # records DIR/config.json (settings, task and model fingerprints, and each press's resolved
 # parameters) and refuses to resume a folder whose rows were made under other settings or
@@ -15,7 +17,7 @@
 # `primekv` default (docs/results/reference-{ruler,ruler-v2,heldout,heldout-dev,heldout-test},
 # reference2-heldout-dev), are kept as made; steps 1-2 write to -v3 folders.
 # Usage: scripts/eval_reference.sh [OUT_PREFIX]   (model 2's folders are OUT_PREFIX2-*)
-#   environment: STEPS (default 1234: which steps to run), SAMPLES, LENGTH, MAX_NEW, THREADS,
+#   environment: STEPS (default 12345: which steps to run), SAMPLES, LENGTH, MAX_NEW, THREADS,
 #   PRIMEKV_BIN,
 #   SMOKE=N: N samples per task (N=1 or more), ratio 0.75 only, every step (use a scratch
 #   OUT_PREFIX); SMOKE=3 is the before/after check of a behaviour-preserving refactor
@@ -39,7 +41,7 @@ if [ "$smoke" != 0 ]; then
   [[ "$smoke" =~ ^[1-9][0-9]*$ ]] || { echo "SMOKE must be a positive integer" >&2; exit 2; }
   ratios=0.75 n_main=$smoke n_turns_fq=$smoke
 fi
-steps="${STEPS:-1234}"
+steps="${STEPS:-12345}"
 presses=none,primekv,keydiff,knorm,streamingllm,random,lagkv,snapkv,pyramidkv,tova
 presses+=,expected_attention,adakv:primekv
 common=(-m "$model" --presses "$presses" --ratios "$ratios" --samples "$n_main"
@@ -140,4 +142,49 @@ if [[ $steps == *4* ]]; then
   done
   t7=$(date +%s)
   echo "multi-turn per turn: $((t7 - t6)) s"
+fi
+# 5. Issue 11's fidelity line (results §6.9, §6.10): mean KL to the full cache over 64
+#    teacher-forced tokens, on stories260K and both reference models, for the dev contexts the
+#    choice was made on and, once, for contexts it never saw (test-split text; stories260K
+#    stories from other seeds). The texts are written into the output folder first.
+fid="$prefix-fidelity"
+fid_presses="primekv;primekv:key=self;primekv:key=next;primekv:key=centered;keydiff;streamingllm;oracle"
+stories=../shared/models/stories260K.gguf
+if [[ $steps == *5* ]]; then
+  t8=$(date +%s)
+  mkdir -p "$fid"
+  fid_ratios=0.25,0.5,0.75,0.9 n_ctx_s=20 n_ctx_r=12
+  if [ "$smoke" != 0 ]; then fid_ratios=0.75 n_ctx_s=2 n_ctx_r=2; fi
+  for split in dev test; do
+    python3 -c "import json, sys
+for f in ['single', 'multikey', 'multiquery', 'multiturn', 'drift', 'vt']:
+    [print(json.loads(l)['context']) for l in open('docs/results/heldout-$split/%s.jsonl' % f)]" \
+      > "$fid/text-$split.txt"
+  done
+  for seeds in "1 dev" "101 unseen"; do
+    set -- $seeds
+    for s in $(seq "$1" $(($1 + 39))); do
+      "$bin" generate -m "$stories" -p "Once upon a time" -n 480 --temp 1.0 --top-k 0 --top-p 1 \
+        --seed "$s" 2> /dev/null
+      echo
+    done > "$fid/stories-$2.txt"
+  done
+  fidelity() {  # fidelity NAME MODEL TEXT CONTEXTS [ARGS...]
+    local name=$1 m=$2 text=$3 n=$4; shift 4
+    "$bin" fidelity -m "$m" --text-file "$text" --contexts "$n" --presses "$fid_presses" \
+      --ratios "$fid_ratios" --threads "${THREADS:-0}" --json "$@" > "$fid/$name.json"
+  }
+  fidelity stories260K-dev "$stories" "$fid/stories-dev.txt" "$n_ctx_s"
+  fidelity stories260K-unseen "$stories" "$fid/stories-unseen.txt" "$n_ctx_s"
+  for split in dev test; do
+    fidelity "retrieval-$split" "$model" "$fid/text-$split.txt" "$n_ctx_r" --context 1024
+    fidelity "retrieval-2-$split" "$model2" "$fid/text-$split.txt" "$n_ctx_r" --context 1024
+  done
+  python3 scripts/fidelity_gap.py "stories260K, dev=$fid/stories260K-dev.json" \
+    "retrieval, dev=$fid/retrieval-dev.json" "retrieval-2, dev=$fid/retrieval-2-dev.json" \
+    "stories260K, unseen=$fid/stories260K-unseen.json" \
+    "retrieval, test text=$fid/retrieval-test.json" \
+    "retrieval-2, test text=$fid/retrieval-2-test.json" | tee "$fid/table.md"
+  t9=$(date +%s)
+  echo "fidelity: $((t9 - t8)) s"
 fi
