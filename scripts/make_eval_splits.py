@@ -82,13 +82,23 @@ def main():
     ap.add_argument("--test", type=int, default=50, help="samples per family in the test split")
     ap.add_argument("--families", nargs="+", default=FAMILIES)
     ap.add_argument("--out", default=os.path.join(_ROOT, "docs", "results"))
+    ap.add_argument("--fresh", type=int, metavar="SEED",
+                    help="write only OUT/heldout-fresh-SEED (--test samples per family) from a "
+                         "third seed stream: a set outside the repository, to re-check a claim")
     args = ap.parse_args()
+    seeds = dict(SPLIT_SEEDS)
+    splits = [("dev", args.dev), ("test", args.test)]
+    if args.fresh is not None:
+        if args.fresh in list(SPLIT_SEEDS.values()) + [31337]:
+            ap.error("--fresh %d is the seed of an existing split" % args.fresh)
+        seeds["fresh-%d" % args.fresh] = args.fresh
+        splits = [("fresh-%d" % args.fresh, args.test)]
     tok = tokenizer_from_gguf(args.model)
-    for split, n_want in (("dev", args.dev), ("test", args.test)):
+    for split, n_want in splits:
         folder = os.path.join(args.out, "heldout-" + split)
         os.makedirs(folder, exist_ok=True)
         for fam in args.families:
-            rng = random.Random("%d-%s-%d" % (SPLIT_SEEDS[split], fam, args.length))
+            rng = random.Random("%d-%s-%d" % (seeds[split], fam, args.length))
             path = os.path.join(folder, fam + ".jsonl")
             n = 0
             with open(path, "w", encoding="utf-8") as f:
