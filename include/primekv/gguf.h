@@ -113,6 +113,10 @@ class GgufFile {
   uint64_t file_size() const;
 
   const std::vector<GgufKv>& metadata() const;
+  // Frees the parsed metadata (metadata() is empty and every getter finds nothing after it);
+  // the tensor table and data stay. A 128k-token vocabulary's arrays are ~34 MB of GgufValues,
+  // which a loaded model has copied into its tokenizer.
+  void ReleaseMetadata();
   const GgufValue* Find(std::string_view key) const;
   // Typed getters: nullopt when the key is absent or holds another type. Integer getters accept
   // any integer type whose value fits; float getters accept f32 and f64.

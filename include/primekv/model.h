@@ -158,6 +158,8 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
+  // The mapped file's tensor table and data; its metadata is released after loading (config()
+  // and tokenizer() hold what was read from it).
   const GgufFile& file() const { return *file_; }
   const LayerWeights& layer(int l) const { return layers_[static_cast<size_t>(l)]; }
 

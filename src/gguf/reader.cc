@@ -475,6 +475,11 @@ uint64_t GgufFile::alignment() const { return impl_->alignment; }
 uint64_t GgufFile::data_offset() const { return impl_->data_offset; }
 uint64_t GgufFile::file_size() const { return impl_->bytes.size(); }
 const std::vector<GgufKv>& GgufFile::metadata() const { return impl_->metadata; }
+
+void GgufFile::ReleaseMetadata() {
+  std::vector<GgufKv>().swap(impl_->metadata);
+  impl_->kv_index.clear();
+}
 const std::vector<GgufTensorInfo>& GgufFile::tensors() const { return impl_->tensors; }
 
 const GgufValue* GgufFile::Find(std::string_view key) const {

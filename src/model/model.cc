@@ -427,6 +427,8 @@ Result<Model> Model::Load(const std::filesystem::path& path) {
     PRIMEKV_ASSIGN_OR_RETURN(c.rope_freq_factors, t.Vector("rope_freqs.weight", c.rope_dim / 2));
   }
   m.rope_inv_freq_ = RopeInvFreq(c);
+  // config_ and tokenizer_ hold everything read from the metadata.
+  m.file_->ReleaseMetadata();
   return m;
 }
 

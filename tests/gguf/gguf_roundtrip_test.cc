@@ -262,6 +262,25 @@ TEST(GgufReader, TypedGetters) {
   EXPECT_EQ(nested->array[1].array_type, GgufType::kArray);
 }
 
+TEST(GgufReader, ReleaseMetadataKeepsTheTensors) {
+  GgufWriter w;
+  w.Add("tokenizer.ggml.tokens", GgufValue::StringArray({"a", "b", "c"}));
+  w.Add("general.name", GgufValue::String("x"));
+  ASSERT_TRUE(w.AddTensor("t", GgmlType::kF32, {2}, FloatBytes({1.0f, 2.0f})).ok());
+  const std::vector<uint8_t> bytes = w.Serialize();
+  Result<GgufFile> r = GgufFile::FromMemory(bytes, "release.gguf");
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_EQ(r->metadata().size(), 2u);
+  r->ReleaseMetadata();
+  EXPECT_TRUE(r->metadata().empty());
+  EXPECT_EQ(r->Find("general.name"), nullptr);
+  EXPECT_FALSE(r->GetStringArray("tokenizer.ggml.tokens").has_value());
+  const GgufTensorInfo* t = r->FindTensor("t");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(r->TensorData(*t).size(), 8u);
+  EXPECT_EQ(r->TensorData(*t)[0], FloatBytes({1.0f})[0]);
+}
+
 TEST(GgufWriter, AddReplacesExistingKey) {
   GgufWriter w;
   w.Add("k", GgufValue::Uint32(1));
