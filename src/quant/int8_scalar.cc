@@ -100,6 +100,39 @@ void Q4_0DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Ro
   }
 }
 
+void Q8_0DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                    int64_t ldo) {
+  const int64_t blocks = a.blocks();
+  const int64_t pairs = (blocks + 1) / 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+    for (int64_t t = 0; t < a.rows; ++t) {
+      const int8_t* aq = a.q + t * a.stride;
+      const float* ad = a.d + t * a.block_stride;
+      const int32_t* as = a.sum + t * a.block_stride;
+      float acc[16] = {};
+      for (int64_t p = 0; p < pairs; ++p) {
+        for (int l = 0; l < 16; ++l) {
+          const int64_t b = 2 * p + l / 8;
+          if (b >= blocks) {
+            acc[l] += 0.0f;  // no quants and a zero scale: the SIMD lane's fma(0, 0, acc)
+            continue;
+          }
+          const uint8_t* blk = row + b * kQ8_0BlockBytes;
+          const int8_t* x = aq + b * kQ8Block;
+          int32_t dot = l % 8 == 0 ? -128 * as[b] : 0;
+          for (int j = 4 * (l % 8); j < 4 * (l % 8) + 4; ++j) {
+            dot += (static_cast<int8_t>(blk[2 + j]) + 128) * x[j];
+          }
+          const float scale = F16ToF32(LoadU16(blk)) * ad[b];
+          acc[l] = std::fma(static_cast<float>(dot), scale, acc[l]);
+        }
+      }
+      out[t * ldo + r] = SumLanes(acc);
+    }
+  }
+}
+
 const Int8Kernels& ScalarInt8Kernels() {
   static const Int8Kernels table{Isa::kScalar, QuantizeQ8, Gemm<kQ8_0BlockBytes, Q8_0Weight>,
                                  Gemm<kQ4_0BlockBytes, Q4_0Weight>};
