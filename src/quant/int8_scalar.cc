@@ -133,6 +133,32 @@ void Q8_0DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Ro
   }
 }
 
+void Q8_0Avx2DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
+                        float* out, int64_t ldo) {
+  const int64_t blocks = a.blocks();
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+    for (int64_t t = 0; t < a.rows; ++t) {
+      const int8_t* aq = a.q + t * a.stride;
+      const float* ad = a.d + t * a.block_stride;
+      float acc[2][8] = {};
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* blk = row + b * kQ8_0BlockBytes;
+        const int8_t* x = aq + b * kQ8Block;
+        const float scale = F16ToF32(LoadU16(blk)) * ad[b];
+        for (int l = 0; l < 8; ++l) {
+          int32_t dot = 0;
+          for (int j = 4 * l; j < 4 * l + 4; ++j) dot += static_cast<int8_t>(blk[2 + j]) * x[j];
+          acc[b % 2][l] = std::fma(static_cast<float>(dot), scale, acc[b % 2][l]);
+        }
+      }
+      float s4[4];
+      for (int l = 0; l < 4; ++l) s4[l] = (acc[0][l] + acc[1][l]) + (acc[0][l + 4] + acc[1][l + 4]);
+      out[t * ldo + r] = (s4[0] + s4[2]) + (s4[1] + s4[3]);
+    }
+  }
+}
+
 const Int8Kernels& ScalarInt8Kernels() {
   static const Int8Kernels table{Isa::kScalar, QuantizeQ8, Gemm<kQ8_0BlockBytes, Q8_0Weight>,
                                  Gemm<kQ4_0BlockBytes, Q4_0Weight>};

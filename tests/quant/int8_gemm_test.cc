@@ -245,13 +245,16 @@ TEST(Int8GemmTest, FewTokensEqualOneTokenBitForBit) {
 constexpr std::pair<int64_t, int64_t> kDecodeShapes[] = {
     {1, 32}, {3, 64}, {2, 96}, {5, 128}, {4, 160}, {2, 224}, {37, 2080}, {9, 2048}, {3, 8192 + 96}};
 
-// The decode twins: the scalar replicas of the AVX-512 VNNI kernels below 16 tokens.
+// The decode twins: the scalar replicas of SIMD kernels below 16 tokens, with their tables.
 struct DecodeTwin {
   GgmlType type;
   quant::internal::Q8GemmFn twin;
+  const Int8Kernels* (*table)();
 };
-constexpr DecodeTwin kDecodeTwins[] = {{GgmlType::kQ8_0, quant::internal::Q8_0DecodeTwin},
-                                       {GgmlType::kQ4_0, quant::internal::Q4_0DecodeTwin}};
+constexpr DecodeTwin kDecodeTwins[] = {
+    {GgmlType::kQ8_0, quant::internal::Q8_0DecodeTwin, quant::internal::Avx512VnniInt8Kernels},
+    {GgmlType::kQ4_0, quant::internal::Q4_0DecodeTwin, quant::internal::Avx512VnniInt8Kernels},
+    {GgmlType::kQ8_0, quant::internal::Q8_0Avx2DecodeTwin, quant::internal::Avx2Int8Kernels}};
 
 // Each decode twin is a faithful product: within the float summation bound of the exact sum over
 // the same quantised activations.
@@ -279,16 +282,19 @@ TEST(Int8GemmTest, DecodeTwinsMatchDoubleReference) {
   }
 }
 
-// The AVX-512 VNNI Q8_0 and Q4_0 kernels below 16 tokens (decode and small batches) give their
-// twins' bits.
+// The AVX-512 VNNI Q8_0 and Q4_0 kernels and the AVX2 Q8_0 kernel below 16 tokens (decode and
+// small batches) give their twins' bits.
 TEST(Int8GemmTest, DecodeEqualsTwinBitForBit) {
-  const Int8Kernels* table = quant::internal::Avx512VnniInt8Kernels();
-  if (table == nullptr || !quant::internal::CpuHasIsa(table->isa)) {
-    GTEST_SKIP() << "not run on this CPU: avx512vnni";
-  }
   std::mt19937_64 rng(32);
   ThreadPool pool(1);
+  std::vector<std::string> skipped;
   for (const DecodeTwin& twin : kDecodeTwins) {
+    const Int8Kernels* table = twin.table();
+    if (table == nullptr || !quant::internal::CpuHasIsa(table->isa)) {
+      skipped.push_back(std::string(table == nullptr ? "(not built)" : IsaName(table->isa)) + " " +
+                        TypeName(twin.type));
+      continue;
+    }
     const quant::internal::Q8GemmFn gemm = quant::internal::FindQ8Gemm(*table, twin.type);
     for (auto [rows, cols] : kDecodeShapes) {
       const WeightMatrix w = RandomMatrix(rng, twin.type, rows, cols);
@@ -301,12 +307,14 @@ TEST(Int8GemmTest, DecodeEqualsTwinBitForBit) {
         twin.twin(w.bytes.data(), w.row_bytes, rows, act.a, want.data(), ldo);
         for (int64_t i = 0; i < n * ldo; ++i) {
           ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
-              << TypeName(twin.type) << " rows=" << rows << " cols=" << cols << " n=" << n
-              << " t=" << i / ldo << " r=" << i % ldo << ": " << got[i] << " vs " << want[i];
+              << IsaName(table->isa) << " " << TypeName(twin.type) << " rows=" << rows
+              << " cols=" << cols << " n=" << n << " t=" << i / ldo << " r=" << i % ldo << ": "
+              << got[i] << " vs " << want[i];
         }
       }
     }
   }
+  if (!skipped.empty()) GTEST_SKIP() << "not run on this CPU: " << Skipped(skipped);
 }
 
 // MatMul through the integer path against the exact float product: off by no more than the
