@@ -387,40 +387,15 @@ void StreamQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t blocks
 
 // Q8_0 decode (up to kStreamTokens tokens): the arithmetic of Micro<Q8_0Weights, 1, kTokens> (one
 // accumulator per token, two blocks per vpdpbusd, so the bits are those of the tiled path for 6-15
-// tokens and of Q8_0DecodeTwin), laid out for a stream from DRAM. Each pair of blocks' activation
-// scales and offset terms are spread over their lanes once per call (Q8PairActs), and four blocks
-// (136 bytes) are taken per step: their fp16 scales come out of two 64-byte loads with one word
-// permute, and two prefetches run kPrefetchAhead bytes ahead. On the 1B-shaped Q8_0 file at one
-// thread (Zen 5) the kernel without them waited on its loads for most of its time (perf).
-struct alignas(64) Q8PairActs {
-  float scale[16];   // lanes 0-7: d of block 2p, lanes 8-15: d of block 2p + 1
-  int32_t init[16];  // lane 0: -128 * sum of block 2p, lane 8: of block 2p + 1, 0 elsewhere
-};
-static_assert(sizeof(Q8PairActs) == 128);
-
-void PrepareQ8PairActs(const Q8Rows& a, int64_t pairs, Q8PairActs* out) {
-  const __m512i pair = PairIndex();
-  for (int64_t t = 0; t < a.rows; ++t) {
-    for (int64_t p = 0; p < pairs; ++p) {
-      // Entry 2p + 1 exists: block_stride rounds the blocks up to even, the padding zero.
-      const float* d = a.d + t * a.block_stride + 2 * p;
-      const int32_t* s = a.sum + t * a.block_stride + 2 * p;
-      Q8PairActs& o = out[t * pairs + p];
-      _mm512_store_ps(o.scale, _mm512_permutexvar_ps(
-                                   pair, _mm512_castps128_ps512(_mm_castsi128_ps(_mm_loadl_epi64(
-                                             reinterpret_cast<const __m128i*>(d))))));
-      const __m512i sums = _mm512_maskz_permutexvar_epi32(
-          0x0101, pair,
-          _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s))));
-      _mm512_store_si512(o.init,
-                         _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sums, 7)));
-    }
-  }
-}
-
+// tokens and of Q8_0DecodeTwin), laid out for a stream from DRAM: four blocks (136 bytes) per step,
+// their fp16 scales out of two 64-byte loads with one word permute, and two prefetches
+// kPrefetchAhead bytes ahead. On the 1B-shaped Q8_0 file at one thread (Zen 5) the tiled kernel
+// waited on its loads for most of its time (perf), and this one decodes 20-25% faster. (Spreading
+// the activation scales and offset terms over their lanes once per call instead of per step was
+// slower: 192 bytes per pair and token outgrew L1 at 5 tokens, 2x the time in cache.)
 template <int kTokens>
-void StreamQ8_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
-                const Q8PairActs* acts, int64_t pairs, float* out, int64_t ldo) {
+void StreamQ8_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                int64_t ldo) {
   constexpr int kB = kQ8_0BlockBytes;
   // Words 0 and 17 of the first 64 bytes are the scales of blocks 0 and 1; words 2 and 19 of
   // the next 64 (operand index 32 + word) those of blocks 2 and 3. Eight lanes each.
@@ -440,11 +415,18 @@ void StreamQ8_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& 
     // One pair of blocks (quants u, spread weight scales ws) into every token's accumulator.
     const auto pair_step = [&](int64_t pi, __m512i u, __m512 ws) {
       for (int t = 0; t < kTokens; ++t) {
-        const Q8PairActs& x = acts[t * pairs + pi];
         const __m512i q = _mm512_loadu_si512(a.q + t * a.stride + pi * 2 * kQ8Block);
-        const __m512i dot = _mm512_dpbusd_epi32(_mm512_load_si512(x.init), u, q);
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot),
-                                 _mm512_mul_ps(ws, _mm512_load_ps(x.scale)), acc[t]);
+        const float* d = a.d + t * a.block_stride + 2 * pi;
+        const int32_t* sp = a.sum + t * a.block_stride + 2 * pi;
+        const __m512 as = _mm512_permutexvar_ps(
+            pair, _mm512_castps128_ps512(
+                      _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(d)))));
+        const __m512i sums = _mm512_maskz_permutexvar_epi32(
+            0x0101, pair,
+            _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sp))));
+        const __m512i init = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sums, 7));
+        const __m512i dot = _mm512_dpbusd_epi32(init, u, q);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(ws, as), acc[t]);
       }
     };
     const auto quants = [&](const uint8_t* pb) {
@@ -479,12 +461,8 @@ void StreamQ8_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& 
 
 void DecodeQ8_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
                 int64_t ldo) {
-  thread_local std::vector<Q8PairActs> acts;
-  const int64_t pairs = (a.blocks() + 1) / 2;
-  if (acts.size() < static_cast<size_t>(a.rows * pairs)) acts.resize(a.rows * pairs);
-  PrepareQ8PairActs(a, pairs, acts.data());
   WithCount<kStreamTokens>(static_cast<int>(a.rows), [&](auto kTokens) {
-    StreamQ8_0<kTokens()>(w, row_bytes, rows, a, acts.data(), pairs, out, ldo);
+    StreamQ8_0<kTokens()>(w, row_bytes, rows, a, out, ldo);
   });
 }
 
