@@ -64,12 +64,15 @@ void Q4_0DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Ro
 void Q8_0DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
                     int64_t ldo);
 
-// The scalar twin of the AVX2 Q8_0 kernel below 16 tokens (decode): per row and token, 8 float
-// lanes in two accumulators (even and odd blocks); lane l of block b takes the int32 sum of w * q
-// over elements 4l .. 4l + 3, scaled by fp16(d_w) * d_a with one fused multiply-add; then the two
-// accumulators lane by lane and the lanes as halves, pairs and the last two. The same bits as the
-// SIMD kernel (tests/quant/int8_gemm_test.cc).
+// The scalar twins of the AVX2 kernels below 16 tokens (decode): per row and token, 8 float lanes
+// in two accumulators (even and odd blocks); lane l of block b takes the int32 sum of w * q over
+// elements 4l .. 4l + 3 (Q4_0: of the nibbles w + 8, plus -8 * sum in lane 0), scaled by
+// fp16(d_w) * d_a with one fused multiply-add; then the two accumulators lane by lane and the
+// lanes as halves, pairs and the last two. The same bits as the SIMD kernels
+// (tests/quant/int8_gemm_test.cc).
 void Q8_0Avx2DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
+                        float* out, int64_t ldo);
+void Q4_0Avx2DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
                         float* out, int64_t ldo);
 
 struct Int8Kernels {

@@ -254,7 +254,8 @@ struct DecodeTwin {
 constexpr DecodeTwin kDecodeTwins[] = {
     {GgmlType::kQ8_0, quant::internal::Q8_0DecodeTwin, quant::internal::Avx512VnniInt8Kernels},
     {GgmlType::kQ4_0, quant::internal::Q4_0DecodeTwin, quant::internal::Avx512VnniInt8Kernels},
-    {GgmlType::kQ8_0, quant::internal::Q8_0Avx2DecodeTwin, quant::internal::Avx2Int8Kernels}};
+    {GgmlType::kQ8_0, quant::internal::Q8_0Avx2DecodeTwin, quant::internal::Avx2Int8Kernels},
+    {GgmlType::kQ4_0, quant::internal::Q4_0Avx2DecodeTwin, quant::internal::Avx2Int8Kernels}};
 
 // Each decode twin is a faithful product: within the float summation bound of the exact sum over
 // the same quantised activations.
@@ -282,8 +283,8 @@ TEST(Int8GemmTest, DecodeTwinsMatchDoubleReference) {
   }
 }
 
-// The AVX-512 VNNI Q8_0 and Q4_0 kernels and the AVX2 Q8_0 kernel below 16 tokens (decode and
-// small batches) give their twins' bits.
+// The AVX-512 VNNI and AVX2 Q8_0 and Q4_0 kernels below 16 tokens (decode and small batches) give
+// their twins' bits.
 TEST(Int8GemmTest, DecodeEqualsTwinBitForBit) {
   std::mt19937_64 rng(32);
   ThreadPool pool(1);
