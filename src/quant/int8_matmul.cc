@@ -1,12 +1,11 @@
 // y = x * W^T on integer dot products (quant/int8_gemm.h): x is quantised once per call to
 // 8-bit blocks, in parallel over its rows, then the pool's threads take ranges of weight rows.
-// Decode (a few rows of x) reads each weight row once; threads take ranges of about 256 KiB of
-// weights from a shared counter. For prefill a range is whole 16-row panels and up to 512 tokens.
+// Decode (a few rows of x) reads each weight row once, in ranges of at least 64 KiB per task;
+// for prefill each task gets a range of whole 16-row panels and up to 512 tokens.
 #include "quant/int8_matmul.h"
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <vector>
 
 #include "primekv/quant.h"
@@ -61,10 +60,6 @@ void GrowTo(std::vector<T>& v, size_t n) {
 // their caches inside) while letting the batch kernels repack a weight panel once per call.
 constexpr int64_t kTokenChunk = 512;
 
-// Weight bytes per chunk of a product: small enough that the last chunk keeps a thread waiting a
-// few microseconds at most, large enough that a chunk is a stream for the prefetchers.
-constexpr int64_t kChunkBytes = int64_t{256} << 10;
-
 }  // namespace
 
 void QuantizeActivations(MatView<const float> x, const quant::internal::Int8Kernels& kernels,
@@ -118,7 +113,8 @@ bool MatMulInt8SameInput(std::span<const WeightView* const> ws, MatView<const fl
   quant::internal::Q8Rows a;
   QuantizeActivations(x, kernels, scratch.q, scratch.d, scratch.sum, a, pool);
   // Units of whole row tiles (4 rows; 16, the repacked panel, for batches), numbered through the
-  // weights one after the other, so that every tile is the one a call per weight would make.
+  // weights one after the other, so that every tile is the one a call per weight would make; tasks
+  // of at least 64 KiB of weights.
   const int64_t kUnit = x.rows >= 16 ? 16 : 4;
   std::array<int64_t, kMaxWeights + 1> first{};  // weight i's units: [first[i], first[i + 1])
   size_t widest = 0;
@@ -126,39 +122,29 @@ bool MatMulInt8SameInput(std::span<const WeightView* const> ws, MatView<const fl
     first[i + 1] = first[i] + (ws[i]->rows + kUnit - 1) / kUnit;
     widest = std::max(widest, ws[i]->row_bytes);
   }
-  const int64_t total = first[ws.size()];
-  const auto run_units = [&](int64_t begin, int64_t end) {
-    for (size_t i = 0; i < ws.size(); ++i) {
-      const int64_t b = std::max(begin, first[i]), e = std::min(end, first[i + 1]);
-      if (b >= e) continue;
-      const WeightView& w = *ws[i];
-      const MatView<float>& y = ys[i];
-      const int64_t r0 = (b - first[i]) * kUnit;
-      const int64_t r1 = std::min(w.rows, (e - first[i]) * kUnit);
-      for (int64_t t0 = 0; t0 < a.rows; t0 += kTokenChunk) {
-        quant::internal::Q8Rows part = a;
-        part.rows = std::min(kTokenChunk, a.rows - t0);
-        part.q = a.q + t0 * a.stride;
-        part.d = a.d + t0 * a.block_stride;
-        part.sum = a.sum + t0 * a.block_stride;
-        gemms[i](w.Row(r0), w.row_bytes, r1 - r0, part, y.Row(t0) + r0, y.stride);
-      }
-    }
-  };
-  // One task per thread; each takes chunks of about kChunkBytes of weights from a shared counter
-  // until none is left. (The pool's own split, a quarter of a thread's share per chunk, left one
-  // thread idle at the end of each product for up to a chunk: 4.5 MB of a 1B decode step's
-  // gate/up weights, 35 MB of its output matrix.)
-  const int64_t chunk = std::max<int64_t>(
-      1, kChunkBytes / std::max<int64_t>(1, kUnit * static_cast<int64_t>(widest)));
-  const int64_t chunks = (total + chunk - 1) / chunk;
-  std::atomic<int64_t> next{0};
-  pool.ParallelFor(std::min<int64_t>(pool.size(), chunks), [&](int64_t, int64_t, int) {
-    for (int64_t c = next.fetch_add(1, std::memory_order_relaxed); c < chunks;
-         c = next.fetch_add(1, std::memory_order_relaxed)) {
-      run_units(c * chunk, std::min(total, (c + 1) * chunk));
-    }
-  });
+  const int64_t min_units =
+      std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, kUnit * widest));
+  pool.ParallelFor(
+      first[ws.size()],
+      [&](int64_t begin, int64_t end, int) {
+        for (size_t i = 0; i < ws.size(); ++i) {
+          const int64_t b = std::max(begin, first[i]), e = std::min(end, first[i + 1]);
+          if (b >= e) continue;
+          const WeightView& w = *ws[i];
+          const MatView<float>& y = ys[i];
+          const int64_t r0 = (b - first[i]) * kUnit;
+          const int64_t r1 = std::min(w.rows, (e - first[i]) * kUnit);
+          for (int64_t t0 = 0; t0 < a.rows; t0 += kTokenChunk) {
+            quant::internal::Q8Rows part = a;
+            part.rows = std::min(kTokenChunk, a.rows - t0);
+            part.q = a.q + t0 * a.stride;
+            part.d = a.d + t0 * a.block_stride;
+            part.sum = a.sum + t0 * a.block_stride;
+            gemms[i](w.Row(r0), w.row_bytes, r1 - r0, part, y.Row(t0) + r0, y.stride);
+          }
+        }
+      },
+      min_units);
   return true;
 }
 
