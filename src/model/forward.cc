@@ -171,11 +171,13 @@ void Model::ApplyRope(MatView<float> x, int n_heads_x, std::span<const int32_t> 
   }
 }
 
-void Model::ProjectQueries(int layer, MatView<const float> h, std::span<const int32_t> positions,
-                           MatView<float> out, ThreadPool& pool) const {
-  const ModelConfig& c = config_;
-  const LayerWeights& L = layers_[static_cast<size_t>(layer)];
-  MatMul(L.wq, h, out, pool);
+namespace {
+
+// Queries from their projection (h * W_q^T, in `out`): bias, q-norm, RoPE.
+void FinishQueries(const Model& model, int layer, std::span<const int32_t> positions,
+                   MatView<float> out) {
+  const ModelConfig& c = model.config();
+  const LayerWeights& L = model.layer(layer);
   for (int64_t r = 0; r < out.rows; ++r) {
     float* q = out.Row(r);
     if (!L.bq.empty()) {
@@ -188,7 +190,15 @@ void Model::ProjectQueries(int layer, MatView<const float> h, std::span<const in
       }
     }
   }
-  ApplyRope(out, c.n_heads, positions);
+  model.ApplyRope(out, c.n_heads, positions);
+}
+
+}  // namespace
+
+void Model::ProjectQueries(int layer, MatView<const float> h, std::span<const int32_t> positions,
+                           MatView<float> out, ThreadPool& pool) const {
+  MatMul(layers_[static_cast<size_t>(layer)].wq, h, out, pool);
+  FinishQueries(*this, layer, positions, out);
 }
 
 namespace {
@@ -264,9 +274,10 @@ void ProjectQkv(const Model& model, int layer, const RowViews& r, std::span<cons
   const ModelConfig& c = model.config();
   const LayerWeights& L = model.layer(layer);
   RmsNormRows(r.x, L.attn_norm, c.rms_eps, r.h, pool);
-  model.ProjectQueries(layer, r.h, pos, r.q, pool);
-  MatMul(L.wk, r.h, r.k, pool);
-  MatMul(L.wv, r.h, r.v, pool);
+  const WeightView* const w[] = {&L.wq, &L.wk, &L.wv};
+  const MatView<float> out[] = {r.q, r.k, r.v};
+  MatMulSameInput(w, r.h, out, pool);
+  FinishQueries(model, layer, pos, r.q);
   for (int64_t i = 0; i < r.k.rows; ++i) {
     float* kr = r.k.Row(i);
     float* vr = r.v.Row(i);
@@ -292,8 +303,9 @@ void AddDenseFfn(const ModelConfig& c, const LayerWeights& L, const RowViews& r,
   const int64_t n = r.x.rows;
   MatView<float> gate(ws.gate.data(), n, c.d_ff);
   MatView<float> up(ws.up.data(), n, c.d_ff);
-  MatMul(L.w_gate, r.h, gate, pool);
-  MatMul(L.w_up, r.h, up, pool);
+  const WeightView* const w[] = {&L.w_gate, &L.w_up};
+  const MatView<float> out[] = {gate, up};
+  MatMulSameInput(w, r.h, out, pool);
   const size_t F = static_cast<size_t>(c.d_ff);
   ForRows(pool, n, c.d_ff, [&](int64_t row) {
     for (size_t i = row * F; i < (row + 1) * F; ++i) {

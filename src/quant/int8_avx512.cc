@@ -8,9 +8,10 @@
 // lane 8), so the correction costs nothing per (row, token) pair.
 //
 // Q8_0 below 16 tokens: a micro-kernel keeps a 4 rows x 4 tokens tile of float accumulators in
-// registers; per pair and two blocks: vpdpbusd, a conversion, a scale product and an FMA. Q4_0
-// below 16 tokens (decode) has its own stream kernel, four blocks per step (StreamQ4_0). From 16
-// tokens on, both repack 16-row panels (GemmPacked).
+// registers; per pair and two blocks: vpdpbusd, a conversion, a scale product and an FMA. Decode
+// (up to kStreamTokens tokens) has a stream kernel per type, four blocks per step with software
+// prefetch (StreamQ8_0, the same bits as the tiles; StreamQ4_0). From 16 tokens on, both repack
+// 16-row panels (GemmPacked).
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -254,9 +255,6 @@ void GemmPacked(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& 
   }
 }
 
-// Row tiles outermost, so a tile's weight rows stay in L1 while all tokens pass over them.
-#include "quant/int8_stream.inc"
-
 // Q4_0 decode (up to kStreamTokens tokens), four blocks per step. The 72 bytes of four blocks
 // come in as one 64-byte and one 8-byte load (two overlapping 64-byte loads, at 0 and 8, ran at
 // half the speed from DRAM); one word permute gathers their 64 quant bytes, block i in 128-bit lane
@@ -387,6 +385,87 @@ void StreamQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t blocks
   }
 }
 
+// Q8_0 decode (up to kStreamTokens tokens): the arithmetic of Micro<Q8_0Weights, 1, kTokens> (one
+// accumulator per token, two blocks per vpdpbusd, so the bits are those of the tiled path for 6-15
+// tokens and of Q8_0DecodeTwin), laid out for a stream from DRAM: four blocks (136 bytes) per step,
+// their fp16 scales out of two 64-byte loads with one word permute, and two prefetches
+// kPrefetchAhead bytes ahead. On the 1B-shaped Q8_0 file at one thread (Zen 5) the tiled kernel
+// waited on its loads for most of its time (perf), and this one decodes 20-25% faster. (Spreading
+// the activation scales and offset terms over their lanes once per call instead of per step was
+// slower: 192 bytes per pair and token outgrew L1 at 5 tokens, 2x the time in cache.)
+template <int kTokens>
+void StreamQ8_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                int64_t ldo) {
+  constexpr int kB = kQ8_0BlockBytes;
+  // Words 0 and 17 of the first 64 bytes are the scales of blocks 0 and 1; words 2 and 19 of
+  // the next 64 (operand index 32 + word) those of blocks 2 and 3. Eight lanes each.
+  alignas(64) int16_t scale_words[32];
+  for (int k = 0; k < 32; ++k) {
+    constexpr int16_t kWord[4] = {0, 17, 34, 51};
+    scale_words[k] = kWord[k / 8];
+  }
+  const __m512i scale_idx = _mm512_load_si512(scale_words);
+  const __m512i pair = PairIndex();
+  const __m512i flip = _mm512_set1_epi8(-128);
+  const int64_t blocks = a.blocks();
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* p = w + static_cast<size_t>(r) * row_bytes;
+    __m512 acc[kTokens];
+    for (int t = 0; t < kTokens; ++t) acc[t] = _mm512_setzero_ps();
+    // One pair of blocks (quants u, spread weight scales ws) into every token's accumulator.
+    const auto pair_step = [&](int64_t pi, __m512i u, __m512 ws) {
+      for (int t = 0; t < kTokens; ++t) {
+        const __m512i q = _mm512_loadu_si512(a.q + t * a.stride + pi * 2 * kQ8Block);
+        const float* d = a.d + t * a.block_stride + 2 * pi;
+        const int32_t* sp = a.sum + t * a.block_stride + 2 * pi;
+        const __m512 as = _mm512_permutexvar_ps(
+            pair, _mm512_castps128_ps512(
+                      _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(d)))));
+        const __m512i sums = _mm512_maskz_permutexvar_epi32(
+            0x0101, pair,
+            _mm512_castsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sp))));
+        const __m512i init = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sums, 7));
+        const __m512i dot = _mm512_dpbusd_epi32(init, u, q);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(ws, as), acc[t]);
+      }
+    };
+    const auto quants = [&](const uint8_t* pb) {
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 2));
+      const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 2 + kB));
+      return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
+    };
+    int64_t b = 0;
+    for (; b + 4 <= blocks; b += 4) {
+      const uint8_t* pb = p + b * kB;
+      _mm_prefetch(reinterpret_cast<const char*>(pb + kPrefetchAhead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(pb + kPrefetchAhead + 2 * kB), _MM_HINT_T0);
+      const __m512i s =
+          _mm512_permutex2var_epi16(_mm512_loadu_si512(pb), scale_idx, _mm512_loadu_si512(pb + 64));
+      const __m512 ws01 = _mm512_cvtph_ps(_mm512_castsi512_si256(s));
+      const __m512 ws23 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(s, 1));
+      pair_step(b / 2, quants(pb), ws01);
+      pair_step(b / 2 + 1, quants(pb + 2 * kB), ws23);
+    }
+    if (b + 2 <= blocks) {
+      const uint8_t* pb = p + b * kB;
+      pair_step(b / 2, quants(pb), WeightScales<kB, true>(pb, pair));
+      b += 2;
+    }
+    if (b < blocks) {
+      const uint8_t* pb = p + b * kB;
+      pair_step(b / 2, Q8_0Weights::Quants<false>(pb), WeightScales<kB, false>(pb, pair));
+    }
+    for (int t = 0; t < kTokens; ++t) out[t * ldo + r] = SumLanes(acc[t]);
+  }
+}
+
+void DecodeQ8_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                int64_t ldo) {
+  WithCount<kStreamTokens>(static_cast<int>(a.rows), [&](auto kTokens) {
+    StreamQ8_0<kTokens()>(w, row_bytes, rows, a, out, ldo);
+  });
+}
+
 // Below kPackMinTokens tokens: more than kStreamTokens go in chunks of that many over panels of
 // rows that stay in cache, so every token gets the bits of its own one-token product.
 void DecodeQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
@@ -435,7 +514,7 @@ void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, flo
   if constexpr (std::is_same_v<W, Q4_0Weights>) {
     return DecodeQ4_0(w, row_bytes, rows, a, out, ldo);
   } else {
-    if (a.rows <= kStreamTokens) return StreamRows<W>(w, row_bytes, rows, a, out, ldo);
+    if (a.rows <= kStreamTokens) return DecodeQ8_0(w, row_bytes, rows, a, out, ldo);
     TiledRows<W>(w, row_bytes, rows, a, out, ldo);
   }
 }

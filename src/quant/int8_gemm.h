@@ -55,6 +55,26 @@ inline constexpr int kQ4_0GroupBlocks = 4;
 void Q4_0DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
                     int64_t ldo);
 
+// The scalar twin of the AVX-512 VNNI Q8_0 kernel below 16 tokens (decode, StreamQ8_0, and the
+// 4 x 4 tiles): per row and token, 16 float lanes in one accumulator; per pair of blocks p, lane l
+// takes the int32 sum of (w + 128) * q over elements 4 (l % 8) .. + 3 of block 2p + l / 8 plus, in
+// lanes 0 and 8, -128 * sum, scaled by fp16(d_w) * d_a with one fused multiply-add (lanes of a
+// missing last block add +0); then the lanes as halves, quarters and pairs. The same bits as the
+// SIMD kernel (tests/quant/int8_gemm_test.cc).
+void Q8_0DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                    int64_t ldo);
+
+// The scalar twins of the AVX2 kernels below 16 tokens (decode): per row and token, 8 float lanes
+// in two accumulators (even and odd blocks); lane l of block b takes the int32 sum of w * q over
+// elements 4l .. 4l + 3 (Q4_0: of the nibbles w + 8, plus -8 * sum in lane 0), scaled by
+// fp16(d_w) * d_a with one fused multiply-add; then the two accumulators lane by lane and the
+// lanes as halves, pairs and the last two. The same bits as the SIMD kernels
+// (tests/quant/int8_gemm_test.cc).
+void Q8_0Avx2DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
+                        float* out, int64_t ldo);
+void Q4_0Avx2DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
+                        float* out, int64_t ldo);
+
 struct Int8Kernels {
   Isa isa = Isa::kScalar;  // kScalar, kAvx2 or kAvx512Vnni (names and CPU check: kernels.h)
   QuantizeQ8Fn quantize = nullptr;

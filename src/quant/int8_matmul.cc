@@ -5,6 +5,7 @@
 #include "quant/int8_matmul.h"
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 #include "primekv/quant.h"
@@ -93,29 +94,54 @@ void QuantizeActivations(MatView<const float> x, const quant::internal::Int8Kern
 
 bool MatMulInt8(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,
                 const quant::internal::Int8Kernels& kernels) {
-  const quant::internal::Q8GemmFn gemm = quant::internal::FindQ8Gemm(kernels, w.type);
-  if (gemm == nullptr || w.cols % quant::internal::kQ8Block != 0) return false;
+  const WeightView* const ws[] = {&w};
+  const MatView<float> ys[] = {y};
+  return MatMulInt8SameInput(ws, x, ys, pool, kernels);
+}
+
+bool MatMulInt8SameInput(std::span<const WeightView* const> ws, MatView<const float> x,
+                         std::span<const MatView<float>> ys, ThreadPool& pool,
+                         const quant::internal::Int8Kernels& kernels) {
+  constexpr size_t kMaxWeights = 4;
+  if (ws.empty() || ws.size() > kMaxWeights || ws.size() != ys.size()) return false;
+  std::array<quant::internal::Q8GemmFn, kMaxWeights> gemms{};
+  for (size_t i = 0; i < ws.size(); ++i) {
+    gemms[i] = quant::internal::FindQ8Gemm(kernels, ws[i]->type);
+    if (gemms[i] == nullptr || ws[i]->cols % quant::internal::kQ8Block != 0) return false;
+  }
   thread_local Q8Scratch scratch;
   quant::internal::Q8Rows a;
   QuantizeActivations(x, kernels, scratch.q, scratch.d, scratch.sum, a, pool);
-  // Units of whole row tiles (4 rows; 16, the repacked panel, for batches); tasks of at least
-  // 64 KiB of weights.
+  // Units of whole row tiles (4 rows; 16, the repacked panel, for batches), numbered through the
+  // weights one after the other, so that every tile is the one a call per weight would make; tasks
+  // of at least 64 KiB of weights.
   const int64_t kUnit = x.rows >= 16 ? 16 : 4;
-  const int64_t units = (w.rows + kUnit - 1) / kUnit;
+  std::array<int64_t, kMaxWeights + 1> first{};  // weight i's units: [first[i], first[i + 1])
+  size_t widest = 0;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    first[i + 1] = first[i] + (ws[i]->rows + kUnit - 1) / kUnit;
+    widest = std::max(widest, ws[i]->row_bytes);
+  }
   const int64_t min_units =
-      std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, kUnit * w.row_bytes));
+      std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, kUnit * widest));
   pool.ParallelFor(
-      units,
+      first[ws.size()],
       [&](int64_t begin, int64_t end, int) {
-        const int64_t r0 = begin * kUnit;
-        const int64_t r1 = std::min(w.rows, end * kUnit);
-        for (int64_t t0 = 0; t0 < a.rows; t0 += kTokenChunk) {
-          quant::internal::Q8Rows part = a;
-          part.rows = std::min(kTokenChunk, a.rows - t0);
-          part.q = a.q + t0 * a.stride;
-          part.d = a.d + t0 * a.block_stride;
-          part.sum = a.sum + t0 * a.block_stride;
-          gemm(w.Row(r0), w.row_bytes, r1 - r0, part, y.Row(t0) + r0, y.stride);
+        for (size_t i = 0; i < ws.size(); ++i) {
+          const int64_t b = std::max(begin, first[i]), e = std::min(end, first[i + 1]);
+          if (b >= e) continue;
+          const WeightView& w = *ws[i];
+          const MatView<float>& y = ys[i];
+          const int64_t r0 = (b - first[i]) * kUnit;
+          const int64_t r1 = std::min(w.rows, (e - first[i]) * kUnit);
+          for (int64_t t0 = 0; t0 < a.rows; t0 += kTokenChunk) {
+            quant::internal::Q8Rows part = a;
+            part.rows = std::min(kTokenChunk, a.rows - t0);
+            part.q = a.q + t0 * a.stride;
+            part.d = a.d + t0 * a.block_stride;
+            part.sum = a.sum + t0 * a.block_stride;
+            gemms[i](w.Row(r0), w.row_bytes, r1 - r0, part, y.Row(t0) + r0, y.stride);
+          }
         }
       },
       min_units);

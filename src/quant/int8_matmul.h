@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "primekv/tensor.h"
@@ -19,5 +20,12 @@ void QuantizeActivations(MatView<const float> x, const quant::internal::Int8Kern
 // y = x * W^T through `kernels`; false (nothing written) when W's type has no integer path there.
 bool MatMulInt8(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,
                 const quant::internal::Int8Kernels& kernels);
+
+// y[i] = x * W[i]^T for up to four weights over the same x: x is quantised once and every
+// weight's row tiles go through one ParallelFor. Each output has the bits of MatMulInt8 on its
+// weight alone. False (nothing written) when a weight has no integer path there.
+bool MatMulInt8SameInput(std::span<const WeightView* const> w, MatView<const float> x,
+                         std::span<const MatView<float>> y, ThreadPool& pool,
+                         const quant::internal::Int8Kernels& kernels);
 
 }  // namespace primekv::internal

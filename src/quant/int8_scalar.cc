@@ -100,6 +100,94 @@ void Q4_0DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Ro
   }
 }
 
+void Q8_0DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                    int64_t ldo) {
+  const int64_t blocks = a.blocks();
+  const int64_t pairs = (blocks + 1) / 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+    for (int64_t t = 0; t < a.rows; ++t) {
+      const int8_t* aq = a.q + t * a.stride;
+      const float* ad = a.d + t * a.block_stride;
+      const int32_t* as = a.sum + t * a.block_stride;
+      float acc[16] = {};
+      for (int64_t p = 0; p < pairs; ++p) {
+        for (int l = 0; l < 16; ++l) {
+          const int64_t b = 2 * p + l / 8;
+          if (b >= blocks) {
+            acc[l] += 0.0f;  // no quants and a zero scale: the SIMD lane's fma(0, 0, acc)
+            continue;
+          }
+          const uint8_t* blk = row + b * kQ8_0BlockBytes;
+          const int8_t* x = aq + b * kQ8Block;
+          int32_t dot = l % 8 == 0 ? -128 * as[b] : 0;
+          for (int j = 4 * (l % 8); j < 4 * (l % 8) + 4; ++j) {
+            dot += (static_cast<int8_t>(blk[2 + j]) + 128) * x[j];
+          }
+          const float scale = F16ToF32(LoadU16(blk)) * ad[b];
+          acc[l] = std::fma(static_cast<float>(dot), scale, acc[l]);
+        }
+      }
+      out[t * ldo + r] = SumLanes(acc);
+    }
+  }
+}
+
+namespace {
+
+// The AVX2 decode kernels' order: lanes[l] of block b gives the int32 of lane l, into accumulator
+// b % 2; then the accumulators lane by lane, and the lanes as halves, pairs and the last two.
+template <class LaneDots>
+void Avx2DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
+                    int block_bytes, LaneDots lane_dots, float* out, int64_t ldo) {
+  const int64_t blocks = a.blocks();
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+    for (int64_t t = 0; t < a.rows; ++t) {
+      const int8_t* aq = a.q + t * a.stride;
+      const float* ad = a.d + t * a.block_stride;
+      const int32_t* as = a.sum + t * a.block_stride;
+      float acc[2][8] = {};
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* blk = row + b * block_bytes;
+        int32_t lanes[8];
+        lane_dots(blk, aq + b * kQ8Block, as[b], lanes);
+        const float scale = F16ToF32(LoadU16(blk)) * ad[b];
+        for (int l = 0; l < 8; ++l) {
+          acc[b % 2][l] = std::fma(static_cast<float>(lanes[l]), scale, acc[b % 2][l]);
+        }
+      }
+      float s4[4];
+      for (int l = 0; l < 4; ++l) s4[l] = (acc[0][l] + acc[1][l]) + (acc[0][l + 4] + acc[1][l + 4]);
+      out[t * ldo + r] = (s4[0] + s4[2]) + (s4[1] + s4[3]);
+    }
+  }
+}
+
+}  // namespace
+
+void Q8_0Avx2DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
+                        float* out, int64_t ldo) {
+  const auto lane_dots = [](const uint8_t* blk, const int8_t* x, int32_t, int32_t(&lanes)[8]) {
+    for (int l = 0; l < 8; ++l) {
+      lanes[l] = 0;
+      for (int j = 4 * l; j < 4 * l + 4; ++j) lanes[l] += Q8_0Weight(blk, j) * x[j];
+    }
+  };
+  Avx2DecodeTwin(w, row_bytes, rows, a, kQ8_0BlockBytes, lane_dots, out, ldo);
+}
+
+void Q4_0Avx2DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
+                        float* out, int64_t ldo) {
+  const auto lane_dots = [](const uint8_t* blk, const int8_t* x, int32_t sum, int32_t(&lanes)[8]) {
+    for (int l = 0; l < 8; ++l) {
+      lanes[l] = l == 0 ? -8 * sum : 0;
+      for (int j = 4 * l; j < 4 * l + 4; ++j) lanes[l] += (Q4_0Weight(blk, j) + 8) * x[j];
+    }
+  };
+  Avx2DecodeTwin(w, row_bytes, rows, a, kQ4_0BlockBytes, lane_dots, out, ldo);
+}
+
 const Int8Kernels& ScalarInt8Kernels() {
   static const Int8Kernels table{Isa::kScalar, QuantizeQ8, Gemm<kQ8_0BlockBytes, Q8_0Weight>,
                                  Gemm<kQ4_0BlockBytes, Q4_0Weight>};

@@ -300,6 +300,19 @@ void MatMul(const WeightView& w, MatView<const float> x, MatView<float> y, Threa
   internal::MatMulTiled(w, x, y, pool, tiling);
 }
 
+void MatMulSameInput(std::span<const WeightView* const> w, MatView<const float> x,
+                     std::span<const MatView<float>> y, ThreadPool& pool) {
+  Check(w.size() == y.size(), "MatMulSameInput: one output per weight");
+  bool fuse = x.rows > 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    internal::CheckShapes(*w[i], x, y[i]);
+    fuse = fuse && w[i]->rows > 0 && w[i]->cols > 0;
+  }
+  if (fuse && internal::MatMulInt8SameInput(w, x, y, pool, quant::internal::BestInt8Kernels()))
+    return;
+  for (size_t i = 0; i < w.size(); ++i) MatMul(*w[i], x, y[i], pool);
+}
+
 void GetRow(const WeightView& w, int64_t row, float* out) {
   Check(row >= 0 && row < w.rows, "GetRow: row out of range");
   quant::DequantizeRow(w.type, w.Row(row), out, w.cols);

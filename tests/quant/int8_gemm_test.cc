@@ -241,57 +241,81 @@ TEST(Int8GemmTest, FewTokensEqualOneTokenBitForBit) {
   if (!skipped.empty()) GTEST_SKIP() << "not run on this CPU: " << Skipped(skipped);
 }
 
-// Column counts of 1-4 blocks past a multiple of four (the decode kernel's step), short and long.
-constexpr std::pair<int64_t, int64_t> kQ4DecodeShapes[] = {
-    {1, 32}, {3, 64}, {2, 96}, {5, 128}, {4, 160}, {37, 2080}, {9, 2048}, {3, 8192 + 96}};
+// Column counts of 1-4 blocks past a multiple of four (the decode kernels' step), short and long.
+constexpr std::pair<int64_t, int64_t> kDecodeShapes[] = {
+    {1, 32}, {3, 64}, {2, 96}, {5, 128}, {4, 160}, {2, 224}, {37, 2080}, {9, 2048}, {3, 8192 + 96}};
 
-// The Q4_0 decode twin is a faithful product: within the float summation bound of the exact
-// sum over the same quantised activations.
-TEST(Int8GemmTest, Q4_0DecodeTwinMatchesDoubleReference) {
+// The decode twins: the scalar replicas of SIMD kernels below 16 tokens, with their tables.
+struct DecodeTwin {
+  GgmlType type;
+  quant::internal::Q8GemmFn twin;
+  const Int8Kernels* (*table)();
+};
+constexpr DecodeTwin kDecodeTwins[] = {
+    {GgmlType::kQ8_0, quant::internal::Q8_0DecodeTwin, quant::internal::Avx512VnniInt8Kernels},
+    {GgmlType::kQ4_0, quant::internal::Q4_0DecodeTwin, quant::internal::Avx512VnniInt8Kernels},
+    {GgmlType::kQ8_0, quant::internal::Q8_0Avx2DecodeTwin, quant::internal::Avx2Int8Kernels},
+    {GgmlType::kQ4_0, quant::internal::Q4_0Avx2DecodeTwin, quant::internal::Avx2Int8Kernels}};
+
+// Each decode twin is a faithful product: within the float summation bound of the exact sum over
+// the same quantised activations.
+TEST(Int8GemmTest, DecodeTwinsMatchDoubleReference) {
   std::mt19937_64 rng(31);
   ThreadPool pool(1);
-  for (auto [rows, cols] : kQ4DecodeShapes) {
-    const WeightMatrix w = RandomMatrix(rng, GgmlType::kQ4_0, rows, cols);
-    for (int64_t n = 1; n <= quant::internal::kStreamTokens; ++n) {
-      const std::vector<float> x = RandomFloats(rng, n * cols);
-      const Activations act(x, n, cols, quant::internal::ScalarInt8Kernels(), pool);
-      std::vector<float> out(n * rows);
-      quant::internal::Q4_0DecodeTwin(w.bytes.data(), w.row_bytes, rows, act.a, out.data(), rows);
-      for (int64_t t = 0; t < n; ++t) {
-        for (int64_t r = 0; r < rows; ++r) {
-          const ExactProduct e = Exact(w.decoded[r], act.a, t);
-          ASSERT_NEAR(out[t * rows + r], e.value, e.tolerance)
-              << "rows=" << rows << " cols=" << cols << " n=" << n << " t=" << t << " r=" << r;
+  for (const DecodeTwin& twin : kDecodeTwins) {
+    for (auto [rows, cols] : kDecodeShapes) {
+      const WeightMatrix w = RandomMatrix(rng, twin.type, rows, cols);
+      for (int64_t n = 1; n <= quant::internal::kStreamTokens; ++n) {
+        const std::vector<float> x = RandomFloats(rng, n * cols);
+        const Activations act(x, n, cols, quant::internal::ScalarInt8Kernels(), pool);
+        std::vector<float> out(n * rows);
+        twin.twin(w.bytes.data(), w.row_bytes, rows, act.a, out.data(), rows);
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t r = 0; r < rows; ++r) {
+            const ExactProduct e = Exact(w.decoded[r], act.a, t);
+            ASSERT_NEAR(out[t * rows + r], e.value, e.tolerance)
+                << TypeName(twin.type) << " rows=" << rows << " cols=" << cols << " n=" << n
+                << " t=" << t << " r=" << r;
+          }
         }
       }
     }
   }
 }
 
-// The AVX-512 VNNI Q4_0 kernel below 16 tokens (decode and small batches) gives its twin's bits.
-TEST(Int8GemmTest, Q4_0DecodeEqualsTwinBitForBit) {
-  const Int8Kernels* table = quant::internal::Avx512VnniInt8Kernels();
-  if (table == nullptr || !quant::internal::CpuHasIsa(table->isa)) {
-    GTEST_SKIP() << "not run on this CPU: avx512vnni";
-  }
+// The AVX-512 VNNI and AVX2 Q8_0 and Q4_0 kernels below 16 tokens (decode and small batches) give
+// their twins' bits.
+TEST(Int8GemmTest, DecodeEqualsTwinBitForBit) {
   std::mt19937_64 rng(32);
   ThreadPool pool(1);
-  for (auto [rows, cols] : kQ4DecodeShapes) {
-    const WeightMatrix w = RandomMatrix(rng, GgmlType::kQ4_0, rows, cols);
-    for (int64_t n : {1, 2, 3, 4, 5, 7, 15}) {
-      const std::vector<float> x = RandomFloats(rng, n * cols);
-      const Activations act(x, n, cols, *table, pool);
-      const int64_t ldo = rows + 2;
-      std::vector<float> got(n * ldo, -7.0f), want(n * ldo, -7.0f);
-      table->q4_0(w.bytes.data(), w.row_bytes, rows, act.a, got.data(), ldo);
-      quant::internal::Q4_0DecodeTwin(w.bytes.data(), w.row_bytes, rows, act.a, want.data(), ldo);
-      for (int64_t i = 0; i < n * ldo; ++i) {
-        ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
-            << "rows=" << rows << " cols=" << cols << " n=" << n << " t=" << i / ldo
-            << " r=" << i % ldo << ": " << got[i] << " vs " << want[i];
+  std::vector<std::string> skipped;
+  for (const DecodeTwin& twin : kDecodeTwins) {
+    const Int8Kernels* table = twin.table();
+    if (table == nullptr || !quant::internal::CpuHasIsa(table->isa)) {
+      skipped.push_back(std::string(table == nullptr ? "(not built)" : IsaName(table->isa)) + " " +
+                        TypeName(twin.type));
+      continue;
+    }
+    const quant::internal::Q8GemmFn gemm = quant::internal::FindQ8Gemm(*table, twin.type);
+    for (auto [rows, cols] : kDecodeShapes) {
+      const WeightMatrix w = RandomMatrix(rng, twin.type, rows, cols);
+      for (int64_t n : {1, 2, 3, 4, 5, 7, 15}) {
+        const std::vector<float> x = RandomFloats(rng, n * cols);
+        const Activations act(x, n, cols, *table, pool);
+        const int64_t ldo = rows + 2;
+        std::vector<float> got(n * ldo, -7.0f), want(n * ldo, -7.0f);
+        gemm(w.bytes.data(), w.row_bytes, rows, act.a, got.data(), ldo);
+        twin.twin(w.bytes.data(), w.row_bytes, rows, act.a, want.data(), ldo);
+        for (int64_t i = 0; i < n * ldo; ++i) {
+          ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+              << IsaName(table->isa) << " " << TypeName(twin.type) << " rows=" << rows
+              << " cols=" << cols << " n=" << n << " t=" << i / ldo << " r=" << i % ldo << ": "
+              << got[i] << " vs " << want[i];
+        }
       }
     }
   }
+  if (!skipped.empty()) GTEST_SKIP() << "not run on this CPU: " << Skipped(skipped);
 }
 
 // MatMul through the integer path against the exact float product: off by no more than the

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include "primekv/quant.h"
+#include "quant/int8_gemm.h"
+#include "quant/int8_matmul.h"
 #include "quant/kernels.h"
 #include "quant/matmul_internal.h"
 #include "quant/quant_reference.h"
@@ -129,6 +132,74 @@ TEST(MatMulTest, TilingsStridesAndPaddingAgree) {
                 }
               }
             }
+          }
+        }
+      }
+    }
+  }
+}
+
+// y = x * W^T without the pool: the int8 table's kernel over all rows in one call on x quantised
+// by that table (the integer path's definition), or MatMul for a type without one.
+std::vector<float> OneCall(const WeightView& w, MatView<const float> x, int64_t y_stride) {
+  std::vector<float> y(x.rows * y_stride, -7.0f);
+  const quant::internal::Int8Kernels& table = quant::internal::BestInt8Kernels();
+  const quant::internal::Q8GemmFn gemm = quant::internal::FindQ8Gemm(table, w.type);
+  ThreadPool serial(1);
+  if (gemm == nullptr) {
+    MatMul(w, x, MatView<float>(y.data(), x.rows, w.rows, y_stride), serial);
+    return y;
+  }
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> sum;
+  quant::internal::Q8Rows a;
+  internal::QuantizeActivations(x, table, q, d, sum, a, serial);
+  for (int64_t t0 = 0; t0 < x.rows; t0 += 512) {  // MatMul's token chunks
+    quant::internal::Q8Rows part = a;
+    part.rows = std::min<int64_t>(512, a.rows - t0);
+    part.q = a.q + t0 * a.stride;
+    part.d = a.d + t0 * a.block_stride;
+    part.sum = a.sum + t0 * a.block_stride;
+    gemm(w.data, w.row_bytes, w.rows, part, y.data() + t0 * y_stride, y_stride);
+  }
+  return y;
+}
+
+// Weights that share their input (q/k/v, gate/up), multiplied together: each output the bits of
+// its weight's product in one call, nothing written past y.cols; on the integer path (Q8_0 and
+// Q4_0, mixed) and on the fallback (one F16 weight among them), decode and batch sizes, row
+// counts off the tiles, one and two threads.
+TEST(MatMulTest, SameInputEqualsOneCallPerWeight) {
+  std::mt19937_64 rng(47);
+  const int64_t cols = 320, y_stride = 90;
+  for (const std::vector<GgmlType>& types :
+       {std::vector<GgmlType>{GgmlType::kQ8_0, GgmlType::kQ8_0, GgmlType::kQ4_0},
+        std::vector<GgmlType>{GgmlType::kQ4_0, GgmlType::kQ8_0},
+        std::vector<GgmlType>{GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kQ8_0}}) {
+    std::vector<TestWeight> w;
+    std::vector<const WeightView*> views;
+    for (size_t i = 0; i < types.size(); ++i) {
+      w.push_back(MakeWeight(rng, types[i], i == 0 ? 83 : 18 + static_cast<int64_t>(i), cols));
+    }
+    for (const TestWeight& tw : w) views.push_back(&tw.view);
+    for (int threads : {1, 2}) {
+      ThreadPool pool(threads);
+      for (int64_t n : {1, 3, 17, 40}) {
+        const std::vector<float> x = RandomFloats(rng, n * cols);
+        const MatView<const float> xv(x.data(), n, cols);
+        std::vector<std::vector<float>> got(w.size(), std::vector<float>(n * y_stride, -7.0f));
+        std::vector<MatView<float>> outs;
+        for (size_t i = 0; i < w.size(); ++i)
+          outs.emplace_back(got[i].data(), n, w[i].view.rows, y_stride);
+        MatMulSameInput(views, xv, outs, pool);
+        for (size_t i = 0; i < w.size(); ++i) {
+          const std::vector<float> want = OneCall(w[i].view, xv, y_stride);
+          for (int64_t k = 0; k < n * y_stride; ++k) {
+            ASSERT_EQ(std::memcmp(&got[i][k], &want[k], sizeof(float)), 0)
+                << Case(types[i], n, w[i].view.rows, cols, threads) << " weight " << i
+                << " t=" << k / y_stride << " r=" << k % y_stride << ": " << got[i][k] << " vs "
+                << want[k];
           }
         }
       }
