@@ -487,6 +487,7 @@ void PrintJson(const BenchRun& run) {
       {"rss_after_load_bytes", run.rss.loaded},
       {"peak_over_budget", run.rss.peak / run.rss.Total()},
       {"peak_over_budget_and_load", run.rss.peak / (run.rss.Total() + run.rss.loaded)}};
+  j["kernels"] = quant::internal::IsaName(quant::internal::BestKernels().isa);
   j["kv_type"] = KvDTypeName(a.kv_type);
   j["press"] = run.press;
   j["ratio"] = a.ratio;
@@ -554,7 +555,8 @@ void PrintTable(const BenchRun& run) {
         run.rss.peak / run.rss.Total(), Human(run.rss.weights).c_str(), Human(run.rss.kv).c_str(),
         run.rss.peak / (run.rss.Total() + run.rss.loaded), Human(run.rss.loaded).c_str());
   }
-  std::printf("\n");
+  // The kernel table in use: PRIMEKV_MAX_ISA may cap it below what the CPU has.
+  std::printf("; kernels %s\n", quant::internal::IsaName(quant::internal::BestKernels().isa));
   if (run.args.fill == "synthetic" && run.press != "none" && run.args.ratio > 0) {
     std::printf("(the press scored synthetic N(0,1) K/V rows; --fill prefill scores real ones)\n");
   }

@@ -1,4 +1,7 @@
 // Chooses the kernel table for this CPU once per process.
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -15,6 +18,27 @@ const char* IsaName(Isa isa) {
   static constexpr const char* kNames[] = {"scalar", "avx2", "avx512", "avx512vnni"};
   return kNames[static_cast<int>(isa)];
 }
+
+namespace {
+
+// PRIMEKV_MAX_ISA=scalar|avx2|avx512|avx512vnni caps what the kernels may use, so one machine
+// can run and time the paths of older CPUs (an AVX2-only Zen 3 on an AVX-512 one). An unknown
+// value ends the process with status 2.
+CpuFeatures CapToEnvironment(CpuFeatures f) {
+  const char* cap = std::getenv("PRIMEKV_MAX_ISA");
+  if (cap == nullptr || *cap == '\0') return f;
+  const std::string_view v(cap);
+  if (v == "scalar") return CpuFeatures{};
+  if (v == "avx2") return CpuFeatures{.avx2 = f.avx2};
+  if (v == "avx512") return CpuFeatures{.avx2 = f.avx2, .avx512 = f.avx512};
+  if (v == "avx512vnni") return f;
+  // A bad value would silently time or test another path than asked: refuse it.
+  std::fprintf(stderr,
+               "primekv: PRIMEKV_MAX_ISA=%s is not one of scalar, avx2, avx512, avx512vnni\n", cap);
+  std::exit(2);
+}
+
+}  // namespace
 
 // From cpuid and xgetbv directly: GCC's and Clang's __builtin_cpu_supports differ in which
 // feature names they accept (Clang 14 has no "f16c").
@@ -41,7 +65,7 @@ CpuFeatures DetectCpu() {
   f.avx512 = f.avx2 && os_zmm && avx512f && avx512bw && avx512vl;
   f.avx512vnni = f.avx512 && (ecx & (1u << 11));
 #endif
-  return f;
+  return CapToEnvironment(f);
 }
 
 bool CpuHasIsa(Isa isa) {
