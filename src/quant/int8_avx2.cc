@@ -179,8 +179,7 @@ void StreamDecode(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows
   }
 }
 
-// Below 16 tokens: more than kStreamTokens go in chunks of that many over panels of rows that
-// stay in cache, so every token gets the bits of its own one-token product.
+// Below 16 tokens: the stream kernel in ForStreamChunks's chunks.
 template <class D>
 void Decode(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
             int64_t ldo) {
@@ -195,14 +194,7 @@ void Decode(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, f
                                  out + t0 * ldo + r0, ldo);
     });
   };
-  if (a.rows <= kStreamTokens) return run(0, rows, 0, a.rows);
-  constexpr int64_t kPanel = 16;
-  for (int64_t r0 = 0; r0 < rows; r0 += kPanel) {
-    const int64_t rn = rows - r0 < kPanel ? rows - r0 : kPanel;
-    for (int64_t t0 = 0; t0 < a.rows; t0 += kStreamTokens) {
-      run(r0, rn, t0, a.rows - t0 < kStreamTokens ? a.rows - t0 : kStreamTokens);
-    }
-  }
+  ForStreamChunks(rows, a.rows, run);
 }
 
 template <class W>

@@ -466,8 +466,7 @@ void DecodeQ8_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& 
   });
 }
 
-// Below kPackMinTokens tokens: more than kStreamTokens go in chunks of that many over panels of
-// rows that stay in cache, so every token gets the bits of its own one-token product.
+// Below kPackMinTokens tokens: the stream kernel in ForStreamChunks's chunks.
 void DecodeQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
                 int64_t ldo) {
   thread_local std::vector<Q4Acts> acts;
@@ -480,14 +479,7 @@ void DecodeQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& 
                             acts.data() + t0 * groups, groups, out + t0 * ldo + r0, ldo);
     });
   };
-  if (a.rows <= kStreamTokens) return run(0, rows, 0, a.rows);
-  constexpr int64_t kPanel = 16;
-  for (int64_t r0 = 0; r0 < rows; r0 += kPanel) {
-    const int64_t rn = rows - r0 < kPanel ? rows - r0 : kPanel;
-    for (int64_t t0 = 0; t0 < a.rows; t0 += kStreamTokens) {
-      run(r0, rn, t0, a.rows - t0 < kStreamTokens ? a.rows - t0 : kStreamTokens);
-    }
-  }
+  ForStreamChunks(rows, a.rows, run);
 }
 
 // Q8_0 below kPackMinTokens tokens: 4 x 4 tiles.

@@ -19,6 +19,20 @@ inline constexpr int kQ8Block = 32;  // activation values per block
 // the weight rows: each row is read once and dotted with every token.
 inline constexpr int kStreamTokens = 5;
 
+// The decode kernels' chunking: up to kStreamTokens tokens in one call over every row; more in
+// chunks of that many over panels of 16 rows that stay in cache, so every token gets the bits of
+// its own one-token product. run(first row, rows, first token, tokens).
+template <class Run>
+void ForStreamChunks(int64_t rows, int64_t tokens, Run run) {
+  if (tokens <= kStreamTokens) return run(0, rows, 0, tokens);
+  constexpr int64_t kPanel = 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += kPanel) {
+    const int64_t rn = rows - r0 < kPanel ? rows - r0 : kPanel;
+    for (int64_t t0 = 0; t0 < tokens; t0 += kStreamTokens)
+      run(r0, rn, t0, tokens - t0 < kStreamTokens ? tokens - t0 : kStreamTokens);
+  }
+}
+
 // Activations as x[t][k] ~= d[t][k / 32] * q[t][k]: q in [-127, 127], d = max|x| / 127 over the
 // block, and sum[t][b] = the sum of block b's q (for weights stored with an offset: Q4_0's
 // nibbles are w + 8, and the VNNI kernels read Q8_0 as w + 128).
