@@ -96,7 +96,57 @@ const SoftmaxKernels& ScalarSoftmax() {
 // clang-format on
 
 namespace primekv::attention_internal::avx2 {
+
 #include "attention/softmax_simd.inc"
+
+namespace {
+
+// Horizontal sums of 8 vectors, as one vector (lane j = sum of a[j]).
+__m256 SumEach8(const __m256 (&a)[8]) {
+  const __m256 h0 = _mm256_hadd_ps(a[0], a[1]);
+  const __m256 h1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 h2 = _mm256_hadd_ps(a[4], a[5]);
+  const __m256 h3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 g0 = _mm256_hadd_ps(h0, h1);  // 128-bit half i: a[0..3]'s sums over half i
+  const __m256 g1 = _mm256_hadd_ps(h2, h3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
+}
+
+// 8 keys at a time: one accumulator per key over d, then the 8 sums in one vector. A last group
+// of fewer keys repeats its last key in the missing slots (every loop stays unrolled, in
+// registers) and stores only its own.
+void Scores(const float* q, int rows, const float* k, int count, int d, float alpha, float* s,
+            int lds) {
+  if (d % 8 != 0) return ScalarScores(q, rows, k, count, d, alpha, s, lds);
+  const __m256 va = _mm256_set1_ps(alpha);
+  for (int j0 = 0; j0 < count; j0 += 8) {
+    const int n = count - j0 < 8 ? count - j0 : 8;
+    const float* kj[8];
+    for (int jj = 0; jj < 8; ++jj)
+      kj[jj] = k + static_cast<int64_t>(j0 + (jj < n ? jj : n - 1)) * d;
+    for (int r = 0; r < rows; ++r) {
+      const float* qr = q + static_cast<int64_t>(r) * d;
+      __m256 acc[8];
+      for (int jj = 0; jj < 8; ++jj) acc[jj] = _mm256_setzero_ps();
+      for (int c = 0; c < d; c += 8) {
+        const __m256 qv = _mm256_loadu_ps(qr + c);
+        for (int jj = 0; jj < 8; ++jj)
+          acc[jj] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kj[jj] + c), acc[jj]);
+      }
+      const __m256 v = _mm256_mul_ps(va, SumEach8(acc));
+      float* out = s + static_cast<int64_t>(r) * lds + j0;
+      if (n == 8) {
+        _mm256_storeu_ps(out, v);
+      } else {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, v);
+        for (int jj = 0; jj < n; ++jj) out[jj] = tmp[jj];
+      }
+    }
+  }
+}
+
+}  // namespace
 }  // namespace primekv::attention_internal::avx2
 
 // clang-format off
@@ -166,7 +216,7 @@ namespace primekv::attention_internal {
 const SoftmaxKernels* Avx2Softmax() {
   using V = simd::Avx2;
   static const SoftmaxKernels k{"avx2", avx2::RowMax<V>, avx2::ExpSum<V>, avx2::Scale<V>,
-                                ScalarScores};
+                                avx2::Scores};
   return &k;
 }
 const SoftmaxKernels* Avx512Softmax() {

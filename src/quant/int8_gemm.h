@@ -89,6 +89,15 @@ void Q8_0Avx2DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const 
 void Q4_0Avx2DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
                         float* out, int64_t ldo);
 
+// The scalar twins of the SIMD kernels from 16 tokens on (prefill: the AVX2 and AVX-512 VNNI
+// packed panels): per row and token, acc = fma(float(dot_b), fp16(d_w) * d_a, acc) over the blocks
+// b in order, dot_b the exact int32 dot product of the block. The same bits as the SIMD kernels
+// (tests/quant/int8_gemm_test.cc).
+void Q8_0PanelTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                   int64_t ldo);
+void Q4_0PanelTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                   int64_t ldo);
+
 struct Int8Kernels {
   Isa isa = Isa::kScalar;  // kScalar, kAvx2 or kAvx512Vnni (names and CPU check: kernels.h)
   QuantizeQ8Fn quantize = nullptr;

@@ -188,6 +188,42 @@ void Q4_0Avx2DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const 
   Avx2DecodeTwin(w, row_bytes, rows, a, kQ4_0BlockBytes, lane_dots, out, ldo);
 }
 
+namespace {
+
+// The panel kernels' order: per row and token one float, block by block in order.
+template <int kBlockBytes, int (*kWeight)(const uint8_t*, int)>
+void PanelTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+               int64_t ldo) {
+  const int64_t blocks = a.blocks();
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+    for (int64_t t = 0; t < a.rows; ++t) {
+      const int8_t* aq = a.q + t * a.stride;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* blk = row + b * kBlockBytes;
+        int32_t dot = 0;  // exact: |dot| <= 32 * 128 * 127, also as a float
+        for (int j = 0; j < kQ8Block; ++j) dot += kWeight(blk, j) * aq[b * kQ8Block + j];
+        const float scale = F16ToF32(LoadU16(blk)) * a.d[t * a.block_stride + b];
+        acc = std::fma(static_cast<float>(dot), scale, acc);
+      }
+      out[t * ldo + r] = acc;
+    }
+  }
+}
+
+}  // namespace
+
+void Q8_0PanelTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                   int64_t ldo) {
+  PanelTwin<kQ8_0BlockBytes, Q8_0Weight>(w, row_bytes, rows, a, out, ldo);
+}
+
+void Q4_0PanelTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                   int64_t ldo) {
+  PanelTwin<kQ4_0BlockBytes, Q4_0Weight>(w, row_bytes, rows, a, out, ldo);
+}
+
 const Int8Kernels& ScalarInt8Kernels() {
   static const Int8Kernels table{Isa::kScalar, QuantizeQ8, Gemm<kQ8_0BlockBytes, Q8_0Weight>,
                                  Gemm<kQ4_0BlockBytes, Q4_0Weight>};

@@ -318,6 +318,75 @@ TEST(Int8GemmTest, DecodeEqualsTwinBitForBit) {
   if (!skipped.empty()) GTEST_SKIP() << "not run on this CPU: " << Skipped(skipped);
 }
 
+// The panel twins: the scalar replicas of the SIMD kernels from 16 tokens on (prefill).
+constexpr DecodeTwin kPanelTwins[] = {
+    {GgmlType::kQ8_0, quant::internal::Q8_0PanelTwin, quant::internal::Avx512VnniInt8Kernels},
+    {GgmlType::kQ4_0, quant::internal::Q4_0PanelTwin, quant::internal::Avx512VnniInt8Kernels},
+    {GgmlType::kQ8_0, quant::internal::Q8_0PanelTwin, quant::internal::Avx2Int8Kernels},
+    {GgmlType::kQ4_0, quant::internal::Q4_0PanelTwin, quant::internal::Avx2Int8Kernels}};
+
+// Row counts around the 8- and 16-row panels, token counts around the tiles.
+constexpr std::pair<int64_t, int64_t> kPanelShapes[] = {{1, 32},  {7, 96},    {8, 64},
+                                                        {9, 160}, {17, 2080}, {37, 320}};
+
+TEST(Int8GemmTest, PanelTwinsMatchDoubleReference) {
+  std::mt19937_64 rng(33);
+  ThreadPool pool(1);
+  for (const DecodeTwin& twin : kPanelTwins) {
+    for (auto [rows, cols] : kPanelShapes) {
+      const WeightMatrix w = RandomMatrix(rng, twin.type, rows, cols);
+      const int64_t n = 17;
+      const std::vector<float> x = RandomFloats(rng, n * cols);
+      const Activations act(x, n, cols, quant::internal::ScalarInt8Kernels(), pool);
+      std::vector<float> out(n * rows);
+      twin.twin(w.bytes.data(), w.row_bytes, rows, act.a, out.data(), rows);
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const ExactProduct e = Exact(w.decoded[r], act.a, t);
+          ASSERT_NEAR(out[t * rows + r], e.value, e.tolerance)
+              << TypeName(twin.type) << " rows=" << rows << " cols=" << cols << " t=" << t
+              << " r=" << r;
+        }
+      }
+    }
+  }
+}
+
+// The AVX-512 VNNI and AVX2 kernels from 16 tokens on give their panel twins' bits, and write
+// nothing past the rows.
+TEST(Int8GemmTest, BatchEqualsPanelTwinBitForBit) {
+  std::mt19937_64 rng(34);
+  ThreadPool pool(1);
+  std::vector<std::string> skipped;
+  for (const DecodeTwin& twin : kPanelTwins) {
+    const Int8Kernels* table = twin.table();
+    if (table == nullptr || !quant::internal::CpuHasIsa(table->isa)) {
+      skipped.push_back(std::string(table == nullptr ? "(not built)" : IsaName(table->isa)) + " " +
+                        TypeName(twin.type));
+      continue;
+    }
+    const quant::internal::Q8GemmFn gemm = quant::internal::FindQ8Gemm(*table, twin.type);
+    for (auto [rows, cols] : kPanelShapes) {
+      const WeightMatrix w = RandomMatrix(rng, twin.type, rows, cols);
+      for (int64_t n : {16, 17, 18, 19, 33, 70}) {
+        const std::vector<float> x = RandomFloats(rng, n * cols);
+        const Activations act(x, n, cols, *table, pool);
+        const int64_t ldo = rows + 2;
+        std::vector<float> got(n * ldo, -7.0f), want(n * ldo, -7.0f);
+        gemm(w.bytes.data(), w.row_bytes, rows, act.a, got.data(), ldo);
+        twin.twin(w.bytes.data(), w.row_bytes, rows, act.a, want.data(), ldo);
+        for (int64_t i = 0; i < n * ldo; ++i) {
+          ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+              << IsaName(table->isa) << " " << TypeName(twin.type) << " rows=" << rows
+              << " cols=" << cols << " n=" << n << " t=" << i / ldo << " r=" << i % ldo << ": "
+              << got[i] << " vs " << want[i];
+        }
+      }
+    }
+  }
+  if (!skipped.empty()) GTEST_SKIP() << "not run on this CPU: " << Skipped(skipped);
+}
+
 // MatMul through the integer path against the exact float product: off by no more than the
 // activation rounding, sum_k |w_k| * d_block(k) / 2, plus float summation.
 TEST(Int8GemmTest, MatMulStaysWithinActivationRounding) {
