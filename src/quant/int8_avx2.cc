@@ -174,10 +174,17 @@ void GemmPacked(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& 
 // Decode (up to kStreamTokens tokens): one row at a time, even and odd blocks into two
 // accumulators per token (one accumulator made every block wait for the previous block's FMA:
 // four cycles per block), a prefetch kPrefetchAhead bytes ahead once per 64 bytes or so.
-// Q8_0Avx2DecodeTwin and Q4_0Avx2DecodeTwin (int8_scalar.cc) do the same arithmetic in the same
-// order.
+// Q8_0Avx2DecodeTwin (int8_scalar.cc) does the same arithmetic in the same order (Q4_0: its own
+// kernel below).
 constexpr int kPrefetchAhead = 8192;
 constexpr int kDecodeMaxTokens = 15;  // below 16 tokens, every token gets its decode bits
+
+// The lanes as halves, pairs and the last two (the twins' order).
+float SumLanes(__m256 v) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
 
 // A block's int32 lanes: lane l = sum of w * q over elements 4l .. 4l + 3.
 struct Q8_0Decode {
@@ -196,24 +203,122 @@ struct Q8_0Decode {
   }
 };
 
-// The nibbles (w + 8, unsigned) go straight into vpmaddubsw; lane 0 then adds -8 * sum of the
-// block's activations (exact: all in int32).
-struct Q4_0Decode {
-  static constexpr int kBytes = kQ4_0BlockBytes;
-  static constexpr int kStep = 4;
-  struct Block {
-    __m256i nibbles;
-  };
-  static Block Load(const uint8_t* p) {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
-    return {_mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(bytes, 4), bytes),
-                             _mm256_set1_epi8(0x0F))};
-  }
-  static __m256i Dot(const Block& b, __m256i q, int32_t sum) {
-    const __m256i dot = _mm256_madd_epi16(_mm256_maddubs_epi16(b.nibbles, q), _mm256_set1_epi16(1));
-    return _mm256_add_epi32(dot, _mm256_zextsi128_si256(_mm_cvtsi32_si128(-8 * sum)));
-  }
+// Q4_0 decode: two blocks per ymm. Per call, each token's activations are laid out once in
+// pairs of blocks to match (Q4Pair): the low nibbles (elements 0-15) of blocks 2p and 2p + 1 face
+// one vector, the high nibbles (16-31) another, and the two vpmaddubsw results add in int16 (each
+// lane at most 4 * 15 * 127). Lanes 0-3 then hold block 2p's int32 sums, lanes 4-7 block 2p + 1's,
+// with -8 * sum in lanes 0 and 4 from the layout, so a pair costs per token two vpmaddubsw, two
+// adds, a vpmaddwd, a conversion, a product and an FMA; the nibble unpacking and the two fp16
+// scales are shared by the tokens. Even and odd pairs go to two accumulators.
+// Q4_0Avx2DecodeTwin (int8_scalar.cc) does the same arithmetic in the same order.
+struct alignas(32) Q4Pair {
+  int8_t lo[32];    // elements 0-15 of block 2p, then of block 2p + 1
+  int8_t hi[32];    // elements 16-31
+  int32_t init[8];  // lanes 0 and 4: -8 * sum of blocks 2p and 2p + 1
+  float scale[8];   // lanes 0-3: d of block 2p; 4-7: of block 2p + 1
 };
+static_assert(sizeof(Q4Pair) == 128);
+
+// A missing last block reads as zeros: Q8Rows pads q to 64 bytes and d, sum to an even count.
+void PrepareQ4Pairs(const Q8Rows& a, int64_t pairs, Q4Pair* out) {
+  for (int64_t t = 0; t < a.rows; ++t) {
+    for (int64_t p = 0; p < pairs; ++p) {
+      const int8_t* q = a.q + t * a.stride + 2 * p * kQ8Block;
+      const auto half = [&](int offset) {
+        return _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + offset));
+      };
+      Q4Pair& o = out[t * pairs + p];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.lo), _mm256_set_m128i(half(32), half(0)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.hi), _mm256_set_m128i(half(48), half(16)));
+      const int32_t* sum = a.sum + t * a.block_stride + 2 * p;
+      const float* d = a.d + t * a.block_stride + 2 * p;
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.init),
+                         _mm256_setr_epi32(-8 * sum[0], 0, 0, 0, -8 * sum[1], 0, 0, 0));
+      _mm256_store_ps(o.scale, _mm256_setr_ps(d[0], d[0], d[0], d[0], d[1], d[1], d[1], d[1]));
+    }
+  }
+}
+
+template <int kTokens>
+void StreamQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t blocks,
+                const Q4Pair* acts, int64_t pairs, float* out, int64_t ldo) {
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  const int64_t full = blocks / 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+    __m256 acc[2][kTokens];
+    for (int k = 0; k < 2; ++k)
+      for (int t = 0; t < kTokens; ++t) acc[k][t] = _mm256_setzero_ps();
+    // Pair p into accumulator k = p % 2 (a constant here: a runtime index kept acc in memory).
+    const auto step = [&](auto k, int64_t p, __m256i bytes, uint32_t scale_bits) {
+      const __m256i wl = _mm256_and_si256(bytes, low);
+      const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
+      const __m256 ws = _mm256_permutevar8x32_ps(
+          _mm256_castps128_ps256(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(scale_bits)))),
+          spread);
+      for (int t = 0; t < kTokens; ++t) {
+        const Q4Pair& x = acts[t * pairs + p];
+        const __m256i sums = _mm256_add_epi16(
+            _mm256_maddubs_epi16(wl, _mm256_load_si256(reinterpret_cast<const __m256i*>(x.lo))),
+            _mm256_maddubs_epi16(wh, _mm256_load_si256(reinterpret_cast<const __m256i*>(x.hi))));
+        const __m256i dot =
+            _mm256_add_epi32(_mm256_madd_epi16(sums, ones),
+                             _mm256_load_si256(reinterpret_cast<const __m256i*>(x.init)));
+        acc[k()][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                                      _mm256_mul_ps(ws, _mm256_load_ps(x.scale)), acc[k()][t]);
+      }
+    };
+    const auto full_step = [&](auto k, int64_t p) {
+      const uint8_t* pb = row + 2 * p * kQ4_0BlockBytes;
+      const __m256i bytes =
+          _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(pb + kQ4_0BlockBytes + 2),
+                              reinterpret_cast<const __m128i*>(pb + 2));
+      step(k, p, bytes, uint32_t{LoadU16(pb)} | uint32_t{LoadU16(pb + kQ4_0BlockBytes)} << 16);
+    };
+    constexpr std::integral_constant<int, 0> kEven{};
+    constexpr std::integral_constant<int, 1> kOdd{};
+    int64_t p = 0;
+    for (; p + 2 <= full; p += 2) {  // 72 bytes: one prefetch
+      _mm_prefetch(reinterpret_cast<const char*>(row + 2 * p * kQ4_0BlockBytes + kPrefetchAhead),
+                   _MM_HINT_T0);
+      full_step(kEven, p);
+      full_step(kOdd, p + 1);
+    }
+    if (p < full) full_step(kEven, p++);
+    if (blocks % 2 != 0) {  // a last block alone: the second half's lanes add +0
+      const uint8_t* pb = row + 2 * p * kQ4_0BlockBytes;
+      const __m256i bytes =
+          _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 2)));
+      if (p % 2 == 0) {
+        step(kEven, p, bytes, LoadU16(pb));
+      } else {
+        step(kOdd, p, bytes, LoadU16(pb));
+      }
+    }
+    for (int t = 0; t < kTokens; ++t)
+      out[t * ldo + r] = SumLanes(_mm256_add_ps(acc[0][t], acc[1][t]));
+  }
+}
+
+// Below 16 tokens: the activations laid out once, then the stream kernel in ForStreamChunks's
+// chunks.
+void DecodeQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                int64_t ldo) {
+  thread_local std::vector<Q4Pair> acts;
+  const int64_t blocks = a.blocks();
+  const int64_t pairs = (blocks + 1) / 2;
+  if (acts.size() < static_cast<size_t>(a.rows * pairs)) acts.resize(a.rows * pairs);
+  PrepareQ4Pairs(a, pairs, acts.data());
+  const auto run = [&](int64_t r0, int64_t rn, int64_t t0, int64_t tn) {
+    WithCount<kStreamTokens>(static_cast<int>(tn), [&](auto kTokens) {
+      StreamQ4_0<kTokens()>(w + static_cast<size_t>(r0) * row_bytes, row_bytes, rn, blocks,
+                            acts.data() + t0 * pairs, pairs, out + t0 * ldo + r0, ldo);
+    });
+  };
+  ForStreamChunks(rows, a.rows, run);
+}
 
 template <class D, int kTokens>
 void StreamDecode(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
@@ -254,12 +359,8 @@ void StreamDecode(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows
         step(kOdd, b);
       }
     }
-    for (int t = 0; t < kTokens; ++t) {
-      const __m256 v = _mm256_add_ps(acc[0][t], acc[1][t]);
-      const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-      const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-      out[t * ldo + r] = _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-    }
+    for (int t = 0; t < kTokens; ++t)
+      out[t * ldo + r] = SumLanes(_mm256_add_ps(acc[0][t], acc[1][t]));
   }
 }
 
@@ -281,11 +382,16 @@ void Decode(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, f
   ForStreamChunks(rows, a.rows, run);
 }
 
-template <class Decoder, class Packer>
-void Gemm(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
-          int64_t ldo) {
-  if (a.rows <= kDecodeMaxTokens) return Decode<Decoder>(w, row_bytes, rows, a, out, ldo);
-  GemmPacked<Packer>(w, row_bytes, rows, a, out, ldo);
+void GemmQ8_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+              int64_t ldo) {
+  if (a.rows <= kDecodeMaxTokens) return Decode<Q8_0Decode>(w, row_bytes, rows, a, out, ldo);
+  GemmPacked<Q8_0Panel>(w, row_bytes, rows, a, out, ldo);
+}
+
+void GemmQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+              int64_t ldo) {
+  if (a.rows <= kDecodeMaxTokens) return DecodeQ4_0(w, row_bytes, rows, a, out, ldo);
+  GemmPacked<Q4_0Panel>(w, row_bytes, rows, a, out, ldo);
 }
 
 }  // namespace
@@ -297,8 +403,7 @@ namespace primekv::quant::internal {
 
 // The scalar quantiser serves here: it is O(n k) against the product's O(n k rows).
 const Int8Kernels* Avx2Int8Kernels() {
-  static const Int8Kernels table{Isa::kAvx2, ScalarInt8Kernels().quantize,
-                                 Gemm<Q8_0Decode, Q8_0Panel>, Gemm<Q4_0Decode, Q4_0Panel>};
+  static const Int8Kernels table{Isa::kAvx2, ScalarInt8Kernels().quantize, GemmQ8_0, GemmQ4_0};
   return &table;
 }
 

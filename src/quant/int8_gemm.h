@@ -79,11 +79,12 @@ void Q8_0DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Ro
                     int64_t ldo);
 
 // The scalar twins of the AVX2 kernels below 16 tokens (decode): per row and token, 8 float lanes
-// in two accumulators (even and odd blocks); lane l of block b takes the int32 sum of w * q over
-// elements 4l .. 4l + 3 (Q4_0: of the nibbles w + 8, plus -8 * sum in lane 0), scaled by
-// fp16(d_w) * d_a with one fused multiply-add; then the two accumulators lane by lane and the
-// lanes as halves, pairs and the last two. The same bits as the SIMD kernels
-// (tests/quant/int8_gemm_test.cc).
+// in two accumulators, then the two accumulators lane by lane and the lanes as halves, pairs and
+// the last two. Q8_0: block b goes to accumulator b % 2, lane l taking the int32 sum of w * q over
+// elements 4l .. 4l + 3. Q4_0: block b goes to lanes 4 (b % 2) .. + 3 of accumulator (b / 2) % 2,
+// lane l taking the sum of (w + 8) * q over elements 4l .. 4l + 3 and 16 + 4l .. 16 + 4l + 3, plus
+// -8 * sum in its first lane. Each int32 scaled by fp16(d_w) * d_a with one fused multiply-add.
+// The same bits as the SIMD kernels (tests/quant/int8_gemm_test.cc).
 void Q8_0Avx2DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
                         float* out, int64_t ldo);
 void Q4_0Avx2DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,

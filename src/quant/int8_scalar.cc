@@ -179,13 +179,32 @@ void Q8_0Avx2DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const 
 
 void Q4_0Avx2DecodeTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
                         float* out, int64_t ldo) {
-  const auto lane_dots = [](const uint8_t* blk, const int8_t* x, int32_t sum, int32_t(&lanes)[8]) {
-    for (int l = 0; l < 8; ++l) {
-      lanes[l] = l == 0 ? -8 * sum : 0;
-      for (int j = 4 * l; j < 4 * l + 4; ++j) lanes[l] += (Q4_0Weight(blk, j) + 8) * x[j];
+  const int64_t blocks = a.blocks();
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+    for (int64_t t = 0; t < a.rows; ++t) {
+      const int8_t* aq = a.q + t * a.stride;
+      float acc[2][8] = {};
+      // Block b fills lanes 4 (b % 2) .. + 3 of accumulator (b / 2) % 2; a missing last block's
+      // lanes would add +0.
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* blk = row + b * kQ4_0BlockBytes;
+        const float scale = F16ToF32(LoadU16(blk)) * a.d[t * a.block_stride + b];
+        for (int l = 0; l < 4; ++l) {
+          int32_t lane = l == 0 ? -8 * a.sum[t * a.block_stride + b] : 0;
+          for (int j = 4 * l; j < 4 * l + 4; ++j) {
+            lane += (Q4_0Weight(blk, j) + 8) * aq[b * kQ8Block + j] +
+                    (Q4_0Weight(blk, j + 16) + 8) * aq[b * kQ8Block + j + 16];
+          }
+          float& acc_lane = acc[(b / 2) % 2][4 * (b % 2) + l];
+          acc_lane = std::fma(static_cast<float>(lane), scale, acc_lane);
+        }
+      }
+      float s4[4];
+      for (int l = 0; l < 4; ++l) s4[l] = (acc[0][l] + acc[1][l]) + (acc[0][l + 4] + acc[1][l + 4]);
+      out[t * ldo + r] = (s4[0] + s4[2]) + (s4[1] + s4[3]);
     }
-  };
-  Avx2DecodeTwin(w, row_bytes, rows, a, kQ4_0BlockBytes, lane_dots, out, ldo);
+  }
 }
 
 namespace {
