@@ -382,6 +382,39 @@ void Decode(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, f
   ForStreamChunks(rows, a.rows, run);
 }
 
+// Bit-identical to the scalar quantiser: the same max, scale, reciprocal and rounding (to
+// nearest even, as vcvtps2dq under the default rounding mode).
+void QuantizeQ8(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t b = 0; b < n / kQ8Block; ++b, x += kQ8Block, q += kQ8Block) {
+    __m256 v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(x + 8 * i);
+    const __m256 m8 =
+        _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                      _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    const float scale = amax / 127.0f;
+    const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    __m256i i[4];
+    for (int k = 0; k < 4; ++k) i[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], vinv));
+    // The packs work per 128-bit lane: their dwords hold elements 0-3 of i[0], i[1], i[2], i[3],
+    // then elements 4-7 of each; the permute puts them back in order.
+    const __m256i bytes =
+        _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_permutevar8x32_epi32(bytes, order));
+    const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
+    d[b] = scale;
+    sum[b] = _mm_cvtsi128_si32(s4);
+  }
+}
+
 void GemmQ8_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
               int64_t ldo) {
   if (a.rows <= kDecodeMaxTokens) return Decode<Q8_0Decode>(w, row_bytes, rows, a, out, ldo);
@@ -401,9 +434,8 @@ void GemmQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
 
 namespace primekv::quant::internal {
 
-// The scalar quantiser serves here: it is O(n k) against the product's O(n k rows).
 const Int8Kernels* Avx2Int8Kernels() {
-  static const Int8Kernels table{Isa::kAvx2, ScalarInt8Kernels().quantize, GemmQ8_0, GemmQ4_0};
+  static const Int8Kernels table{Isa::kAvx2, QuantizeQ8, GemmQ8_0, GemmQ4_0};
   return &table;
 }
 

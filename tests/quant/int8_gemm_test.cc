@@ -145,7 +145,10 @@ TEST(Int8QuantizeTest, ScalarMeetsItsDefinition) {
 TEST(Int8QuantizeTest, EveryTableMatchesScalarBitForBit) {
   std::mt19937_64 rng(8);
   const int64_t n = 2048;
-  const std::vector<float> x = RandomFloats(rng, n, 0.7f);
+  std::vector<float> x = RandomFloats(rng, n, 0.7f);
+  std::fill_n(x.begin(), 32, 0.0f);  // a zero block: d = 0, no reciprocal
+  for (int j = 32; j < 64; ++j) x[j] = (j % 2 ? -1.0f : 1.0f) * (static_cast<float>(j - 32) + 0.5f);
+  x[63] = 127.0f;  // d = 1: the other values of the block are ties, rounded to even
   std::vector<int8_t> q0(n), q1(n);
   std::vector<float> d0(n / 32), d1(n / 32);
   std::vector<int32_t> s0(n / 32), s1(n / 32);
