@@ -243,7 +243,14 @@ void GemmPacked(const WeightView& w, MatView<const float> x, MatView<float> y, T
             ldw = static_cast<int64_t>(w.row_bytes / sizeof(float));
           } else {
             const size_t offset = quant::RowBytes(w.type, c0);
+            const size_t chunk_bytes = quant::RowBytes(w.type, cols);
             for (int64_t r = 0; r < rows; ++r) {
+              // Each row's chunk is a short stream (1 KiB of F16) that the hardware prefetchers
+              // pick up too late: fetch the chunk two rows ahead while this one converts.
+              if (r + 2 < rows) {
+                const uint8_t* ahead = w.Row(r0 + r + 2) + offset;
+                for (size_t b = 0; b < chunk_bytes; b += 64) __builtin_prefetch(ahead + b);
+              }
               kernels->dequantize(w.Row(r0 + r) + offset, s.panel.data() + r * cols, cols);
             }
             panel = s.panel.data();
