@@ -203,6 +203,12 @@ Result<std::vector<EvalSample>> ParseJsonLines(const std::string& path, std::str
         if (j.is_object()) sample = parse(j, line_no);
       } catch (const json::parse_error& e) {
         sample = Status::Error("invalid JSON at byte " + std::to_string(e.byte) + " of the line");
+      } catch (const json::exception& e) {
+        // Valid syntax the parser still refuses, e.g. a number past double's range (406).
+        constexpr size_t kMaxMessage = 120;  // the message quotes the offending text
+        std::string what = e.what();
+        if (what.size() > kMaxMessage) what = what.substr(0, kMaxMessage) + "...";
+        sample = Status::Error("unreadable JSON: " + what);
       }
     }
     if (sample.ok()) {

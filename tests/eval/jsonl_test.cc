@@ -75,6 +75,27 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
   return path;
 }
 
+// A number past double's range is valid syntax that the JSON parser refuses with another
+// exception than a parse error (found by fuzz/jsonl_tasks_fuzz.cc): a skipped line, not a crash.
+TEST(Jsonl, NumberOutOfRangeIsASkippedLine) {
+  const std::string path = WriteTemp("overflow.jsonl",
+                                     "{\"id\": \"a\", \"x\": 1e999999, \"context\": \"c\", "
+                                     "\"turns\": [{\"question\": \"q\", \"answers\": [\"y\"]}], "
+                                     "\"metric\": \"string_match_all\"}\n"
+                                     "{\"id\": \"b\", \"context\": \"c\", "
+                                     "\"turns\": [{\"question\": \"q\", \"answers\": [\"y\"]}], "
+                                     "\"metric\": \"string_match_all\"}\n");
+  std::vector<std::string> warnings;
+  TaskOptions o;
+  o.warnings = &warnings;
+  auto r = GenerateTask("jsonl:" + path, o);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_EQ(r->size(), 1u);
+  ASSERT_EQ(warnings.size(), 1u) << warnings.back();
+  EXPECT_NE(warnings[0].find(path + ":1: unreadable JSON: "), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("406"), std::string::npos) << warnings[0];
+}
+
 TEST(Jsonl, FileWithoutValidLineIsAnError) {
   const std::string bad = WriteTemp("all_bad.jsonl", "\n{oops\n{\"id\": \"x\"}\n");
   auto r = GenerateTask("jsonl:" + bad, TaskOptions{});
