@@ -29,6 +29,11 @@ class PressCapture : public ForwardTap {
   std::span<const int32_t> WindowPositions(int layer) const;
   const QueryStats* Stats(int layer) const;
   MatView<const float> Future(int layer) const;
+  // KVzip's scores of a layer, [n_kv_heads, n] (empty until ReconstructContext ran).
+  std::span<const float> Reconstruction(int layer) const { return layers_[layer].reconstruction; }
+  void SetReconstruction(int layer, std::vector<float> scores) {
+    layers_[layer].reconstruction = std::move(scores);
+  }
 
  private:
   struct Layer;
@@ -43,7 +48,8 @@ class PressCapture : public ForwardTap {
     std::vector<float> window;  // ring of the last rows, [<= w, n_heads * d], oldest first
     std::vector<int32_t> window_pos;
     QueryStats stats;
-    std::vector<float> future;  // [t, n_heads * d]
+    std::vector<float> future;          // [t, n_heads * d]
+    std::vector<float> reconstruction;  // [n_kv_heads, n]
   };
   std::vector<Layer> layers_;
   std::vector<float> scratch_;
@@ -99,6 +105,14 @@ class Compressor {
   mutable std::vector<std::vector<float>> grams_;
   mutable std::vector<std::once_flag> gram_once_;
 };
+
+// KVzip's pass (src/press/kvzip.cc): `cache` holds exactly `context`, prefilled; the context is
+// fed again after a "repeat the previous context" prompt, in chunks whose positions stay below
+// `window` (0 = the model's trained context), and each entry's largest attention from those queries
+// (over a query head's group and the chunk's queries) goes to `capture`. The cache is left as it
+// was found.
+Status ReconstructContext(const Model& model, KvCache& cache, std::span<const Token> context,
+                          int window, ThreadPool& pool, PressCapture& capture);
 
 // Compressors for a list of --press values, and (when `needs` is given) the union of what they
 // read, so one prefill's capture serves them all.

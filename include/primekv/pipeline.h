@@ -35,6 +35,9 @@ struct PipelineOptions {
   int max_new_tokens = 64;
   SamplerOptions sampler{0.0f, 0, 1.0f, 0};  // greedy unless told otherwise
   KvCacheOptions kv;
+  // Positions the run may use (its --ctx-size; 0 = the model's trained context). Bounds KVzip's
+  // second pass, which runs after the context.
+  int window = 0;
   // Called after each generated token of a turn; return false to stop that turn.
   std::function<bool(int turn, Token)> on_token;
 };
@@ -69,10 +72,11 @@ struct PrefilledContext {
   std::vector<float> last_logits;  // [vocab] after the context's last token
   double prefill_ms = 0;
 };
-// `needs` should cover every press that will compress this context (UnionNeeds).
+// `needs` should cover every press that will compress this context (UnionNeeds); `window` as
+// PipelineOptions::window.
 Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& needs,
                                         const KvCacheOptions& kv, std::span<const Token> context,
-                                        ThreadPool& pool);
+                                        ThreadPool& pool, int window = 0);
 
 // Context size (docs/reliability.md): the most positions a run may use.
 inline constexpr int kMaxContextSize = 1 << 24;

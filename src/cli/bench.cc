@@ -583,6 +583,11 @@ int RunBench(const BenchArgs& a) {
     return Fail("bench: press '" + compressor.press().name +
                 "' reads queries, which bench does not capture; use a query-free press");
   }
+  if (compressor.enabled() && compressor.Needs().reconstruction) {
+    return Fail("bench: press '" + compressor.press().name +
+                "' needs a second pass over the whole context, which bench does not run; "
+                "measure it with primekv eval");
+  }
   const double weight_bytes = WeightBytesPerToken(*model);
   auto results = RunTests(a, *model, compressor, weight_bytes);
   if (!results.ok()) return Fail(results.message());

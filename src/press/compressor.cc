@@ -137,6 +137,7 @@ void Compressor::FillInput(LayerInput& in, const KvCache& cache, const PressCapt
     in.window_positions = capture->WindowPositions(in.layer).subspan(win.rows - rows);
     in.query_stats = capture->Stats(in.layer);
     in.future_queries = capture->Future(in.layer);
+    if (needs.reconstruction) in.reconstruction = capture->Reconstruction(in.layer);
   }
   if (needs.output_gram) in.output_gram = Gram(in.layer);
   if (needs.output_weights) {
@@ -171,6 +172,14 @@ Result<Compressor::ScoredLayer> Compressor::ScoreLayer(const KvCache& cache, int
   FillInput(in, cache, capture, scratch.wo);
   if (Needs().future_queries && in.future_queries.rows == 0)
     return Status::Error(press_.name + " press: no future queries were recorded");
+  if (Needs().reconstruction) {
+    // The pass scored the entries as they were then; any other set cannot use its scores.
+    int64_t total = 0;
+    for (int h = 0; h < c.n_kv_heads; ++h) total += cache.Length(layer, h);
+    if (std::ssize(in.reconstruction) != total || total != int64_t{max_len} * c.n_kv_heads)
+      return Status::Error(press_.name +
+                           " press: the cache is not the context its reconstruction pass scored");
+  }
   ScoredLayer out{HeadScores(c.n_kv_heads), r};
   if (per_head) {
     // A head's scores read only that head, so one float copy of a head is enough: a layer's
@@ -201,7 +210,7 @@ Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapt
     stats->kept_per_layer.assign(n_layers, 0);
   }
   const bool active = press_.scorer && (target > 0 || ratio > 0);
-  if (active && Needs().ReadsQueries() && capture == nullptr) {
+  if (active && (Needs().ReadsQueries() || Needs().reconstruction) && capture == nullptr) {
     return Status::Error("press " + press_.name +
                          " needs queries captured during the forward pass");
   }

@@ -81,6 +81,9 @@ struct Runner {
       }
     } else {
       PRIMEKV_RETURN_IF_ERROR(Forward(context));
+      if (Compressing() && compressor.Needs().reconstruction)
+        PRIMEKV_RETURN_IF_ERROR(
+            ReconstructContext(model, cache, context, opt.window, pool, capture));
       if (Compressing()) PRIMEKV_RETURN_IF_ERROR(CompressRatio(true));
     }
     report.context_prefill_ms += MsSince(t0);
@@ -142,7 +145,7 @@ struct Runner {
 
 Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& needs,
                                         const KvCacheOptions& kv, std::span<const Token> context,
-                                        ThreadPool& pool) {
+                                        ThreadPool& pool, int window) {
   if (context.empty()) return Status::Error("prefill: empty context");
   PrefilledContext p{model.NewCache(kv), PressCapture(model, needs),
                      std::vector<float>(static_cast<size_t>(model.config().vocab_size)), 0};
@@ -150,6 +153,8 @@ Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& ne
   const auto t0 = std::chrono::steady_clock::now();
   MatView<float> out(p.last_logits.data(), 1, model.config().vocab_size);
   PRIMEKV_RETURN_IF_ERROR(model.Forward(context, p.cache, {}, out, pool, ws, &p.capture));
+  if (needs.reconstruction)
+    PRIMEKV_RETURN_IF_ERROR(ReconstructContext(model, p.cache, context, window, pool, p.capture));
   p.prefill_ms = MsSince(t0);
   return p;
 }
@@ -314,6 +319,15 @@ Status CheckPipeline(const Compressor& compressor, const PipelineOptions& option
   if (!(options.ratio >= 0 && options.ratio < 1))
     return Status::Error("pipeline: ratio must be in [0, 1)");
   PRIMEKV_RETURN_IF_ERROR(CheckPipelinePress(compressor.press()));
+  if (compressor.Needs().reconstruction && options.ratio > 0 &&
+      (options.mode == CompressionMode::kChunked || options.mode == CompressionMode::kDecode ||
+       options.mode == CompressionMode::kMultiTurn)) {
+    return Status::Error("press " + compressor.press().name +
+                         " scores the whole context by a pass that repeats it, so it compresses "
+                         "once after the prefill: use --mode context, question or "
+                         "first-question, not " +
+                         std::string(CompressionModeName(options.mode)));
+  }
   if (options.mode == CompressionMode::kChunked && !compressor.press().query_free) {
     return Status::Error(
         "press " + compressor.press().name +

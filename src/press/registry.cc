@@ -13,8 +13,8 @@ namespace {
 
 using Entry = PressEntry;
 
-const std::array<Entry, 14>& Table() {
-  static const std::array<Entry, 14> kTable = {{
+const std::array<Entry, 15>& Table() {
+  static const std::array<Entry, 15> kTable = {{
       {{"none", "Full KV cache, no compression", "baseline", true},
        nullptr,
        BudgetKind::kUniform,
@@ -50,6 +50,12 @@ const std::array<Entry, 14>& Table() {
         "arXiv 2509.15038; kvpress cur_press.py", true},
        press_internal::MakeCurDkvScorer,
        BudgetKind::kUniform,
+       {}},
+      {{"kvzip",
+        "max attention from a pass that repeats the context, 4 sinks, one budget over layers",
+        "arXiv 2505.23416; kvpress kvzip_press.py", false},
+       press_internal::MakeKvzipScorer,
+       BudgetKind::kGlobal,
        {}},
       {{"snapkv", "window-64 attention, pooled (kernel 5)",
         "arXiv 2404.14469; kvpress snapkv_press.py", false},
@@ -328,7 +334,8 @@ Result<Press> MakePress(const PressSpec& spec, std::span<const PressEntry> table
     p.resolved =
         ResolvedText(e.info.name, p.scorer ? MergeResolved(spec.params, p.scorer->resolved_params())
                                            : spec.params);
-    if (p.scorer) p.query_free = !p.scorer->Needs().ReadsQueries();
+    if (p.scorer)
+      p.query_free = !p.scorer->Needs().ReadsQueries() && !p.scorer->Needs().reconstruction;
     return p;
   }
   std::string names;
@@ -343,6 +350,7 @@ PressNeeds UnionNeeds(const PressNeeds& a, const PressNeeds& b) {
   n.output_gram = a.output_gram || b.output_gram;
   n.query_stats = a.query_stats || b.query_stats;
   n.future_queries = a.future_queries || b.future_queries;
+  n.reconstruction = a.reconstruction || b.reconstruction;
   n.output_weights = a.output_weights || b.output_weights;
   return n;
 }

@@ -20,5 +20,6 @@ ScorerResult MakeExpectedAttentionScorer(const PressParams& p, const std::string
 ScorerResult MakePrimeKvScorer(const PressParams& p, const std::string& press);
 ScorerResult MakeOracleScorer(const PressParams& p, const std::string& press);
 ScorerResult MakeCurDkvScorer(const PressParams& p, const std::string& press);
+ScorerResult MakeKvzipScorer(const PressParams& p, const std::string& press);
 
 }  // namespace primekv::press_internal

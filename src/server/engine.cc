@@ -76,6 +76,14 @@ std::optional<HttpError> Engine::CheckPress(const std::string& press, double rat
   if (!(ratio >= 0 && ratio < 1)) return HttpError{400, "ratio must be in [0, 1)", param};
   if (made->scorer && !made->query_free && made->name == "oracle")
     return HttpError{400, "press " + made->name + " is for the fidelity protocol only", param};
+  // Sessions compress after each request's tokens; a pass over the whole context each time is
+  // not what KVzip is for, and its scores cover only the context the pass repeated.
+  if (made->scorer && made->scorer->Needs().reconstruction)
+    return HttpError{400,
+                     "press " + made->name +
+                         " is not served (it runs in primekv generate, eval "
+                         "and fidelity)",
+                     param};
   return std::nullopt;
 }
 
