@@ -10,6 +10,8 @@
 #   4. multi-turn per turn on the test split's multiturn and drift families (results §6.6, §6.10).
 #   5. fidelity (mean KL to the full cache) on stories260K and both reference models, dev and
 #      unseen contexts (results §6.9-6.10): docs/results/reference-fidelity/table.md.
+#   6. KVzip (issue 11 item 4, results §6.12) against KeyDiff and the default on 960-token
+#      contexts, so that its second pass fits the models' 2048-token window.
 # Resumable: re-running with the same output folders skips finished samples. `primekv eval`
 # records DIR/config.json (settings, task and model fingerprints, and each press's resolved
 # parameters) and refuses to resume a folder whose rows were made under other settings or
@@ -17,13 +19,13 @@
 # `primekv` default (docs/results/reference-{ruler,ruler-v2,heldout,heldout-dev,heldout-test},
 # reference2-heldout-dev), are kept as made; steps 1-2 write to -v3 folders.
 # Usage: scripts/eval_reference.sh [OUT_PREFIX]   (model 2's folders are OUT_PREFIX2-*)
-#   environment: STEPS (default 12345: which steps to run), SAMPLES, LENGTH, MAX_NEW, THREADS,
+#   environment: STEPS (default 123456: which steps to run), SAMPLES, LENGTH, MAX_NEW, THREADS,
 #   PRIMEKV_BIN,
 #   SMOKE=N: N samples per task (N=1 or more), ratio 0.75 only, every step (use a scratch
 #   OUT_PREFIX); SMOKE=3 is the before/after check of a behaviour-preserving refactor
 #   Times from empty folders on the 2-core development machine (Zen 5, load average 3-4 from
 #   other jobs, 2026-12-01): steps 1-2 11 min, step 3 18 min, step 4 2.5 min, step 5 1.6 min;
-#   33 min in all (results §5).
+#   33 min in all (results §5). Step 6 (2026-12-01, quiet machine): 96 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix="${1:-docs/results/reference}"
@@ -42,7 +44,7 @@ if [ "$smoke" != 0 ]; then
   [[ "$smoke" =~ ^[1-9][0-9]*$ ]] || { echo "SMOKE must be a positive integer" >&2; exit 2; }
   ratios=0.75 n_main=$smoke n_turns_fq=$smoke
 fi
-steps="${STEPS:-12345}"
+steps="${STEPS:-123456}"
 presses=none,primekv,keydiff,knorm,streamingllm,random,lagkv,snapkv,pyramidkv,tova
 presses+=,expected_attention,adakv:primekv
 common=(-m "$model" --presses "$presses" --ratios "$ratios" --samples "$n_main"
@@ -149,7 +151,8 @@ fi
 #    choice was made on and, once, for contexts it never saw (test-split text; stories260K
 #    stories from other seeds). The texts are written into the output folder first.
 fid="$prefix-fidelity"
-fid_presses="primekv;primekv:key=self;primekv:key=next;primekv:key=centered;keydiff;streamingllm;oracle"
+fid_presses="primekv;primekv:key=self;primekv:key=next;primekv:key=centered;keydiff;streamingllm;kvzip"
+fid_presses+=";oracle"
 stories=../shared/models/stories260K.gguf
 if [[ $steps == *5* ]]; then
   t8=$(date +%s)
@@ -188,4 +191,24 @@ for f in ['single', 'multikey', 'multiquery', 'multiturn', 'drift', 'vt']:
     "retrieval-2, test text=$fid/retrieval-2-test.json" | tee "$fid/table.md"
   t9=$(date +%s)
   echo "fidelity: $((t9 - t8)) s"
+fi
+# 6. KVzip, the query-agnostic reference (results §6.12). Its pass repeats the context after it,
+#    so context and repeat must fit the 2048-token window: the eleven families are drawn again at
+#    960 tokens from their own seed (not the dev or test streams; nothing is chosen on them).
+if [[ $steps == *6* ]]; then
+  t10=$(date +%s)
+  short="$prefix-kvzip-short-tasks"
+  /usr/bin/python3 scripts/make_eval_splits.py --length 960 --fresh 97531 --test "$n_main" --out "$short"
+  tasks=""
+  for f in single single_uuid multikey dense multivalue multiquery vt freq multiturn near_key drift
+  do tasks+="${tasks:+,}jsonl:$short/heldout-fresh-97531/$f.jsonl"; done
+  for m in "$model:$prefix" "$model2:$prefix2"; do
+    for c in keydiff,kvzip keydiff,primekv kvzip,primekv; do  # the 2nd and 3rd only compare
+      "$bin" eval -m "${m%%:*}" --tasks "$tasks" --presses "none;kvzip;keydiff;primekv" \
+        --ratios "$ratios" --samples "$n_main" --threads "${THREADS:-0}" --seed 42 -q \
+        --out "${m#*:}-kvzip-short" --compare "$c"
+    done
+  done
+  t11=$(date +%s)
+  echo "kvzip: $((t11 - t10)) s"
 fi
