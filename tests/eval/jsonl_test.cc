@@ -14,12 +14,27 @@ namespace {
 
 const std::string kDir = std::string(PRIMEKV_SOURCE_DIR) + "/tests/eval/fixtures/";
 
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = (std::filesystem::path(testing::TempDir()) / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+// What follows "id" on a valid sample line.
+const std::string kSampleTail =
+    R"(, "context": "c", "turns": [{"question": "q", "answers": ["a"]}], "metric": "qa_f1"})";
+
+// A jsonl task file, with the warnings of its skipped lines.
+auto LoadJsonl(const std::string& path, std::vector<std::string>& warnings) {
+  TaskOptions o;
+  o.warnings = &warnings;
+  return GenerateTask("jsonl:" + path, o);
+}
+
 TEST(Jsonl, ValidLinesAndLineNumberedWarnings) {
   const std::string path = kDir + "user_tasks.jsonl";
   std::vector<std::string> warnings;
-  TaskOptions o;
-  o.warnings = &warnings;
-  auto r = GenerateTask("jsonl:" + path, o);
+  auto r = LoadJsonl(path, warnings);
   ASSERT_TRUE(r.ok()) << r.message();
   ASSERT_EQ(r->size(), 3u);
   const std::vector<std::string> expected = {
@@ -69,26 +84,14 @@ TEST(Jsonl, OptionsLimitAndOverride) {
   for (const EvalTurn& t : (*r)[0].turns) EXPECT_EQ(t.max_new_tokens, 5);
 }
 
-std::string WriteTemp(const std::string& name, const std::string& text) {
-  const std::string path = (std::filesystem::path(testing::TempDir()) / name).string();
-  std::ofstream(path) << text;
-  return path;
-}
-
 // A number past double's range is valid syntax that the JSON parser refuses with another
 // exception than a parse error (found by fuzz/jsonl_tasks_fuzz.cc): a skipped line, not a crash.
 TEST(Jsonl, NumberOutOfRangeIsASkippedLine) {
-  const std::string path = WriteTemp("overflow.jsonl",
-                                     "{\"id\": \"a\", \"x\": 1e999999, \"context\": \"c\", "
-                                     "\"turns\": [{\"question\": \"q\", \"answers\": [\"y\"]}], "
-                                     "\"metric\": \"string_match_all\"}\n"
-                                     "{\"id\": \"b\", \"context\": \"c\", "
-                                     "\"turns\": [{\"question\": \"q\", \"answers\": [\"y\"]}], "
-                                     "\"metric\": \"string_match_all\"}\n");
+  const std::string path =
+      WriteTemp("overflow.jsonl", "{\"id\": \"a\", \"x\": 1e999999" + kSampleTail +
+                                      "\n{\"id\": \"b\"" + kSampleTail + "\n");
   std::vector<std::string> warnings;
-  TaskOptions o;
-  o.warnings = &warnings;
-  auto r = GenerateTask("jsonl:" + path, o);
+  auto r = LoadJsonl(path, warnings);
   ASSERT_TRUE(r.ok()) << r.message();
   ASSERT_EQ(r->size(), 1u);
   ASSERT_EQ(warnings.size(), 1u) << warnings.back();
@@ -116,11 +119,10 @@ TEST(Jsonl, FileWithoutValidLineIsAnError) {
 }
 
 TEST(Jsonl, DuplicateIdsAreAnErrorNamingBothLines) {
-  const std::string line = R"(, "context": "c", "turns": [{"question": "q", "answers": ["a"]}], )"
-                           R"("metric": "qa_f1"})";
   // 7 and "7" are the same id: results rows store ids as strings.
-  const std::string path = WriteTemp("dup.jsonl", "{\"id\": 7" + line + "\n\n{\"id\": \"x\"" +
-                                                      line + "\n{\"id\": \"7\"" + line + "\n");
+  const std::string path =
+      WriteTemp("dup.jsonl", "{\"id\": 7" + kSampleTail + "\n\n{\"id\": \"x\"" + kSampleTail +
+                                 "\n{\"id\": \"7\"" + kSampleTail + "\n");
   auto r = GenerateTask("jsonl:" + path, TaskOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.message(), path + ":4: duplicate id \"7\" (first on line 1)");
@@ -136,17 +138,14 @@ TEST(Jsonl, DuplicateIdsAreAnErrorNamingBothLines) {
 }
 
 TEST(Jsonl, WrongTypesAndBadBytesSayWhatAndWhere) {
-  const std::string rest = R"(, "context": "c", "turns": [{"question": "q", "answers": ["a"]}], )"
-                           R"("metric": "qa_f1"})";
+  const std::string& rest = kSampleTail;
   const std::string path =
       WriteTemp("types.jsonl",
                 "{\"id\": 1.5" + rest + "\n{\"id\": null" + rest + "\n{\"id\": [1]" + rest +
                     "\n{\"id\": \"ok\"" + rest + "\n{\"id\": \"caf\xc3\" " + rest +
                     "\n{\"id\": \"z\", \"context\": \"\xed\xa0\x80\"}\n{\"context\": \"c\"}\n");
   std::vector<std::string> warnings;
-  TaskOptions o;
-  o.warnings = &warnings;
-  auto r = GenerateTask("jsonl:" + path, o);
+  auto r = LoadJsonl(path, warnings);
   ASSERT_TRUE(r.ok()) << r.message();
   ASSERT_EQ(r->size(), 1u);
   EXPECT_EQ((*r)[0].id, "ok");
