@@ -11,6 +11,7 @@
 #include <limits>
 #include <string_view>
 
+#include "attention/softmax_kernels.h"
 #include "press/scorer_util.h"
 #include "press/scorers.h"
 #include "primekv/compressor.h"
@@ -70,6 +71,8 @@ class ReconstructionTap : public ForwardTap {
     // Each query head's largest probability per chunk entry, then the max over the group.
     std::vector<float> best(static_cast<size_t>(c_.n_heads) * span, 0.0f);
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    // The attention kernels' exponential: the pass's probabilities as the forward computes them.
+    const attention_internal::SoftmaxKernels& softmax = attention_internal::BestSoftmax();
     pool_.ParallelFor(c_.n_heads, [&](int64_t b, int64_t e, int) {
       std::vector<float> logits(static_cast<size_t>(kQueryBlock) * m);
       for (int64_t qh = b; qh < e; ++qh) {
@@ -82,13 +85,8 @@ class ReconstructionTap : public ForwardTap {
           for (int r = 0; r < rows; ++r) {
             float* x = logits.data() + static_cast<int64_t>(r) * m;
             const int visible = sinks + span + t0 + r + 1;  // repeat rows up to its own
-            const float mx = *std::max_element(x, x + visible);
-            double sum = 0;
-            for (int j = 0; j < visible; ++j) {
-              x[j] = std::exp(x[j] - mx);
-              sum += x[j];
-            }
-            const float inv = static_cast<float>(1.0 / sum);
+            const float mx = softmax.row_max(x, visible, -std::numeric_limits<float>::infinity());
+            const float inv = 1.0f / softmax.exp_sum(x, visible, mx);
             for (int i = 0; i < span; ++i) out[i] = std::max(out[i], x[sinks + i] * inv);
           }
         }
