@@ -14,8 +14,14 @@
 
 namespace primekv {
 
-enum class KvDType { kF32, kF16 };
+// kQ8_0 stores each row in ggml's Q8_0 blocks (32 values as 32 int8 and one fp16 scale: 34
+// bytes where f16 takes 64), so head_dim must be a multiple of 32.
+enum class KvDType { kF32, kF16, kQ8_0 };
 const char* KvDTypeName(KvDType t);
+// Bytes of one key (or value) row of head_dim values.
+size_t KvRowBytes(KvDType t, int head_dim);
+// Whether a cache of this type can hold rows of head_dim values (an error naming both if not).
+Status CheckKvDType(KvDType t, int head_dim);
 
 struct KvCacheOptions {
   KvDType dtype = KvDType::kF16;

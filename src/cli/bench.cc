@@ -577,6 +577,8 @@ int RunBench(const BenchArgs& a) {
   if (!press.ok()) return Fail(press.message());
   auto model = Model::Load(a.model);
   if (!model.ok()) return Fail(model.message());
+  if (Status s = CheckKvDType(a.kv_type, model->config().head_dim); !s.ok())
+    return Fail(s.message());
   const double loaded_rss = CurrentRssBytes();
   Compressor compressor(*model, std::move(press).value());
   if (compressor.enabled() && compressor.Needs().ReadsQueries()) {

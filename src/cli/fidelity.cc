@@ -109,6 +109,7 @@ Status Fidelity(const FidelityArgs& a) {
   PRIMEKV_ASSIGN_OR_RETURN(const std::vector<std::string> presses, Presses(a));
   PRIMEKV_ASSIGN_OR_RETURN(const Model model, Model::Load(a.model));
   PRIMEKV_RETURN_IF_ERROR(CheckContextSize(a, model));
+  PRIMEKV_RETURN_IF_ERROR(CheckKvDType(a.kv_type, model.config().head_dim));
   std::vector<std::vector<Token>> ctxs, conts;
   PRIMEKV_RETURN_IF_ERROR(MakeWindows(a, model.tokenizer(), raw, ctxs, conts));
   FidelityOptions opt;

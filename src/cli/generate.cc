@@ -192,6 +192,8 @@ int RunGenerate(const GenerateArgs& a) {
   if (!press.ok()) return Fail(press.message());
   auto model = Model::Load(a.model);
   if (!model.ok()) return Fail(model.message());
+  if (Status s = CheckKvDType(a.kv_type, model->config().head_dim); !s.ok())
+    return Fail(s.message());
   const Tokenizer& tok = model->tokenizer();
   auto prefixes = AnswerPrefixes(a);
   if (!prefixes.ok()) return Fail(prefixes.message());

@@ -56,6 +56,8 @@ void AddLogits(CLI::App& app, Runner& run) {
     run = [a] {
       auto model = Model::Load(a->model);
       if (!model.ok()) return Fail(model.message());
+      if (Status s = CheckKvDType(a->kv_type, model->config().head_dim); !s.ok())
+        return Fail(s.message());
       std::vector<Token> ids;
       if (!a->text.empty()) {
         ids = model->tokenizer().Encode(a->text, true);

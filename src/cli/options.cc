@@ -159,9 +159,12 @@ CLI::Validator PressList(bool single) {
 CLI::Option* AddKvType(CLI::App& cmd, KvDType& out) {
   auto* opt = cmd.add_option_function<std::string>(
       "--kv-type",
-      [&out](const std::string& t) { out = t == "f32" ? KvDType::kF32 : KvDType::kF16; },
-      std::string("KV storage: f16 | f32 (default ") + KvDTypeName(out) + ")");
-  opt->check(OneOf({"f16", "f32"}));
+      [&out](const std::string& t) {
+        out = t == "f32" ? KvDType::kF32 : (t == "q8_0" ? KvDType::kQ8_0 : KvDType::kF16);
+      },
+      std::string("KV storage: f16 | f32 | q8_0 (default ") + KvDTypeName(out) +
+          "; q8_0: ggml's 8-bit blocks, 53% of f16's bytes, head_dim a multiple of 32)");
+  opt->check(OneOf({"f16", "f32", "q8_0"}));
   return opt;
 }
 

@@ -81,7 +81,7 @@ Result<json> CurrentConfig(const EvalRunSpec& spec, int ctx_size, json presses) 
       {"ctx-size", ctx_size},
       {"chat", spec.chat},
       {"chat-template", spec.chat_template.empty() ? json() : json(spec.chat_template)},
-      {"kv-type", spec.kv_dtype == KvDType::kF32 ? "f32" : "f16"},
+      {"kv-type", KvDTypeName(spec.kv_dtype)},
       {"chunk", spec.mode == "chunked" ? json(spec.chunk) : json()},
       {"interval", spec.mode == "decode" ? json(spec.interval) : json()}};
   json tasks = json::object();
@@ -264,6 +264,7 @@ class Evaluation {
                              " tokens");
       }
     }
+    PRIMEKV_RETURN_IF_ERROR(CheckKvDType(spec_.kv_dtype, model_.config().head_dim));
     kv_.dtype = spec_.kv_dtype;
     return Status::Ok();
   }

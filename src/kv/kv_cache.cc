@@ -8,11 +8,50 @@
 
 namespace primekv {
 
-const char* KvDTypeName(KvDType t) { return t == KvDType::kF32 ? "f32" : "f16"; }
+const char* KvDTypeName(KvDType t) {
+  switch (t) {
+    case KvDType::kF32:
+      return "f32";
+    case KvDType::kF16:
+      return "f16";
+    case KvDType::kQ8_0:
+      return "q8_0";
+  }
+  return "?";
+}
 
 namespace {
-size_t ElemBytes(KvDType t) { return t == KvDType::kF32 ? 4 : 2; }
+constexpr int kQ8Block = 32;          // values per Q8_0 block
+constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
+
+GgmlType StorageType(KvDType t) {
+  return t == KvDType::kF32 ? GgmlType::kF32
+                            : (t == KvDType::kF16 ? GgmlType::kF16 : GgmlType::kQ8_0);
+}
 }  // namespace
+
+size_t KvRowBytes(KvDType t, int head_dim) {
+  const auto d = static_cast<size_t>(head_dim);
+  switch (t) {
+    case KvDType::kF32:
+      return 4 * d;
+    case KvDType::kF16:
+      return 2 * d;
+    case KvDType::kQ8_0:
+      return d / kQ8Block * kQ8BlockBytes;
+  }
+  return 0;
+}
+
+Status CheckKvDType(KvDType t, int head_dim) {
+  if (t == KvDType::kQ8_0 && head_dim % kQ8Block != 0) {
+    return Status::Error(
+        "--kv-type q8_0 needs a head dimension that is a multiple of 32; this "
+        "model's is " +
+        std::to_string(head_dim) + " (use f16 or f32)");
+  }
+  return Status::Ok();
+}
 
 // Pages come from chunks of kPagesPerChunk; freed pages go on a free list and are reused first,
 // so compressing one head makes room for another head's growth.
@@ -57,9 +96,10 @@ KvCache::KvCache(int n_layers, int n_kv_heads, int head_dim, KvCacheOptions opti
       pool_(std::make_unique<Pool>()) {
   Check(n_layers > 0 && n_kv_heads > 0 && head_dim > 0, "KvCache shape must be positive");
   Check(options_.page_tokens > 0, "page_tokens must be positive");
+  Check(CheckKvDType(options_.dtype, head_dim).ok(), "KV type does not fit the head dimension");
   pool_->page_tokens = options_.page_tokens;
   pool_->key_bytes =
-      static_cast<size_t>(options_.page_tokens) * head_dim_ * ElemBytes(options_.dtype);
+      static_cast<size_t>(options_.page_tokens) * KvRowBytes(options_.dtype, head_dim_);
   // Positions follow keys and values; keep each page 64-byte aligned for the kernels.
   const size_t raw = 2 * pool_->key_bytes + sizeof(int32_t) * options_.page_tokens;
   pool_->page_bytes = (raw + 63) / 64 * 64;
@@ -101,7 +141,7 @@ int KvCache::MaxLength() const {
 int64_t KvCache::TotalEntries() const { return live_entries_; }
 
 size_t KvCache::BytesPerEntry() const {
-  return 2 * static_cast<size_t>(head_dim_) * ElemBytes(options_.dtype) + sizeof(int32_t);
+  return 2 * KvRowBytes(options_.dtype, head_dim_) + sizeof(int32_t);
 }
 
 size_t KvCache::BytesInUse() const { return static_cast<size_t>(live_entries_) * BytesPerEntry(); }
@@ -131,19 +171,20 @@ size_t KvCache::BytesAllocatedAfterReserve(int extra) const {
 void KvCache::TrackPeak() { peak_bytes_in_use_ = std::max(peak_bytes_in_use_, BytesInUse()); }
 
 void KvCache::WriteRow(const KvPage& page, int slot, const float* k, const float* v, int32_t pos) {
-  const size_t off = static_cast<size_t>(slot) * head_dim_;
+  const size_t off = static_cast<size_t>(slot) * KvRowBytes(options_.dtype, head_dim_);
   if (options_.dtype == KvDType::kF32) {
-    std::memcpy(static_cast<float*>(page.keys) + off, k, sizeof(float) * head_dim_);
-    std::memcpy(static_cast<float*>(page.values) + off, v, sizeof(float) * head_dim_);
+    std::memcpy(static_cast<uint8_t*>(page.keys) + off, k, sizeof(float) * head_dim_);
+    std::memcpy(static_cast<uint8_t*>(page.values) + off, v, sizeof(float) * head_dim_);
   } else {
-    quant::QuantizeRow(GgmlType::kF16, k, static_cast<uint16_t*>(page.keys) + off, head_dim_);
-    quant::QuantizeRow(GgmlType::kF16, v, static_cast<uint16_t*>(page.values) + off, head_dim_);
+    const GgmlType type = StorageType(options_.dtype);
+    quant::QuantizeRow(type, k, static_cast<uint8_t*>(page.keys) + off, head_dim_);
+    quant::QuantizeRow(type, v, static_cast<uint8_t*>(page.values) + off, head_dim_);
   }
   page.positions[slot] = pos;
 }
 
 void KvCache::CopyRow(const KvPage& from, int from_slot, const KvPage& to, int to_slot) {
-  const size_t row = static_cast<size_t>(head_dim_) * ElemBytes(options_.dtype);
+  const size_t row = KvRowBytes(options_.dtype, head_dim_);
   std::memmove(static_cast<uint8_t*>(to.keys) + row * to_slot,
                static_cast<const uint8_t*>(from.keys) + row * from_slot, row);
   std::memmove(static_cast<uint8_t*>(to.values) + row * to_slot,
@@ -312,7 +353,7 @@ void KvCache::RowsToFloat(const void* rows, int count, float* out) const {
   if (options_.dtype == KvDType::kF32) {
     std::memcpy(out, rows, sizeof(float) * n);
   } else {
-    quant::DequantizeRow(GgmlType::kF16, rows, out, n);
+    quant::DequantizeRow(StorageType(options_.dtype), rows, out, n);
   }
 }
 

@@ -26,9 +26,10 @@ std::vector<float> Random(size_t n, std::mt19937& rng, float scale = 1.0f) {
 
 TEST(AttendCached, MatchesReferenceAcrossShapes) {
   const Case cases[] = {
-      {4, 4, 8, 0, 5, 4, KvDType::kF32},    {8, 2, 64, 100, 1, 32, KvDType::kF32},
-      {8, 2, 64, 0, 77, 32, KvDType::kF32}, {4, 1, 128, 300, 40, 16, KvDType::kF16},
-      {6, 3, 16, 31, 33, 8, KvDType::kF16}, {2, 2, 64, 1000, 1, 32, KvDType::kF32},
+      {4, 4, 8, 0, 5, 4, KvDType::kF32},      {8, 2, 64, 100, 1, 32, KvDType::kF32},
+      {8, 2, 64, 0, 77, 32, KvDType::kF32},   {4, 1, 128, 300, 40, 16, KvDType::kF16},
+      {6, 3, 16, 31, 33, 8, KvDType::kF16},   {8, 2, 64, 5, 70, 32, KvDType::kQ8_0},
+      {4, 1, 128, 40, 1, 16, KvDType::kQ8_0}, {2, 2, 64, 1000, 1, 32, KvDType::kF32},
   };
   ThreadPool pool(2);
   for (const Case& c : cases) {

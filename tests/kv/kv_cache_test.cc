@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace primekv {
@@ -60,6 +63,49 @@ TEST(KvCache, AppendRetainKeepsRowsAndPositions) {
     EXPECT_EQ(cache.PositionAt(0, 1, 17), n + 2);
     EXPECT_EQ(cache.NextPosition(), n + 3);
   }
+}
+
+// q8_0 rows are ggml's Q8_0 blocks: each value within half a step (block max / 127 / 2, the
+// scale itself rounded to fp16) of what was written, in 34 bytes per 32 values.
+TEST(KvCache, Q8_0RowsAreWithinHalfAStepOfTheirBlock) {
+  const int heads = 2, d = 64, n = 70;
+  KvCache cache(1, heads, d, {KvDType::kQ8_0, 32, 0});
+  EXPECT_EQ(cache.BytesPerEntry(), 2u * 2 * 34 + sizeof(int32_t));
+  EXPECT_EQ(KvRowBytes(KvDType::kF16, d), 128u);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 3.0f);
+  std::vector<float> k(static_cast<size_t>(n) * heads * d), v(k.size());
+  for (auto& x : k) x = g(rng);
+  for (auto& x : v) x = g(rng);
+  k[5] = 40.0f;  // one outlier: its block's step is large, the other blocks' are not
+  std::vector<int32_t> pos(n);
+  std::iota(pos.begin(), pos.end(), 0);
+  ASSERT_TRUE(cache.Append(0, {k.data(), n, heads * d}, {v.data(), n, heads * d}, pos).ok());
+  for (int h = 0; h < heads; ++h) {
+    std::vector<float> keys, values;
+    cache.ReadHead(0, h, &keys, &values, nullptr);
+    for (const auto& [got, src] : {std::pair{&keys, &k}, std::pair{&values, &v}}) {
+      for (int i = 0; i < n; ++i) {
+        for (int b = 0; b < d; b += 32) {
+          const float* x = src->data() + (static_cast<size_t>(i) * heads + h) * d + b;
+          float amax = 0;
+          for (int c = 0; c < 32; ++c) amax = std::max(amax, std::abs(x[c]));
+          const float step = amax / 127.0f;
+          for (int c = 0; c < 32; ++c) {
+            ASSERT_NEAR((*got)[static_cast<size_t>(i) * d + b + c], x[c],
+                        0.5f * step * 1.002f + 1e-6f)
+                << "head " << h << " row " << i << " column " << b + c;
+          }
+        }
+      }
+    }
+  }
+  // A head dimension the blocks do not divide is refused with a message, before any cache.
+  const Status s = CheckKvDType(KvDType::kQ8_0, 8);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("multiple of 32"), std::string::npos) << s.message();
+  EXPECT_TRUE(CheckKvDType(KvDType::kF16, 8).ok());
+  EXPECT_STREQ(KvDTypeName(KvDType::kQ8_0), "q8_0");
 }
 
 TEST(KvCache, RejectsNonIncreasingPositionsAndOverflow) {
