@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "primekv/ggml_type.h"
 #include "primekv/quant.h"
 
 namespace primekv {
@@ -21,34 +22,26 @@ const char* KvDTypeName(KvDType t) {
 }
 
 namespace {
-constexpr int kQ8Block = 32;          // values per Q8_0 block
-constexpr size_t kQ8BlockBytes = 34;  // fp16 scale + 32 int8
-
 GgmlType StorageType(KvDType t) {
   return t == KvDType::kF32 ? GgmlType::kF32
                             : (t == KvDType::kF16 ? GgmlType::kF16 : GgmlType::kQ8_0);
 }
+
+// Block facts from the one table of GGML types.
+GgmlTypeInfo StorageInfo(KvDType t) { return *TypeInfo(StorageType(t)); }
 }  // namespace
 
 size_t KvRowBytes(KvDType t, int head_dim) {
-  const auto d = static_cast<size_t>(head_dim);
-  switch (t) {
-    case KvDType::kF32:
-      return 4 * d;
-    case KvDType::kF16:
-      return 2 * d;
-    case KvDType::kQ8_0:
-      return d / kQ8Block * kQ8BlockBytes;
-  }
-  return 0;
+  const GgmlTypeInfo info = StorageInfo(t);
+  return static_cast<size_t>(head_dim / info.block_size) * info.block_bytes;
 }
 
 Status CheckKvDType(KvDType t, int head_dim) {
-  if (t == KvDType::kQ8_0 && head_dim % kQ8Block != 0) {
-    return Status::Error(
-        "--kv-type q8_0 needs a head dimension that is a multiple of 32; this "
-        "model's is " +
-        std::to_string(head_dim) + " (use f16 or f32)");
+  if (head_dim % StorageInfo(t).block_size != 0) {
+    return Status::Error(std::string("--kv-type ") + KvDTypeName(t) +
+                         " needs a head dimension that is a multiple of " +
+                         std::to_string(StorageInfo(t).block_size) + "; this model's is " +
+                         std::to_string(head_dim) + " (use f16 or f32)");
   }
   return Status::Ok();
 }

@@ -118,10 +118,10 @@ Status ReconstructContext(const Model& model, KvCache& cache, std::span<const To
   const ModelConfig& c = model.config();
   const int n_ctx = static_cast<int>(context.size());
   if (n_ctx == 0) return Status::Error("kvzip: empty context");
-  for (int l = 0; l < c.n_layers; ++l)
-    for (int h = 0; h < c.n_kv_heads; ++h)
-      if (cache.Length(l, h) != n_ctx || cache.NextPosition() != n_ctx)
-        return Status::Error("kvzip: the cache must hold exactly the prefilled context");
+  // Every head holds n_ctx rows: none longer, and none shorter.
+  if (cache.NextPosition() != n_ctx || cache.MaxLength() != n_ctx ||
+      cache.TotalEntries() != int64_t{n_ctx} * c.n_layers * c.n_kv_heads)
+    return Status::Error("kvzip: the cache must hold exactly the prefilled context");
   const std::vector<Token> first = model.tokenizer().Encode(kFirstPrompt, false);
   const std::vector<Token> next = model.tokenizer().Encode(kNextPrompt, false);
   // The pass runs at positions after the context: they stay inside the run's window (past the
