@@ -126,7 +126,9 @@ class Scorer {
 
 // kGlobal: one threshold over all layers' entries together (docs/design.md §3), with the AdaKV
 // safeguard per head; the total kept equals the uniform total.
-enum class BudgetKind { kUniform, kPyramid, kAdaptive, kGlobal };
+// kShared: every layer and head keeps the same positions (results.md §6.13), each layer as
+// many as uniform; needs every head to hold the same positions (one compression of a context).
+enum class BudgetKind { kUniform, kPyramid, kAdaptive, kGlobal, kShared };
 
 struct BudgetOptions {
   BudgetKind kind = BudgetKind::kUniform;
@@ -151,6 +153,13 @@ std::vector<std::vector<int32_t>> SelectForLayer(const HeadScores& scores, doubl
 std::vector<std::vector<std::vector<int32_t>>> SelectAcrossLayers(
     std::span<const HeadScores> layers, std::span<const double> ratios,
     const BudgetOptions& budget);
+
+// Kept rows per layer and head when every head holds the same n positions in the same rows:
+// a position's shared score is its best quantile over the layer-heads (its rank in a head's
+// scores over n - 1), ties broken by the mean quantile; layer l keeps its top
+// KeepCount(n, ratios[l]) positions in every head.
+std::vector<std::vector<std::vector<int32_t>>> SelectSharedPositions(
+    std::span<const HeadScores> layers, std::span<const double> ratios);
 
 // A parsed --press value: "name" or "name:key=value,key=value", and "adakv:<scorer>".
 struct PressSpec {

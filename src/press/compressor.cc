@@ -201,6 +201,23 @@ Result<Compressor::ScoredLayer> Compressor::ScoreLayer(const KvCache& cache, int
   return out;
 }
 
+// budget=shared keeps one set of positions everywhere, so every head must hold the same ones.
+Status Compressor::CheckSamePositions(const KvCache& cache) const {
+  const int n = cache.Length(0, 0);
+  for (int l = 0; l < model_.config().n_layers; ++l) {
+    for (int h = 0; h < cache.n_kv_heads(); ++h) {
+      bool same = cache.Length(l, h) == n;
+      for (int row = 0; same && row < n; ++row)
+        same = cache.PositionAt(l, h, row) == cache.PositionAt(0, 0, row);
+      if (!same)
+        return Status::Error("press " + press_.name +
+                             ": budget=shared needs every head to hold the same positions; it "
+                             "compresses a context once (not chunked, decode or multi-turn)");
+    }
+  }
+  return Status::Ok();
+}
+
 Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapture* capture,
                        ThreadPool& pool, CompressStats* stats) const {
   const int n_layers = model_.config().n_layers;
@@ -217,8 +234,10 @@ Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapt
   std::vector<Status> errors(n_layers);
   // Kept rows per layer and head; applied after scoring because the page pool is shared.
   std::vector<std::vector<std::vector<int32_t>>> kept_rows(n_layers);
-  // A global budget selects only once every layer is scored; the others select per layer.
-  const bool global = press_.budget.kind == BudgetKind::kGlobal;
+  // A global or shared budget selects only once every layer is scored; the others per layer.
+  const bool shared = press_.budget.kind == BudgetKind::kShared;
+  const bool global = press_.budget.kind == BudgetKind::kGlobal || shared;
+  if (active && shared) PRIMEKV_RETURN_IF_ERROR(CheckSamePositions(cache));
   std::vector<HeadScores> scores(global ? n_layers : 0);
   std::vector<double> ratios(n_layers, 0.0);
   if (active) {
@@ -240,7 +259,11 @@ Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapt
       }
     });
   }
-  if (global) kept_rows = SelectAcrossLayers(scores, ratios, press_.budget);
+  if (shared && active) {
+    kept_rows = SelectSharedPositions(scores, ratios);
+  } else if (global) {
+    kept_rows = SelectAcrossLayers(scores, ratios, press_.budget);
+  }
   for (int l = 0; l < n_layers; ++l) {
     const auto& kept = kept_rows[l];
     for (int h = 0; h < std::ssize(kept); ++h) {

@@ -156,7 +156,8 @@ Result<Press> MakePyramidKv(const PressParams& params, const Entry& e) {
 }
 
 // A scorer row's press. "budget=global" (only over scores in one unit across layers) spends
-// the budget under one threshold over all layers; the row's own budget otherwise.
+// the budget under one threshold over all layers; "budget=shared" keeps the same positions in
+// every layer and head (ranks only, so any scorer); the row's own budget otherwise.
 Result<Press> MakeScored(const PressParams& params, const Entry& e) {
   Press p;
   p.budget.kind = e.budget;
@@ -165,12 +166,16 @@ Result<Press> MakeScored(const PressParams& params, const Entry& e) {
     PRIMEKV_ASSIGN_OR_RETURN(p.scorer, e.factory(params, e.info.name));
     return p;
   }
-  if (b->second != "global")
-    return Status::Error("press " + e.info.name + ": budget must be 'global', not '" +
+  if (b->second != "global" && b->second != "shared")
+    return Status::Error("press " + e.info.name + ": budget must be 'global' or 'shared', not '" +
                          Shown(b->second) + "'");
   PressParams rest = params;
   rest.erase("budget");
   PRIMEKV_ASSIGN_OR_RETURN(p.scorer, e.factory(rest, e.info.name));
+  if (b->second == "shared") {
+    p.budget.kind = BudgetKind::kShared;
+    return p;
+  }
   if (!p.scorer->ComparableAcrossLayers())
     return Status::Error("press " + e.info.name +
                          ": budget=global needs scores comparable across layers");

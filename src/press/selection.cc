@@ -154,4 +154,47 @@ std::vector<std::vector<std::vector<int32_t>>> SelectAcrossLayers(
   return kept;
 }
 
+std::vector<std::vector<std::vector<int32_t>>> SelectSharedPositions(
+    std::span<const HeadScores> layers, std::span<const double> ratios) {
+  size_t n = 0;
+  for (const auto& heads : layers)
+    for (const auto& s : heads) n = std::max(n, s.size());
+  // Best and summed quantile per row; a head's ranks with SelectTopK's order (NaN last).
+  std::vector<double> best(n, 0.0), sum(n, 0.0);
+  std::vector<int32_t> order(n);
+  for (const auto& heads : layers) {
+    for (const auto& s : heads) {
+      if (s.size() != n || n < 2) continue;
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+        const float sa = s[static_cast<size_t>(a)], sb = s[static_cast<size_t>(b)];
+        const bool na = std::isnan(sa), nb = std::isnan(sb);
+        if (na != nb) return na;
+        return !na && sa < sb;
+      });
+      for (size_t r = 0; r < n; ++r) {
+        const double q = static_cast<double>(r) / static_cast<double>(n - 1);
+        const auto row = static_cast<size_t>(order[r]);
+        best[row] = std::max(best[row], q);
+        sum[row] += q;
+      }
+    }
+  }
+  std::vector<int32_t> rows(n);
+  std::iota(rows.begin(), rows.end(), 0);
+  std::stable_sort(rows.begin(), rows.end(), [&](int32_t a, int32_t b) {
+    const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+    if (best[ua] != best[ub]) return best[ua] > best[ub];
+    return sum[ua] > sum[ub];
+  });
+  std::vector<std::vector<std::vector<int32_t>>> kept(layers.size());
+  for (size_t l = 0; l < layers.size(); ++l) {
+    std::vector<int32_t> top(rows.begin(),
+                             rows.begin() + KeepCount(static_cast<int>(n), ratios[l]));
+    std::sort(top.begin(), top.end());
+    kept[l].assign(layers[l].size(), top);
+  }
+  return kept;
+}
+
 }  // namespace primekv

@@ -103,5 +103,42 @@ TEST(Compressor, HeadScorersSeeOneHeadAndKeepWhatWholeLayerScoringKeeps) {
   EXPECT_EQ(kept[0], kept[1]);
 }
 
+TEST(Compressor, SharedBudgetKeepsOnePositionSetAndRefusesHeadsThatDiffer) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    (std::to_string(::getpid()) + "_primekv_compressor_shared.gguf");
+  const Model model = WriteAndLoad(SmallGqaSpec(12), path);
+  std::filesystem::remove(path);
+  std::vector<Token> tokens(100);
+  std::iota(tokens.begin(), tokens.end(), 7);
+  std::vector<float> logits(300);
+  ThreadPool pool(2);
+  auto prefill = [&] {
+    KvCache cache = model.NewCache({KvDType::kF32});
+    ForwardWorkspace ws;
+    EXPECT_TRUE(model.Forward(tokens, cache, {}, {logits.data(), 1, 300}, pool, ws).ok());
+    return cache;
+  };
+  auto shared = MakePress(*ParsePressSpec("keydiff:budget=shared"));
+  ASSERT_TRUE(shared.ok()) << shared.message();
+  const Compressor comp(model, std::move(*shared));
+  KvCache cache = prefill();
+  ASSERT_TRUE(comp.Compress(cache, 0.75, nullptr, pool).ok());
+  const auto kept = KeptPositions(cache, 2, 2);
+  for (const auto& k : kept) {
+    EXPECT_EQ(k.size(), 25u);
+    EXPECT_EQ(k, kept.front()) << "one set of positions in every layer and head";
+  }
+  // Per-head KeyDiff leaves the heads with different positions: shared selection refuses.
+  auto per_head = MakePress(*ParsePressSpec("keydiff"));
+  ASSERT_TRUE(per_head.ok());
+  KvCache other = prefill();
+  ASSERT_TRUE(Compressor(model, std::move(*per_head)).Compress(other, 0.5, nullptr, pool).ok());
+  const auto differ = KeptPositions(other, 2, 2);
+  ASSERT_NE(differ[0], differ[1]) << "the check below needs heads that differ";
+  const Status st = comp.Compress(other, 0.5, nullptr, pool);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("same positions"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace primekv::press_internal

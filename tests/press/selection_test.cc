@@ -145,6 +145,35 @@ TEST(SelectAcrossLayers, BudgetMovesToTheLayerWithLargerScores) {
   EXPECT_EQ(one[0].size() + one[1].size(), 20u);
 }
 
+TEST(SelectSharedPositions, BestQuantileOverHeadsThenMeanKeepsOneSetEverywhere) {
+  // n = 5 rows, a row's quantile in a head is its ascending rank / 4. Row 0 is top in one head
+  // and last in the others; row 1 is second in every head. Rows 0, 2, 3 and 4 are each top
+  // somewhere (best quantile 1) and row 1 is not (0.75), so row 1 goes last although its
+  // summed quantile (3) is the largest: the set keeps what some head ranks first. The sums
+  // order the rest: row 2 (.5 + 1 + .25 + .5 = 2.25), row 3 (2), row 4 (1.75), row 0 (1).
+  std::vector<HeadScores> s(2, HeadScores(2));
+  s[0][0] = {4, 3, 2, 1, 0};
+  s[0][1] = {0, 3, 4, 2, 1};
+  s[1][0] = {0, 3, 1, 4, 2};
+  s[1][1] = {0, 3, 2, 1, 4};
+  const auto kept = SelectSharedPositions(s, std::vector<double>{0.6, 0.2});
+  ASSERT_EQ(kept.size(), 2u);
+  // Layer 0 keeps floor(5 * 0.4) = 2 rows, layer 1 floor(5 * 0.8) = 4, the same in each head.
+  EXPECT_EQ(kept[0][0], (std::vector<int32_t>{2, 3}));
+  EXPECT_EQ(kept[0][1], kept[0][0]);
+  EXPECT_EQ(kept[1][0], (std::vector<int32_t>{0, 2, 3, 4}));
+  EXPECT_EQ(kept[1][1], kept[1][0]);
+}
+
+TEST(PressSpec, SharedBudgetOverAnyScorer) {
+  auto p = MakePress(*ParsePressSpec("primekv:budget=shared"));
+  ASSERT_TRUE(p.ok()) << p.message();
+  EXPECT_EQ(p->budget.kind, BudgetKind::kShared);
+  auto k = MakePress(*ParsePressSpec("keydiff:budget=shared"));
+  ASSERT_TRUE(k.ok()) << k.message();
+  EXPECT_EQ(k->budget.kind, BudgetKind::kShared) << "ranks only: no common unit needed";
+}
+
 TEST(PressSpec, GlobalBudgetOnlyOverScoresComparableAcrossLayers) {
   auto p = MakePress(*ParsePressSpec("primekv:budget=global"));
   ASSERT_TRUE(p.ok()) << p.message();
