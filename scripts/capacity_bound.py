@@ -79,17 +79,36 @@ def greedy_share(costs, keep):
     return n / len(costs)
 
 
+def selftest(tok):
+    assert greedy_share([3, 1, 2], 3) == 2 / 3  # 1 + 2 fit, 3 does not
+    assert greedy_share([5], 4) == 0.0 and greedy_share([], 4) == 0.0
+    # Both template orders; every digit is a token of its own in these vocabularies, so the
+    # value costs are the digit counts. Sentences with two keys or no value are not facts.
+    n, costs = fact_costs(tok, "red-fox was given the combination 1234. The access code 987 is "
+                               "for blue-sky. Both red-fox and blue-sky were here. Nothing 55 here.")
+    assert [v for v, _ in costs] == [4, 3], costs
+    assert all(k >= 2 for _, k in costs), costs  # a hyphenated pair is at least two tokens
+    assert n == len(tok.encode("red-fox was given the combination 1234. The access code 987 is for "
+                               "blue-sky. Both red-fox and blue-sky were here. Nothing 55 here.\n", bos=True))
+    print("capacity_bound.py selftest: ok")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=os.path.join(_ROOT, "models", "primekv-retrieval.gguf"))
-    ap.add_argument("--tasks", required=True, help="one jsonl task file")
+    ap.add_argument("--tasks", help="one jsonl task file")
     ap.add_argument("--ratios", default="0.25,0.5,0.75,0.9")
     ap.add_argument("--samples", type=int, default=0, help="first N samples (0: all)")
     ap.add_argument("--results", help="an eval folder's results.jsonl: measured scores beside the estimate")
+    ap.add_argument("--selftest", action="store_true", help="check the counting on hand examples")
     args = ap.parse_args()
     meta = R.Model(args.model).meta
     tok = Tokenizer(list(meta["tokenizer.ggml.tokens"][FIRST_PIECE:]),
                     list(meta["tokenizer.ggml.scores"][FIRST_PIECE:]))
+    if args.selftest:
+        return selftest(tok)
+    if not args.tasks:
+        ap.error("--tasks is required (or --selftest)")
     ratios = [float(r) for r in args.ratios.split(",")]
     with open(args.tasks, encoding="utf-8") as f:
         samples = [json.loads(x) for x in f if x.strip()]
