@@ -33,6 +33,7 @@ jobs="${PRIMEKV_FUZZ_JOBS:-2}"
 # Same cache variables as the `fuzz` preset in CMakePresets.json.
 configure=(-S "$root" -B "$build"
   -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
   -DPRIMEKV_BUILD_FUZZ=ON -DPRIMEKV_BUILD_TESTS=OFF -DPRIMEKV_BUILD_BENCH=OFF)
 if [[ -n "${PRIMEKV_FUZZ_CMAKE_ARGS:-}" ]]; then
