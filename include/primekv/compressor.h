@@ -99,12 +99,15 @@ class Compressor {
   void FillInput(LayerInput& in, const KvCache& cache, const PressCapture* capture,
                  std::vector<float>& wo) const;
   std::span<const float> Gram(int layer) const;  // [n_kv_heads, d, d], computed once
+  std::span<const MeanQueryMap> MeanQueryMaps(int layer) const;  // [n_kv_heads], computed once
 
   const Model& model_;
   Press press_;
   std::vector<float> rope_inv_freq_;
   mutable std::vector<std::vector<float>> grams_;
   mutable std::vector<std::once_flag> gram_once_;
+  mutable std::vector<std::vector<MeanQueryMap>> mean_query_;
+  mutable std::vector<std::once_flag> mean_query_once_;
 };
 
 // KVzip's pass (src/press/kvzip.cc): `cache` holds exactly `context`, prefilled; the context is

@@ -14,6 +14,7 @@
 #include "primekv/attention.h"
 #include "primekv/gguf.h"
 #include "primekv/kv_cache.h"
+#include "primekv/mean_query.h"
 #include "primekv/status.h"
 #include "primekv/tensor.h"
 #include "primekv/thread_pool.h"
@@ -190,6 +191,9 @@ class Model {
   // W_O slice Gram matrix of one KV head's group: sum_{h in group} W_O^(h)T W_O^(h), [d, d]
   // row-major in double-accumulated floats.
   std::vector<float> OutputGram(int layer, int kv_head) const;
+  // The map from one KV head's cached means to its group's mean content query
+  // (primekv/mean_query.h; PrimeKV's key=typical).
+  MeanQueryMap MeanQueryMapOf(int layer, int kv_head) const;
   // RoPE inverse frequencies per rotated pair [rope_dim / 2], after any llama3 scaling.
   std::span<const float> rope_inv_freq() const { return rope_inv_freq_; }
 

@@ -28,6 +28,7 @@ struct PressNeeds {
   bool query_stats = false;     // mean and covariance of pre-RoPE context queries per query head
   bool future_queries = false;  // true future queries (evaluation only: the fidelity protocol)
   bool output_weights = false;  // W_O itself as floats, [d_model, n_heads * d]
+  bool mean_query = false;      // per KV head, the map from cached means to the mean query
   // Attention each context entry gets from a second pass that repeats the context (KVzip). It
   // reads no question, but it needs the whole context at once: no chunked prefill, and the
   // entries scored must be those the pass saw (no recompression after later turns).
@@ -65,10 +66,11 @@ struct LayerInput {
   std::span<const int32_t> window_positions;  // [w]
   std::span<const float> output_gram;         // [n_kv_heads, d, d]
   const QueryStats* query_stats = nullptr;
-  MatView<const float> future_queries;    // [t, n_heads * d], post-RoPE
-  MatView<const float> output_weights;    // W_O [d_model, n_heads * d]
-  std::span<const float> reconstruction;  // [n_kv_heads, n]: see PressNeeds::reconstruction
-  int32_t next_position = 0;              // position the next token will get
+  MatView<const float> future_queries;       // [t, n_heads * d], post-RoPE
+  MatView<const float> output_weights;       // W_O [d_model, n_heads * d]
+  std::span<const float> reconstruction;     // [n_kv_heads, n]: see PressNeeds::reconstruction
+  std::span<const MeanQueryMap> mean_query;  // [n_kv_heads]: see PressNeeds::mean_query
+  int32_t next_position = 0;                 // position the next token will get
 
   int n_layers() const { return config.n_layers; }
   int n_heads() const { return config.n_heads; }  // query heads

@@ -86,6 +86,7 @@ Result<Meta> ReadMeta(const std::string& meta_name) {
 // The raw tensors of DIR; the optional ones are empty when their file is absent.
 struct Tensors {
   std::vector<float> keys, values, window_queries, wo, context_queries, future_queries;
+  std::vector<float> wq, wk, wv;  // projections [rows, d_model] (key=typical), all or none
   std::vector<int32_t> positions, window_positions, context_positions;
 };
 
@@ -105,6 +106,14 @@ Result<Tensors> ReadTensors(const std::filesystem::path& dir, const Meta& m) {
   PRIMEKV_ASSIGN_OR_RETURN(t.context_positions,
                            ReadRaw<int32_t>(dir / "context_positions.i32", 0, true));
   PRIMEKV_ASSIGN_OR_RETURN(t.future_queries, ReadRaw<float>(dir / "future_queries.f32", 0, true));
+  const auto projection = [&](const char* name, int rows) {
+    return ReadRaw<float>(dir / name, static_cast<size_t>(rows) * c.d_model, true);
+  };
+  PRIMEKV_ASSIGN_OR_RETURN(t.wq, projection("wq.f32", c.q_width()));
+  PRIMEKV_ASSIGN_OR_RETURN(t.wk, projection("wk.f32", c.kv_width()));
+  PRIMEKV_ASSIGN_OR_RETURN(t.wv, projection("wv.f32", c.kv_width()));
+  if (t.wq.empty() != t.wk.empty() || t.wq.empty() != t.wv.empty())
+    return Status::Error("wq.f32, wk.f32 and wv.f32 come together");
   return t;
 }
 
@@ -155,6 +164,7 @@ struct Inputs {
   std::vector<HeadEntries> heads;
   std::vector<float> inv_freq, gram;
   QueryStats stats;
+  std::vector<MeanQueryMap> mean_query;
 };
 
 Status FillInput(const Meta& m, const Tensors& t, const Press& press, Inputs& x, LayerInput& in) {
@@ -195,6 +205,15 @@ Status FillInput(const Meta& m, const Tensors& t, const Press& press, Inputs& x,
   }
   if (!t.future_queries.empty())
     in.future_queries = {t.future_queries.data(), std::ssize(t.future_queries) / width, width};
+  if (!t.wq.empty()) {
+    const int64_t dm = c.d_model, gd = int64_t{c.group()} * d;
+    for (int h = 0; h < c.n_kv_heads; ++h) {
+      x.mean_query.push_back(BuildMeanQueryMap(
+          {t.wq.data() + h * gd * dm, gd, dm}, {t.wk.data() + int64_t{h} * d * dm, d, dm},
+          {t.wv.data() + int64_t{h} * d * dm, d, dm}, {}, {}, {}, {}, {}, c.rms_eps));
+    }
+    in.mean_query = x.mean_query;
+  }
   return Status::Ok();
 }
 
@@ -203,7 +222,8 @@ bool HasWhatItNeeds(const PressNeeds& needs, const LayerInput& in) {
            (needs.query_stats && !in.query_stats) ||
            (needs.output_gram && in.output_gram.empty()) ||
            (needs.output_weights && in.output_weights.rows == 0) ||
-           (needs.future_queries && in.future_queries.rows == 0));
+           (needs.future_queries && in.future_queries.rows == 0) ||
+           (needs.mean_query && in.mean_query.empty()));
 }
 
 Status WriteScores(const std::filesystem::path& dir, const Press& press, const HeadScores& scores,

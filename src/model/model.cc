@@ -458,4 +458,26 @@ std::vector<float> Model::OutputGram(int layer, int kv_head) const {
   return std::vector<float>(acc.begin(), acc.end());
 }
 
+MeanQueryMap Model::MeanQueryMapOf(int layer, int kv_head) const {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = layers_[static_cast<size_t>(layer)];
+  const int d = c.head_dim, g = c.group();
+  const auto rows = [&](const WeightView& v, int64_t first, int64_t count) {
+    Mat<float> m(count, v.cols);
+    for (int64_t r = 0; r < count; ++r) GetRow(v, first + r, m.Row(r));
+    return m;
+  };
+  const auto slice = [](const std::vector<float>& b, int64_t first, int64_t count) {
+    return b.empty() ? std::span<const float>() : std::span<const float>(b).subspan(first, count);
+  };
+  const Mat<float> wq = rows(w.wq, int64_t{kv_head} * g * d, int64_t{g} * d);
+  const Mat<float> wk = rows(w.wk, int64_t{kv_head} * d, d);
+  const Mat<float> wv = c.qk_norm ? Mat<float>() : rows(w.wv, int64_t{kv_head} * d, d);
+  return BuildMeanQueryMap(
+      wq.view(), wk.view(), wv.view(), slice(w.bq, int64_t{kv_head} * g * d, int64_t{g} * d),
+      slice(w.bk, int64_t{kv_head} * d, d), slice(w.bv, int64_t{kv_head} * d, d),
+      c.qk_norm ? std::span<const float>(w.k_norm) : std::span<const float>(),
+      c.qk_norm ? std::span<const float>(w.q_norm) : std::span<const float>(), c.rms_eps);
+}
+
 }  // namespace primekv

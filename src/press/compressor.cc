@@ -95,7 +95,9 @@ Compressor::Compressor(const Model& model, Press press)
     : model_(model),
       press_(std::move(press)),
       grams_(model.config().n_layers),
-      gram_once_(model.config().n_layers) {}
+      gram_once_(model.config().n_layers),
+      mean_query_(model.config().n_layers),
+      mean_query_once_(model.config().n_layers) {}
 
 PressNeeds Compressor::Needs() const {
   return press_.scorer ? press_.scorer->Needs() : PressNeeds{};
@@ -110,6 +112,14 @@ std::span<const float> Compressor::Gram(int layer) const {
     }
   });
   return grams_[layer];
+}
+
+std::span<const MeanQueryMap> Compressor::MeanQueryMaps(int layer) const {
+  std::call_once(mean_query_once_[layer], [&] {
+    for (int h = 0; h < model_.config().n_kv_heads; ++h)
+      mean_query_[layer].push_back(model_.MeanQueryMapOf(layer, h));
+  });
+  return mean_query_[layer];
 }
 
 Status Compressor::Compress(KvCache& cache, double ratio, const PressCapture* capture,
@@ -140,6 +150,7 @@ void Compressor::FillInput(LayerInput& in, const KvCache& cache, const PressCapt
     if (needs.reconstruction) in.reconstruction = capture->Reconstruction(in.layer);
   }
   if (needs.output_gram) in.output_gram = Gram(in.layer);
+  if (needs.mean_query) in.mean_query = MeanQueryMaps(in.layer);
   if (needs.output_weights) {
     const WeightView& w = model_.layer(in.layer).wo;
     wo.resize(w.rows * w.cols);

@@ -1,12 +1,15 @@
 // PrimeKV (Zhang & Ilvovsky, Neurocomputing): attention-free scores from the cache itself. The
 // paper's formulas are not public; docs/design.md derives this score from the exact removal
-// identity D_i = a_i (o_{-i} - v_i), with the query that would need entry i modelled as q = k_i:
-//   key side   r_i = k_i . (k_i - kbar) / sqrt(d): mean-field log-attention of that query
+// identity D_i = a_i (o_{-i} - v_i), with the query that would need entry i modelled as its
+// centred key asked at the next position p, q_i = R(p - pos_i) (k_i - kbar):
+//   key side   r_i = q_i . (k_i - kbar) / sqrt(d): mean-field log-attention of that query
 //   value side c_i = sqrt((v_i - vbar)^T M (v_i - vbar)), M = sum_{h in group} W_O^(h)T W_O^(h)
 //   score      r_i + log c_i  (the identity's a_i * c_i, with a_i an exponential)
-// Variants (docs/design.md §2): key=self|selfexact|leverage|cosine|none,
-// value=wo_centered|wo|centered|norm|none, combine=logit|product|rank, rounds=one|halving
-// (set-aware successive halving). The first reconstruction was key=leverage,combine=product.
+// Variants (docs/design.md §2): key=centerednext (default)|typical|next|centered|centeredexact|
+// self|selfexact|leverage|cosine|none, value=wo_centered|wo|wo_self|centered|norm|none,
+// combine=logit|product|rank, rounds=one|halving (set-aware successive halving). key=typical
+// adds the context's mean query, recovered from the cache through the model's projections
+// (primekv/mean_query.h). The first reconstruction was key=leverage,combine=product.
 // Cost per KV head is O(n d^2) (W_O Gram quadratic form); key=leverage adds a Cholesky factor,
 // key=selfexact an O(n^2 d) pass with no n x n matrix kept.
 #include <cstdlib>
@@ -31,6 +34,7 @@ enum class KeySide {
   kCenteredExact,
   kNext,
   kCenteredNext,
+  kTypical,
   kNone
 };
 enum class ValueSide { kWoCentered, kWo, kSelfRest, kCentered, kNorm, kNone };
@@ -44,7 +48,7 @@ constexpr Words<KeySide> kKeySides[] = {
     {"self", KeySide::kSelf},         {"selfexact", KeySide::kSelfExact},
     {"centered", KeySide::kCentered}, {"centeredexact", KeySide::kCenteredExact},
     {"next", KeySide::kNext},         {"centerednext", KeySide::kCenteredNext},
-    {"none", KeySide::kNone}};
+    {"typical", KeySide::kTypical},   {"none", KeySide::kNone}};
 constexpr Words<ValueSide> kValueSides[] = {{"wo_centered", ValueSide::kWoCentered},
                                             {"wo", ValueSide::kWo},
                                             {"wo_self", ValueSide::kSelfRest},
@@ -280,6 +284,61 @@ std::vector<double> NextSelfQuery(MatView<const float> keys, const RopeFrame& ro
   return r;
 }
 
+// Rotates each rotary pair f of x by angle(f) (RoPE's sense); the other dimensions stay.
+template <typename Angle>
+void RotatePairs(std::vector<double>& x, const RopeFrame& rope, Angle angle) {
+  const int64_t pairs = std::ssize(rope.inv_freq);
+  for (int64_t f = 0; f < pairs; ++f) {
+    const int64_t a = rope.half ? f : 2 * f, b = rope.half ? f + pairs : 2 * f + 1;
+    const auto [cs, sn] = angle(f);
+    const double xa = x[a] * cs - x[b] * sn, xb = x[a] * sn + x[b] * cs;
+    x[a] = xa;
+    x[b] = xb;
+  }
+}
+
+// key=typical (docs/design.md §2): the query that needs entry i is the context's typical query
+// plus the part that targets i, q_i = R(p) ubar + R(p - pos_i) (k_i - kbar), and its mean-field
+// log-attention is q_i.(k_i - kbar) / sqrt(d). ubar, the mean content query, comes from the
+// head's mean content key cbar = mean_j R(-pos_j) k_j and mean value through the model's
+// projections (primekv/mean_query.h); the typical term R(p) ubar . (k_i - kbar) is what every
+// future query at p adds to entry i's logit in common (sinks, positional preferences).
+std::vector<double> TypicalQuery(MatView<const float> keys, MatView<const float> values,
+                                 const RopeFrame& rope, const MeanQueryMap& map) {
+  std::vector<double> r = NextSelfQuery(keys, rope, /*centered=*/true);
+  const int64_t n = keys.rows, d = keys.cols;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const RotationTable rot(rope, n);
+  // w = mean_j R(p - pos_j) k_j = R(p) cbar.
+  std::vector<double> w(d, 0.0), x(d);
+  for (int64_t i = 0; i < n; ++i) {
+    std::copy_n(keys.Row(i), d, x.begin());
+    const int64_t dist = static_cast<int64_t>(rope.next_position) - rope.positions[i];
+    RotatePairs(x, rope, [&](int64_t f) { return rot.CosSin(dist, f); });
+    for (int64_t c = 0; c < d; ++c) w[c] += x[c];
+  }
+  for (double& v : w) v /= static_cast<double>(std::max<int64_t>(n, 1));
+  const double p = rope.next_position;
+  auto turn = [&](double sign) {
+    return [&, sign](int64_t f) {
+      const double phi = p * rope.inv_freq[static_cast<size_t>(f)];
+      return std::pair<double, double>(std::cos(phi), sign * std::sin(phi));
+    };
+  };
+  RotatePairs(w, rope, turn(-1.0));  // cbar
+  const std::vector<double> vbar = values.rows > 0 ? Mean(values) : std::vector<double>(d, 0.0);
+  std::vector<double> q = map.MeanQuery(w, vbar);
+  RotatePairs(q, rope, turn(1.0));  // the typical query at p
+  const std::vector<double> kbar = Mean(keys);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* k = keys.Row(i);
+    double t = 0;
+    for (int64_t c = 0; c < d; ++c) t += q[c] * (k[c] - kbar[c]);
+    r[i] += t * scale;
+  }
+  return r;
+}
+
 // Exact log-attention of the self-query: |k_i|^2/sqrt(d) - logsumexp_j k_i.k_j/sqrt(d), with the
 // n x n logits formed a block of rows at a time.
 std::vector<double> SelfQueryExact(MatView<const float> keys) {
@@ -362,7 +421,9 @@ class PrimeKvScorer : public HeadScorer {
         combine_(r.Choice<Combine>("combine", "logit", kCombines)),
         halving_(r.Choice<bool>("rounds", "one", kRounds)) {}
   PressNeeds Needs() const override {
-    return {.values = value_ != ValueSide::kNone, .output_gram = UsesGram()};
+    return {.values = value_ != ValueSide::kNone || key_ == KeySide::kTypical,
+            .output_gram = UsesGram(),
+            .mean_query = key_ == KeySide::kTypical};
   }
   // The logit combination estimates log a_i + log |W_O (o_-i - v_i)|, a residual-stream
   // perturbation in the same unit in every layer (docs/design.md §3, global budget).
@@ -381,7 +442,7 @@ class PrimeKvScorer : public HeadScorer {
                          .inv_freq = in.rope_inv_freq,
                          .half = in.rope_half(),
                          .next_position = in.next_position};
-    const std::vector<double> x = SetScores(in.Keys(h), in.Values(h), gram, rope);
+    const std::vector<double> x = SetScores(in.Keys(h), in.Values(h), gram, rope, MeanQuery(in, h));
     std::transform(x.begin(), x.end(), s.begin(), [](double v) { return static_cast<float>(v); });
   }
 
@@ -416,7 +477,8 @@ class PrimeKvScorer : public HeadScorer {
                            .inv_freq = in.rope_inv_freq,
                            .half = in.rope_half(),
                            .next_position = in.next_position};
-      const std::vector<int> order = Ascending(SetScores(k.view(), v.view(), gram, rope));
+      const std::vector<int> order =
+          Ascending(SetScores(k.view(), v.view(), gram, rope, MeanQuery(in, h)));
       const int removed = m / 2;
       for (int j = 0; j < removed; ++j)
         s[active[order[j]]] = static_cast<float>(round + (j + 1.0) / (removed + 1.0));
@@ -430,8 +492,9 @@ class PrimeKvScorer : public HeadScorer {
 
   // Scores of n entries judged against each other (means, covariance and anchor of this set).
   std::vector<double> SetScores(MatView<const float> keys, MatView<const float> values,
-                                MatView<const float> gram, const RopeFrame& rope) const {
-    std::vector<double> r = KeyFactor(keys, rope);
+                                MatView<const float> gram, const RopeFrame& rope,
+                                const MeanQueryMap* mean_query) const {
+    std::vector<double> r = KeyFactor(keys, values, rope, mean_query);
     std::vector<double> c = value_ == ValueSide::kSelfRest
                                 ? QuadraticNorms(SelfQueryRest(keys, values), gram)
                                 : ValueFactor(values, keys.rows, gram);
@@ -448,7 +511,13 @@ class PrimeKvScorer : public HeadScorer {
     return x;
   }
 
-  std::vector<double> KeyFactor(MatView<const float> keys, const RopeFrame& rope) const {
+  // The map key=typical reads (the compressor and press-scores provide it: Needs().mean_query).
+  const MeanQueryMap* MeanQuery(const LayerInput& in, int h) const {
+    return key_ == KeySide::kTypical ? &in.mean_query[static_cast<size_t>(h)] : nullptr;
+  }
+
+  std::vector<double> KeyFactor(MatView<const float> keys, MatView<const float> values,
+                                const RopeFrame& rope, const MeanQueryMap* mean_query) const {
     switch (key_) {
       case KeySide::kNone:
         break;
@@ -466,6 +535,8 @@ class PrimeKvScorer : public HeadScorer {
         return NextSelfQuery(keys, rope, /*centered=*/false);
       case KeySide::kCenteredNext:
         return NextSelfQuery(keys, rope, /*centered=*/true);
+      case KeySide::kTypical:
+        return TypicalQuery(keys, values, rope, *mean_query);
       case KeySide::kCosine: {
         std::vector<double> r = CosineToMeanKey(keys);
         for (double& x : r) x = 1.0 - x;

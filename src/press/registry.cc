@@ -357,6 +357,7 @@ PressNeeds UnionNeeds(const PressNeeds& a, const PressNeeds& b) {
   n.future_queries = a.future_queries || b.future_queries;
   n.reconstruction = a.reconstruction || b.reconstruction;
   n.output_weights = a.output_weights || b.output_weights;
+  n.mean_query = a.mean_query || b.mean_query;
   return n;
 }
 

@@ -56,7 +56,7 @@ BASE_PRESSES = ["knorm", "keydiff", "random", "streamingllm", "lagkv", "snapkv",
 def presses_for(fx):
     out = list(BASE_PRESSES)
     # the rotary self-queries on every fixture: NeoX pairing, gaps in the positions
-    out += ["primekv:key=next", "primekv:key=centerednext"]
+    out += ["primekv:key=next", "primekv:key=centerednext", "primekv:key=typical"]
     if fx["grid"]:
         # every key side with two value sides, every value side with two key sides
         pairs = [(k, v) for k in pr.PRIMEKV_KEYS for v in ("wo_centered", "none")]
@@ -118,6 +118,12 @@ def make_fixture(fx, seed):
     future_q = 1.5 * rng.normal(size=(16, hq * d)) + qmean
     wo = rng.normal(size=(dm, hq * d)) / np.sqrt(hq * d)
     wo *= np.repeat(rng.uniform(0.5, 2.0, size=hq), d)[None, :]  # heads write with different gains
+    # projections for key=typical; W_k and W_v share a few input directions with W_q, so the
+    # mean query they recover is not the zero vector
+    shared = rng.normal(size=(4, dm))
+    wq = (rng.normal(size=(hq * d, dm)) + rng.normal(size=(hq * d, 4)) @ shared) / np.sqrt(dm)
+    wk = (rng.normal(size=(h * d, dm)) + rng.normal(size=(h * d, 4)) @ shared) / np.sqrt(dm)
+    wv = rng.normal(size=(h * d, dm)) / np.sqrt(dm)
 
     arrays = {
         "keys.f32": keys.astype("<f4"),
@@ -129,6 +135,9 @@ def make_fixture(fx, seed):
         "context_queries.f32": ctx_q.astype("<f4"),
         "context_positions.i32": positions.astype("<i4"),
         "future_queries.f32": future_q.astype("<f4"),
+        "wq.f32": wq.astype("<f4"),
+        "wk.f32": wk.astype("<f4"),
+        "wv.f32": wv.astype("<f4"),
     }
     meta = {"n": n, "n_heads": hq, "n_kv_heads": h, "head_dim": d, "d_model": dm,
             "layer": fx["layer"], "n_layers": fx["n_layers"],
@@ -143,7 +152,8 @@ def make_fixture(fx, seed):
                      context_positions=a["context_positions.i32"],
                      future_queries=a["future_queries.f32"], layer=fx["layer"],
                      n_layers=fx["n_layers"], next_position=meta["next_position"],
-                     rope_base=fx["rope_base"], rope_half=fx["rope_half"])
+                     rope_base=fx["rope_base"], rope_half=fx["rope_half"],
+                     wq=a["wq.f32"], wk=a["wk.f32"], wv=a["wv.f32"])
     return arrays, meta, layer
 
 

@@ -28,7 +28,7 @@ class Layer:
     def __init__(self, keys, values, positions, n_heads, *, window_queries=None,
                  window_positions=None, wo=None, context_queries=None, context_positions=None,
                  future_queries=None, layer=0, n_layers=1, next_position=None,
-                 rope_base=10000.0, rope_half=False):
+                 rope_base=10000.0, rope_half=False, wq=None, wk=None, wv=None):
         self.keys = np.asarray(keys, dtype=np.float64)
         self.values = np.asarray(values, dtype=np.float64)
         self.n_kv_heads, self.n, self.head_dim = self.keys.shape
@@ -51,6 +51,8 @@ class Layer:
         self.next_position = int(self.n if next_position is None else next_position)
         self.rope_base = float(rope_base)
         self.rope_half = bool(rope_half)
+        # projections [Hq*d, D], [H*d, D], [H*d, D] (PrimeKV's key=typical)
+        self.wq, self.wk, self.wv = opt(wq), opt(wk), opt(wv)
 
     def query_heads(self, rows):
         """[t, Hq*d] -> [t, Hq, d]."""
@@ -63,6 +65,14 @@ class Layer:
 
     def group_heads(self, h):
         return range(h * self.group, (h + 1) * self.group)
+
+    def projections(self, h):
+        """(W_q rows of KV head h's query group [g*d, D], W_k^(h) [d, D], W_v^(h) [d, D])."""
+        d, g = self.head_dim, self.group
+        if self.wq is None:
+            return None
+        return (self.wq[h * g * d:(h + 1) * g * d], self.wk[h * d:(h + 1) * d],
+                self.wv[h * d:(h + 1) * d])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -238,7 +248,7 @@ def leverage(k):
 
 
 PRIMEKV_KEYS = ("leverage", "cosine", "self", "selfexact", "centered", "centeredexact", "next",
-                "centerednext", "none")
+                "centerednext", "typical", "none")
 PRIMEKV_VALUES = ("wo_centered", "wo", "wo_self", "centered", "norm", "none")
 PRIMEKV_COMBINES = ("product", "rank", "logit")
 PRIMEKV_ROUNDS = ("one", "halving")
@@ -265,10 +275,22 @@ def rope_rotations(d, base, shifts, half):
     return r
 
 
-def primekv_set_scores(k, v, m, key, value, combine, rope=None):
+def mean_content_query(k, v, pos, base, half, proj):
+    """The group's mean content query recovered from the cached means: cbar = mean_j
+    R(-pos_j) k_j (each key turned back by its own position), xbar = pinv([W_k; W_v])
+    [cbar; vbar] (numpy's SVD pseudo-inverse), u = mean over the group of W_q^(g) xbar."""
+    wq, wk, wv = proj
+    d = k.shape[1]
+    back = rope_rotations(d, base, -np.asarray(pos, dtype=np.float64), half)
+    cbar = np.einsum("nab,nb->a", back, k) / k.shape[0]
+    xbar = np.linalg.pinv(np.concatenate([wk, wv])) @ np.concatenate([cbar, v.mean(axis=0)])
+    return (wq @ xbar).reshape(-1, d).mean(axis=0)
+
+
+def primekv_set_scores(k, v, m, key, value, combine, rope=None, proj=None):
     """PrimeKV's score of each of the n entries (keys k, values v: [n, d]) judged against this
     set only; m is the head's output Gram (or None); rope = (positions, next position, base,
-    half) of these entries."""
+    half) of these entries; proj = the head's projections (key=typical)."""
     n = k.shape[0]
     if key == "leverage":
         r = leverage(k)
@@ -285,13 +307,18 @@ def primekv_set_scores(k, v, m, key, value, combine, rope=None):
     elif key == "centered":
         # mean-field log-attention of the centred self-query q = k_i - kbar
         r = ((k - k.mean(axis=0)) ** 2).sum(axis=1) / math.sqrt(k.shape[1])
-    elif key in ("next", "centerednext"):
+    elif key in ("next", "centerednext", "typical"):
         # the self-query rotated to the next position: q_i = R(p - pos_i) k_i (or k_i - kbar)
         pos, nxt, base, half = rope
         kc = k - k.mean(axis=0)
-        q = kc if key == "centerednext" else k
+        q = k if key == "next" else kc
         rot = rope_rotations(k.shape[1], base, nxt - np.asarray(pos, dtype=np.float64), half)
         r = np.einsum("nab,nb,na->n", rot, q, kc) / math.sqrt(k.shape[1])
+        if key == "typical":
+            # plus the typical query asked at p: R(p) u, u the mean content query
+            u = mean_content_query(k, v, pos, base, half, proj)
+            q0 = rope_rotations(k.shape[1], base, np.array([float(nxt)]), half)[0] @ u
+            r = r + kc @ q0 / math.sqrt(k.shape[1])
     elif key == "none":
         r = np.ones(n)
     else:
@@ -334,8 +361,9 @@ def primekv(layer, key="centerednext", value="wo_centered", combine="logit", rou
         v = layer.values[h]
         m = _output_gram(layer, h) if value in ("wo_centered", "wo", "wo_self") else None
         rope = (layer.positions, layer.next_position, layer.rope_base, layer.rope_half)
+        proj = layer.projections(h) if key == "typical" else None
         if rounds == "one":
-            out[h] = primekv_set_scores(k, v, m, key, value, combine, rope)
+            out[h] = primekv_set_scores(k, v, m, key, value, combine, rope, proj)
             continue
         if rounds != "halving":
             raise ValueError(rounds)
@@ -345,7 +373,7 @@ def primekv(layer, key="centerednext", value="wo_centered", combine="logit", rou
         t = 0
         while len(active) > 1:
             sub = (layer.positions[active],) + rope[1:]
-            x = primekv_set_scores(k[active], v[active], m, key, value, combine, sub)
+            x = primekv_set_scores(k[active], v[active], m, key, value, combine, sub, proj)
             order = np.lexsort((active, x))  # ascending score, ties: lower row first
             removed = len(active) // 2
             out[h, active[order[:removed]]] = t + np.arange(1, removed + 1) / (removed + 1.0)

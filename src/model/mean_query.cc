@@ -1,0 +1,158 @@
+#include "primekv/mean_query.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "primekv/dense.h"
+
+namespace primekv {
+
+namespace {
+
+constexpr int kBlock = 256;  // rows of the float products summed in double
+
+// C = X^T Y in double for X [k, m], Y [k, n] (row-major), from float products of row blocks.
+Mat<double> ProductTN(MatView<const float> x, MatView<const float> y) {
+  const int m = static_cast<int>(x.cols), n = static_cast<int>(y.cols);
+  Mat<double> c(m, n);
+  Mat<float> part(m, n);
+  for (int64_t r0 = 0; r0 < x.rows; r0 += kBlock) {
+    const int rows = static_cast<int>(std::min<int64_t>(kBlock, x.rows - r0));
+    dense::GemmTN(m, n, rows, 1.0f, x.Row(r0), static_cast<int>(x.stride), y.Row(r0),
+                  static_cast<int>(y.stride), 0.0f, part.data(), n);
+    for (int a = 0; a < m; ++a)
+      for (int b = 0; b < n; ++b) c(a, b) += part(a, b);
+  }
+  return c;
+}
+
+// Lower Cholesky factor of a symmetric g in place, pivots floored at 1e-10 of the mean diagonal
+// (a rank-deficient A leaves g singular; the floored directions are those A cannot see).
+void Cholesky(Mat<double>& g) {
+  const int s = static_cast<int>(g.rows());
+  double trace = 0;
+  for (int j = 0; j < s; ++j) trace += g(j, j);
+  const double floor = std::max(1e-10 * trace / std::max(s, 1), 1e-300);
+  for (int j = 0; j < s; ++j) {
+    double v = g(j, j);
+    for (int k = 0; k < j; ++k) v -= g(j, k) * g(j, k);
+    const double ljj = std::sqrt(std::max(v, floor));
+    g(j, j) = ljj;
+    for (int i = j + 1; i < s; ++i) {
+      double t = g(i, j);
+      for (int k = 0; k < j; ++k) t -= g(i, k) * g(j, k);
+      g(i, j) = t / ljj;
+    }
+  }
+}
+
+// Solves L L^T x = b in place.
+void CholeskySolve(const Mat<double>& l, std::span<double> b) {
+  const int s = static_cast<int>(l.rows());
+  for (int i = 0; i < s; ++i) {
+    double t = b[i];
+    for (int k = 0; k < i; ++k) t -= l(i, k) * b[k];
+    b[i] = t / l(i, i);
+  }
+  for (int i = s - 1; i >= 0; --i) {
+    double t = b[i];
+    for (int k = i + 1; k < s; ++k) t -= l(k, i) * b[k];
+    b[i] = t / l(i, i);
+  }
+}
+
+Mat<float> Transposed(MatView<const float> x) {
+  Mat<float> t(x.cols, x.rows);
+  dense::Transpose(x.data, static_cast<int>(x.rows), static_cast<int>(x.cols),
+                   static_cast<int>(x.stride), t.data(), static_cast<int>(x.rows));
+  return t;
+}
+
+}  // namespace
+
+MeanQueryMap BuildMeanQueryMap(MatView<const float> wq, MatView<const float> wk,
+                               MatView<const float> wv, std::span<const float> bq,
+                               std::span<const float> bk, std::span<const float> bv,
+                               std::span<const float> k_gain, std::span<const float> q_gain,
+                               float norm_eps) {
+  const int d = static_cast<int>(wk.rows), width = static_cast<int>(wk.cols);
+  const bool normed = !k_gain.empty();
+  const int m = normed ? d : 2 * d;
+  MeanQueryMap out;
+  out.group = static_cast<int>(wq.rows) / d;
+  out.head_dim = d;
+  out.in_dim = m;
+  out.k_gain.assign(k_gain.begin(), k_gain.end());
+  out.q_gain.assign(q_gain.begin(), q_gain.end());
+  out.norm_eps = norm_eps;
+  // A = [W_k; W_v] as A^T [width, m], so both products below are X^T Y of row-major blocks.
+  Mat<float> a(m, width);
+  for (int r = 0; r < d; ++r) {
+    std::copy_n(wk.Row(r), width, a.Row(r));
+    if (!normed) std::copy_n(wv.Row(r), width, a.Row(d + r));
+  }
+  const Mat<float> at = Transposed(a.view());  // [width, m]
+  const Mat<float> wqt = Transposed(wq);       // [width, group * d]
+  Mat<double> map(static_cast<int64_t>(out.group) * d, m);
+  if (m <= width) {
+    // map_g = W_q^(g) A^T (A A^T)^-1: one solve per query row.
+    Mat<double> g = ProductTN(at.view(), at.view());         // A A^T [m, m]
+    const Mat<double> b = ProductTN(wqt.view(), at.view());  // W_q A^T [group * d, m]
+    Cholesky(g);
+    for (int64_t r = 0; r < map.rows(); ++r) {
+      std::copy_n(b.Row(r), m, map.Row(r));
+      CholeskySolve(g, map.RowSpan(r));
+    }
+  } else {
+    // map_g = W_q^(g) (A^T A)^-1 A^T.
+    Mat<double> g = ProductTN(a.view(), a.view());  // A^T A [width, width]
+    Cholesky(g);
+    std::vector<double> row(static_cast<size_t>(width));
+    for (int64_t r = 0; r < map.rows(); ++r) {
+      for (int c = 0; c < width; ++c) row[c] = wq(r, c);
+      CholeskySolve(g, row);
+      for (int j = 0; j < m; ++j) {
+        double t = 0;
+        for (int c = 0; c < width; ++c) t += row[c] * a(j, c);
+        map(r, j) = t;
+      }
+    }
+  }
+  out.map.assign(map.data(), map.data() + map.rows() * map.cols());
+  out.offset.assign(static_cast<size_t>(out.group) * d, 0.0f);
+  for (int64_t r = 0; r < map.rows(); ++r) {
+    double t = bq.empty() ? 0.0 : bq[static_cast<size_t>(r)];
+    for (int j = 0; j < m; ++j) {
+      const float bias = j < d ? (bk.empty() ? 0.0f : bk[j]) : (bv.empty() ? 0.0f : bv[j - d]);
+      t -= map(r, j) * bias;
+    }
+    out.offset[static_cast<size_t>(r)] = static_cast<float>(t);
+  }
+  return out;
+}
+
+std::vector<double> MeanQueryMap::MeanQuery(std::span<const double> cbar,
+                                            std::span<const double> vbar) const {
+  const int d = head_dim;
+  std::vector<double> y(static_cast<size_t>(in_dim)), u(static_cast<size_t>(d)),
+      mean(static_cast<size_t>(d), 0.0);
+  for (int c = 0; c < d; ++c) y[c] = k_gain.empty() ? cbar[c] : cbar[c] / k_gain[c];
+  if (k_gain.empty())
+    for (int c = 0; c < d; ++c) y[d + c] = vbar[c];
+  for (int g = 0; g < group; ++g) {
+    double ss = 0;
+    for (int a = 0; a < d; ++a) {
+      const float* row = map.data() + (static_cast<size_t>(g) * d + a) * in_dim;
+      double t = offset[static_cast<size_t>(g) * d + a];
+      for (int j = 0; j < in_dim; ++j) t += row[j] * y[j];
+      u[a] = t;
+      ss += t * t;
+    }
+    const double scale = q_gain.empty() ? 1.0 : 1.0 / std::sqrt(ss / d + norm_eps);
+    for (int a = 0; a < d; ++a)
+      mean[a] += (q_gain.empty() ? u[a] : u[a] * scale * q_gain[a]) / group;
+  }
+  return mean;
+}
+
+}  // namespace primekv
