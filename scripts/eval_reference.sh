@@ -152,7 +152,8 @@ fi
 #    choice was made on and, once, for contexts it never saw (test-split text; stories260K
 #    stories from other seeds). The texts are written into the output folder first.
 fid="$prefix-fidelity"
-fid_presses="primekv;primekv:key=self;primekv:key=next;primekv:key=centered;keydiff;streamingllm;kvzip"
+fid_presses="primekv;primekv:key=typical;primekv:key=self;primekv:key=next;primekv:key=centered;keydiff"
+fid_presses+=";streamingllm;kvzip"
 fid_presses+=";oracle"
 stories=../shared/models/stories260K.gguf
 if [[ $steps == *5* ]]; then
