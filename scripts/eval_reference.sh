@@ -26,7 +26,8 @@
 #   Times from empty folders on the 2-core development machine (Zen 5, load average 3-4 from
 #   other jobs, 2026-12-01): steps 1-2 11 min, step 3 18 min, step 4 2.5 min, step 5 1.6 min;
 #   33 min in all (results §5). Step 6 (2026-12-01, quiet machine): 96 s; step 7 reads the
-#   folders of step 3 and takes seconds.
+#   folders of step 3 and takes seconds. Step 5 with key=typical added (results §6.14, one
+#   other job running): 169 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix="${1:-docs/results/reference}"
