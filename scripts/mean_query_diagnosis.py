@@ -15,7 +15,10 @@ give each cached entry with:
  * `centerednext` (the default's key side) and `typical` (centerednext + recovered common);
 
 and prints the mean cosine between the mean future query and the mean key, and the typical
-query's norm relative to the spread of the queries around it. Nothing is chosen here.
+query's norm relative to the spread of the queries around it. With --future-from question the
+future queries are those of the sample's first question, answer prefix and answer (as
+scripts/diagnose_presses.py forms them) instead of the text that follows the context.
+Nothing is chosen here.
 
     /usr/bin/python3 scripts/mean_query_diagnosis.py --model models/primekv-retrieval.gguf
 """
@@ -55,6 +58,7 @@ def main():
     ap.add_argument("--samples", type=int, default=2, help="per family")
     ap.add_argument("--tokens", type=int, default=1024, help="context tokens")
     ap.add_argument("--future", type=int, default=64, help="future tokens")
+    ap.add_argument("--future-from", choices=("text", "question"), default="text")
     args = ap.parse_args()
     model = R.Model(args.model)
     cfg = model.cfg
@@ -69,8 +73,16 @@ def main():
         with open(path, encoding="utf-8") as fh:
             samples = [json.loads(x) for x in fh if x.strip()][:args.samples]
         for s in samples:
-            ids = tok.encode(s["context"], bos=True)[:n + f]
-            if len(ids) < n + f:
+            if args.future_from == "question":
+                t0 = s["turns"][0]
+                ids = tok.encode(s["context"] + "\n", bos=True)
+                ids = ids[:n] + tok.encode_segment("\n" + t0["question"] + "\n" +
+                                                   t0["answer_prefix"]) + \
+                    tok.encode_segment(" " + t0["answers"][0])
+                f = len(ids) - n
+            else:
+                ids = tok.encode(s["context"], bos=True)[:n + f]
+            if len(ids) < n + f or f < 1:
                 continue
             cap = D.prefill(model, ids)
             count += 1
@@ -112,7 +124,8 @@ def main():
     if count == 0:
         sys.exit("mean_query_diagnosis.py: no context is long enough")
     layers = " | ".join(f"L{L}" for L in range(cfg.n_layers))
-    print(f"\n{os.path.basename(args.model)}, {count} contexts of {n} tokens, {f} future tokens\n")
+    what = "the question's tokens" if args.future_from == "question" else f"{f} future tokens"
+    print(f"\n{os.path.basename(args.model)}, {count} contexts of {n} tokens, {what}\n")
     print(f"| quantity | {layers} | mean |")
     print("|---" * (cfg.n_layers + 2) + "|")
     for r in ROWS:
