@@ -14,7 +14,8 @@
 namespace primekv {
 
 // One KV head's map from its cached means y to the mean content (pre-RoPE) query of each query
-// head g of its group: u_g = map_g y + offset_g.
+// head g of its group: u_g = post_g G^-1 pre y + offset_g, with G's Cholesky factor kept, so a
+// use costs one O(s^2) solve and building it no per-row solves.
 struct MeanQueryMap {
   int group = 0;
   int head_dim = 0;
@@ -22,15 +23,20 @@ struct MeanQueryMap {
   // x, so y = cbar / k_gain (head_dim; the unit-RMS key direction, whose mean is W_k applied to
   // a weighted mean of x), and each u_g is RMS-normalised and scaled by q_gain, as the model does.
   int in_dim = 0;
-  std::vector<float> map;             // [group][head_dim][in_dim]
-  std::vector<float> offset;          // [group][head_dim]
+  int solve_dim = 0;           // s: in_dim when A has no more rows than columns, else d_model
+  std::vector<float> pre;      // [s][in_dim]: A^T when s = d_model, else empty (identity)
+  std::vector<double> factor;  // [s][s]: lower Cholesky factor of G = A A^T (or A^T A)
+  std::vector<float> post;     // [group * head_dim][s]: W_q A^T (or W_q)
+  std::vector<float> offset;   // [group][head_dim]
   std::vector<float> k_gain, q_gain;  // [head_dim], q/k-norm models only
   float norm_eps = 0;
-  bool empty() const { return map.empty(); }
+  bool empty() const { return post.empty(); }
 
   // The group's mean content query: the mean over g of u_g ([head_dim]). cbar: the mean of the
   // head's content keys; vbar: the mean of its values (unused with q/k norms).
   std::vector<double> MeanQuery(std::span<const double> cbar, std::span<const double> vbar) const;
+  // u_g for every g before any norm ([group * head_dim]), from y itself.
+  std::vector<double> Apply(std::span<const double> y) const;
 };
 
 // The weights one KV head's map is built from, as float rows: wq [group * d, D] (the group's

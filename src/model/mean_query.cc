@@ -46,18 +46,20 @@ void Cholesky(Mat<double>& g) {
   }
 }
 
-// Solves L L^T x = b in place.
-void CholeskySolve(const Mat<double>& l, std::span<double> b) {
-  const int s = static_cast<int>(l.rows());
+// Solves L L^T x = b in place (l: [s][s] row-major, lower). Both passes walk rows of L (the
+// back substitution in axpy form), so every inner loop is contiguous.
+void CholeskySolve(std::span<const double> l, int s, std::span<double> b) {
   for (int i = 0; i < s; ++i) {
+    const double* row = l.data() + static_cast<size_t>(i) * s;
     double t = b[i];
-    for (int k = 0; k < i; ++k) t -= l(i, k) * b[k];
-    b[i] = t / l(i, i);
+    for (int k = 0; k < i; ++k) t -= row[k] * b[k];
+    b[i] = t / row[i];
   }
   for (int i = s - 1; i >= 0; --i) {
-    double t = b[i];
-    for (int k = i + 1; k < s; ++k) t -= l(k, i) * b[k];
-    b[i] = t / l(i, i);
+    const double* row = l.data() + static_cast<size_t>(i) * s;
+    const double x = b[i] / row[i];
+    b[i] = x;
+    for (int k = 0; k < i; ++k) b[k] -= row[k] * x;
   }
 }
 
@@ -92,65 +94,78 @@ MeanQueryMap BuildMeanQueryMap(MatView<const float> wq, MatView<const float> wk,
     if (!normed) std::copy_n(wv.Row(r), width, a.Row(d + r));
   }
   const Mat<float> at = Transposed(a.view());  // [width, m]
-  const Mat<float> wqt = Transposed(wq);       // [width, group * d]
-  Mat<double> map(static_cast<int64_t>(out.group) * d, m);
+  Mat<double> g, post;
   if (m <= width) {
-    // map_g = W_q^(g) A^T (A A^T)^-1: one solve per query row.
-    Mat<double> g = ProductTN(at.view(), at.view());         // A A^T [m, m]
-    const Mat<double> b = ProductTN(wqt.view(), at.view());  // W_q A^T [group * d, m]
-    Cholesky(g);
-    for (int64_t r = 0; r < map.rows(); ++r) {
-      std::copy_n(b.Row(r), m, map.Row(r));
-      CholeskySolve(g, map.RowSpan(r));
-    }
+    // u = W_q A^T (A A^T)^-1 y.
+    const Mat<float> wqt = Transposed(wq);    // [width, group * d]
+    g = ProductTN(at.view(), at.view());      // A A^T [m, m]
+    post = ProductTN(wqt.view(), at.view());  // W_q A^T [group * d, m]
   } else {
-    // map_g = W_q^(g) (A^T A)^-1 A^T.
-    Mat<double> g = ProductTN(a.view(), a.view());  // A^T A [width, width]
-    Cholesky(g);
-    std::vector<double> row(static_cast<size_t>(width));
-    for (int64_t r = 0; r < map.rows(); ++r) {
-      for (int c = 0; c < width; ++c) row[c] = wq(r, c);
-      CholeskySolve(g, row);
-      for (int j = 0; j < m; ++j) {
-        double t = 0;
-        for (int c = 0; c < width; ++c) t += row[c] * a(j, c);
-        map(r, j) = t;
-      }
-    }
+    // u = W_q (A^T A)^-1 A^T y.
+    g = ProductTN(a.view(), a.view());  // A^T A [width, width]
+    post.Resize(wq.rows, width);
+    for (int64_t r = 0; r < wq.rows; ++r)
+      for (int c = 0; c < width; ++c) post(r, c) = wq(r, c);
+    out.pre.assign(at.data(), at.data() + at.rows() * at.cols());
   }
-  out.map.assign(map.data(), map.data() + map.rows() * map.cols());
-  out.offset.assign(static_cast<size_t>(out.group) * d, 0.0f);
-  for (int64_t r = 0; r < map.rows(); ++r) {
-    double t = bq.empty() ? 0.0 : bq[static_cast<size_t>(r)];
-    for (int j = 0; j < m; ++j) {
-      const float bias = j < d ? (bk.empty() ? 0.0f : bk[j]) : (bv.empty() ? 0.0f : bv[j - d]);
-      t -= map(r, j) * bias;
-    }
-    out.offset[static_cast<size_t>(r)] = static_cast<float>(t);
+  Cholesky(g);
+  out.solve_dim = static_cast<int>(g.rows());
+  out.factor.assign(g.data(), g.data() + g.rows() * g.cols());
+  out.post.assign(post.data(), post.data() + post.rows() * post.cols());
+  // offset_g = b_q^(g) - (the map applied to [b_k; b_v]).
+  std::vector<double> bias(static_cast<size_t>(m), 0.0);
+  for (int j = 0; j < d; ++j) {
+    if (!bk.empty()) bias[j] = bk[j];
+    if (!normed && !bv.empty()) bias[d + j] = bv[j];
   }
+  const std::vector<double> shift = out.Apply(bias);
+  out.offset.resize(shift.size());
+  for (size_t r = 0; r < shift.size(); ++r)
+    out.offset[r] = static_cast<float>((bq.empty() ? 0.0 : bq[r]) - shift[r]);
   return out;
+}
+
+std::vector<double> MeanQueryMap::Apply(std::span<const double> y) const {
+  const int s = solve_dim;
+  std::vector<double> x(static_cast<size_t>(s), 0.0);
+  if (pre.empty()) {
+    std::copy_n(y.begin(), s, x.begin());
+  } else {
+    for (int r = 0; r < s; ++r) {
+      const float* row = pre.data() + static_cast<size_t>(r) * in_dim;
+      for (int j = 0; j < in_dim; ++j) x[r] += row[j] * y[j];
+    }
+  }
+  CholeskySolve(factor, s, x);
+  std::vector<double> u(static_cast<size_t>(group) * head_dim, 0.0);
+  for (size_t r = 0; r < u.size(); ++r) {
+    const float* row = post.data() + r * static_cast<size_t>(s);
+    double t = 0;
+    for (int j = 0; j < s; ++j) t += row[j] * x[j];
+    u[r] = t;
+  }
+  return u;
 }
 
 std::vector<double> MeanQueryMap::MeanQuery(std::span<const double> cbar,
                                             std::span<const double> vbar) const {
   const int d = head_dim;
-  std::vector<double> y(static_cast<size_t>(in_dim)), u(static_cast<size_t>(d)),
-      mean(static_cast<size_t>(d), 0.0);
+  std::vector<double> y(static_cast<size_t>(in_dim)), mean(static_cast<size_t>(d), 0.0);
   for (int c = 0; c < d; ++c) y[c] = k_gain.empty() ? cbar[c] : cbar[c] / k_gain[c];
   if (k_gain.empty())
     for (int c = 0; c < d; ++c) y[d + c] = vbar[c];
+  const std::vector<double> u = Apply(y);
   for (int g = 0; g < group; ++g) {
+    const double* ug = u.data() + static_cast<size_t>(g) * d;
     double ss = 0;
-    for (int a = 0; a < d; ++a) {
-      const float* row = map.data() + (static_cast<size_t>(g) * d + a) * in_dim;
-      double t = offset[static_cast<size_t>(g) * d + a];
-      for (int j = 0; j < in_dim; ++j) t += row[j] * y[j];
-      u[a] = t;
-      ss += t * t;
-    }
-    const double scale = q_gain.empty() ? 1.0 : 1.0 / std::sqrt(ss / d + norm_eps);
     for (int a = 0; a < d; ++a)
-      mean[a] += (q_gain.empty() ? u[a] : u[a] * scale * q_gain[a]) / group;
+      ss += (ug[a] + offset[static_cast<size_t>(g) * d + a]) *
+            (ug[a] + offset[static_cast<size_t>(g) * d + a]);
+    const double scale = q_gain.empty() ? 1.0 : 1.0 / std::sqrt(ss / d + norm_eps);
+    for (int a = 0; a < d; ++a) {
+      const double t = ug[a] + offset[static_cast<size_t>(g) * d + a];
+      mean[a] += (q_gain.empty() ? t : t * scale * q_gain[a]) / group;
+    }
   }
   return mean;
 }
