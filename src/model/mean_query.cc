@@ -151,7 +151,9 @@ std::vector<double> MeanQueryMap::MeanQuery(std::span<const double> cbar,
                                             std::span<const double> vbar) const {
   const int d = head_dim;
   std::vector<double> y(static_cast<size_t>(in_dim)), mean(static_cast<size_t>(d), 0.0);
-  for (int c = 0; c < d; ++c) y[c] = k_gain.empty() ? cbar[c] : cbar[c] / k_gain[c];
+  // A zero gain leaves that key dimension zero in every entry: it carries nothing to divide.
+  for (int c = 0; c < d; ++c)
+    y[c] = k_gain.empty() ? cbar[c] : (k_gain[c] != 0.0f ? cbar[c] / k_gain[c] : 0.0);
   if (k_gain.empty())
     for (int c = 0; c < d; ++c) y[d + c] = vbar[c];
   const std::vector<double> u = Apply(y);
