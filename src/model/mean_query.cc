@@ -11,39 +11,13 @@ namespace {
 
 constexpr int kBlock = 256;  // rows of the float products summed in double
 
-// C = X^T Y in double for X [k, m], Y [k, n] (row-major), from float products of row blocks.
-Mat<double> ProductTN(MatView<const float> x, MatView<const float> y) {
-  const int m = static_cast<int>(x.cols), n = static_cast<int>(y.cols);
-  Mat<double> c(m, n);
-  Mat<float> part(m, n);
-  for (int64_t r0 = 0; r0 < x.rows; r0 += kBlock) {
-    const int rows = static_cast<int>(std::min<int64_t>(kBlock, x.rows - r0));
-    dense::GemmTN(m, n, rows, 1.0f, x.Row(r0), static_cast<int>(x.stride), y.Row(r0),
-                  static_cast<int>(y.stride), 0.0f, part.data(), n);
-    for (int a = 0; a < m; ++a)
-      for (int b = 0; b < n; ++b) c(a, b) += part(a, b);
-  }
-  return c;
-}
-
-// Lower Cholesky factor of a symmetric g in place, pivots floored at 1e-10 of the mean diagonal
-// (a rank-deficient A leaves g singular; the floored directions are those A cannot see).
+// Lower Cholesky factor in place, pivots floored at 1e-10 of the mean diagonal (a rank-deficient
+// A leaves g singular; the floored directions are those A cannot see).
 void Cholesky(Mat<double>& g) {
   const int s = static_cast<int>(g.rows());
   double trace = 0;
   for (int j = 0; j < s; ++j) trace += g(j, j);
-  const double floor = std::max(1e-10 * trace / std::max(s, 1), 1e-300);
-  for (int j = 0; j < s; ++j) {
-    double v = g(j, j);
-    for (int k = 0; k < j; ++k) v -= g(j, k) * g(j, k);
-    const double ljj = std::sqrt(std::max(v, floor));
-    g(j, j) = ljj;
-    for (int i = j + 1; i < s; ++i) {
-      double t = g(i, j);
-      for (int k = 0; k < j; ++k) t -= g(i, k) * g(j, k);
-      g(i, j) = t / ljj;
-    }
-  }
+  dense::CholeskyLower(g, std::max(1e-10 * trace / std::max(s, 1), 1e-300));
 }
 
 // Solves L L^T x = b in place (l: [s][s] row-major, lower). Both passes walk rows of L (the
@@ -97,12 +71,12 @@ MeanQueryMap BuildMeanQueryMap(MatView<const float> wq, MatView<const float> wk,
   Mat<double> g, post;
   if (m <= width) {
     // u = W_q A^T (A A^T)^-1 y.
-    const Mat<float> wqt = Transposed(wq);    // [width, group * d]
-    g = ProductTN(at.view(), at.view());      // A A^T [m, m]
-    post = ProductTN(wqt.view(), at.view());  // W_q A^T [group * d, m]
+    const Mat<float> wqt = Transposed(wq);                         // [width, group * d]
+    g = dense::ProductTNDouble(at.view(), at.view(), kBlock);      // A A^T [m, m]
+    post = dense::ProductTNDouble(wqt.view(), at.view(), kBlock);  // W_q A^T [group * d, m]
   } else {
     // u = W_q (A^T A)^-1 A^T y.
-    g = ProductTN(a.view(), a.view());  // A^T A [width, width]
+    g = dense::ProductTNDouble(a.view(), a.view(), kBlock);  // A^T A [width, width]
     post.Resize(wq.rows, width);
     for (int64_t r = 0; r < wq.rows; ++r)
       for (int c = 0; c < width; ++c) post(r, c) = wq(r, c);

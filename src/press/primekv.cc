@@ -89,34 +89,10 @@ double SquaredNorm(const float* x, int64_t d) {
   return s;
 }
 
-// G = Kc^T Kc in double, accumulated from float products of row blocks.
-Mat<double> Gram(const Mat<float>& kc) {
-  const int n = static_cast<int>(kc.rows()), d = static_cast<int>(kc.cols());
-  Mat<double> g(d, d);
-  Mat<float> block(d, d);
-  for (int i0 = 0; i0 < n; i0 += kRows) {
-    const int rows = std::min(kRows, n - i0);
-    dense::GemmTN(d, d, rows, 1.0f, kc.Row(i0), d, kc.Row(i0), d, 0.0f, block.data(), d);
-    for (int a = 0; a < d; ++a)
-      for (int b = 0; b < d; ++b) g(a, b) += block(a, b);
-  }
-  return g;
-}
-
 // In-place lower Cholesky factor of g (pivots floored at `floor`); returns L^-1 (lower).
 Mat<double> InverseCholesky(Mat<double>& g, double floor) {
   const int d = static_cast<int>(g.rows());
-  for (int j = 0; j < d; ++j) {
-    double s = g(j, j);
-    for (int k = 0; k < j; ++k) s -= g(j, k) * g(j, k);
-    const double ljj = std::sqrt(std::max(s, floor));
-    g(j, j) = ljj;
-    for (int i = j + 1; i < d; ++i) {
-      double t = g(i, j);
-      for (int k = 0; k < j; ++k) t -= g(i, k) * g(j, k);
-      g(i, j) = t / ljj;
-    }
-  }
+  dense::CholeskyLower(g, floor);
   // Forward substitution on the identity.
   Mat<double> linv(d, d);
   for (int col = 0; col < d; ++col) {
@@ -132,7 +108,8 @@ Mat<double> InverseCholesky(Mat<double>& g, double floor) {
 // Leverage of each centred row: |L^-1 x_i|^2 with G = Kc^T Kc = L L^T.
 std::vector<double> Leverage(const Mat<float>& kc) {
   const int n = static_cast<int>(kc.rows()), d = static_cast<int>(kc.cols());
-  Mat<double> g = Gram(kc);
+  // G = Kc^T Kc in double, accumulated from float products of row blocks.
+  Mat<double> g = dense::ProductTNDouble(kc.view(), kc.view(), kRows);
   double trace = 0;
   for (int c = 0; c < d; ++c) trace += g(c, c);
   const double jitter = kJitter * std::max(trace / d, 1e-30);
@@ -253,37 +230,6 @@ class RotationTable {
   std::vector<double> lo_, hi_;
 };
 
-// The self-query asked at the next position p: q_i = R(p - pos_i) k_i, the query that targets
-// entry i's content (k_i = R(pos_i) c_i) as the next token's query would carry it. Its
-// mean-field log-attention is q_i.(k_i - kbar) / sqrt(d) (with `centered`, q_i = R(p - pos_i)
-// (k_i - kbar)): each rotary pair turns by (p - pos_i) theta_f, so an entry far back keeps its
-// self-logit only in the slowly rotating pairs. Dimensions outside the rotary pairs do not turn.
-std::vector<double> NextSelfQuery(MatView<const float> keys, const RopeFrame& rope, bool centered) {
-  const std::vector<double> mean = Mean(keys);
-  const int64_t d = keys.cols;
-  const int64_t pairs = static_cast<int64_t>(rope.inv_freq.size());
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  const RotationTable rot(rope, keys.rows);
-  std::vector<double> q(d);
-  std::vector<double> r(keys.rows);
-  for (int64_t i = 0; i < keys.rows; ++i) {
-    const float* k = keys.Row(i);
-    for (int64_t c = 0; c < d; ++c) q[c] = centered ? k[c] - mean[c] : k[c];
-    const int64_t dist = static_cast<int64_t>(rope.next_position) - rope.positions[i];
-    for (int64_t f = 0; f < pairs; ++f) {
-      const int64_t a = rope.half ? f : 2 * f, b = rope.half ? f + pairs : 2 * f + 1;
-      const auto [cs, sn] = rot.CosSin(dist, f);
-      const double qa = q[a] * cs - q[b] * sn, qb = q[a] * sn + q[b] * cs;
-      q[a] = qa;
-      q[b] = qb;
-    }
-    double s = 0;
-    for (int64_t c = 0; c < d; ++c) s += q[c] * (k[c] - mean[c]);
-    r[i] = s * scale;
-  }
-  return r;
-}
-
 // Rotates each rotary pair f of x by angle(f) (RoPE's sense); the other dimensions stay.
 template <typename Angle>
 void RotatePairs(std::vector<double>& x, const RopeFrame& rope, Angle angle) {
@@ -297,6 +243,41 @@ void RotatePairs(std::vector<double>& x, const RopeFrame& rope, Angle angle) {
   }
 }
 
+// The self-query asked at the next position p: q_i = R(p - pos_i) k_i, the query that targets
+// entry i's content (k_i = R(pos_i) c_i) as the next token's query would carry it. Its
+// mean-field log-attention is q_i.(k_i - kbar) / sqrt(d) (with `centered`, q_i = R(p - pos_i)
+// (k_i - kbar)): each rotary pair turns by (p - pos_i) theta_f, so an entry far back keeps its
+// self-logit only in the slowly rotating pairs. Dimensions outside the rotary pairs do not turn.
+// `common`, if given, is a query every entry's query shares (key=typical): its logit
+// common.(k_i - kbar) / sqrt(d) is added. The caller passes the keys' mean and rotation table.
+std::vector<double> NextSelfQuery(MatView<const float> keys, const RopeFrame& rope,
+                                  const RotationTable& rot, const std::vector<double>& mean,
+                                  bool centered, std::span<const double> common = {}) {
+  const int64_t d = keys.cols;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  std::vector<double> q(d);
+  std::vector<double> r(keys.rows);
+  for (int64_t i = 0; i < keys.rows; ++i) {
+    const float* k = keys.Row(i);
+    for (int64_t c = 0; c < d; ++c) q[c] = centered ? k[c] - mean[c] : k[c];
+    const int64_t dist = static_cast<int64_t>(rope.next_position) - rope.positions[i];
+    RotatePairs(q, rope, [&](int64_t f) { return rot.CosSin(dist, f); });
+    double s = 0;
+    for (int64_t c = 0; c < d; ++c) s += q[c] * (k[c] - mean[c]);
+    r[i] = s * scale;
+    if (!common.empty()) {
+      double t = 0;
+      for (int64_t c = 0; c < d; ++c) t += common[c] * (k[c] - mean[c]);
+      r[i] += t * scale;
+    }
+  }
+  return r;
+}
+
+std::vector<double> NextSelfQuery(MatView<const float> keys, const RopeFrame& rope, bool centered) {
+  return NextSelfQuery(keys, rope, RotationTable(rope, keys.rows), Mean(keys), centered);
+}
+
 // key=typical (docs/design.md §2): the query that needs entry i is the context's typical query
 // plus the part that targets i, q_i = R(p) ubar + R(p - pos_i) (k_i - kbar), and its mean-field
 // log-attention is q_i.(k_i - kbar) / sqrt(d). ubar, the mean content query, comes from the
@@ -305,9 +286,7 @@ void RotatePairs(std::vector<double>& x, const RopeFrame& rope, Angle angle) {
 // future query at p adds to entry i's logit in common (sinks, positional preferences).
 std::vector<double> TypicalQuery(MatView<const float> keys, MatView<const float> values,
                                  const RopeFrame& rope, const MeanQueryMap& map) {
-  std::vector<double> r = NextSelfQuery(keys, rope, /*centered=*/true);
   const int64_t n = keys.rows, d = keys.cols;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const RotationTable rot(rope, n);
   // w = mean_j R(p - pos_j) k_j = R(p) cbar.
   std::vector<double> w(d, 0.0), x(d);
@@ -329,14 +308,7 @@ std::vector<double> TypicalQuery(MatView<const float> keys, MatView<const float>
   const std::vector<double> vbar = values.rows > 0 ? Mean(values) : std::vector<double>(d, 0.0);
   std::vector<double> q = map.MeanQuery(w, vbar);
   RotatePairs(q, rope, turn(1.0));  // the typical query at p
-  const std::vector<double> kbar = Mean(keys);
-  for (int64_t i = 0; i < n; ++i) {
-    const float* k = keys.Row(i);
-    double t = 0;
-    for (int64_t c = 0; c < d; ++c) t += q[c] * (k[c] - kbar[c]);
-    r[i] += t * scale;
-  }
-  return r;
+  return NextSelfQuery(keys, rope, rot, Mean(keys), /*centered=*/true, q);
 }
 
 // Exact log-attention of the self-query: |k_i|^2/sqrt(d) - logsumexp_j k_i.k_j/sqrt(d), with the

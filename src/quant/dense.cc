@@ -1,6 +1,7 @@
 #include "primekv/dense.h"
 
 #include <algorithm>
+#include <cmath>
 
 // Runtime ISA dispatch through GCC function multi-versioning where it exists.
 #if defined(__x86_64__) && !defined(__clang__)
@@ -94,6 +95,35 @@ void Transpose(const float* src, int rows, int cols, int lds, float* dst, int ld
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c)
       dst[static_cast<long>(c) * ldd + r] = src[static_cast<long>(r) * lds + c];
+}
+
+Mat<double> ProductTNDouble(MatView<const float> x, MatView<const float> y, int block_rows) {
+  const int m = static_cast<int>(x.cols), n = static_cast<int>(y.cols);
+  Mat<double> c(m, n);
+  Mat<float> part(m, n);
+  for (int64_t r0 = 0; r0 < x.rows; r0 += block_rows) {
+    const int rows = static_cast<int>(std::min<int64_t>(block_rows, x.rows - r0));
+    GemmTN(m, n, rows, 1.0f, x.Row(r0), static_cast<int>(x.stride), y.Row(r0),
+           static_cast<int>(y.stride), 0.0f, part.data(), n);
+    for (int a = 0; a < m; ++a)
+      for (int b = 0; b < n; ++b) c(a, b) += part(a, b);
+  }
+  return c;
+}
+
+void CholeskyLower(Mat<double>& g, double floor) {
+  const int s = static_cast<int>(g.rows());
+  for (int j = 0; j < s; ++j) {
+    double v = g(j, j);
+    for (int k = 0; k < j; ++k) v -= g(j, k) * g(j, k);
+    const double ljj = std::sqrt(std::max(v, floor));
+    g(j, j) = ljj;
+    for (int i = j + 1; i < s; ++i) {
+      double t = g(i, j);
+      for (int k = 0; k < j; ++k) t -= g(i, k) * g(j, k);
+      g(i, j) = t / ljj;
+    }
+  }
 }
 
 }  // namespace primekv::dense

@@ -112,30 +112,28 @@ TEST(MeanQueryMap, WhatTheCacheCannotSeeAddsNothing) {
   // W_q reads only directions orthogonal to every row of W_k and W_v: the minimum-norm input
   // the cache determines has no such component, so the mean query is zero (not a guess).
   Case c = MakeCase(4, 20, 2, 4);
-  // Gram-Schmidt the query rows against the 8 rows of [W_k; W_v].
+  // Gram-Schmidt: an orthonormal basis of the 8 rows of [W_k; W_v], then the query rows with
+  // their components along it removed.
   std::vector<std::vector<double>> basis;
+  const auto without_basis = [&](const float* row) {
+    std::vector<double> v(row, row + 20);
+    for (const auto& b : basis) {
+      double t = 0;
+      for (int i = 0; i < 20; ++i) t += v[i] * b[i];
+      for (int i = 0; i < 20; ++i) v[i] -= t * b[i];
+    }
+    return v;
+  };
   for (const Mat<float>* w : {&c.wk, &c.wv})
     for (int r = 0; r < 4; ++r) {
-      std::vector<double> v(20);
-      for (int i = 0; i < 20; ++i) v[i] = (*w)(r, i);
-      for (const auto& b : basis) {
-        double t = 0;
-        for (int i = 0; i < 20; ++i) t += v[i] * b[i];
-        for (int i = 0; i < 20; ++i) v[i] -= t * b[i];
-      }
+      std::vector<double> v = without_basis(w->Row(r));
       double n = 0;
       for (double x : v) n += x * x;
       for (double& x : v) x /= std::sqrt(n);
       basis.push_back(v);
     }
   for (int r = 0; r < 8; ++r) {
-    std::vector<double> v(20);
-    for (int i = 0; i < 20; ++i) v[i] = c.wq(r, i);
-    for (const auto& b : basis) {
-      double t = 0;
-      for (int i = 0; i < 20; ++i) t += v[i] * b[i];
-      for (int i = 0; i < 20; ++i) v[i] -= t * b[i];
-    }
+    const std::vector<double> v = without_basis(c.wq.Row(r));
     for (int i = 0; i < 20; ++i) c.wq(r, i) = static_cast<float>(v[i]);
   }
   const MeanQueryMap map =
@@ -206,16 +204,10 @@ class QueryTap : public ForwardTap {
 };
 
 void CheckModel(Arch arch, int tokens) {
-  RandomModelSpec s;
+  RandomModelSpec s = SmallGqaSpec(/*seed=*/1);  // 4 query heads, 2 KV heads of 16
   s.arch = arch;
-  s.n_layers = 2;
-  s.d_model = 16;
-  s.n_heads = 4;
-  s.n_kv_heads = 2;
-  s.head_dim = 8;
-  s.d_ff = 32;
-  s.vocab_size = 300;
-  if (arch == Arch::kQwen3) s.d_model = 8;  // keys alone determine the input (W_k square)
+  s.d_model = 2 * s.head_dim;                        // [W_k; W_v] of a head is square
+  if (arch == Arch::kQwen3) s.d_model = s.head_dim;  // keys alone determine the input
   const Model m = WriteAndLoad(s, std::filesystem::temp_directory_path() /
                                       ("primekv_mean_query_" + std::string(ArchName(arch))));
   const ModelConfig& c = m.config();
