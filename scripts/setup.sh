@@ -7,7 +7,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   python3 python3-numpy gnuplot-nox
-  zlib1g-dev
+  zlib1g-dev time
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -168,40 +168,4 @@ CLI::Option* AddKvType(CLI::App& cmd, KvDType& out) {
   return opt;
 }
 
-Result<std::string> ReadInputFile(const std::string& path, std::string_view what,
-                                  FileSource source) {
-  const std::string quoted = "'" + Printable(path, 200) + "'";
-  const std::string name = std::string(what) + " " + quoted;
-  // kRegular opens with O_NONBLOCK: opening a FIFO must not wait for a writer; the type check
-  // follows. kStream blocks like any reader of a pipe.
-  const int flags = O_RDONLY | O_CLOEXEC | (source == FileSource::kRegular ? O_NONBLOCK : 0);
-  const int fd = ::open(path.c_str(), flags);
-  auto cannot_read = [&](int err) {
-    return Status::Error(std::string(what) + ": cannot read " + quoted + ": " + std::strerror(err));
-  };
-  if (fd < 0) return cannot_read(errno);
-  struct stat st = {};
-  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode) ||
-      (source == FileSource::kRegular && !S_ISREG(st.st_mode))) {
-    ::close(fd);
-    return Status::Error(name +
-                         (S_ISDIR(st.st_mode) ? " is a directory" : " is not a regular file"));
-  }
-  std::string text;
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return cannot_read(err);
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return text;
-}
-
 }  // namespace primekv::cli

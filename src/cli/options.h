@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "primekv/file_io.h"
 #include "primekv/kv_cache.h"
 #include "primekv/status.h"
 #include "primekv/text.h"
@@ -39,14 +40,12 @@ CLI::Validator PressList(bool single);
 // Adds --kv-type (f16 | f32) writing into `out`; `out` holds the default.
 CLI::Option* AddKvType(CLI::App& cmd, KvDType& out);
 
-// What ReadInputFile takes besides regular files.
-enum class FileSource {
-  kRegular,  // nothing: a directory, FIFO or device is refused without blocking
-  kStream,   // pipes, FIFOs and devices too, read to EOF (a directory is still refused)
-};
-// Reads a whole file. `what` names the file's role in messages ("--text-file", "manifest"):
-// "WHAT 'PATH' is a directory", "... is not a regular file", "WHAT: cannot read 'PATH': why".
-Result<std::string> ReadInputFile(const std::string& path, std::string_view what,
-                                  FileSource source = FileSource::kRegular);
+// Reads a whole input file, capped at kMaxInputBytes (primekv/file_io.h has the messages).
+using ::primekv::FileSource;
+inline Result<std::string> ReadInputFile(const std::string& path, std::string_view what,
+                                         FileSource source = FileSource::kRegular,
+                                         uint64_t max_bytes = kMaxInputBytes) {
+  return ReadFileCapped(path, what, source, max_bytes);
+}
 
 }  // namespace primekv::cli
