@@ -101,7 +101,8 @@ Result<bool> JsonNode::Bool() const {
 }
 
 Result<int64_t> JsonNode::Integer(int64_t lo, int64_t hi) const {
-  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  std::string range(1, '[');  // appended: GCC 12 -Wrestrict false positive on "[" + string
+  range += std::to_string(lo) + ", " + std::to_string(hi) + "]";
   if (v_->is_number_unsigned()) {
     const uint64_t u = v_->get<uint64_t>();
     if (u > static_cast<uint64_t>(hi)) {
