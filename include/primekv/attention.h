@@ -47,7 +47,11 @@ class AttentionWorkspace {
 // out[i] = softmax over cache entries e of `layer` with position(e) <= q_pos[i] of
 // scale * q_i . k_e, applied to v_e; query head h reads KV head h / group.
 // q and out are [n, n_heads * head_dim]; q_pos [n] ascending.
-void AttendCached(const AttnShape& shape, MatView<const float> q, std::span<const int32_t> q_pos,
+// Returns false when some query row met a non-finite score (a NaN or infinite query, or a dot
+// product that overflows float): the softmax cannot weigh such a row, and its output is then
+// meaningless. The check costs one comparison per row and page; keys are assumed finite (the
+// forward pass checks them before they enter the cache).
+bool AttendCached(const AttnShape& shape, MatView<const float> q, std::span<const int32_t> q_pos,
                   const KvCache& cache, int layer, MatView<float> out, ThreadPool& pool,
                   AttentionWorkspace& workspace);
 

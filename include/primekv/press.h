@@ -39,6 +39,11 @@ struct PressNeeds {
 };
 PressNeeds UnionNeeds(const PressNeeds& a, const PressNeeds& b);
 
+struct LayerInput;
+// Whether `in` holds every input `needs` asks for (a scorer reads them unchecked): an error
+// "press PRESS needs WHAT, which this run does not provide" otherwise.
+Status CheckLayerInput(const PressNeeds& needs, const LayerInput& in, std::string_view press);
+
 // One KV head's entries as floats: keys/values [n, d] row-major, positions [n] ascending.
 struct HeadEntries {
   std::vector<float> keys;

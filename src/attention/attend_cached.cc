@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -94,18 +95,22 @@ void GatherQueries(const TileTask& t, TileScratch& ts) {
 }
 
 // Turns each row of scores[rows, count] into exp(s - running max), masking positions after the
-// row's query, and rescales the row's running sum and accumulator to the new max.
-void OnlineSoftmaxRows(const TileTask& t, const KvPage& page, int count, TileScratch& ts,
+// row's query, and rescales the row's running sum and accumulator to the new max. Returns false
+// when a row with visible entries has no finite maximum: some score is +inf, or every one is NaN
+// or -inf (a non-finite query makes all of its row so); the row is then left at zero.
+bool OnlineSoftmaxRows(const TileTask& t, const KvPage& page, int count, TileScratch& ts,
                        const attention_internal::SoftmaxKernels& softmax) {
   const int pt = t.cache.page_tokens();
   const int d = t.shape.head_dim;
+  bool finite = true;
   for (int r = 0; r < t.rows(); ++r) {
     const int32_t pos = t.q_pos[t.q0 + r % t.qn];
     float* s = ts.scores + static_cast<size_t>(r) * pt;
     int visible = count;
     while (visible > 0 && page.positions[visible - 1] > pos) --visible;
-    const float mx = softmax.row_max(s, visible, ts.m[r]);
-    if (visible == 0 || mx == -std::numeric_limits<float>::infinity()) {
+    const float mx = visible == 0 ? ts.m[r] : softmax.row_max(s, visible, ts.m[r]);
+    if (visible == 0 || !std::isfinite(mx)) {
+      finite = finite && visible == 0;
       std::fill_n(s, count, 0.0f);
       continue;
     }
@@ -117,10 +122,11 @@ void OnlineSoftmaxRows(const TileTask& t, const KvPage& page, int count, TileScr
     ts.m[r] = mx;
     if (corr != 1.0f) softmax.scale(ts.acc + static_cast<size_t>(r) * d, d, corr);
   }
+  return finite;
 }
 
-// acc += softmax(scale * Q K^T) V over one page of `count` entries.
-void AttendPage(const TileTask& t, const KvPage& page, int count, TileScratch& ts,
+// acc += softmax(scale * Q K^T) V over one page of `count` entries; false as OnlineSoftmaxRows.
+bool AttendPage(const TileTask& t, const KvPage& page, int count, TileScratch& ts,
                 const attention_internal::SoftmaxKernels& softmax) {
   const int pt = t.cache.page_tokens();
   const int d = t.shape.head_dim;
@@ -135,9 +141,10 @@ void AttendPage(const TileTask& t, const KvPage& page, int count, TileScratch& t
     dense::Transpose(key_rows, count, d, d, ts.keys, pt);
     dense::GemmNN(t.rows(), count, d, t.shape.scale, ts.q, d, ts.keys, pt, 0.0f, ts.scores, pt);
   }
-  OnlineSoftmaxRows(t, page, count, ts, softmax);
+  const bool finite = OnlineSoftmaxRows(t, page, count, ts, softmax);
   // acc[rows, d] += P V
   dense::GemmNN(t.rows(), d, count, 1.0f, ts.scores, pt, ts.values, d, 1.0f, ts.acc, d);
+  return finite;
 }
 
 void WriteOutputs(const TileTask& t, const TileScratch& ts, MatView<float> out) {
@@ -155,7 +162,7 @@ void WriteOutputs(const TileTask& t, const TileScratch& ts, MatView<float> out) 
 
 }  // namespace
 
-void AttendCached(const AttnShape& shape, MatView<const float> q, std::span<const int32_t> q_pos,
+bool AttendCached(const AttnShape& shape, MatView<const float> q, std::span<const int32_t> q_pos,
                   const KvCache& cache, int layer, MatView<float> out, ThreadPool& pool,
                   AttentionWorkspace& workspace) {
   const int n = static_cast<int>(q.rows);
@@ -167,6 +174,7 @@ void AttendCached(const AttnShape& shape, MatView<const float> q, std::span<cons
   const int tq = AttentionWorkspace::kQueryTile;
   const int n_qtiles = (n + tq - 1) / tq;
   const int64_t tasks = static_cast<int64_t>(shape.n_kv_heads) * n_qtiles;
+  std::atomic<bool> finite{true};
 
   pool.ParallelFor(tasks, [&](int64_t begin, int64_t end, int thread) {
     TileScratch ts = Carve(workspace.Buffer(thread), shape, pt);
@@ -179,14 +187,17 @@ void AttendCached(const AttnShape& shape, MatView<const float> q, std::span<cons
       GatherQueries(t, ts);
       const int32_t max_pos = q_pos[t.q0 + t.qn - 1];
       const int len = cache.Length(layer, t.kvh);
+      bool task_finite = true;
       for (int p = 0; p * pt < len; ++p) {
         const KvPage& page = cache.Page(layer, t.kvh, p);
         if (page.positions[0] > max_pos) break;  // positions ascend: nothing visible further on
-        AttendPage(t, page, std::min(pt, len - p * pt), ts, softmax);
+        task_finite &= AttendPage(t, page, std::min(pt, len - p * pt), ts, softmax);
       }
+      if (!task_finite) finite.store(false, std::memory_order_relaxed);
       WriteOutputs(t, ts, out);
     }
   });
+  return finite.load(std::memory_order_relaxed);
 }
 
 void AttendReference(const AttnShape& shape, MatView<const float> q, std::span<const int32_t> q_pos,

@@ -35,6 +35,7 @@
 #include "cli/options.h"
 #include "primekv/compressor.h"
 #include "primekv/model.h"
+#include "primekv/pipeline.h"
 #include "quant/kernels.h"
 
 namespace primekv::cli {
@@ -58,7 +59,15 @@ struct BenchArgs {
   bool json = false;
   bool bandwidth_only = false;
   int bandwidth_mib = 1024;
+  int ctx_size = 0;  // 0 = the model's trained context
+  bool allow_ctx_overflow = false;
 };
+
+// Flag ranges. Token counts go up to the largest context size any run may use (each test must
+// also fit the model's, checked once it is loaded); the heap buffer of --bandwidth up to 64 GiB.
+constexpr int kMaxTokens = kMaxContextSize;
+constexpr int kMaxBandwidthMib = 1 << 16;
+constexpr int kMaxReps = 1000;
 
 using Clock = std::chrono::steady_clock;
 
@@ -562,15 +571,34 @@ void PrintTable(const BenchRun& run) {
   }
 }
 
+// Every test must fit the context size before anything is allocated: a prefill test holds
+// -p positions, a decode test -d + -n.
+Status CheckTestsFit(const BenchArgs& a, const ModelConfig& config) {
+  std::string note;
+  PRIMEKV_ASSIGN_OR_RETURN(const int ctx,
+                           ResolveContextSize(config, a.ctx_size, a.allow_ctx_overflow, &note));
+  if (!note.empty()) std::fprintf(stderr, "primekv: warning: %s\n", note.c_str());
+  const std::string where =
+      " the context size of " + std::to_string(ctx) +
+      (a.ctx_size == 0 ? " (the model's trained context; -c N --allow-ctx-overflow runs past it)"
+                       : " (-c)");
+  for (int p : a.prompt) {
+    if (p > ctx) return Status::Error("-p " + std::to_string(p) + " tokens exceed" + where);
+  }
+  for (int d : a.depth) {
+    for (int g : a.gen) {
+      if (g > 0 && int64_t{d} + g > ctx) {
+        return Status::Error("-d " + std::to_string(d) + " + -n " + std::to_string(g) +
+                             " tokens exceed" + where);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 int RunBench(const BenchArgs& a) {
   if (a.bandwidth_only) return RunBandwidthOnly(a);
   if (a.model.empty()) return Fail("bench: -m MODEL is required (or --bandwidth)");
-  if (a.reps < 1) return Fail("--reps must be >= 1");
-  if (a.fill != "synthetic" && a.fill != "prefill")
-    return Fail("--fill must be synthetic or prefill");
-  if (a.mode != "context" && a.mode != "chunked") return Fail("--mode must be context or chunked");
-  if (a.chunk < 1) return Fail("--chunk must be >= 1");
-  if (!(a.ratio >= 0 && a.ratio < 1)) return Fail("--ratio must be in [0, 1)");
   auto spec = ParsePressSpec(a.press);
   if (!spec.ok()) return Fail(spec.message());
   auto press = MakePress(*spec);
@@ -579,6 +607,7 @@ int RunBench(const BenchArgs& a) {
   if (!model.ok()) return Fail(model.message());
   if (Status s = CheckKvDType(a.kv_type, model->config().head_dim); !s.ok())
     return Fail(s.message());
+  if (Status s = CheckTestsFit(a, model->config()); !s.ok()) return Fail(s.message());
   const double loaded_rss = CurrentRssBytes();
   Compressor compressor(*model, std::move(press).value());
   if (compressor.enabled() && compressor.Needs().ReadsQueries()) {
@@ -618,46 +647,64 @@ void AddBench(CLI::App& app, Runner& run) {
     const char* flags;
     std::vector<int>* values;
     const char* help;
+    CLI::Validator check;
   };
   for (const ListOption& o :
-       {ListOption{"-p,--n-prompt", &a->prompt, "Prefill lengths (0 = none)"},
-        ListOption{"-n,--n-gen", &a->gen, "Decoded tokens per run (0 = none)"},
-        ListOption{"-d,--depth", &a->depth, "KV entries per head before decoding"},
-        ListOption{"-t,--threads", &a->threads, "Thread counts (0 = all cores)"}}) {
-    cmd->add_option(o.flags, *o.values, o.help)->delimiter(',')->capture_default_str();
+       {ListOption{"-p,--n-prompt", &a->prompt, "Prefill lengths (0 = none)",
+                   IntegerIn(0, kMaxTokens)},
+        ListOption{"-n,--n-gen", &a->gen, "Decoded tokens per run (0 = none)",
+                   IntegerIn(0, kMaxTokens)},
+        ListOption{"-d,--depth", &a->depth, "KV entries per head before decoding",
+                   IntegerIn(0, kMaxTokens)},
+        ListOption{"-t,--threads", &a->threads, "Thread counts (0 = all cores)", Threads()}}) {
+    cmd->add_option(o.flags, *o.values, o.help)
+        ->delimiter(',')
+        ->capture_default_str()
+        ->check(o.check);
   }
   cmd->add_option("-u,--ubatch", a->ubatch,
                   "Prefill micro-batch (also splits a larger --chunk of --mode chunked)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(IntegerIn(1, kMaxTokens));
   cmd->add_option("-r,--reps", a->reps, "Timed runs per test (after one warm-up)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(IntegerIn(1, kMaxReps));
   cmd->add_option("--press", a->press, "Compress the cache at depth with this press")
-      ->capture_default_str();
-  cmd->add_option("--ratio", a->ratio, "Fraction of the cache the press removes")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(PressList(/*single=*/true));
+  cmd->add_option("--ratio", a->ratio, "Fraction of the cache the press removes, in [0, 1)")
+      ->capture_default_str()
+      ->check(RealIn(0, 1, false, /*hi_open=*/true));
   cmd->add_option("--fill", a->fill,
                   "How the depth is filled: synthetic (random K/V rows; the decode step reads "
                   "the same bytes; the press scores these rows) | prefill (real forward passes "
                   "over random tokens)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"synthetic", "prefill"}));
+      ->check(OneOf({"synthetic", "prefill"}));
   cmd->add_option("--mode", a->mode,
                   "When the press compresses the depth: context (the default: fill all of it, "
                   "then compress once) | chunked (fill --chunk tokens at a time and after each "
                   "cut every head over KeepCount(tokens so far, ratio) to it, as the pipeline's "
                   "chunked mode; the KV cache never holds more than the budget plus one chunk)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"context", "chunked"}));
+      ->check(OneOf({"context", "chunked"}));
   cmd->add_option("--chunk", a->chunk, "Tokens per chunk in --mode chunked")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(IntegerIn(1, kMaxTokens));
+  cmd->add_option("-c,--ctx-size", a->ctx_size,
+                  "Context size in tokens (0 = the model's trained context); each test's "
+                  "positions (-p, or -d + -n) must fit")
+      ->check(IntegerIn(0, kMaxTokens));
+  cmd->add_flag("--allow-ctx-overflow", a->allow_ctx_overflow,
+                "Allow -c above the model's trained context (warns)");
   AddKvType(*cmd, a->kv_type);
   cmd->add_flag("--json", a->json, "Print JSON instead of a markdown table");
   cmd->add_flag("--bandwidth", a->bandwidth_only,
                 "Only measure the read bandwidth: over a heap buffer, or over the mapped weights "
                 "of -m MODEL when given");
   cmd->add_option("--bandwidth-mib", a->bandwidth_mib, "Heap buffer of --bandwidth")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(IntegerIn(1, kMaxBandwidthMib));
   cmd->callback([&run, a] { run = [a] { return RunBench(*a); }; });
 }
 

@@ -1,4 +1,6 @@
 // Dumps the logits of every position for given token ids: the hook for reference checks.
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -9,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "primekv/model.h"
+#include "primekv/pipeline.h"
 
 namespace primekv::cli {
 
@@ -40,6 +43,8 @@ void AddLogits(CLI::App& app, Runner& run) {
     KvDType kv_type = KvDType::kF32;
     int threads = 0;
     int chunk = 0;
+    int ctx_size = 0;
+    bool allow_ctx_overflow = false;
   };
   auto a = std::make_shared<Args>();
   auto* cmd =
@@ -52,14 +57,36 @@ void AddLogits(CLI::App& app, Runner& run) {
   cmd->add_option("--chunk", a->chunk, "Prefill in chunks of this many tokens (0 = one pass)")
       ->check(IntegerIn(0, std::numeric_limits<int>::max()));
   cmd->add_option("-t,--threads", a->threads)->check(Threads())->capture_default_str();
+  cmd->add_option("-c,--ctx-size", a->ctx_size,
+                  "Context size in tokens (0 = the model's trained context); the tokens must fit")
+      ->check(IntegerIn(0, std::numeric_limits<int>::max()));
+  cmd->add_flag("--allow-ctx-overflow", a->allow_ctx_overflow,
+                "Allow -c above the model's trained context (warns)");
   cmd->callback([&run, a] {
     run = [a] {
       auto model = Model::Load(a->model);
       if (!model.ok()) return Fail(model.message());
       if (Status s = CheckKvDType(a->kv_type, model->config().head_dim); !s.ok())
         return Fail(s.message());
+      std::string ctx_note;
+      auto ctx_size =
+          ResolveContextSize(model->config(), a->ctx_size, a->allow_ctx_overflow, &ctx_note);
+      if (!ctx_size.ok()) return Fail(ctx_size.message());
+      if (!ctx_note.empty()) std::fprintf(stderr, "primekv: warning: %s\n", ctx_note.c_str());
+      const std::string where =
+          a->ctx_size == 0
+              ? " (the model's trained context; -c N --allow-ctx-overflow runs past it)"
+              : " (-c)";
       std::vector<Token> ids;
       if (!a->text.empty()) {
+        // Text that cannot fit however it tokenizes is refused before tokenizing it.
+        const uint64_t max_bytes =
+            static_cast<uint64_t>(*ctx_size) * model->tokenizer().MaxTokenBytes();
+        if (a->text.size() > max_bytes) {
+          return Fail("--text: " + std::to_string(a->text.size()) +
+                      " bytes cannot fit the context size of " + std::to_string(*ctx_size) +
+                      " tokens" + where);
+        }
         ids = model->tokenizer().Encode(a->text, true);
       } else {
         auto parsed = ParseIds(a->tokens);
@@ -67,6 +94,11 @@ void AddLogits(CLI::App& app, Runner& run) {
         ids = std::move(parsed).value();
       }
       if (ids.empty()) return Fail("no tokens");
+      if (ids.size() > static_cast<size_t>(*ctx_size)) {
+        return Fail(std::string(a->text.empty() ? "--tokens" : "--text") + ": " +
+                    std::to_string(ids.size()) + " tokens exceed the context size of " +
+                    std::to_string(*ctx_size) + where);
+      }
       KvCacheOptions kv;
       kv.dtype = a->kv_type;
       for (const Token id : ids) {
@@ -88,10 +120,20 @@ void AddLogits(CLI::App& app, Runner& run) {
             model->Forward(std::span<const Token>(ids.data() + b, n), cache, {true}, out, pool, ws);
         if (!s.ok()) return Fail(s.message());
       }
+      // A reference check must not compare against NaN or infinity as if it were output.
+      for (size_t i = 0; i < logits.size(); ++i) {
+        if (!std::isfinite(logits[i])) {
+          return Fail("the model produced non-finite logits (NaN or infinity) at token " +
+                      std::to_string(i / static_cast<size_t>(vocab)) +
+                      ": its weights or activations overflow; nothing written");
+        }
+      }
       std::ofstream f(a->out, std::ios::binary);
+      if (!f) return Fail("-o: cannot open '" + Printable(a->out) + "' for writing");
       f.write(reinterpret_cast<const char*>(logits.data()),
               static_cast<std::streamsize>(logits.size() * sizeof(float)));
-      if (!f) return Fail("cannot write '" + a->out + "'");
+      if (Status s = FlushChecked(f, "-o '" + Printable(a->out) + "'"); !s.ok())
+        return Fail(s.message());
       std::fprintf(stderr, "wrote %zu x %d logits to %s\n", ids.size(), vocab, a->out.c_str());
       return 0;
     };

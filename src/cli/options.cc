@@ -89,19 +89,39 @@ CLI::Validator Seed() {
   return MakeValidator([](const std::string& t) { return ParseUnsigned(t).status(); }, "UINT64");
 }
 
-CLI::Validator RealIn(double lo, double hi, bool lo_open, bool hi_open) {
+namespace {
+
+CLI::Validator RealValidator(double lo, double hi, bool lo_open, bool hi_open, bool as_float) {
   const std::string range = std::string(lo_open ? "(" : "[") + FormatReal(lo) + ", " +
                             FormatReal(hi) + (hi_open ? ")" : "]");
   return MakeValidator(
       [=](const std::string& t) -> Status {
         auto v = ParseReal(t);
         if (!v.ok()) return v.status();
-        const bool below = lo_open ? !(*v > lo) : !(*v >= lo);
-        const bool above = hi_open ? !(*v < hi) : !(*v <= hi);
-        if (below || above) return Status::Error(Quoted(t) + " is outside " + range);
+        const auto outside = [&](double x) {
+          return (lo_open ? !(x > lo) : !(x >= lo)) || (hi_open ? !(x < hi) : !(x <= hi));
+        };
+        if (outside(*v)) return Status::Error(Quoted(t) + " is outside " + range);
+        if (as_float) {
+          const auto f = static_cast<float>(*v);
+          if (!std::isfinite(f) || outside(f)) {
+            return Status::Error(Quoted(t) + " is " + FormatReal(f) + " as a float, outside " +
+                                 range);
+          }
+        }
         return Status::Ok();
       },
       "REAL in " + range);
+}
+
+}  // namespace
+
+CLI::Validator RealIn(double lo, double hi, bool lo_open, bool hi_open) {
+  return RealValidator(lo, hi, lo_open, hi_open, /*as_float=*/false);
+}
+
+CLI::Validator FloatIn(double lo, double hi, bool lo_open, bool hi_open) {
+  return RealValidator(lo, hi, lo_open, hi_open, /*as_float=*/true);
 }
 
 int MaxThreads() {

@@ -28,6 +28,9 @@ CLI::Validator IntegerIn(int64_t lo, int64_t hi);
 CLI::Validator Seed();
 // A finite real in [lo, hi] (or (lo, hi) ends when open).
 CLI::Validator RealIn(double lo, double hi, bool lo_open = false, bool hi_open = false);
+// RealIn for a value stored as float: the bounds hold for the value rounded to float too, so
+// "--top-p 1e-50" (0 as a float) is refused with the rest, not after the prefill.
+CLI::Validator FloatIn(double lo, double hi, bool lo_open = false, bool hi_open = false);
 // Threads: 0 (= all cores) up to MaxThreads().
 CLI::Validator Threads();
 int MaxThreads();  // 4 x the hardware threads

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "primekv/json_read.h"
 #include "primekv/model.h"
 #include "primekv/press.h"
 
@@ -49,38 +50,72 @@ struct Meta {
   std::string press;
 };
 
+// Bounds of meta.json's shape: far above any real layer, far below what would exhaust memory.
+constexpr int64_t kMaxEntries = int64_t{1} << 20;
+constexpr int64_t kMaxHeads = 1024;
+constexpr int64_t kMaxHeadDim = 1024;
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxDModel = int64_t{1} << 16;
+constexpr int64_t kMaxPosition = int64_t{1} << 30;
+
 Result<Meta> ReadMeta(const std::string& meta_name) {
   PRIMEKV_ASSIGN_OR_RETURN(const std::string text, ReadInputFile(meta_name, "meta"));
-  nlohmann::json meta = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!meta.is_object()) return Status::Error(meta_name + ": not a JSON object");
+  PRIMEKV_ASSIGN_OR_RETURN(const nlohmann::json doc, ParseJson(text, meta_name));
+  // Every field is typed and bounded in its own width before use (2^32 + 32 is not 32).
+  const JsonNode meta(doc, meta_name + ":");
+  if (!meta.is_object()) return Status::Error(meta_name + ": expected a JSON object");
   Meta m;
   ModelConfig& c = m.config;
-  // Every field is typed and bounded before use: meta.json is input like any other.
-  try {
-    m.press = meta.value("press", "primekv");
-    m.n = meta.at("n").get<int>();
-    c.n_heads = meta.at("n_heads").get<int>();
-    c.n_kv_heads = meta.at("n_kv_heads").get<int>();
-    c.head_dim = meta.at("head_dim").get<int>();
-    c.d_model = meta.value("d_model", 0);
-    m.layer = meta.value("layer", 0);
-    c.n_layers = meta.value("n_layers", 1);
-    m.next_position = meta.value("next_position", m.n);
-    c.rope_base = meta.value("rope_base", 10000.0f);
-    c.rope_style = meta.value("rope_half", false) ? RopeStyle::kHalf : RopeStyle::kAdjacent;
-    m.ratio = meta.value("ratio", 0.5);
-  } catch (const nlohmann::json::exception& e) {
-    return Status::Error(meta_name + ": " + e.what());
-  }
-  if (m.n < 1 || m.n > (1 << 20) || c.n_heads < 1 || c.n_heads > 1024 || c.n_kv_heads < 1 ||
-      c.n_heads % c.n_kv_heads != 0 || c.head_dim < 2 || c.head_dim > 1024 || c.head_dim % 2 != 0 ||
-      c.n_layers < 1 || c.n_layers > 4096 || m.layer < 0 || m.layer >= c.n_layers ||
-      c.d_model < 0 || c.d_model > (1 << 16) || !(c.rope_base > 0) || !std::isfinite(c.rope_base) ||
-      !(m.ratio >= 0 && m.ratio < 1)) {
-    return Status::Error(meta_name + ": shape, layer, rope_base or ratio out of range");
-  }
+  const auto integer = [&](std::string_view key, int64_t lo, int64_t hi) -> Result<int> {
+    PRIMEKV_ASSIGN_OR_RETURN(const JsonNode node, meta.Field(key));
+    PRIMEKV_ASSIGN_OR_RETURN(const int64_t v, node.Integer(lo, hi));
+    return static_cast<int>(v);
+  };
+  const auto integer_or = [&](std::string_view key, int64_t fallback, int64_t lo,
+                              int64_t hi) -> Result<int> {
+    PRIMEKV_ASSIGN_OR_RETURN(const int64_t v, meta.IntegerOr(key, fallback, lo, hi));
+    return static_cast<int>(v);
+  };
+  PRIMEKV_ASSIGN_OR_RETURN(m.press, meta.StringOr("press", "primekv"));
+  PRIMEKV_ASSIGN_OR_RETURN(m.n, integer("n", 1, kMaxEntries));
+  PRIMEKV_ASSIGN_OR_RETURN(c.n_heads, integer("n_heads", 1, kMaxHeads));
+  PRIMEKV_ASSIGN_OR_RETURN(c.n_kv_heads, integer("n_kv_heads", 1, c.n_heads));
+  if (c.n_heads % c.n_kv_heads != 0)
+    return Status::Error(meta_name + ": n_heads " + std::to_string(c.n_heads) +
+                         " is not a multiple of n_kv_heads " + std::to_string(c.n_kv_heads));
+  PRIMEKV_ASSIGN_OR_RETURN(c.head_dim, integer("head_dim", 2, kMaxHeadDim));
+  if (c.head_dim % 2 != 0)
+    return Status::Error(meta_name + ": head_dim " + std::to_string(c.head_dim) +
+                         " is odd (RoPE rotates pairs)");
+  PRIMEKV_ASSIGN_OR_RETURN(c.d_model, integer_or("d_model", 0, 0, kMaxDModel));
+  PRIMEKV_ASSIGN_OR_RETURN(c.n_layers, integer_or("n_layers", 1, 1, kMaxLayers));
+  PRIMEKV_ASSIGN_OR_RETURN(m.layer, integer_or("layer", 0, 0, c.n_layers - 1));
+  PRIMEKV_ASSIGN_OR_RETURN(m.next_position, integer_or("next_position", m.n, 0, kMaxPosition));
+  PRIMEKV_ASSIGN_OR_RETURN(const double rope_base, meta.NumberOr("rope_base", 10000.0));
+  c.rope_base = static_cast<float>(rope_base);
+  if (!(c.rope_base > 0) || !std::isfinite(c.rope_base))
+    return Status::Error(meta_name + ": rope_base must be a finite float > 0");
+  PRIMEKV_ASSIGN_OR_RETURN(const bool rope_half, meta.BoolOr("rope_half", false));
+  c.rope_style = rope_half ? RopeStyle::kHalf : RopeStyle::kAdjacent;
+  PRIMEKV_ASSIGN_OR_RETURN(m.ratio, meta.NumberOr("ratio", 0.5));
+  if (!(m.ratio >= 0 && m.ratio < 1)) return Status::Error(meta_name + ": ratio must be in [0, 1)");
   if (c.d_model == 0) c.d_model = c.q_width();
   return m;
+}
+
+// RoPE inverse frequencies base^(-2i/d), each a positive finite float (as Model::Load demands).
+Result<std::vector<float>> InvFreq(const Meta& m, const std::string& meta_name) {
+  const ModelConfig& c = m.config;
+  std::vector<float> out;
+  for (int i = 0; i < c.head_dim / 2; ++i) {
+    const auto v = static_cast<float>(std::pow(c.rope_base, -2.0 * i / c.head_dim));
+    if (!(v > 0) || !std::isfinite(v))
+      return Status::Error(meta_name + ": rope_base gives a RoPE inverse frequency of " +
+                           std::to_string(v) + " at pair " + std::to_string(i) +
+                           "; it must be a finite float > 0");
+    out.push_back(v);
+  }
+  return out;
 }
 
 // The raw tensors of DIR; the optional ones are empty when their file is absent.
@@ -171,8 +206,6 @@ Status FillInput(const Meta& m, const Tensors& t, const Press& press, Inputs& x,
   const ModelConfig& c = m.config;
   const int d = c.head_dim, width = c.q_width();
   const size_t per_head = static_cast<size_t>(m.n) * d;
-  for (int i = 0; i < d / 2; ++i)
-    x.inv_freq.push_back(static_cast<float>(std::pow(c.rope_base, -2.0 * i / d)));
   for (int h = 0; h < c.n_kv_heads; ++h) {
     const auto at = [&](const std::vector<float>& v) { return v.begin() + h * per_head; };
     x.heads.push_back({{at(t.keys), at(t.keys) + per_head},
@@ -217,15 +250,6 @@ Status FillInput(const Meta& m, const Tensors& t, const Press& press, Inputs& x,
   return Status::Ok();
 }
 
-bool HasWhatItNeeds(const PressNeeds& needs, const LayerInput& in) {
-  return !((needs.window_queries > 0 && in.window_queries.rows == 0) ||
-           (needs.query_stats && !in.query_stats) ||
-           (needs.output_gram && in.output_gram.empty()) ||
-           (needs.output_weights && in.output_weights.rows == 0) ||
-           (needs.future_queries && in.future_queries.rows == 0) ||
-           (needs.mean_query && in.mean_query.empty()));
-}
-
 Status WriteScores(const std::filesystem::path& dir, const Press& press, const HeadScores& scores,
                    const std::vector<std::vector<int32_t>>& kept) {
   std::ofstream out(dir / "scores.f32", std::ios::binary);
@@ -248,10 +272,15 @@ Status PressScores(const std::string& dir_s, const std::string& press_text) {
   if (!press.scorer) return Status::Error("press none has no scores");
   PRIMEKV_ASSIGN_OR_RETURN(const Tensors t, ReadTensors(dir, m));
   Inputs x;
+  PRIMEKV_ASSIGN_OR_RETURN(x.inv_freq, InvFreq(m, (dir / "meta.json").string()));
   LayerInput in(m.config);
   PRIMEKV_RETURN_IF_ERROR(FillInput(m, t, press, x, in));
-  if (!HasWhatItNeeds(press.scorer->Needs(), in))
-    return Status::Error("press " + press.name + " needs inputs missing from " + dir.string());
+  if (Status s = CheckLayerInput(press.scorer->Needs(), in, press.name); !s.ok()) {
+    const char* why = press.scorer->Needs().reconstruction
+                          ? " (press-scores runs no model, so it cannot score this press)"
+                          : "";
+    return Status::Error(dir.string() + ": " + s.message() + why);
+  }
   HeadScores scores(m.config.n_kv_heads, std::vector<float>(m.n));
   press.scorer->Score(in, scores);
   const auto kept =

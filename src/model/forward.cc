@@ -2,6 +2,8 @@
 // (dense, or a routed mixture of experts for qwen3moe).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
 
@@ -252,6 +254,36 @@ Status CheckPositions(int32_t p0, int n) {
   return Status::Ok();
 }
 
+// Whether every entry of the rows is finite (exponent bits not all set), branch-free so it
+// vectorises: one pass over the keys, far cheaper than the projection that made them.
+bool AllFinite(MatView<const float> m) {
+  uint32_t bad = 0;
+  for (int64_t r = 0; r < m.rows; ++r) {
+    const float* x = m.Row(r);
+    for (int64_t i = 0; i < m.cols; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, x + i, sizeof(bits));
+      bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    }
+  }
+  return bad == 0;
+}
+
+// A NaN or infinite key would meet the softmax's exponential as a score taken for 0 and vanish
+// from every later attention row; refused before it enters the cache. (Queries are checked by
+// AttendCached's row maximum, values reach the logits and the sampler's check.)
+Status CheckKeys(int layer, MatView<const float> k) {
+  if (AllFinite(k)) return Status::Ok();
+  return Status::Error("forward: non-finite attention scores in layer " + std::to_string(layer) +
+                       ": a key is NaN or infinite (the model's weights or activations overflow)");
+}
+
+Status AttentionFailed(int layer) {
+  return Status::Error("forward: non-finite attention scores in layer " + std::to_string(layer) +
+                       ": a query is NaN or infinite, or a query-key product overflows float (the "
+                       "model's weights or activations overflow)");
+}
+
 AttnShape AttentionShape(const ModelConfig& c) {
   return {c.n_heads, c.n_kv_heads, c.head_dim,
           static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))};
@@ -370,9 +402,11 @@ Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const Forwa
   const AttnShape shape = AttentionShape(c);
   for (int l = 0; l < c.n_layers; ++l) {
     ProjectQkv(*this, l, r, pos, pool);
+    PRIMEKV_RETURN_IF_ERROR(CheckKeys(l, r.k));
     if (Status s = cache.Append(l, r.k, r.v, pos); !s.ok()) return s;
     if (tap) tap->OnQueries(l, pos, r.q);
-    AttendCached(shape, r.q, pos, cache, l, r.attn, pool, ws.attention);
+    if (!AttendCached(shape, r.q, pos, cache, l, r.attn, pool, ws.attention))
+      return AttentionFailed(l);
     if (tap) tap->OnAttentionOutput(l, r.attn);
     FinishLayer(c, layers_[static_cast<size_t>(l)], r, pool, ws);
   }
@@ -425,6 +459,7 @@ Status Model::DecodeRows(std::span<const DecodeSlot> slots, MatView<float> logit
   const AttnShape shape = AttentionShape(c);
   for (int l = 0; l < c.n_layers; ++l) {
     ProjectQkv(*this, l, r, pos, pool);
+    PRIMEKV_RETURN_IF_ERROR(CheckKeys(l, r.k));
     // Each row appends to and attends over its own cache, exactly as a one-token Forward.
     for (int i = 0; i < n; ++i) {
       const DecodeSlot& slot = slots[static_cast<size_t>(i)];
@@ -435,7 +470,8 @@ Status Model::DecodeRows(std::span<const DecodeSlot> slots, MatView<float> logit
           !s.ok())
         return s;
       if (slot.tap) slot.tap->OnQueries(l, pi, qi);
-      AttendCached(shape, qi, pi, *slot.cache, l, ai, pool, ws.attention);
+      if (!AttendCached(shape, qi, pi, *slot.cache, l, ai, pool, ws.attention))
+        return AttentionFailed(l);
       if (slot.tap) slot.tap->OnAttentionOutput(l, ai);
     }
     FinishLayer(c, layers_[static_cast<size_t>(l)], r, pool, ws);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <string>
 
@@ -50,6 +51,13 @@ std::string IntText(const GgufValue& v) {
   const bool is_unsigned = v.type == GgufType::kUint8 || v.type == GgufType::kUint16 ||
                            v.type == GgufType::kUint32 || v.type == GgufType::kUint64;
   return is_unsigned ? std::to_string(v.u) : std::to_string(v.i);
+}
+
+// A float in messages, as %g prints it ("nan", "inf", "1.4013e-45").
+std::string FloatText(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
 }
 
 // An integer key in [lo, hi]; absent keys give `fallback` when there is one, else an error.
@@ -369,13 +377,31 @@ Status ReadVocabSize(const GgufFile& f, const Tokenizer& tokenizer, ModelConfig&
   return Status::Ok();
 }
 
-// RoPE inverse frequencies base^(-2i/rope_dim), divided by any llama3 frequency factors.
-std::vector<float> RopeInvFreq(const ModelConfig& c) {
+// RoPE inverse frequencies base^(-2i/rope_dim), divided by any llama3 frequency factors. Each
+// must be a positive float: a NaN, infinite or zero one (a factor of 0 or NaN, a base so small
+// that base^-1 overflows) turns every rotated query and key into NaN or leaves them unrotated.
+Result<std::vector<float>> RopeInvFreq(const GgufFile& f, const ModelConfig& c) {
   std::vector<float> out(static_cast<size_t>(c.rope_dim / 2));
   for (int i = 0; i < c.rope_dim / 2; ++i) {
+    if (!c.rope_freq_factors.empty()) {
+      const float factor = c.rope_freq_factors[static_cast<size_t>(i)];
+      if (!(factor > 0) || !std::isfinite(factor)) {
+        return Status::Error(f.display_name() + ": rope_freqs.weight[" + std::to_string(i) +
+                             "] = " + FloatText(factor) +
+                             "; a RoPE frequency factor must be finite and > 0");
+      }
+    }
     double inv = std::pow(static_cast<double>(c.rope_base), -2.0 * i / c.rope_dim);
     if (!c.rope_freq_factors.empty()) inv /= c.rope_freq_factors[static_cast<size_t>(i)];
-    out[static_cast<size_t>(i)] = static_cast<float>(inv);
+    const float v = static_cast<float>(inv);
+    if (!(v > 0) || !std::isfinite(v)) {
+      return Status::Error(f.display_name() + ": rope.freq_base " + FloatText(c.rope_base) +
+                           (c.rope_freq_factors.empty() ? "" : " with rope_freqs.weight") +
+                           " gives the RoPE inverse frequency " +
+                           FloatText(static_cast<float>(inv)) + " at pair " + std::to_string(i) +
+                           "; it must be a finite float > 0");
+    }
+    out[static_cast<size_t>(i)] = v;
   }
   return out;
 }
@@ -426,7 +452,7 @@ Result<Model> Model::Load(const std::filesystem::path& path) {
   if (t.Has("rope_freqs.weight")) {
     PRIMEKV_ASSIGN_OR_RETURN(c.rope_freq_factors, t.Vector("rope_freqs.weight", c.rope_dim / 2));
   }
-  m.rope_inv_freq_ = RopeInvFreq(c);
+  PRIMEKV_ASSIGN_OR_RETURN(m.rope_inv_freq_, RopeInvFreq(f, c));
   // config_ and tokenizer_ hold everything read from the metadata.
   m.file_->ReleaseMetadata();
   return m;

@@ -191,6 +191,7 @@ Result<Compressor::ScoredLayer> Compressor::ScoreLayer(const KvCache& cache, int
       return Status::Error(press_.name +
                            " press: the cache is not the context its reconstruction pass scored");
   }
+  PRIMEKV_RETURN_IF_ERROR(CheckLayerInput(Needs(), in, press_.name));
   ScoredLayer out{HeadScores(c.n_kv_heads), r};
   if (per_head) {
     // A head's scores read only that head, so one float copy of a head is enough: a layer's

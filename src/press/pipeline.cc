@@ -318,6 +318,8 @@ Status CheckPipeline(const Compressor& compressor, const PipelineOptions& option
   if (context.empty()) return Status::Error("pipeline: empty context");
   if (!(options.ratio >= 0 && options.ratio < 1))
     return Status::Error("pipeline: ratio must be in [0, 1)");
+  // Before the prefill, not at the first sampled token.
+  PRIMEKV_RETURN_IF_ERROR(ValidateSamplerOptions(options.sampler));
   PRIMEKV_RETURN_IF_ERROR(CheckPipelinePress(compressor.press()));
   if (compressor.Needs().reconstruction && options.ratio > 0 &&
       (options.mode == CompressionMode::kChunked || options.mode == CompressionMode::kDecode ||

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -152,6 +153,37 @@ TEST(AttendCached, ScratchDoesNotGrowWithContext) {
     if (first == 0) first = ws.HighWaterBytes();
     EXPECT_EQ(ws.HighWaterBytes(), first) << "scratch must depend on tile sizes only";
   }
+}
+
+// A NaN or infinite query, or a product beyond float, has no softmax: AttendCached says so
+// instead of weighing the row's scores as zero.
+TEST(AttendCached, ReportsNonFiniteScores) {
+  ThreadPool pool(2);
+  const int d = 32, heads = 2, kvh = 1, n = 40;
+  const AttnShape shape{heads, kvh, d, 1.0f / std::sqrt(static_cast<float>(d))};
+  std::mt19937 rng(3);
+  KvCache cache(1, kvh, d, {KvDType::kF32, 16, 0});
+  auto k = Random(static_cast<size_t>(n) * kvh * d, rng);
+  std::vector<int32_t> pos(n);
+  std::iota(pos.begin(), pos.end(), 0);
+  ASSERT_TRUE(cache.Append(0, {k.data(), n, kvh * d}, {k.data(), n, kvh * d}, pos).ok());
+  std::vector<float> out(static_cast<size_t>(n) * heads * d);
+  AttentionWorkspace ws;
+  const auto attend = [&](std::vector<float>& q) {
+    return AttendCached(shape, {q.data(), n, heads * d}, pos, cache, 0, {out.data(), n, heads * d},
+                        pool, ws);
+  };
+  auto q = Random(out.size(), rng);
+  EXPECT_TRUE(attend(q));
+  for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    // One element of the last token's second head: every score of that row is non-finite.
+    auto broken = q;
+    broken[static_cast<size_t>(n - 1) * heads * d + d + 3] = bad;
+    EXPECT_FALSE(attend(broken)) << bad;
+  }
+  // Finite queries whose dot products with the keys overflow float.
+  std::vector<float> huge(q.size(), 3e38f);
+  EXPECT_FALSE(attend(huge));
 }
 
 }  // namespace

@@ -52,6 +52,12 @@ TEST(Options, ValidatorsName) {
   EXPECT_NE(RealIn(0, 1, false, true)(v).find("outside [0, 1)"), std::string::npos);
   v = "0";
   EXPECT_NE(RealIn(0, 1, true)(v).find("outside (0, 1]"), std::string::npos);
+  // A value stored as float keeps its bounds after rounding: 1e-50 is 0 as a float.
+  v = "1e-50";
+  EXPECT_EQ(RealIn(0, 1, true)(v), "");
+  EXPECT_NE(FloatIn(0, 1, true)(v).find("is 0 as a float, outside (0, 1]"), std::string::npos);
+  v = "1e-6";
+  EXPECT_EQ(FloatIn(0, 1, true)(v), "");
   v = std::to_string(MaxThreads() + 1);
   EXPECT_NE(Threads()(v).find("is more than"), std::string::npos);
   v = std::to_string(MaxThreads());

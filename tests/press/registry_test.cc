@@ -117,5 +117,33 @@ TEST(PressRegistry, TextRoundTrips) {
   }
 }
 
+// Every input a scorer reads is in its PressNeeds and checked before it scores: kvzip without
+// its reconstruction pass (press-scores has none) is an error, not a read through null.
+TEST(PressRegistry, MissingInputsAreNamed) {
+  ModelConfig c;
+  c.n_layers = 1;
+  c.n_heads = 2;
+  c.n_kv_heads = 1;
+  c.head_dim = 4;
+  const std::vector<HeadEntries> heads(1);
+  LayerInput in(c);
+  in.heads = heads;
+  const struct {
+    const char* press;
+    const char* missing;
+  } cases[] = {{"kvzip", "reconstruction scores"},
+               {"snapkv", "window queries"},
+               {"expected_attention", "query statistics"},
+               {"primekv", "W_O Gram"}};
+  for (const auto& k : cases) {
+    auto press = MakePress(*ParsePressSpec(k.press));
+    ASSERT_TRUE(press.ok()) << k.press;
+    const Status s = CheckLayerInput(press->scorer->Needs(), in, press->name);
+    EXPECT_NE(s.message().find(k.missing), std::string::npos) << k.press << ": " << s.message();
+  }
+  auto knorm = MakePress(*ParsePressSpec("knorm"));
+  EXPECT_TRUE(CheckLayerInput(knorm->scorer->Needs(), in, "knorm").ok());
+}
+
 }  // namespace
 }  // namespace primekv
