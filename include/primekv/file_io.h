@@ -19,7 +19,7 @@ enum class FileSource {
 
 // Default cap on one text input (prompt, context, task file, tokenizer, manifest): far above
 // any context a model can read, far below what would exhaust memory.
-inline constexpr uint64_t kMaxInputBytes = uint64_t{256} << 20;
+inline constexpr uint64_t kMaxInputBytes = uint64_t{64} << 20;
 
 // Reads a whole file of at most `max_bytes`. `what` names the file's role in messages
 // ("--text-file", "manifest"): "WHAT 'PATH' is a directory", "... is not a regular file",

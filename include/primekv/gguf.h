@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -76,6 +77,8 @@ struct GgufValue {
 // Reader limits: longer strings, deeper arrays or bigger counts are reported as corrupt.
 inline constexpr uint64_t kGgufMaxStringLength = uint64_t{1} << 30;
 inline constexpr int kGgufMaxArrayDepth = 8;
+// All metadata array elements of one file together (each is held as a GgufValue in memory).
+inline constexpr uint64_t kGgufMaxMetadataElements = uint64_t{1} << 22;
 inline constexpr uint32_t kGgufDefaultAlignment = 32;
 
 struct GgufKv {
@@ -149,6 +152,12 @@ class GgufWriter {
   // `data` must hold exactly the bytes of `ne` elements of `type`.
   Status AddTensor(std::string name, GgmlType type, std::vector<int64_t> ne,
                    std::vector<uint8_t> data);
+  // A tensor whose bytes are produced when the file is written, one tensor at a time, so a
+  // writer of many large tensors never holds them all (convert). `fill` receives a span of
+  // exactly the tensor's size.
+  using TensorFill = std::function<Status(std::span<uint8_t> out)>;
+  Status AddTensorSource(std::string name, GgmlType type, std::vector<int64_t> ne, TensorFill fill);
+  // The whole file in memory (tests, fuzzing); a failing TensorFill is a programmer error here.
   std::vector<uint8_t> Serialize() const;
   // What the reader would reject in the metadata (empty or overlong keys, a general.alignment
   // that is not a u32 power of two, non-finite floats, overlong strings, deep arrays).
@@ -162,8 +171,12 @@ class GgufWriter {
     std::string name;
     GgmlType type;
     std::vector<int64_t> ne;
-    std::vector<uint8_t> data;
+    std::vector<uint8_t> data;  // empty when `fill` makes the bytes
+    uint64_t n_bytes = 0;
+    TensorFill fill;
   };
+  Status CheckNewTensor(const std::string& name, GgmlType type, const std::vector<int64_t>& ne,
+                        uint64_t* n_bytes) const;
   uint32_t version_ = 3;
   uint32_t alignment_ = 32;
   bool alignment_written_ = false;

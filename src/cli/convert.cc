@@ -36,10 +36,12 @@ int RunConvert(const std::string& manifest_path, const std::string& out_path, Gg
     if (!blob) return Status::Error("error reading " + blob_name);
     return Status::Ok();
   };
-  auto writer = BuildGguf(*manifest, type, blob_size, read);
+  std::string note;
+  auto writer = BuildGguf(*manifest, type, blob_size, read, &note);
   if (!writer.ok()) return Fail(manifest_path + ": " + writer.message());
+  if (!note.empty()) std::fprintf(stderr, "primekv: note: %s\n", note.c_str());
   if (Status s = writer->WriteFile(out_path); !s.ok()) return Fail(s.message());
-  std::fprintf(stderr, "wrote %s\n", out_path.c_str());
+  std::fprintf(stderr, "wrote %s\n", Printable(out_path, 200).c_str());
   return 0;
 }
 

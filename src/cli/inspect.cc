@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "primekv/gguf.h"
+#include "primekv/text.h"
 
 namespace primekv::cli {
 
@@ -29,11 +30,15 @@ std::string ValueToString(const GgufValue& v, bool full) {
     case GgufType::kBool:
       return v.u ? "true" : "false";
     case GgufType::kString: {
-      std::string s = v.s;
-      if (!full && s.size() > 80) s = s.substr(0, 77) + "...";
-      std::string out = "\"";
-      for (char c : s) out += c == '\n' ? std::string("\\n") : std::string(1, c);
-      return out + "\"";
+      std::string_view s = v.s;
+      bool cut = false;
+      if (!full && s.size() > 80) {
+        size_t end = 77;  // back to a character boundary
+        while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xc0) == 0x80) --end;
+        s = s.substr(0, end);
+        cut = true;
+      }
+      return "\"" + TerminalSafe(s) + (cut ? "...\"" : "\"");
     }
     case GgufType::kArray: {
       std::string out = "[" + std::string(GgufTypeName(v.array_type)) + " x " +
@@ -63,10 +68,11 @@ void AddInspect(CLI::App& app, Runner& run) {
       auto f = GgufFile::Open(*path);
       if (!f.ok()) return Fail(f.message());
       std::printf("file: %s\nversion: %u\nalignment: %llu\ndata offset: %llu\nmetadata: %zu keys\n",
-                  path->c_str(), f->version(), static_cast<unsigned long long>(f->alignment()),
+                  TerminalSafe(*path).c_str(), f->version(),
+                  static_cast<unsigned long long>(f->alignment()),
                   static_cast<unsigned long long>(f->data_offset()), f->metadata().size());
       for (const auto& kv : f->metadata()) {
-        std::printf("  %-48s %-8s %s\n", kv.key.c_str(),
+        std::printf("  %-48s %-8s %s\n", TerminalSafe(kv.key).c_str(),
                     std::string(GgufTypeName(kv.value.type)).c_str(),
                     ValueToString(kv.value, *full).c_str());
       }
@@ -79,7 +85,7 @@ void AddInspect(CLI::App& app, Runner& run) {
         for (size_t i = 0; i < t.ne.size(); ++i) shape += (i ? ", " : "") + std::to_string(t.ne[i]);
         shape += "]";
         auto info = TypeInfo(t.type);
-        std::printf("  %-40s %-6s %-24s %12llu %12llu\n", t.name.c_str(),
+        std::printf("  %-40s %-6s %-24s %12llu %12llu\n", TerminalSafe(t.name).c_str(),
                     std::string(info ? info->name : "?").c_str(), shape.c_str(),
                     static_cast<unsigned long long>(t.offset),
                     static_cast<unsigned long long>(t.n_bytes));

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "primekv/file_io.h"
 
 namespace primekv::cli {
 
@@ -61,9 +62,16 @@ int main(int argc, char** argv) {
   if (!run) return 1;
   // Library code reports errors as Status; this only turns an allocation failure (a request
   // too large for the machine) into a message instead of an abort.
+  int status = 0;
   try {
-    return run();
+    status = run();
   } catch (const std::bad_alloc&) {
     return primekv::cli::Fail("out of memory (the request needs more memory than is available)");
   }
+  // Output that never reached its file (a full disk, a closed pipe) is a failure, not exit 0.
+  if (primekv::Status s = primekv::FlushChecked(stdout, "standard output"); !s.ok()) {
+    primekv::cli::Fail(s.message());
+    return status != 0 ? status : 1;
+  }
+  return status;
 }

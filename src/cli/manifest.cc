@@ -7,6 +7,7 @@
 
 #include "cli/options.h"
 #include "gguf/layout.h"
+#include "primekv/json_read.h"
 #include "primekv/quant.h"
 
 namespace primekv::cli {
@@ -22,7 +23,7 @@ std::string Kind(const json& v) { return v.type_name(); }
 // An integer of any JSON spelling that holds one exactly ("3", not "3.0" or "2.7").
 Result<GgufValue> Integer(const json& v, GgufType type, int64_t lo, uint64_t hi, bool is_signed) {
   if (!v.is_number_integer())
-    return Status::Error("want an integer, got " + Kind(v) + " " + v.dump());
+    return Status::Error("want an integer, got " + Kind(v) + " " + Printable(v.dump(), 40));
   GgufValue out;
   out.type = type;
   if (v.is_number_unsigned()) {
@@ -180,7 +181,8 @@ Status ParseShape(const json& e, const std::string& at, ManifestTensor& out) {
   for (const json& d : *ne) {
     auto dim = Integer(d, GgufType::kInt64, 1, kManifestMaxElements, true);
     if (!dim.ok())
-      return Status::Error(at + ": dimension " + d.dump() + " must be an integer >= 1");
+      return Status::Error(at + ": dimension " + Printable(d.dump(), 40) +
+                           " must be an integer >= 1");
     n *= static_cast<uint64_t>(dim->i);
     if (n > kManifestMaxElements)
       return Status::Error(at + ": more than " + std::to_string(kManifestMaxElements) +
@@ -198,8 +200,8 @@ Status ParseTensors(const json& list, Manifest& m) {
         ManifestTensor out;
         out.name = std::move(name);
         if (auto dt = e.find("dtype"); dt != e.end() && !(dt->is_string() && *dt == "F32"))
-          return Status::Error(at + ": only F32 input data is supported (dtype " + dt->dump() +
-                               ")");
+          return Status::Error(at + ": only F32 input data is supported (dtype " +
+                               Printable(dt->dump(), 40) + ")");
         PRIMEKV_RETURN_IF_ERROR(ParseShape(e, at, out));
         auto off = e.find("offset");
         if (off == e.end()) return Status::Error(at + ": missing \"offset\"");
@@ -215,15 +217,15 @@ Status ParseTensors(const json& list, Manifest& m) {
 }  // namespace
 
 Result<Manifest> ParseManifest(std::string_view json_text, const std::string& name) {
-  json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return Status::Error(name + ": not valid JSON");
+  PRIMEKV_ASSIGN_OR_RETURN(const json root, ParseJson(json_text, name));
   if (!root.is_object())
     return Status::Error(name + ": the manifest must be a JSON object, not " + Kind(root));
   Manifest m;
   if (auto d = root.find("data"); d != root.end()) {
     if (!d->is_string() || d->get_ref<const std::string&>().empty() ||
         d->get_ref<const std::string&>().find('\0') != std::string::npos)
-      return Status::Error(name + ": \"data\" must be a file name, not " + d->dump());
+      return Status::Error(name + ": \"data\" must be a file name, not " +
+                           Printable(d->dump(), 40));
     m.data_file = d->get<std::string>();
   }
   for (const char* field : {"metadata", "tensors"}) {
@@ -237,11 +239,13 @@ Result<Manifest> ParseManifest(std::string_view json_text, const std::string& na
 }
 
 Result<GgufWriter> BuildGguf(const Manifest& manifest, GgmlType type, uint64_t blob_bytes,
-                             const BlobReader& read) {
+                             const BlobReader& read, std::string* note) {
   GgufWriter w;
   for (const GgufKv& kv : manifest.metadata) w.Add(kv.key, kv.value);
   const auto info = TypeInfo(type);
   if (!info || !info->computable) return Status::Error("unsupported tensor type");
+  int matrices = 0;
+  std::vector<std::string> kept_f32;  // matrices whose rows do not fit the type's blocks
   for (const ManifestTensor& t : manifest.tensors) {
     const std::string at = "tensor '" + Printable(t.name) + "'";
     if (t.offset > blob_bytes || t.n_elements > (blob_bytes - t.offset) / 4) {
@@ -250,22 +254,50 @@ Result<GgufWriter> BuildGguf(const Manifest& manifest, GgmlType type, uint64_t b
                            Printable(manifest.data_file) + " (" + std::to_string(blob_bytes) +
                            " bytes)");
     }
-    std::vector<float> f(t.n_elements);
-    if (Status s = read(t.offset, f); !s.ok()) return s;
-    for (float x : f) {
-      if (!std::isfinite(x)) return Status::Error(at + ": data holds NaN or infinity");
+    // Checked here, one tensor in memory at a time; the bytes are made again while the file is
+    // written, so the output is never held whole.
+    {
+      std::vector<float> f(t.n_elements);
+      if (Status s = read(t.offset, f); !s.ok()) return s;
+      for (float x : f) {
+        if (!std::isfinite(x)) return Status::Error(at + ": data holds NaN or infinity");
+      }
     }
     // Matrices take the requested type when their rows fit its blocks; vectors stay F32.
     GgmlType tt = GgmlType::kF32;
-    if (t.ne.size() >= 2 && t.ne[0] % info->block_size == 0) tt = type;
+    if (t.ne.size() >= 2) {
+      ++matrices;
+      if (t.ne[0] % info->block_size == 0) {
+        tt = type;
+      } else {
+        kept_f32.push_back(Printable(t.name) + " (rows of " + std::to_string(t.ne[0]) + ")");
+      }
+    }
     const int64_t cols = t.ne[0];
     const int64_t rows = static_cast<int64_t>(t.n_elements) / cols;
     const size_t rb = quant::RowBytes(tt, cols);
-    std::vector<uint8_t> bytes(rb * static_cast<size_t>(rows));
-    for (int64_t r = 0; r < rows; ++r) {
-      quant::QuantizeRow(tt, f.data() + r * cols, bytes.data() + rb * static_cast<size_t>(r), cols);
-    }
-    if (Status s = w.AddTensor(t.name, tt, t.ne, std::move(bytes)); !s.ok()) return s;
+    auto fill = [read, offset = t.offset, n = t.n_elements, tt, cols, rows,
+                 rb](std::span<uint8_t> out) -> Status {
+      std::vector<float> f(n);
+      PRIMEKV_RETURN_IF_ERROR(read(offset, f));
+      for (int64_t r = 0; r < rows; ++r) {
+        quant::QuantizeRow(tt, f.data() + r * cols, out.data() + rb * static_cast<size_t>(r), cols);
+      }
+      return Status::Ok();
+    };
+    if (Status s = w.AddTensorSource(t.name, tt, t.ne, std::move(fill)); !s.ok()) return s;
+  }
+  const std::string type_name(info->name);
+  if (type != GgmlType::kF32 && matrices > 0 && static_cast<int>(kept_f32.size()) == matrices) {
+    return Status::Error("--type " + type_name + ": no matrix has rows that fit its " +
+                         std::to_string(info->block_size) + "-value blocks (" + kept_f32[0] +
+                         "); choose a type with smaller blocks (Q8_0, F16) or F32");
+  }
+  if (note != nullptr && !kept_f32.empty()) {
+    *note = std::to_string(kept_f32.size()) + " of " + std::to_string(matrices) +
+            " matrices stay F32, their rows do not fit " + type_name + "'s " +
+            std::to_string(info->block_size) + "-value blocks: " + kept_f32[0] +
+            (kept_f32.size() > 1 ? ", ..." : "");
   }
   if (Status s = w.Validate(); !s.ok()) return s;
   return w;

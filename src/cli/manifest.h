@@ -39,8 +39,10 @@ Result<Manifest> ParseManifest(std::string_view json_text, const std::string& na
 // Fills `out` with the floats at byte `offset` of the blob (the range is checked beforehand).
 using BlobReader = std::function<Status(uint64_t offset, std::span<float> out)>;
 // Converts matrices whose rows fit `type`'s blocks to `type` (vectors stay F32) and returns a
-// writer that passes Validate().
+// writer that passes Validate(); the tensors' bytes are made from `read` (copied into the
+// writer, so what it captures must outlive it) when the writer writes. Refuses a type that no
+// matrix can take; `note`, when given, names the matrices that stay F32.
 Result<GgufWriter> BuildGguf(const Manifest& manifest, GgmlType type, uint64_t blob_bytes,
-                             const BlobReader& read);
+                             const BlobReader& read, std::string* note = nullptr);
 
 }  // namespace primekv::cli

@@ -230,6 +230,14 @@ class Parser {
                    std::to_string(remaining()) + " bytes that remain at offset " +
                    std::to_string(pos_));
     }
+    // Each element costs a GgufValue (about 88 bytes) however small it is in the file, so the
+    // total is bounded too: a 25 MB file of one u8 array must not take 2 GB.
+    if (count > elements_left_) {
+      return Error("metadata arrays hold more than " + std::to_string(kGgufMaxMetadataElements) +
+                   " elements in total (array " + Quote(key) + " has " + std::to_string(count) +
+                   "; the largest real vocabularies need under 1,000,000)");
+    }
+    elements_left_ -= count;
     out->array.resize(count);
     for (GgufValue& element : out->array) {
       if (Status s = ReadValue(out->array_type, depth + 1, key, &element); !s.ok()) return s;
@@ -238,6 +246,7 @@ class Parser {
   }
 
   std::span<const uint8_t> bytes_;
+  uint64_t elements_left_ = kGgufMaxMetadataElements;
   const std::string& name_;
   uint64_t pos_ = 0;
 };

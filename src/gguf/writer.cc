@@ -143,20 +143,35 @@ void GgufWriter::Add(std::string key, GgufValue value) {
   kvs_.push_back(GgufKv{std::move(key), std::move(value)});
 }
 
-Status GgufWriter::AddTensor(std::string name, GgmlType type, std::vector<int64_t> ne,
-                             std::vector<uint8_t> data) {
+Status GgufWriter::CheckNewTensor(const std::string& name, GgmlType type,
+                                  const std::vector<int64_t>& ne, uint64_t* n_bytes) const {
   if (name.empty()) return Status::Error("GgufWriter: tensor name is empty");
   for (const Tensor& t : tensors_) {
     if (t.name == name) return Status::Error("GgufWriter: duplicate tensor name '" + name + "'");
   }
   Result<gguf_internal::TensorSize> size = gguf_internal::SizeTensor(type, ne);
   if (!size.ok()) return Status::Error("GgufWriter: tensor '" + name + "': " + size.message());
-  if (data.size() != size->n_bytes) {
+  *n_bytes = size->n_bytes;
+  return Status::Ok();
+}
+
+Status GgufWriter::AddTensor(std::string name, GgmlType type, std::vector<int64_t> ne,
+                             std::vector<uint8_t> data) {
+  uint64_t n_bytes = 0;
+  PRIMEKV_RETURN_IF_ERROR(CheckNewTensor(name, type, ne, &n_bytes));
+  if (data.size() != n_bytes) {
     return Status::Error("GgufWriter: tensor '" + name + "' has " + std::to_string(data.size()) +
-                         " bytes of data but its type and shape need " +
-                         std::to_string(size->n_bytes));
+                         " bytes of data but its type and shape need " + std::to_string(n_bytes));
   }
-  tensors_.push_back(Tensor{std::move(name), type, std::move(ne), std::move(data)});
+  tensors_.push_back(Tensor{std::move(name), type, std::move(ne), std::move(data), n_bytes, {}});
+  return Status::Ok();
+}
+
+Status GgufWriter::AddTensorSource(std::string name, GgmlType type, std::vector<int64_t> ne,
+                                   TensorFill fill) {
+  uint64_t n_bytes = 0;
+  PRIMEKV_RETURN_IF_ERROR(CheckNewTensor(name, type, ne, &n_bytes));
+  tensors_.push_back(Tensor{std::move(name), type, std::move(ne), {}, n_bytes, std::move(fill)});
   return Status::Ok();
 }
 
@@ -183,7 +198,7 @@ std::vector<uint8_t> SerializeHead(uint32_t version, uint32_t alignment,
     for (int64_t d : t.ne) Put(out, static_cast<uint64_t>(d));
     Put(out, static_cast<uint32_t>(t.type));
     Put(out, offset);
-    offset = *AlignUp(offset + t.data.size(), alignment);
+    offset = *AlignUp(offset + t.n_bytes, alignment);
   }
   PadTo(out, alignment);
   return out;
@@ -194,7 +209,14 @@ std::vector<uint8_t> SerializeHead(uint32_t version, uint32_t alignment,
 std::vector<uint8_t> GgufWriter::Serialize() const {
   std::vector<uint8_t> out = SerializeHead(version_, alignment_, kvs_, tensors_);
   for (const Tensor& t : tensors_) {
-    out.insert(out.end(), t.data.begin(), t.data.end());
+    if (t.fill) {
+      const size_t at = out.size();
+      out.resize(at + t.n_bytes);
+      const Status s = t.fill(std::span(out).subspan(at, t.n_bytes));
+      Check(s.ok(), "GgufWriter::Serialize: a tensor source failed");
+    } else {
+      out.insert(out.end(), t.data.begin(), t.data.end());
+    }
     PadTo(out, alignment_);
   }
   return out;
@@ -240,6 +262,7 @@ Status GgufWriter::Validate() const {
 
 Status GgufWriter::WriteFile(const std::filesystem::path& path) const {
   const std::string name = path.string();
+  if (name.empty()) return Status::Error("the output path is empty");
   if (Status s = Validate(); !s.ok()) return Status::Error(name + ": " + s.message());
   // Only a regular file may be replaced: renaming over a device, FIFO or directory would
   // destroy something that is not ours.
@@ -257,8 +280,16 @@ Status GgufWriter::WriteFile(const std::filesystem::path& path) const {
 
   Status status = WriteAll(fd, SerializeHead(version_, alignment_, kvs_, tensors_), tmp);
   const std::vector<uint8_t> zeros(alignment_, 0);
+  std::vector<uint8_t> made;  // one source tensor at a time
   for (size_t t = 0; t < tensors_.size() && status.ok(); ++t) {
-    const std::vector<uint8_t>& data = tensors_[t].data;
+    const Tensor& tensor = tensors_[t];
+    std::span<const uint8_t> data = tensor.data;
+    if (tensor.fill) {
+      made.resize(tensor.n_bytes);
+      status = tensor.fill(made);
+      if (!status.ok()) break;
+      data = made;
+    }
     status = WriteAll(fd, data, tmp);
     const uint64_t padding = *AlignUp(data.size(), alignment_) - data.size();
     if (status.ok()) status = WriteAll(fd, std::span(zeros).first(padding), tmp);

@@ -65,8 +65,8 @@ Status FlushChecked(std::FILE* f, std::string_view what) {
   errno = 0;
   if (std::fflush(f) != 0 || std::ferror(f)) {
     const int err = errno;
-    return Status::Error(std::string(what) + ": write failed: " +
-                         (err != 0 ? std::strerror(err) : "I/O error"));
+    return Status::Error(std::string(what) +
+                         ": write failed: " + (err != 0 ? std::strerror(err) : "I/O error"));
   }
   return Status::Ok();
 }
@@ -76,8 +76,8 @@ Status FlushChecked(std::ostream& out, std::string_view what) {
   out.flush();
   if (!out.good()) {
     const int err = errno;
-    return Status::Error(std::string(what) + ": write failed: " +
-                         (err != 0 ? std::strerror(err) : "I/O error"));
+    return Status::Error(std::string(what) +
+                         ": write failed: " + (err != 0 ? std::strerror(err) : "I/O error"));
   }
   return Status::Ok();
 }

@@ -16,7 +16,8 @@ set -u
 abs() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$(pwd)" "$1" ;; esac; }
 BIN=$(abs "$1"); TABLE="$2"; S=$(abs "$3"); SETUP="${4:-}"
 T=$(mktemp -d "${TMPDIR:-/tmp}/primekv_table.XXXXXX")
-trap 'chmod -R u+w "$T" 2> /dev/null; rm -rf "$T"' EXIT
+R=$(mktemp -d "${TMPDIR:-/tmp}/primekv_table_run.XXXXXX")  # the runner's own files, apart from $T
+trap 'chmod -R u+w "$T" 2> /dev/null; rm -rf "$T" "$R"' EXIT
 export BIN S T
 limit="${ROW_TIMEOUT:-120}"
 max_rss="${ROW_MAX_RSS_KIB:-}"
@@ -24,8 +25,8 @@ if [ -n "$max_rss" ] && { [ ! -x /usr/bin/time ] || nm -C "$BIN" 2> /dev/null | 
   max_rss=""
 fi
 if [ -n "$SETUP" ]; then
-  if ! sh "$SETUP" "$T" "$BIN" "$S" > "$T/setup.log" 2>&1; then
-    cat "$T/setup.log"; echo "FAIL: setup $SETUP"; exit 1
+  if ! sh "$SETUP" "$T" "$BIN" "$S" > "$R/setup.log" 2>&1; then
+    cat "$R/setup.log"; echo "FAIL: setup $SETUP"; exit 1
   fi
 fi
 tab=$(printf '\t')
@@ -38,39 +39,39 @@ while IFS= read -r line || [ -n "$line" ]; do
   rows=$((rows + 1))
   why=""
   if [ "$want" = sh ]; then
-    if ! timeout "$limit" sh -c "$args" > "$T/out" 2> "$T/err" < /dev/null; then
+    if ! timeout "$limit" sh -c "$args" > "$R/out" 2> "$R/err" < /dev/null; then
       why="shell check failed"
     fi
   else
     eval "set -- $args"
     if [ -n "$max_rss" ]; then
-      timeout "$limit" /usr/bin/time -f '%M' -o "$T/rss" "$BIN" "$@" > "$T/out" 2> "$T/err" < /dev/null
+      timeout "$limit" /usr/bin/time -f '%M' -o "$R/rss" "$BIN" "$@" > "$R/out" 2> "$R/err" < /dev/null
     else
-      timeout "$limit" "$BIN" "$@" > "$T/out" 2> "$T/err" < /dev/null
+      timeout "$limit" "$BIN" "$@" > "$R/out" 2> "$R/err" < /dev/null
     fi
     rc=$?
-    if [ -n "$max_rss" ] && [ -s "$T/rss" ]; then
+    if [ -n "$max_rss" ] && [ -s "$R/rss" ]; then
       # GNU time writes "Command exited with non-zero status N" before the number.
-      rss=$(tail -n 1 "$T/rss"); rm -f "$T/rss"
+      rss=$(tail -n 1 "$R/rss"); rm -f "$R/rss"
     else
       rss=0
     fi
     if [ "$rc" -eq 124 ]; then why="hung (killed after $limit s)"
     elif [ "$rc" -gt 128 ]; then why="killed by signal $((rc - 128))"
-    elif grep -Eq 'terminate called|Sanitizer|runtime error:|core dumped' "$T/err"; then
+    elif grep -Eq 'terminate called|Sanitizer|runtime error:|core dumped' "$R/err"; then
       why="crash report on stderr"
     elif [ "$rc" -ne "$want" ]; then why="exit status $rc, want $want"
     elif [ -n "$max_rss" ] && [ "$rss" -gt "$max_rss" ]; then why="peak RSS $rss KiB > $max_rss KiB"
-    elif [ "$want" -eq 0 ] && ! cat "$T/out" "$T/err" | grep -qF -- "$substring"; then
+    elif [ "$want" -eq 0 ] && ! cat "$R/out" "$R/err" | grep -qF -- "$substring"; then
       why="output lacks '$substring'"
-    elif [ "$want" -ne 0 ] && ! grep -qF -- "$substring" "$T/err"; then
+    elif [ "$want" -ne 0 ] && ! grep -qF -- "$substring" "$R/err"; then
       why="stderr lacks '$substring'"
     fi
   fi
   if [ -n "$why" ]; then
     failed=$((failed + 1))
     echo "FAIL $TABLE:$line_no: $args"
-    echo "     $why; stderr:"; tail -n 3 "$T/err" | sed 's/^/       /'
+    echo "     $why; stderr:"; tail -n 3 "$R/err" | sed 's/^/       /'
   fi
 done < "$TABLE"
 echo "$rows rows, $failed failed"
