@@ -72,6 +72,26 @@ Result<std::vector<std::string>> AnswerPrefixes(const GenerateArgs& a) {
   return prefixes;
 }
 
+// Refuses, before tokenizing it, text that cannot fit the context size however it tokenizes
+// (each token covers at most MaxTokenBytes() bytes): a 50 MB file must not cost minutes and
+// gigabytes only to be refused after.
+Status CheckTextFits(const GenerateArgs& a, const Model& model, const std::string& context) {
+  PRIMEKV_ASSIGN_OR_RETURN(const int ctx_size, ResolveContextSize(model.config(), a.ctx_size,
+                                                                  a.allow_ctx_overflow, nullptr));
+  uint64_t bytes = context.size();
+  for (const std::string& q : a.questions) bytes += q.size();
+  for (const std::string& p : a.answer_prefixes) bytes += p.size();
+  const uint64_t max_bytes = static_cast<uint64_t>(ctx_size) * model.tokenizer().MaxTokenBytes();
+  if (bytes <= max_bytes) return Status::Ok();
+  const char* what = !a.context_file.empty()  ? "--context-file"
+                     : !a.prompt_file.empty() ? "--prompt-file"
+                                              : "the prompt";
+  return Status::Error(std::string(what) + ": " + std::to_string(bytes) +
+                       " bytes of text cannot fit the context size of " + std::to_string(ctx_size) +
+                       " tokens (a token of this vocabulary covers at most " +
+                       std::to_string(model.tokenizer().MaxTokenBytes()) + " bytes)");
+}
+
 // Everything must fit the context size: the prompt or it is an error, the answers or -n is cut.
 // Returns the tokens to generate per answer.
 Result<int> FitContext(const GenerateArgs& a, const Model& model, CompressionMode mode,
@@ -162,7 +182,7 @@ void PrintJson(const GenerateArgs& a, const Tokenizer& tok, const std::string& p
 std::function<bool(int, Token)> StreamTokens(const GenerateArgs& a, const Tokenizer& tok,
                                              const std::string& context,
                                              const std::vector<std::string>& prefixes) {
-  std::fputs(context.c_str(), stdout);
+  std::fwrite(context.data(), 1, context.size(), stdout);  // whole: a NUL does not end it
   std::fflush(stdout);
   return [&a, &tok, &prefixes, last_turn = -1](int turn, Token t) mutable {
     if (turn != last_turn) {
@@ -173,9 +193,10 @@ std::function<bool(int, Token)> StreamTokens(const GenerateArgs& a, const Tokeni
                     i < prefixes.size() ? prefixes[i].c_str() : "");
       }
     }
-    std::fputs(tok.TokenToPiece(t).c_str(), stdout);
-    std::fflush(stdout);
-    return true;
+    const std::string piece = tok.TokenToPiece(t);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    // Stop generating once the output cannot be written (main reports the error).
+    return std::fflush(stdout) == 0 && !std::ferror(stdout);
   };
 }
 
@@ -204,6 +225,7 @@ int RunGenerate(const GenerateArgs& a) {
     if (!f.ok()) return Fail(a.model + ": " + f.message());
     chat_format = *f;
   }
+  if (Status s = CheckTextFits(a, *model, *context); !s.ok()) return Fail(s.message());
   auto [ctx_ids, q_ids] =
       EncodeConversation(tok, chat, *context, a.questions, *prefixes, chat_format);
   if (ctx_ids.empty()) return Fail("the prompt encodes to no tokens");
@@ -270,7 +292,7 @@ void AddGenerate(CLI::App& app, Runner& run) {
       ->check(IntegerIn(0, std::numeric_limits<int>::max()))
       ->capture_default_str();
   cmd->add_option("--top-p", a->top_p, "Top-p in (0, 1] (1 = off)")
-      ->check(RealIn(0, 1, /*lo_open=*/true))
+      ->check(FloatIn(0, 1, /*lo_open=*/true))
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Sampling seed")->check(Seed())->capture_default_str();
   cmd->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat template");

@@ -35,18 +35,99 @@ Result<std::vector<Token>> ParseIds(const std::string& s) {
   return ids;
 }
 
+struct LogitsArgs {
+  std::string model, tokens, text, out;
+  KvDType kv_type = KvDType::kF32;
+  int threads = 0;
+  int chunk = 0;
+  int ctx_size = 0;
+  bool allow_ctx_overflow = false;
+};
+
+// The ids of --text or --tokens, checked against the vocabulary and the context size (text that
+// cannot fit however it tokenizes is refused before tokenizing it).
+Result<std::vector<Token>> InputIds(const LogitsArgs& a, const Model& model) {
+  std::string ctx_note;
+  PRIMEKV_ASSIGN_OR_RETURN(const int ctx_size, ResolveContextSize(model.config(), a.ctx_size,
+                                                                  a.allow_ctx_overflow, &ctx_note));
+  if (!ctx_note.empty()) std::fprintf(stderr, "primekv: warning: %s\n", ctx_note.c_str());
+  const std::string where =
+      a.ctx_size == 0 ? " (the model's trained context; -c N --allow-ctx-overflow runs past it)"
+                      : " (-c)";
+  std::vector<Token> ids;
+  if (!a.text.empty()) {
+    const uint64_t max_bytes = static_cast<uint64_t>(ctx_size) * model.tokenizer().MaxTokenBytes();
+    if (a.text.size() > max_bytes) {
+      return Status::Error("--text: " + std::to_string(a.text.size()) +
+                           " bytes cannot fit the context size of " + std::to_string(ctx_size) +
+                           " tokens" + where);
+    }
+    ids = model.tokenizer().Encode(a.text, true);
+  } else {
+    PRIMEKV_ASSIGN_OR_RETURN(ids, ParseIds(a.tokens));
+  }
+  if (ids.empty()) return Status::Error("no tokens");
+  if (ids.size() > static_cast<size_t>(ctx_size)) {
+    return Status::Error(std::string(a.text.empty() ? "--tokens" : "--text") + ": " +
+                         std::to_string(ids.size()) + " tokens exceed the context size of " +
+                         std::to_string(ctx_size) + where);
+  }
+  for (const Token id : ids) {
+    if (id < 0 || id >= model.config().vocab_size) {
+      return Status::Error("--tokens: id " + std::to_string(id) +
+                           " is outside the vocabulary [0, " +
+                           std::to_string(model.config().vocab_size) + ")");
+    }
+  }
+  return ids;
+}
+
+int RunLogits(const LogitsArgs& a) {
+  auto model = Model::Load(a.model);
+  if (!model.ok()) return Fail(model.message());
+  if (Status s = CheckKvDType(a.kv_type, model->config().head_dim); !s.ok())
+    return Fail(s.message());
+  auto input = InputIds(a, *model);
+  if (!input.ok()) return Fail(input.message());
+  const std::vector<Token>& ids = *input;
+  KvCacheOptions kv;
+  kv.dtype = a.kv_type;
+  const int vocab = model->config().vocab_size;
+  std::vector<float> logits(ids.size() * static_cast<size_t>(vocab));
+  ThreadPool pool(a.threads);
+  KvCache cache = model->NewCache(kv);
+  ForwardWorkspace ws;
+  const size_t chunk = a.chunk > 0 ? static_cast<size_t>(a.chunk) : ids.size();
+  for (size_t b = 0; b < ids.size(); b += chunk) {
+    const size_t n = std::min(chunk, ids.size() - b);
+    MatView<float> out(logits.data() + b * vocab, static_cast<int64_t>(n), vocab);
+    Status s =
+        model->Forward(std::span<const Token>(ids.data() + b, n), cache, {true}, out, pool, ws);
+    if (!s.ok()) return Fail(s.message());
+  }
+  // A reference check must not compare against NaN or infinity as if it were output.
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (!std::isfinite(logits[i])) {
+      return Fail("the model produced non-finite logits (NaN or infinity) at token " +
+                  std::to_string(i / static_cast<size_t>(vocab)) +
+                  ": its weights or activations overflow; nothing written");
+    }
+  }
+  std::ofstream f(a.out, std::ios::binary);
+  if (!f) return Fail("-o: cannot open '" + Printable(a.out) + "' for writing");
+  f.write(reinterpret_cast<const char*>(logits.data()),
+          static_cast<std::streamsize>(logits.size() * sizeof(float)));
+  if (Status s = FlushChecked(f, "-o '" + Printable(a.out) + "'"); !s.ok())
+    return Fail(s.message());
+  std::fprintf(stderr, "wrote %zu x %d logits to %s\n", ids.size(), vocab,
+               Printable(a.out, 200).c_str());
+  return 0;
+}
+
 }  // namespace
 
 void AddLogits(CLI::App& app, Runner& run) {
-  struct Args {
-    std::string model, tokens, text, out;
-    KvDType kv_type = KvDType::kF32;
-    int threads = 0;
-    int chunk = 0;
-    int ctx_size = 0;
-    bool allow_ctx_overflow = false;
-  };
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<LogitsArgs>();
   auto* cmd =
       app.add_subcommand("logits", "Write float32 logits [n_tokens, vocab] for all positions");
   cmd->add_option("-m,--model", a->model)->required();
@@ -62,82 +143,7 @@ void AddLogits(CLI::App& app, Runner& run) {
       ->check(IntegerIn(0, std::numeric_limits<int>::max()));
   cmd->add_flag("--allow-ctx-overflow", a->allow_ctx_overflow,
                 "Allow -c above the model's trained context (warns)");
-  cmd->callback([&run, a] {
-    run = [a] {
-      auto model = Model::Load(a->model);
-      if (!model.ok()) return Fail(model.message());
-      if (Status s = CheckKvDType(a->kv_type, model->config().head_dim); !s.ok())
-        return Fail(s.message());
-      std::string ctx_note;
-      auto ctx_size =
-          ResolveContextSize(model->config(), a->ctx_size, a->allow_ctx_overflow, &ctx_note);
-      if (!ctx_size.ok()) return Fail(ctx_size.message());
-      if (!ctx_note.empty()) std::fprintf(stderr, "primekv: warning: %s\n", ctx_note.c_str());
-      const std::string where =
-          a->ctx_size == 0
-              ? " (the model's trained context; -c N --allow-ctx-overflow runs past it)"
-              : " (-c)";
-      std::vector<Token> ids;
-      if (!a->text.empty()) {
-        // Text that cannot fit however it tokenizes is refused before tokenizing it.
-        const uint64_t max_bytes =
-            static_cast<uint64_t>(*ctx_size) * model->tokenizer().MaxTokenBytes();
-        if (a->text.size() > max_bytes) {
-          return Fail("--text: " + std::to_string(a->text.size()) +
-                      " bytes cannot fit the context size of " + std::to_string(*ctx_size) +
-                      " tokens" + where);
-        }
-        ids = model->tokenizer().Encode(a->text, true);
-      } else {
-        auto parsed = ParseIds(a->tokens);
-        if (!parsed.ok()) return Fail(parsed.message());
-        ids = std::move(parsed).value();
-      }
-      if (ids.empty()) return Fail("no tokens");
-      if (ids.size() > static_cast<size_t>(*ctx_size)) {
-        return Fail(std::string(a->text.empty() ? "--tokens" : "--text") + ": " +
-                    std::to_string(ids.size()) + " tokens exceed the context size of " +
-                    std::to_string(*ctx_size) + where);
-      }
-      KvCacheOptions kv;
-      kv.dtype = a->kv_type;
-      for (const Token id : ids) {
-        if (id < 0 || id >= model->config().vocab_size) {
-          return Fail("--tokens: id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                      std::to_string(model->config().vocab_size) + ")");
-        }
-      }
-      const int vocab = model->config().vocab_size;
-      std::vector<float> logits(ids.size() * static_cast<size_t>(vocab));
-      ThreadPool pool(a->threads);
-      KvCache cache = model->NewCache(kv);
-      ForwardWorkspace ws;
-      const size_t chunk = a->chunk > 0 ? static_cast<size_t>(a->chunk) : ids.size();
-      for (size_t b = 0; b < ids.size(); b += chunk) {
-        const size_t n = std::min(chunk, ids.size() - b);
-        MatView<float> out(logits.data() + b * vocab, static_cast<int64_t>(n), vocab);
-        Status s =
-            model->Forward(std::span<const Token>(ids.data() + b, n), cache, {true}, out, pool, ws);
-        if (!s.ok()) return Fail(s.message());
-      }
-      // A reference check must not compare against NaN or infinity as if it were output.
-      for (size_t i = 0; i < logits.size(); ++i) {
-        if (!std::isfinite(logits[i])) {
-          return Fail("the model produced non-finite logits (NaN or infinity) at token " +
-                      std::to_string(i / static_cast<size_t>(vocab)) +
-                      ": its weights or activations overflow; nothing written");
-        }
-      }
-      std::ofstream f(a->out, std::ios::binary);
-      if (!f) return Fail("-o: cannot open '" + Printable(a->out) + "' for writing");
-      f.write(reinterpret_cast<const char*>(logits.data()),
-              static_cast<std::streamsize>(logits.size() * sizeof(float)));
-      if (Status s = FlushChecked(f, "-o '" + Printable(a->out) + "'"); !s.ok())
-        return Fail(s.message());
-      std::fprintf(stderr, "wrote %zu x %d logits to %s\n", ids.size(), vocab, a->out.c_str());
-      return 0;
-    };
-  });
+  cmd->callback([&run, a] { run = [a] { return RunLogits(*a); }; });
 }
 
 }  // namespace primekv::cli
