@@ -62,6 +62,12 @@ struct TaskOptions {
 // `task` is a name from ListTasks(), or "jsonl:PATH", "longbench:PATH" or "aime:PATH".
 // Generated tasks are deterministic in (task, seed, target_tokens, tokenizer, options).
 Result<std::vector<EvalSample>> GenerateTask(std::string_view task, const TaskOptions& options);
+// Splits a --tasks value at its commas. A file task (jsonl:, longbench:, aime:) runs up to the
+// next comma followed by a ListTasks() name or another PREFIX:, so its path may hold commas:
+// "jsonl:a,b.jsonl,niah_single_1" is the file "a,b.jsonl" and niah_single_1.
+std::vector<std::string> SplitTaskList(std::string_view list);
+// The file of a file task ("jsonl:PATH" -> PATH), or nullopt for a generated task.
+std::optional<std::string> TaskFilePath(std::string_view task);
 // The generated tasks: the 11 RULER tasks, then "multiturn".
 std::vector<std::string> ListTasks();
 std::vector<std::string> RulerTasks();

@@ -1,10 +1,16 @@
 #include "primekv/eval.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,41 +19,65 @@
 #include "cli/options.h"
 #include "primekv/eval_runner.h"
 #include "primekv/eval_stats.h"
+#include "primekv/file_io.h"
 #include "primekv/press.h"
 
 namespace primekv::cli {
 namespace {
 
+// A usage error of the command line (exit 2), one line naming the option.
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "primekv: %s\n", message.c_str());
+  return 2;
+}
+
+// Whether `a` and `b` name one existing file (same device and inode).
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa = {}, sb = {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
 // Writes the samples the run would use, one JSON object per line in the format `jsonl:PATH`
 // reads back (plus "task" and each turn's "max_new_tokens"), so users can inspect prompts or
-// freeze a generated set as a held-out file.
+// freeze a generated set as a held-out file. Every task is read before the file is opened, and
+// the file may not be one of them (opening it would empty it first).
 int DumpTasks(const Model& model, const EvalRunSpec& spec, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) return Fail("cannot write '" + path + "'");
-  int n = 0;
+  for (const auto& task : spec.tasks) {
+    if (auto file = TaskFilePath(task); file && SameFile(*file, path))
+      return Usage("--dump-tasks '" + path + "' is the file of task " + task +
+                   "; writing it would destroy the task before it is read");
+  }
+  std::vector<EvalSample> all;
   for (const auto& task : spec.tasks) {
     std::vector<std::string> warnings;
     auto samples = GenerateTask(task, TaskOptionsFor(model, spec, task, &warnings));
     for (const auto& w : warnings) std::fprintf(stderr, "primekv: warning: %s\n", w.c_str());
     if (!samples.ok()) return Fail("task " + task + ": " + samples.message());
-    for (const EvalSample& s : *samples) {
-      nlohmann::json j;
-      j["id"] = s.id;
-      j["task"] = s.task;
-      j["context"] = s.context;
-      j["metric"] = s.metric;
-      for (const EvalTurn& t : s.turns) {
-        j["turns"].push_back({{"question", t.question},
-                              {"answer_prefix", t.answer_prefix},
-                              {"answers", t.answers},
-                              {"max_new_tokens", t.max_new_tokens}});
-      }
-      out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-      ++n;
-    }
+    for (EvalSample& s : *samples) all.push_back(std::move(s));
   }
-  if (!out) return Fail("error writing '" + path + "'");
-  std::fprintf(stderr, "eval: wrote %d samples to %s\n", n, path.c_str());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return Fail("--dump-tasks: cannot write '" + path + "': " + std::strerror(errno));
+  for (const EvalSample& s : all) {
+    nlohmann::json j;
+    j["id"] = s.id;
+    j["task"] = s.task;
+    j["context"] = s.context;
+    j["metric"] = s.metric;
+    for (const EvalTurn& t : s.turns) {
+      j["turns"].push_back({{"question", t.question},
+                            {"answer_prefix", t.answer_prefix},
+                            {"answers", t.answers},
+                            {"max_new_tokens", t.max_new_tokens}});
+    }
+    out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  }
+  // A full disk or /dev/full shows only when the buffer is flushed.
+  if (Status st = FlushChecked(out, "--dump-tasks '" + path + "'"); !st.ok())
+    return Fail(st.message());
+  out.close();
+  if (!out) return Fail("--dump-tasks '" + path + "': write failed");
+  std::fprintf(stderr, "eval: wrote %zu samples to %s\n", all.size(), path.c_str());
   return 0;
 }
 
@@ -60,7 +90,10 @@ int Compare(const std::string& dir, const std::string& a, const std::string& b) 
   std::string name = "compare_" + a + "_" + b + ".md";
   for (char& c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
-  std::ofstream(std::filesystem::path(dir) / name) << *md;
+  const std::filesystem::path file = std::filesystem::path(dir) / name;
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << *md;
+  if (Status st = FlushChecked(out, file.string()); !st.ok()) return Fail(st.message());
   std::printf("%s", md->c_str());
   return 0;
 }
@@ -87,16 +120,51 @@ int CompareAfterRun(const EvalArgs& a) {
   return Compare(a.out, canon((*two)[0]), canon((*two)[1]));
 }
 
-int RunEval(EvalArgs& a) {
-  if (a.out.empty() && a.dump.empty()) return Fail("eval: give --out DIR or --dump-tasks FILE");
-  // Each --presses value is a list (checked at parse time); flatten them in order.
+// Flattens the --tasks and --presses lists and refuses a task, press or ratio given twice
+// (every row would be written twice); returns 0 or the exit status.
+int FlattenLists(EvalArgs& a) {
+  std::vector<std::string> tasks;
+  for (const std::string& item : a.spec.tasks) {
+    for (std::string& task : SplitTaskList(item)) {
+      if (std::find(tasks.begin(), tasks.end(), task) != tasks.end())
+        return Usage("--tasks: task " + task + " is listed twice");
+      tasks.push_back(std::move(task));
+    }
+  }
+  a.spec.tasks = std::move(tasks);
+  // Each --presses value is a list (checked at parse time); flatten them in order. Presses are
+  // compared by their canonical text (parameters sorted), as rows name them.
   std::vector<std::string> presses;
+  std::map<std::string, std::string> canonical;  // canonical text -> as given
   for (const std::string& item : a.spec.presses) {
     auto split = SplitPressList(item);
     if (!split.ok()) return Fail(split.message());
-    presses.insert(presses.end(), split->begin(), split->end());
+    for (const std::string& press : *split) {
+      auto spec = ParsePressSpec(press);
+      const std::string text = spec.ok() ? spec->Text() : press;
+      if (const auto [it, fresh] = canonical.emplace(text, press); !fresh) {
+        return Usage("--presses: press " + press + " is listed twice" +
+                     (it->second != press ? " (also as " + it->second + ")" : ""));
+      }
+      presses.push_back(press);
+    }
   }
   a.spec.presses = std::move(presses);
+  for (size_t i = 0; i < a.spec.ratios.size(); ++i) {
+    for (size_t k = 0; k < i; ++k) {
+      if (a.spec.ratios[k] == a.spec.ratios[i]) {
+        char buf[40];
+        std::snprintf(buf, sizeof(buf), "%.17g", a.spec.ratios[i]);
+        return Usage(std::string("--ratios: ") + buf + " is listed twice");
+      }
+    }
+  }
+  return 0;
+}
+
+int RunEval(EvalArgs& a) {
+  if (a.out.empty() && a.dump.empty()) return Fail("eval: give --out DIR or --dump-tasks FILE");
+  if (int status = FlattenLists(a); status != 0) return status;
   a.spec.out = a.out;
   if (!a.spec.chat_template.empty()) a.spec.chat = true;
   a.spec.progress = !a.quiet;
@@ -125,8 +193,9 @@ int RunEval(EvalArgs& a) {
 
 void AddEvalOptions(CLI::App& cmd, EvalArgs& a) {
   cmd.add_option("-m,--model", a.model)->required();
-  cmd.add_option("--tasks", a.spec.tasks, "Task names, jsonl:PATH, longbench:PATH, aime:PATH")
-      ->delimiter(',')
+  cmd.add_option("--tasks", a.spec.tasks,
+                 "Task names, jsonl:PATH, longbench:PATH, aime:PATH, separated by ','; a PATH "
+                 "may hold commas: it ends at the next ',' followed by a task name or PREFIX:")
       ->capture_default_str();
   cmd.add_option("--presses", a.spec.presses,
                  "Presses: 'none;primekv:key=cosine,value=norm;snapkv' (';' or ',' between "

@@ -132,8 +132,9 @@ Result<std::vector<EvalSample>> ParseAime(const std::string& path, std::string_v
 
 // Parses one non-blank line of a jsonl file (1-based line number) into a sample, or says why not.
 using JsonLineParser = std::function<Result<EvalSample>(const nlohmann::json& line, int line_no)>;
-// Runs `parse` over the lines of `text`: blank lines are ignored; bad ones (invalid UTF-8 or
-// JSON, with the byte where it goes wrong, or rejected by `parse`) are skipped with a
+// Runs `parse` over the lines of `text`: blank lines are ignored; bad ones (over
+// kMaxTaskLineBytes, invalid UTF-8 or JSON, with the byte where it goes wrong, or rejected by
+// `parse`) are skipped with a
 // "PATH:LINE: reason" warning (into options.warnings); a repeated sample id is an error naming
 // both lines, and so is a file without any valid line.
 Result<std::vector<EvalSample>> ParseJsonLines(const std::string& path, std::string_view text,
@@ -142,8 +143,14 @@ Result<std::vector<EvalSample>> ParseJsonLines(const std::string& path, std::str
 // `text` as a JSON string literal with every non-ASCII or control byte escaped (for messages).
 std::string QuotedForMessage(std::string_view text);
 
-// Reads a whole file (to EOF, so /proc files and pipes work); a directory or an unreadable
-// file is an error naming it.
+// Limits on task files: the whole file is read (a LongBench file is tens of MB), and a line is
+// one sample (the longest real contexts are a few MB); a longer line is skipped with a warning
+// before it is parsed.
+inline constexpr uint64_t kMaxTaskFileBytes = uint64_t{256} << 20;
+inline constexpr size_t kMaxTaskLineBytes = size_t{32} << 20;
+
+// Reads a whole task file of at most kMaxTaskFileBytes; a directory, device, FIFO, larger or
+// unreadable file is an error naming it ("task file 'PATH' is not a regular file").
 Result<std::string> ReadTextFile(const std::string& path);
 int EffectiveMaxNewTokens(const TaskOptions& options, int task_default);
 

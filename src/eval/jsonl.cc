@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "eval/internal.h"
+#include "primekv/json_read.h"
 
 namespace primekv::eval_internal {
 namespace {
@@ -132,6 +133,13 @@ Result<EvalSample> ParseUserLine(const json& j, const TaskOptions& options) {
     if (!answers) return Status::Error(where + "missing \"answers\"");
     Result<std::vector<std::string>> refs = StringArray(*answers, "answers");
     if (!refs.ok()) return Status::Error(where + refs.message());
+    // Every prediction contains the empty string: such a reference would score 1 for anything.
+    for (const std::string& ref : *refs) {
+      if (PyStrip(ref).empty())
+        return Status::Error(where +
+                             "\"answers\" holds an empty answer, which any prediction "
+                             "would match");
+    }
     out.answers = std::move(refs).value();
     if (const json* prefix = Field(turn, "answer_prefix")) {
       if (!prefix->is_string()) return Status::Error(where + "\"answer_prefix\" must be a string");
@@ -195,7 +203,13 @@ Result<std::vector<EvalSample>> ParseJsonLines(const std::string& path, std::str
     if (IsBlank(line)) continue;
     const std::string where = path + ":" + std::to_string(line_no) + ": ";
     Result<EvalSample> sample = Status::Error("not a JSON object");
-    if (const std::optional<size_t> bad = FirstInvalidUtf8(line)) {
+    if (line.size() > kMaxTaskLineBytes) {
+      sample =
+          Status::Error("line of " + std::to_string(line.size()) + " bytes, over the limit of " +
+                        std::to_string(kMaxTaskLineBytes) + " bytes per sample");
+    } else if (Status depth = CheckJsonDepth(line, "the line"); !depth.ok()) {
+      sample = depth;
+    } else if (const std::optional<size_t> bad = FirstInvalidUtf8(line)) {
       sample = Status::Error("invalid UTF-8 at byte " + std::to_string(*bad + 1) + " of the line");
     } else {
       try {

@@ -168,9 +168,27 @@ std::string KeepWordEnds(const std::string& text, size_t head, size_t tail) {
 
 // LongBench's middle truncation: when the prompt exceeds the limit, keep the first and last
 // halves of what fits of the document.
-std::string TruncateMiddle(const Prompt& p, const std::string& document,
+std::string TruncateMiddle(const Prompt& p, const std::string& full_document,
                            const TaskOptions& options) {
   const Tokenizer* tok = options.tokenizer;
+  // A document far longer than the limit can hold is cut to its two ends by bytes before it is
+  // tokenized (tokenizing 100 MB takes minutes): the kept halves are at most limit / 2 tokens
+  // each, so at most limit / 2 * MaxTokenBytes bytes; keeping twice that per end leaves the
+  // tokens near the kept text as they were.
+  std::string cut;
+  if (tok != nullptr && options.max_context_tokens > 0) {
+    const size_t end_bytes = static_cast<size_t>(options.max_context_tokens) * tok->MaxTokenBytes();
+    if (full_document.size() > 2 * end_bytes) {
+      size_t head = end_bytes, tail = full_document.size() - end_bytes;
+      // Whole UTF-8 characters only.
+      while (head > 0 && (static_cast<unsigned char>(full_document[head]) & 0xC0) == 0x80) --head;
+      while (tail < full_document.size() &&
+             (static_cast<unsigned char>(full_document[tail]) & 0xC0) == 0x80)
+        ++tail;
+      cut = full_document.substr(0, head) + " " + full_document.substr(tail);
+    }
+  }
+  const std::string& document = cut.empty() ? full_document : cut;
   const auto prompt_tokens = [&](const std::string& doc) {
     return CountTextTokens(p.before + doc + p.after + p.question + p.answer_prefix, tok);
   };

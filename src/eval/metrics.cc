@@ -341,18 +341,30 @@ std::optional<long long> BoxedInteger(std::string_view content) {
 
 }  // namespace
 
+namespace {
+
+// Whether the cleaned prediction contains reference r (case-insensitively). An empty or
+// whitespace-only reference matches nothing: every prediction contains it, so it could only
+// score a wrong answer as right.
+bool Contains(const std::string& cleaned_pred, std::string_view r) {
+  if (PyStrip(r).empty()) return false;
+  return cleaned_pred.find(AsciiLower(r)) != std::string::npos;
+}
+
+}  // namespace
+
 double StringMatchAll(std::string_view pred, const std::vector<std::string>& refs) {
   if (refs.empty()) return 0.0;
   const std::string p = CleanPrediction(pred);
   int found = 0;
-  for (const std::string& r : refs) found += p.find(AsciiLower(r)) != std::string::npos ? 1 : 0;
+  for (const std::string& r : refs) found += Contains(p, r) ? 1 : 0;
   return static_cast<double>(found) / static_cast<double>(refs.size());
 }
 
 double StringMatchPart(std::string_view pred, const std::vector<std::string>& refs) {
   const std::string p = CleanPrediction(pred);
   for (const std::string& r : refs) {
-    if (p.find(AsciiLower(r)) != std::string::npos) return 1.0;
+    if (Contains(p, r)) return 1.0;
   }
   return 0.0;
 }

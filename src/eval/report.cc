@@ -1,5 +1,11 @@
 // Report files from results.jsonl: results.csv, report.md and PNG plots (gnuplot).
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -9,8 +15,10 @@
 #include <sstream>
 
 #include "eval/results.h"
+#include "eval/run_config.h"
 #include "primekv/eval_runner.h"
 #include "primekv/eval_stats.h"
+#include "primekv/file_io.h"
 
 namespace primekv {
 
@@ -40,7 +48,58 @@ std::string Num(double x, const char* fmt = "%.1f") {
   return buf;
 }
 
-bool HaveGnuplot() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
+// gnuplot's path from $PATH, or "" when it is not installed.
+std::string FindGnuplot() {
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/bin:/bin";
+  while (true) {
+    const size_t colon = dirs.find(':');
+    const std::string dir(dirs.substr(0, colon));
+    const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/gnuplot";
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string_view::npos) return "";
+    dirs.remove_prefix(colon + 1);
+  }
+}
+
+// Runs `gnuplot SCRIPT` with `dir` as its working directory, without a shell (the folder's name
+// never reaches a command line), its output discarded. True when it exits 0.
+bool RunGnuplot(const std::string& gnuplot, const std::filesystem::path& dir,
+                const std::string& script) {
+  posix_spawn_file_actions_t actions;
+  if (posix_spawn_file_actions_init(&actions) != 0) return false;
+  bool ok = posix_spawn_file_actions_addchdir_np(&actions, dir.c_str()) == 0 &&
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0) == 0 &&
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0) == 0 &&
+            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0) == 0;
+  pid_t pid = -1;
+  std::string arg0 = "gnuplot", arg1 = script;
+  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  ok = ok && posix_spawn(&pid, gnuplot.c_str(), &actions, nullptr, argv, environ) == 0;
+  posix_spawn_file_actions_destroy(&actions);
+  if (!ok) return false;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return false;
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// `text` as a gnuplot single-quoted string: a quote is doubled, and control characters (a
+// newline would end the command) become spaces, so names from results.jsonl stay text.
+std::string GnuplotQuoted(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "''";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
 
 std::string SafeName(const std::string& s) {
   std::string o;
@@ -76,8 +135,8 @@ void WriteCsvRow(std::ostream& csv, const eval_internal::ResultRow& r) {
 }
 
 // Writes results.csv and gathers the score tables of the rows.
-ScoreTables WriteCsvAndTabulate(const std::vector<eval_internal::ResultRow>& rows,
-                                const std::filesystem::path& csv_path) {
+Result<ScoreTables> WriteCsvAndTabulate(const std::vector<eval_internal::ResultRow>& rows,
+                                        const std::filesystem::path& csv_path) {
   std::ofstream csv(csv_path);
   csv << "task,id,press,ratio,mode,seed,length,turn,status,score,kv_bytes_full,"
          "kv_bytes_compressed,prefill_ms,score_ms,answer_ms,expected,prediction\n";
@@ -98,6 +157,7 @@ ScoreTables WriteCsvAndTabulate(const std::vector<eval_internal::ResultRow>& row
   for (const auto& [task, presses] : t.table)
     for (const auto& [press, rs] : presses)
       for (const auto& [r, m] : rs) t.average[press][r].Add(m.value());
+  PRIMEKV_RETURN_IF_ERROR(FlushChecked(csv, csv_path.string()));
   return t;
 }
 
@@ -108,11 +168,16 @@ void WriteIntro(std::ostream& md, const std::filesystem::path& dir) {
         "(`none`) is the "
         "ratio-0 baseline. Regenerate with `primekv eval ... --out "
      << dir.string() << "`.\n\n";
-  std::ifstream config_in(dir / "config.json");
-  if (!config_in) return;
-  const json config = json::parse(config_in, nullptr, /*allow_exceptions=*/false);
-  if (config.is_object() && config.contains("model") && config["model"].is_object() &&
-      config.contains("settings") && config["settings"].is_object()) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir / "config.json", ec)) return;
+  auto read = eval_internal::ReadRunConfig(dir / "config.json");
+  if (!read.ok()) {
+    md << "(config.json unusable, so the model and settings are not shown: " << read.message()
+       << ")\n\n";
+    return;
+  }
+  const json& config = *read;
+  {
     const json& m = config["model"];
     md << "Model `" << m.value("path", std::string("?")) << "` (" << m.value("size", json()).dump()
        << " bytes, " << m.value("scheme", std::string("?")) << " hash "
@@ -180,16 +245,17 @@ void WritePerTurn(std::ostream& md, const ScoreTables& t) {
 
 // Score against ratio, a line per press and the full-KV score dashed; linked from the report
 // when gnuplot succeeds.
-void Plot(std::ostream& md, const std::filesystem::path& dir, const std::string& name,
-          const std::map<std::string, ByRatio>& rows) {
-  const auto dat = dir / ("plot_" + SafeName(name) + ".dat");
-  const auto gp = dir / ("plot_" + SafeName(name) + ".gp");
-  const auto png = dir / ("plot_" + SafeName(name) + ".png");
-  std::ofstream d(dat);
-  std::ofstream g(gp);
-  g << "set terminal pngcairo size 900,600 noenhanced\nset output '" << png.string() << "'\n"
-    << "set title '" << name
-    << "'\nset xlabel 'compression ratio'\nset ylabel 'score'\nset yrange [0:100]\n"
+// gnuplot runs in `dir` and the script names its files relatively (plot_<safe name>.*), so
+// the folder's name appears in no script or command line.
+void Plot(std::ostream& md, const std::filesystem::path& dir, const std::string& gnuplot,
+          const std::string& name, const std::map<std::string, ByRatio>& rows) {
+  const std::string stem = "plot_" + SafeName(name);
+  const std::string dat = stem + ".dat", gp = stem + ".gp", png = stem + ".png";
+  std::ofstream d(dir / dat);
+  std::ofstream g(dir / gp);
+  g << "set terminal pngcairo size 900,600 noenhanced\nset output " << GnuplotQuoted(png) << "\n"
+    << "set title " << GnuplotQuoted(name)
+    << "\nset xlabel 'compression ratio'\nset ylabel 'score'\nset yrange [0:100]\n"
     << "set key outside right\nset grid\nplot ";
   int index = 0;
   bool first = true;
@@ -201,8 +267,8 @@ void Plot(std::ostream& md, const std::filesystem::path& dir, const std::string&
     }
     for (const auto& [r, m] : rs) d << r << " " << 100 * m.value() << "\n";
     d << "\n\n";
-    g << (first ? "" : ", ") << "'" << dat.string() << "' index " << index++
-      << " with linespoints title '" << press << "'";
+    g << (first ? "" : ", ") << GnuplotQuoted(dat) << " index " << index++
+      << " with linespoints title " << GnuplotQuoted(press);
     first = false;
   }
   if (base >= 0)
@@ -210,10 +276,9 @@ void Plot(std::ostream& md, const std::filesystem::path& dir, const std::string&
   g << "\n";
   g.close();
   d.close();
-  if (!first || base >= 0) {
-    if (std::system(("gnuplot '" + gp.string() + "' 2>/dev/null").c_str()) == 0) {
-      md << "![" << name << "](" << png.filename().string() << ")\n\n";
-    }
+  if (!g || !d) return;  // no plot rather than one from a cut script
+  if ((!first || base >= 0) && RunGnuplot(gnuplot, dir, gp)) {
+    md << "![" << name << "](" << png << ")\n\n";
   }
 }
 
@@ -224,10 +289,10 @@ Status WriteEvalReport(const std::filesystem::path& dir, std::vector<std::string
   if (!std::filesystem::is_regular_file(results))
     return Status::Error("no results.jsonl in '" + dir.string() + "'");
   std::vector<std::string> bad_lines;
-  const std::vector<eval_internal::ResultRow> rows =
-      eval_internal::ReadResultRows(results, &bad_lines);
+  PRIMEKV_ASSIGN_OR_RETURN(const std::vector<eval_internal::ResultRow> rows,
+                           eval_internal::ReadResultRows(results, &bad_lines));
   if (warnings != nullptr) warnings->insert(warnings->end(), bad_lines.begin(), bad_lines.end());
-  const ScoreTables t = WriteCsvAndTabulate(rows, dir / "results.csv");
+  PRIMEKV_ASSIGN_OR_RETURN(const ScoreTables t, WriteCsvAndTabulate(rows, dir / "results.csv"));
 
   std::ofstream md(dir / "report.md");
   WriteIntro(md, dir);
@@ -241,13 +306,14 @@ Status WriteEvalReport(const std::filesystem::path& dir, std::vector<std::string
   for (const auto& [task, rows] : t.table) WriteScoreTable(md, task, rows, t.ratios);
   WritePerTurn(md, t);
   // One plot per task plus the average.
-  if (!HaveGnuplot()) {
+  const std::string gnuplot = FindGnuplot();
+  if (gnuplot.empty()) {
     md << "(gnuplot not found: no plots)\n";
-    return Status::Ok();
+  } else {
+    Plot(md, dir, gnuplot, "average", t.average);
+    for (const auto& [task, task_rows] : t.table) Plot(md, dir, gnuplot, task, task_rows);
   }
-  Plot(md, dir, "average", t.average);
-  for (const auto& [task, rows] : t.table) Plot(md, dir, task, rows);
-  return Status::Ok();
+  return FlushChecked(md, (dir / "report.md").string());
 }
 
 }  // namespace primekv

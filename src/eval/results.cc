@@ -1,11 +1,19 @@
 #include "eval/results.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
+#include <set>
+
+#include "primekv/file_io.h"
+#include "primekv/json_read.h"
 
 namespace primekv::eval_internal {
 namespace {
@@ -122,73 +130,180 @@ Result<ResultRow> ParseResultRow(const json& j) {
   return row;
 }
 
-std::vector<ResultRow> ReadResultRows(const std::filesystem::path& file,
-                                      std::vector<std::string>* warnings) {
-  std::vector<ResultRow> rows;
-  std::ifstream in(file, std::ios::binary);
-  int line_no = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    Result<ResultRow> row = j.is_discarded() ? Status::Error("invalid JSON") : ParseResultRow(j);
-    if (row.ok()) {
-      rows.push_back(std::move(row).value());
-    } else if (warnings != nullptr) {
-      warnings->push_back(file.string() + ":" + std::to_string(line_no) + ": " + row.message() +
-                          "; line skipped");
-    }
+Result<ResultRow> ParseResultLine(std::string_view line) {
+  if (line.size() > kMaxResultLineBytes) {
+    return Status::Error("line of " + std::to_string(line.size()) + " bytes, over the limit of " +
+                         std::to_string(kMaxResultLineBytes));
   }
-  return rows;
+  auto j = ParseJson(line, "row");
+  if (!j.ok()) return Status::Error("invalid JSON");
+  return ParseResultRow(*j);
 }
 
-Status RepairResultsFile(const std::filesystem::path& file, std::vector<std::string>* warnings) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return Status::Ok();  // nothing yet
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  in.close();
-  if (text.empty()) return Status::Ok();
-  std::string kept;
-  bool changed = text.back() != '\n';
+std::string RatioText(double ratio) {
+  char buf[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof(buf), "%.*g", digits, ratio);
+    if (std::strtod(buf, nullptr) == ratio) break;
+  }
+  return buf;
+}
+
+std::string UnitKey(const std::string& task, const std::string& id, const std::string& press,
+                    double ratio, const std::string& mode, uint64_t seed, int64_t length,
+                    int64_t turns) {
+  // Length-prefixed fields: a '|' inside an id or task path cannot make two keys equal.
+  std::string key;
+  for (const std::string& part : {task, id, press, RatioText(ratio), mode, std::to_string(seed),
+                                  std::to_string(length), std::to_string(turns)}) {
+    key += std::to_string(part.size()) + ":" + part + "|";
+  }
+  return key;
+}
+
+std::string UnitKey(const ResultRow& r) {
+  return UnitKey(r.task, r.id, r.press, r.ratio, r.mode, r.seed, r.length, r.turns);
+}
+
+namespace {
+
+// The text of results.jsonl ("" when it does not exist yet).
+Result<std::string> ReadResultsText(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) return std::string();
+  return ReadFileCapped(file.string(), "results file", FileSource::kRegular, kMaxResultsBytes);
+}
+
+// Calls fn(line_no, line) for each line of text (without its newline).
+template <typename Fn>
+void ForEachLine(std::string_view text, Fn&& fn) {
   int line_no = 0;
   for (size_t begin = 0; begin < text.size();) {
     size_t end = text.find('\n', begin);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(begin, end - begin);
+    if (end == std::string_view::npos) end = text.size();
+    fn(++line_no, text.substr(begin, end - begin));
     begin = end + 1;
-    ++line_no;
-    if (json::accept(line)) {
-      kept += line + "\n";
-    } else {
-      changed = true;
-      if (warnings != nullptr) {
-        warnings->push_back(file.string() + ":" + std::to_string(line_no) +
-                            ": not JSON (cut by an interruption?); dropped, its unit runs again");
-      }
-    }
   }
-  if (!changed) return Status::Ok();
-  const std::filesystem::path tmp = file.string() + ".tmp";
+}
+
+bool IsBlankLine(std::string_view line) {
+  return line.find_first_not_of(" \t\r") == std::string_view::npos;
+}
+
+}  // namespace
+
+std::vector<ResultRow> ParseResultRows(std::string_view text, const std::string& name,
+                                       std::vector<std::string>* warnings) {
+  std::vector<ResultRow> rows;
+  ForEachLine(text, [&](int line_no, std::string_view line) {
+    if (IsBlankLine(line)) return;
+    Result<ResultRow> row = ParseResultLine(line);
+    if (row.ok()) {
+      rows.push_back(std::move(row).value());
+    } else if (warnings != nullptr) {
+      warnings->push_back(name + ":" + std::to_string(line_no) + ": " + row.message() +
+                          "; line skipped");
+    }
+  });
+  return rows;
+}
+
+Result<std::vector<ResultRow>> ReadResultRows(const std::filesystem::path& file,
+                                              std::vector<std::string>* warnings) {
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string text, ReadResultsText(file));
+  return ParseResultRows(text, file.string(), warnings);
+}
+
+Status WriteFileAtomically(const std::filesystem::path& path, std::string_view text) {
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  std::error_code ec;
+  Status st = Status::Ok();
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << kept;
-    if (!out.flush()) return Status::Error("cannot write '" + tmp.string() + "'");
+    if (!out) {
+      st = Status::Error("cannot write '" + tmp.string() + "': " + std::strerror(errno));
+    } else {
+      out.write(text.data(), static_cast<std::streamsize>(text.size()));
+      st = FlushChecked(out, "'" + tmp.string() + "'");
+      out.close();
+      if (st.ok() && !out) st = Status::Error("'" + tmp.string() + "': write failed");
+    }
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, file, ec);
-  if (ec) return Status::Error("cannot replace '" + file.string() + "': " + ec.message());
-  return Status::Ok();
+  if (st.ok()) {
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) st = Status::Error("cannot replace '" + path.string() + "': " + ec.message());
+  }
+  if (!st.ok()) std::filesystem::remove(tmp, ec);
+  return st;
+}
+
+Status RepairResultsFile(const std::filesystem::path& file, std::vector<std::string>* warnings) {
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string text, ReadResultsText(file));
+  if (text.empty()) return Status::Ok();
+  struct Line {
+    std::string_view text;
+    std::optional<ResultRow> row;  // usable rows only; others are kept as they are
+  };
+  std::vector<Line> lines;
+  bool changed = text.back() != '\n';
+  const auto warn = [&](int line_no, const std::string& why) {
+    if (warnings != nullptr)
+      warnings->push_back(file.string() + ":" + std::to_string(line_no) + ": " + why);
+  };
+  // Turns present per unit, to find units cut short by an interruption.
+  std::map<std::string, std::set<int64_t>> turns;
+  std::map<std::string, int64_t> expected;
+  std::vector<int> line_numbers;
+  ForEachLine(text, [&](int line_no, std::string_view line) {
+    if (line.size() <= kMaxResultLineBytes && CheckJsonDepth(line, "row").ok() &&
+        json::accept(line)) {
+      Line l{line, std::nullopt};
+      if (Result<ResultRow> row = ParseResultLine(line); row.ok()) l.row = std::move(row).value();
+      lines.push_back(std::move(l));
+      line_numbers.push_back(line_no);
+    } else {
+      changed = true;
+      warn(line_no, "not JSON (cut by an interruption?); dropped, its unit runs again");
+    }
+  });
+  for (const Line& l : lines) {
+    if (!l.row) continue;
+    const std::string key = UnitKey(*l.row);
+    turns[key].insert(l.row->turn);
+    expected[key] = l.row->turns;
+  }
+  std::string kept;
+  std::set<std::pair<std::string, int64_t>> seen;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const Line& l = lines[i];
+    if (l.row) {
+      const std::string key = UnitKey(*l.row);
+      if (static_cast<int64_t>(turns[key].size()) < expected[key]) {
+        changed = true;
+        warn(line_numbers[i], "a row of an unfinished unit (turn " + std::to_string(l.row->turn) +
+                                  " of " + std::to_string(l.row->turns) +
+                                  ", other turns missing); dropped, the unit runs again");
+        continue;
+      }
+      if (!seen.emplace(key, l.row->turn).second) {
+        changed = true;
+        warn(line_numbers[i], "repeats turn " + std::to_string(l.row->turn) +
+                                  " of a unit already in the file; dropped");
+        continue;
+      }
+    }
+    kept.append(l.text);
+    kept += '\n';
+  }
+  if (!changed) return Status::Ok();
+  return WriteFileAtomically(file, kept);
 }
 
 std::string RatioColumnsHead(const std::set<double>& ratios, std::string_view extra) {
   const size_t extra_columns = static_cast<size_t>(std::count(extra.begin(), extra.end(), '|'));
   std::string head, rule = "\n|---|";
   for (double r : ratios) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), " %g |", r);
-    head += buf;
+    head += " " + RatioText(r) + " |";
     head += extra;
     for (size_t c = 0; c <= extra_columns; ++c) rule += "---|";
   }

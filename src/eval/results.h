@@ -35,19 +35,46 @@ struct ResultRow {
   double prefill_ms = 0, score_ms = 0, answer_ms = 0;
 };
 
+// Limits on DIR/results.jsonl: the whole file is read when a run resumes or a report is built,
+// and one row holds a prediction and its references.
+inline constexpr uint64_t kMaxResultsBytes = uint64_t{1} << 30;
+inline constexpr size_t kMaxResultLineBytes = size_t{16} << 20;
+
 // One parsed line, or why it is unusable (missing field, wrong type, value out of range).
 Result<ResultRow> ParseResultRow(const nlohmann::json& j);
+// The same from a line's text (depth-checked, never throws).
+Result<ResultRow> ParseResultLine(std::string_view line);
+
+// A ratio as the shortest decimal that reads back as the same double: rows store ratios
+// exactly, so 0.5 and 0.50001 stay two settings.
+std::string RatioText(double ratio);
+// The (sample, press, ratio, settings, turn count) unit a row belongs to; a unit is done when
+// every turn in [0, turns) has a row.
+std::string UnitKey(const std::string& task, const std::string& id, const std::string& press,
+                    double ratio, const std::string& mode, uint64_t seed, int64_t length,
+                    int64_t turns);
+std::string UnitKey(const ResultRow& row);
 
 // Every usable row of `file` in order; each unusable line adds "FILE:LINE: reason" to
-// `warnings` (when given). A missing file gives no rows.
-std::vector<ResultRow> ReadResultRows(const std::filesystem::path& file,
-                                      std::vector<std::string>* warnings);
+// `warnings` (when given). A missing file gives no rows; a file that is not a regular file or
+// is over kMaxResultsBytes is an error naming it.
+Result<std::vector<ResultRow>> ReadResultRows(const std::filesystem::path& file,
+                                              std::vector<std::string>* warnings);
+// The same from the file's text (`name` labels the warnings).
+std::vector<ResultRow> ParseResultRows(std::string_view text, const std::string& name,
+                                       std::vector<std::string>* warnings);
 
-// Makes `file` safe to append to: drops lines that are not JSON at all (an interrupted write),
-// with a warning each, and ends the file with a newline, rewriting it atomically when needed.
+// Makes `file` safe to resume from: drops lines that are not JSON at all (an interrupted
+// write), rows of units with a turn missing (they run again whole) and repeated (unit, turn)
+// rows, with a warning each, and ends the file with a newline, rewriting it atomically when
+// needed (the temporary is removed when that fails).
 Status RepairResultsFile(const std::filesystem::path& file, std::vector<std::string>* warnings);
 
-// The rest of a markdown table's head after "| press |": a column per ratio (printed %g), each
+// Writes `text` to `path` through PATH.tmp and a rename; on any failure the temporary is
+// removed and the error names the file.
+Status WriteFileAtomically(const std::filesystem::path& path, std::string_view text);
+
+// The rest of a markdown table's head after "| press |": a column per ratio (RatioText), each
 // followed by the `extra` cells (" n |"), then the rule row with one "---|" per column.
 std::string RatioColumnsHead(const std::set<double>& ratios, std::string_view extra = "");
 

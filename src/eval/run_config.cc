@@ -1,10 +1,14 @@
 #include "eval/run_config.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <vector>
+
+#include "primekv/file_io.h"
+#include "primekv/json_read.h"
 
 namespace primekv::eval_internal {
 namespace {
@@ -119,6 +123,41 @@ Result<FileFingerprint> FingerprintFile(const std::filesystem::path& path) {
   if (!ok) return Status::Error("error reading '" + path.string() + "'");
   fp.hash = Hex(h.Digest());
   return fp;
+}
+
+Result<json> ParseRunConfig(std::string_view text, const std::string& name) {
+  PRIMEKV_ASSIGN_OR_RETURN(const json doc, ParseJson(text, name));
+  // Paths read "DIR/config.json:model.size: expected an integer, got a string".
+  if (!doc.is_object())
+    return Status::Error(name + ": expected an object, got " + JsonKindName(doc));
+  const JsonNode root(doc, name + ":");
+  PRIMEKV_ASSIGN_OR_RETURN(const JsonNode model, root.Field("model"));
+  PRIMEKV_RETURN_IF_ERROR(model.Members().status());
+  for (const char* key : {"path", "hash", "scheme"}) {
+    PRIMEKV_ASSIGN_OR_RETURN(const JsonNode v, model.Field(key));
+    PRIMEKV_RETURN_IF_ERROR(v.String().status());
+  }
+  PRIMEKV_ASSIGN_OR_RETURN(const auto size, model.Optional("size"));
+  if (size) PRIMEKV_RETURN_IF_ERROR(size->Integer(0, INT64_MAX).status());
+  PRIMEKV_ASSIGN_OR_RETURN(const JsonNode settings, root.Field("settings"));
+  PRIMEKV_RETURN_IF_ERROR(settings.Members().status());
+  PRIMEKV_ASSIGN_OR_RETURN(const auto format, root.Optional("format"));
+  if (format) PRIMEKV_RETURN_IF_ERROR(format->String().status());
+  PRIMEKV_ASSIGN_OR_RETURN(const auto tasks, root.Optional("tasks"));
+  if (tasks) PRIMEKV_RETURN_IF_ERROR(tasks->Members().status());
+  PRIMEKV_ASSIGN_OR_RETURN(const auto presses, root.Optional("presses"));
+  if (presses) {
+    PRIMEKV_ASSIGN_OR_RETURN(const auto members, presses->Members());
+    for (const auto& member : members) PRIMEKV_RETURN_IF_ERROR(member.second.String().status());
+  }
+  return doc;
+}
+
+Result<json> ReadRunConfig(const std::filesystem::path& path) {
+  PRIMEKV_ASSIGN_OR_RETURN(
+      const std::string text,
+      ReadFileCapped(path.string(), "eval configuration", FileSource::kRegular, kMaxConfigBytes));
+  return ParseRunConfig(text, path.string());
 }
 
 Status CheckRunConfig(const json& recorded, const json& current, const std::filesystem::path& dir,

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <string_view>
 
 #include "primekv/status.h"
 
@@ -37,6 +38,18 @@ class Mix64 {
   size_t tail_len_ = 0;
   void Block(const unsigned char* p);
 };
+
+// DIR/config.json is read whole; a real one is a few KiB.
+inline constexpr uint64_t kMaxConfigBytes = uint64_t{16} << 20;
+
+// Parses a recorded configuration and checks the types of every field CheckRunConfig and the
+// report read ("model" an object with string "path", "hash" and "scheme" and an integer or null
+// "size"; "settings" an object; "tasks" and "presses" objects, presses mapping to strings). The
+// error names `name` (the file) and the field: "DIR/config.json: model: expected an object, got
+// an integer".
+Result<nlohmann::json> ParseRunConfig(std::string_view text, const std::string& name);
+// ParseRunConfig of the file at `path` (a regular file of at most kMaxConfigBytes).
+Result<nlohmann::json> ReadRunConfig(const std::filesystem::path& path);
 
 // Compares the recorded configuration with this run's: every setting must be equal, except that
 // "tasks" may gain new entries (a task already recorded must have the same fingerprint) and so

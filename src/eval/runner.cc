@@ -1,7 +1,13 @@
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -14,6 +20,7 @@
 #include "primekv/compressor.h"
 #include "primekv/eval.h"
 #include "primekv/eval_runner.h"
+#include "primekv/file_io.h"
 #include "primekv/pipeline.h"
 #include "primekv/progress.h"
 
@@ -23,29 +30,17 @@ namespace {
 
 using nlohmann::json;
 
-std::string RatioText(double r) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.4g", r);
-  return buf;
-}
-
-std::string UnitKey(const std::string& task, const std::string& id, const std::string& press,
-                    double ratio, const std::string& mode, uint64_t seed, int64_t length) {
-  return task + "|" + id + "|" + press + "|" + RatioText(ratio) + "|" + mode + "|" +
-         std::to_string(seed) + "|" + std::to_string(length);
-}
-
-// Keys of (sample, press, ratio) units whose every turn is in results.jsonl.
+// Keys of (sample, press, ratio) units with a row for every turn in results.jsonl.
 std::set<std::string> FinishedUnits(const std::vector<eval_internal::ResultRow>& rows) {
-  std::map<std::string, std::pair<int64_t, int64_t>> turns;  // key -> (seen, expected)
+  std::map<std::string, std::pair<std::set<int64_t>, int64_t>> turns;  // key -> (seen, expected)
   for (const eval_internal::ResultRow& r : rows) {
-    auto& t = turns[UnitKey(r.task, r.id, r.press, r.ratio, r.mode, r.seed, r.length)];
-    t.first += 1;
+    auto& t = turns[eval_internal::UnitKey(r)];
+    t.first.insert(r.turn);
     t.second = r.turns;
   }
   std::set<std::string> done;
   for (const auto& [k, t] : turns) {
-    if (t.first >= t.second) done.insert(k);
+    if (static_cast<int64_t>(t.first.size()) >= t.second) done.insert(k);
   }
   return done;
 }
@@ -97,41 +92,80 @@ Result<json> CurrentConfig(const EvalRunSpec& spec, int ctx_size, json presses) 
               {"presses", std::move(presses)}};
 }
 
+// An exclusive lock on DIR/eval.lock, held for the whole run, so that two evals cannot append
+// to one results.jsonl; the file holds the holder's pid for the message of the one refused.
+class OutDirLock {
+ public:
+  OutDirLock() = default;
+  OutDirLock(const OutDirLock&) = delete;
+  OutDirLock& operator=(const OutDirLock&) = delete;
+  ~OutDirLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  Status Acquire(const std::filesystem::path& dir) {
+    const std::filesystem::path path = dir / "eval.lock";
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+      return Status::Error("cannot open '" + path.string() + "': " + std::strerror(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      char buf[32] = {};
+      const ssize_t n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+      ::close(fd);
+      if (err != EWOULDBLOCK)
+        return Status::Error("cannot lock '" + path.string() + "': " + std::strerror(err));
+      std::string pid;
+      for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pid += buf[i];
+      return Status::Error("--out " + dir.string() + " is in use by another eval" +
+                           (pid.empty() ? std::string() : " (pid " + pid + ")") +
+                           "; wait for it to finish or use another --out folder");
+    }
+    fd_ = fd;
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(fd_, 0) != 0 ||
+        ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+      return Status::Error("cannot write '" + path.string() + "': " + std::strerror(errno));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  int fd_ = -1;
+};
+
 // Refuses an --out folder whose results were made under other settings, then records ours.
-// Creates the folder (only now, after every check of the run has passed).
-Status CheckAndRecordConfig(const std::filesystem::path& dir, const json& current) {
+// The folder is created (and locked) only after the settings of the run have been checked; the
+// checks of a recorded configuration run under the lock.
+Status CheckAndRecordConfig(const std::filesystem::path& dir, const json& current,
+                            OutDirLock& lock) {
   const auto config_path = dir / "config.json";
   const auto results_path = dir / "results.jsonl";
-  json recorded;
   std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+    return Status::Error("--out " + dir.string() + " is not a directory");
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::Error("cannot create '" + dir.string() + "': " + ec.message());
+  PRIMEKV_RETURN_IF_ERROR(lock.Acquire(dir));
+  json recorded;
   if (std::filesystem::exists(config_path, ec)) {
-    std::ifstream in(config_path, std::ios::binary);
-    recorded = json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (recorded.is_discarded())
-      return Status::Error(config_path.string() + ": not valid JSON; use another --out folder");
+    auto read = eval_internal::ReadRunConfig(config_path);
+    if (!read.ok()) return Status::Error(read.message() + "; use another --out folder");
+    recorded = std::move(read).value();
     // The press names that have rows (read only; unusable lines are reported later).
+    PRIMEKV_ASSIGN_OR_RETURN(const auto rows, eval_internal::ReadResultRows(results_path, nullptr));
     std::set<std::string> row_presses;
-    for (const auto& row : eval_internal::ReadResultRows(results_path, nullptr))
-      row_presses.insert(row.press);
+    for (const auto& row : rows) row_presses.insert(row.press);
     PRIMEKV_RETURN_IF_ERROR(eval_internal::CheckRunConfig(recorded, current, dir, row_presses));
   } else if (std::filesystem::exists(results_path, ec)) {
     return Status::Error("--out " + dir.string() +
                          " has results.jsonl but no config.json (an older primekv made it), so "
                          "its settings cannot be checked; use another --out folder");
-  } else if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
-    return Status::Error("--out " + dir.string() + " is not a directory");
   }
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Status::Error("cannot create '" + dir.string() + "': " + ec.message());
-  const auto tmp = dir / "config.json.tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << eval_internal::MergeRunConfig(recorded, current).dump(2) << "\n";
-    if (!out.flush()) return Status::Error("cannot write '" + tmp.string() + "'");
-  }
-  std::filesystem::rename(tmp, config_path, ec);
-  if (ec) return Status::Error("cannot write '" + config_path.string() + "': " + ec.message());
-  return Status::Ok();
+  return eval_internal::WriteFileAtomically(
+      config_path, eval_internal::MergeRunConfig(recorded, current)
+                           .dump(2, ' ', false, json::error_handler_t::replace) +
+                       "\n");
 }
 
 // Tokens EncodeConversation adds to a sample of `turns` turns beyond its text encoded in one
@@ -184,6 +218,19 @@ struct PressGrid {
 Result<PressGrid> MakeGrid(const Model& model, const EvalRunSpec& spec) {
   PressGrid grid;
   PRIMEKV_ASSIGN_OR_RETURN(grid.compressors, MakeCompressors(model, spec.presses, &grid.needs));
+  // Rows are keyed by press name and exact ratio: a repeat would write every row twice.
+  std::set<std::string> names;
+  for (const Compressor& c : grid.compressors) {
+    if (!names.insert(c.press().name).second)
+      return Status::Error("eval: press " + c.press().name + " is listed twice");
+  }
+  for (size_t i = 0; i < spec.ratios.size(); ++i) {
+    for (size_t k = 0; k < i; ++k) {
+      if (spec.ratios[k] == spec.ratios[i])
+        return Status::Error("eval: ratio " + eval_internal::RatioText(spec.ratios[i]) +
+                             " is listed twice");
+    }
+  }
   for (size_t idx = 0; idx < grid.compressors.size(); ++idx) {
     PRIMEKV_RETURN_IF_ERROR(CheckPipelinePress(grid.compressors[idx].press()));
     if (!grid.compressors[idx].enabled()) {
@@ -243,6 +290,11 @@ class Evaluation {
     }
     if (spec_.tasks.empty() || spec_.presses.empty())
       return Status::Error("eval: need tasks and presses");
+    for (size_t i = 0; i < spec_.tasks.size(); ++i) {
+      if (std::find(spec_.tasks.begin(), spec_.tasks.begin() + static_cast<std::ptrdiff_t>(i),
+                    spec_.tasks[i]) != spec_.tasks.begin() + static_cast<std::ptrdiff_t>(i))
+        return Status::Error("eval: task " + spec_.tasks[i] + " is listed twice");
+    }
     if (spec_.samples < 1) return Status::Error("--samples must be >= 1");
     if (spec_.max_new_tokens < 0) return Status::Error("--max-new-tokens must be >= 0");
     std::string ctx_note;
@@ -275,7 +327,7 @@ class Evaluation {
     for (const Compressor& c : grid_.compressors) presses[c.press().name] = c.press().resolved;
     PRIMEKV_ASSIGN_OR_RETURN(const json config,
                              CurrentConfig(spec_, ctx_size_, std::move(presses)));
-    PRIMEKV_RETURN_IF_ERROR(CheckAndRecordConfig(spec_.out, config));
+    PRIMEKV_RETURN_IF_ERROR(CheckAndRecordConfig(spec_.out, config, lock_));
     results_path_ = spec_.out / "results.jsonl";
     {
       std::vector<std::string> repair;
@@ -284,7 +336,9 @@ class Evaluation {
       if (!s.ok()) return s;
     }
     std::vector<std::string> bad_rows;
-    finished_ = FinishedUnits(eval_internal::ReadResultRows(results_path_, &bad_rows));
+    PRIMEKV_ASSIGN_OR_RETURN(const auto rows,
+                             eval_internal::ReadResultRows(results_path_, &bad_rows));
+    finished_ = FinishedUnits(rows);
     for (const std::string& w : bad_rows) Warn(w);
     int64_t total = 0;
     for (const auto& t : tasks_)
@@ -300,8 +354,9 @@ class Evaluation {
     std::vector<size_t> todo;
     for (size_t g = 0; g < grid_.cells.size(); ++g) {
       const auto& [ci, r] = grid_.cells[g];
-      if (finished_.count(UnitKey(task.name, s.id, grid_.compressors[ci].press().name, r,
-                                  spec_.mode, spec_.seed, spec_.length))) {
+      if (finished_.count(eval_internal::UnitKey(
+              task.name, s.id, grid_.compressors[ci].press().name, r, spec_.mode, spec_.seed,
+              spec_.length, static_cast<int64_t>(s.turns.size())))) {
         ++summary_.skipped;
         bar_->Update(++done_);
       } else {
@@ -324,9 +379,26 @@ class Evaluation {
   Prompt Encode(const TaskSamples& task, const EvalSample& s) {
     Prompt p;
     std::vector<std::string> qs, prefixes;
+    size_t bytes = s.context.size();
     for (const auto& t : s.turns) {
       qs.push_back(t.question);
       prefixes.push_back(t.answer_prefix);
+      bytes += t.question.size() + t.answer_prefix.size();
+    }
+    // A text longer than the context can hold is not tokenized: a 100 MB sample would take
+    // minutes and gigabytes only to be found too long. Its need is a lower bound.
+    const size_t max_token_bytes = model_.tokenizer().MaxTokenBytes();
+    if (bytes > static_cast<size_t>(ctx_size_) * max_token_bytes) {
+      p.mode = mode_;
+      p.needed = static_cast<int64_t>((bytes + max_token_bytes - 1) / max_token_bytes);
+      p.fits = false;
+      ++summary_.over_context;
+      Warn("task " + task.name + ", sample " + eval_internal::QuotedForMessage(s.id) +
+           ": its text is " + std::to_string(bytes) + " bytes, more than the context size of " +
+           std::to_string(ctx_size_) + " tokens can hold (at most " +
+           std::to_string(max_token_bytes) +
+           " bytes per token); not tokenized or run, marked over_context");
+      return p;
     }
     auto conv =
         EncodeConversation(model_.tokenizer(), spec_.chat, s.context, qs, prefixes, chat_format_);
@@ -368,7 +440,9 @@ class Evaluation {
       } else {
         WriteOverContext(cell);
       }
-      out_.flush();
+      // Each unit reaches the disk before the next one runs: a full disk stops the run at the
+      // first unit that could not be written, not after computing all of them.
+      PRIMEKV_RETURN_IF_ERROR(FlushChecked(out_, results_path_.string()));
       bar_->Update(++done_);
     }
     return Status::Ok();
@@ -388,7 +462,7 @@ class Evaluation {
     j["task"] = c.task.name;
     j["id"] = c.s.id;
     j["press"] = c.comp.press().name;
-    j["ratio"] = std::stod(RatioText(c.ratio));
+    j["ratio"] = c.ratio;  // exact: dumped as the shortest text that reads back the same
     j["mode"] = spec_.mode;
     j["seed"] = spec_.seed;
     j["length"] = spec_.length;
@@ -450,8 +524,9 @@ class Evaluation {
   }
 
   Result<EvalRunSummary> Finish() {
+    PRIMEKV_RETURN_IF_ERROR(FlushChecked(out_, results_path_.string()));
     out_.close();
-    if (!out_) return Status::Error("error writing '" + results_path_.string() + "'");
+    if (!out_) return Status::Error(results_path_.string() + ": write failed");
     std::vector<std::string> report_warnings;
     Status st = WriteEvalReport(spec_.out, &report_warnings);
     // Lines already reported when the run started are not repeated.
@@ -477,6 +552,7 @@ class Evaluation {
   std::set<std::string> finished_;
   std::optional<ProgressBar> bar_;
   int64_t done_ = 0;
+  OutDirLock lock_;  // before out_: released after the results file is closed
   std::ofstream out_;
 };
 

@@ -1,14 +1,16 @@
 // Bootstrap intervals and paired comparisons over results.jsonl (include/primekv/eval_stats.h).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include "eval/results.h"
 #include "primekv/eval_stats.h"
+#include "primekv/file_io.h"
+#include "primekv/json_read.h"
 
 namespace primekv {
 
@@ -87,26 +89,52 @@ BootstrapInterval StratifiedBootstrap(const std::vector<std::vector<double>>& st
 }
 
 Result<SampleScores> LoadSampleScores(const std::filesystem::path& results_jsonl) {
-  std::ifstream in(results_jsonl);
-  if (!in) return Status::Error("cannot read '" + results_jsonl.string() + "'");
-  // Sum and count of turn scores per sample.
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string text,
+                           ReadFileCapped(results_jsonl.string(), "results file",
+                                          FileSource::kRegular, eval_internal::kMaxResultsBytes));
+  // Sum and count of turn scores per sample. Lines need only task, id, press, ratio and score
+  // (other tools write such files); unusable lines are skipped (the runner names them), and a
+  // repeated (unit, turn) row counts once.
   std::map<std::string,
            std::map<std::string, std::map<double, std::map<std::string, std::pair<double, int>>>>>
       acc;
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-      auto& cell = acc[j.at("task").get<std::string>()][j.at("press").get<std::string>()]
-                      [j.at("ratio").get<double>()];
-      const std::string id =
-          j.at("id").is_string() ? j.at("id").get<std::string>() : j.at("id").dump();
-      auto& [sum, count] = cell[id];
-      sum += j.at("score").get<double>();
-      ++count;
-    } catch (const std::exception&) {
-      continue;  // an interrupted or foreign line
-    }
+  std::set<std::string> seen;
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line = std::string_view(text).substr(begin, end - begin);
+    begin = end + 1;
+    if (line.size() > eval_internal::kMaxResultLineBytes) continue;
+    auto parsed = ParseJson(line, "row");
+    if (!parsed.ok() || !parsed->is_object()) continue;
+    const JsonNode row(*parsed, "row");
+    auto task = row.StringOr("task", "");
+    auto press = row.StringOr("press", "");
+    auto ratio = row.NumberOr("ratio", -1);
+    auto score = row.NumberOr("score", -1);
+    auto turn = row.IntegerOr("turn", 0, 0, INT64_MAX);
+    if (!task.ok() || !press.ok() || !ratio.ok() || !score.ok() || !turn.ok() || task->empty() ||
+        press->empty() || *ratio < 0 || *score < 0)
+      continue;
+    const auto id_it = parsed->find("id");
+    if (id_it == parsed->end()) continue;
+    const std::string id =
+        id_it->is_string() ? id_it->get<std::string>()
+                           : id_it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    const auto value_or = [](auto result, auto fallback) {
+      return result.ok() ? *result : fallback;
+    };
+    const std::string key =
+        eval_internal::UnitKey(
+            *task, id, *press, *ratio, value_or(row.StringOr("mode", ""), ""),
+            static_cast<uint64_t>(value_or(row.IntegerOr("seed", 0, 0, INT64_MAX), int64_t{0})),
+            value_or(row.IntegerOr("length", 0, 0, INT64_MAX), int64_t{0}),
+            value_or(row.IntegerOr("turns", 1, 1, INT64_MAX), int64_t{1})) +
+        std::to_string(*turn);
+    if (!seen.insert(key).second) continue;
+    auto& [sum, count] = acc[*task][*press][*ratio][id];
+    sum += *score;
+    ++count;
   }
   SampleScores out;
   for (const auto& [task, presses] : acc)

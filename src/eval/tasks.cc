@@ -25,6 +25,47 @@ std::vector<std::string> ListTasks() {
   return out;
 }
 
+namespace {
+
+constexpr std::string_view kFilePrefixes[] = {"jsonl:", "longbench:", "aime:"};
+
+bool IsFileTask(std::string_view task) {
+  for (std::string_view prefix : kFilePrefixes) {
+    if (StartsWith(task, prefix)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> SplitTaskList(std::string_view list) {
+  const std::vector<std::string> names = ListTasks();
+  std::vector<std::string> out;
+  for (size_t begin = 0;;) {
+    const size_t comma = list.find(',', begin);
+    const std::string_view piece = list.substr(
+        begin, comma == std::string_view::npos ? std::string_view::npos : comma - begin);
+    const bool starts_task =
+        IsFileTask(piece) || std::find(names.begin(), names.end(), piece) != names.end();
+    if (!starts_task && !out.empty() && IsFileTask(out.back())) {
+      out.back() += ",";
+      out.back() += piece;
+    } else {
+      out.emplace_back(piece);
+    }
+    if (comma == std::string_view::npos) break;
+    begin = comma + 1;
+  }
+  return out;
+}
+
+std::optional<std::string> TaskFilePath(std::string_view task) {
+  for (std::string_view prefix : kFilePrefixes) {
+    if (StartsWith(task, prefix)) return std::string(task.substr(prefix.size()));
+  }
+  return std::nullopt;
+}
+
 std::optional<int> DefaultMaxNewTokens(std::string_view task) {
   if (task == "multiturn") return kMultiTurnMaxNew;
   return eval_internal::RulerMaxNewTokens(task);

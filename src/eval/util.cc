@@ -1,11 +1,10 @@
 // Seeded RNG, Python-compatible text helpers and file reading for the eval module.
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "eval/internal.h"
+#include "primekv/file_io.h"
 
 namespace primekv::eval_internal {
 namespace {
@@ -173,17 +172,8 @@ std::string JoinEnglishList(std::span<const std::string> items) {
 }
 
 Result<std::string> ReadTextFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return Status::Error(path + ": is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error(path + ": cannot open file");
-  std::string text;
-  char buf[1 << 16];
-  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
-    text.append(buf, static_cast<size_t>(in.gcount()));
-  }
-  if (in.bad()) return Status::Error(path + ": read error");
-  return text;
+  // Regular files only: a device (/dev/zero) or FIFO would never end or block the run.
+  return ReadFileCapped(path, "task file", FileSource::kRegular, kMaxTaskFileBytes);
 }
 
 int EffectiveMaxNewTokens(const TaskOptions& options, int task_default) {
