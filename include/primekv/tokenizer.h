@@ -59,7 +59,13 @@ void AddTokenizerMetadata(GgufWriter& writer, const TokenizerSpec& spec);
 // as control (special or spelled <|...|>) or user-defined, merges, bos/eos/unk/pad ids from the
 // config, add_bos from the config or the post-processor, and the chat template. The vocabulary
 // is padded to vocab_size with unused "[PADn]" tokens.
+// Both files must be regular (read capped, kMaxInputBytes); every field is type-checked and an
+// error names the file and the field's path. Token ids may exceed the entries plus added tokens
+// by at most 1024 (or reach vocab_size - 1), so one huge id cannot pad the vocabulary to millions.
 Result<TokenizerSpec> TokenizerSpecFromHfDir(const std::filesystem::path& dir, int vocab_size = 0);
+// The same from the two files' texts (errors name them "tokenizer.json", "tokenizer_config.json").
+Result<TokenizerSpec> TokenizerSpecFromHfJson(std::string_view tokenizer_json,
+                                              std::string_view config_json, int vocab_size = 0);
 // Checks what Tokenizer::Create relies on: a known model (and, for gpt2, a known pre-tokenizer and
 // well-formed merges), a non-empty vocabulary, scores/types matching it, special ids in range.
 Status ValidateTokenizerSpec(const TokenizerSpec& spec);
@@ -85,6 +91,11 @@ class Tokenizer {
   std::string TokenToPiece(Token token) const;
   // Token id spelled exactly by `text` (e.g. "<|eot_id|>"), or -1.
   Token FindToken(std::string_view text) const;
+  // An upper bound (>= 1) on the input bytes one token of Encode can consume, so a caller can
+  // refuse text.size() > n_ctx * MaxTokenBytes() before tokenizing a huge input. Computed at
+  // Create: the longest token text (U+2581 counts 3 bytes for its 1-byte space), 4 for the
+  // unknown token (one UTF-8 character), times 4 where NFC may compose the input first.
+  size_t MaxTokenBytes() const;
 
   const TokenizerSpec& spec() const;
   int vocab_size() const;
@@ -130,10 +141,14 @@ struct ChatMessage {
 // kNone when neither says (an unrecognised template included: see ResolveChatFormat).
 ChatFormat DetectChatFormat(const Tokenizer& tokenizer);
 // What --chat uses: `name` (if not empty) chooses a format by name; otherwise the GGUF's
-// tokenizer.chat_template must be one of the recognised families (an error names an unknown
-// one and lists the names); without a template the vocabulary decides as in DetectChatFormat.
+// tokenizer.chat_template must be one the engine renders exactly (ChatFormatFromTemplate; an
+// error names it and lists the names); without a template the vocabulary decides as in
+// DetectChatFormat.
 Result<ChatFormat> ResolveChatFormat(const Tokenizer& tokenizer, std::string_view name = {});
-// The family of a template text; an error quotes the template's start and lists the names.
+// The format of a template text that is exactly (CRLF as LF, surrounding whitespace trimmed) a
+// published template whose rendering is built in (Llama 3 Instruct, Qwen3). Templates are not
+// interpreted, so any other text, one with a family's markers included, is an error that quotes
+// its start and lists the names for --chat-template.
 Result<ChatFormat> ChatFormatFromTemplate(std::string_view chat_template);
 // "llama3", "llama3.1", "chatml", "qwen2", "qwen3", "mistral-v0.3" (alias "mistral"),
 // "llama2", "none".

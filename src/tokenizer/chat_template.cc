@@ -2,6 +2,7 @@
 // engine renders, and rendering each family exactly as its Jinja template does (checked against
 // transformers.js renderings in tests/tokenizer/data/chat.json).
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -319,8 +320,48 @@ std::string ChatFormatNames() {
   return out;
 }
 
-// Each family by the parts of its template no other family's template has.
-Result<ChatFormat> ChatFormatFromTemplate(std::string_view t) {
+namespace {
+
+// A template the engine renders exactly, by the FNV-1a 64 hash and length of its text after
+// NormalizeTemplate (the texts themselves are not in the tree: see tests/tokenizer/data/chat.json).
+struct KnownTemplate {
+  uint64_t fnv1a;
+  size_t size;
+  ChatFormat format;
+};
+constexpr KnownTemplate kKnownTemplates[] = {
+    {0x0e60067a5537498eULL, 389, ChatFormat::kLlama3},  // Llama 3 Instruct
+    {0x2bfdb7aa9754484eULL, 4116, ChatFormat::kQwen3},  // Qwen3
+};
+
+// CRLF as LF and surrounding whitespace trimmed: the differences a copy of a template may pick
+// up that do not change what it renders.
+std::string NormalizeTemplate(std::string_view t) {
+  std::string out;
+  out.reserve(t.size());
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == '\r' && i + 1 < t.size() && t[i + 1] == '\n') continue;
+    out += t[i];
+  }
+  const auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  size_t b = 0, e = out.size();
+  while (b < e && space(out[b])) ++b;
+  while (e > b && space(out[e - 1])) --e;
+  return out.substr(b, e - b);
+}
+
+uint64_t Fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+// The family by the parts of its template no other family's template has (what --chat used to
+// go by; now only a hint in the refusal).
+std::optional<ChatFormat> FamilyByMarkers(std::string_view t) {
   if (Contains(t, "<|start_header_id|>") && Contains(t, "<|eot_id|>")) {
     return Contains(t, "Cutting Knowledge Date") ? ChatFormat::kLlama31 : ChatFormat::kLlama3;
   }
@@ -337,9 +378,28 @@ Result<ChatFormat> ChatFormatFromTemplate(std::string_view t) {
       return ChatFormat::kMistral;
     }
   }
-  return Status::Error("unrecognised chat template (tokenizer.chat_template, " +
-                       std::to_string(t.size()) + " bytes: \"" + TemplateHead(t) +
-                       "\"); choose one with --chat-template NAME (" + ChatFormatNames() + ")");
+  return std::nullopt;
+}
+
+}  // namespace
+
+// Templates are not interpreted: one is used only when it is, byte for byte, a published
+// template whose rendering is built in. A template that merely looks like a family (its markers
+// plus an extra instruction, say) would render without what it adds, so it is refused.
+Result<ChatFormat> ChatFormatFromTemplate(std::string_view t) {
+  const std::string norm = NormalizeTemplate(t);
+  const uint64_t h = Fnv1a(norm);
+  for (const KnownTemplate& k : kKnownTemplates) {
+    if (k.size == norm.size() && k.fnv1a == h) return k.format;
+  }
+  const std::optional<ChatFormat> like = FamilyByMarkers(t);
+  std::string why = "chat template not supported (tokenizer.chat_template, " +
+                    std::to_string(t.size()) + " bytes: \"" + TemplateHead(t) + "\"): ";
+  why += like ? "it resembles " + std::string(ChatFormatName(*like)) +
+                    " but is not a published template this engine renders exactly"
+              : "it is not a template this engine renders";
+  return Status::Error(why + "; choose a built-in rendering with --chat-template NAME (" +
+                       ChatFormatNames() + ")");
 }
 
 ChatFormat DetectChatFormat(const Tokenizer& tokenizer) {

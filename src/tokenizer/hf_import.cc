@@ -1,14 +1,19 @@
 // Hugging Face tokenizer folder -> TokenizerSpec, with the metadata choices llama.cpp's
 // converter makes (token types, pre-tokenizer name, special ids, add_bos, chat template).
+// Both files are untrusted: they are read capped (regular files only), depth-checked before
+// parsing, and every field is read through JsonNode, so a wrongly typed field is a message
+// naming its path.
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "primekv/file_io.h"
+#include "primekv/json_read.h"
+#include "primekv/text.h"
 #include "primekv/tokenizer.h"
 
 namespace primekv {
@@ -16,15 +21,12 @@ namespace {
 
 using Json = nlohmann::json;
 
-Result<Json> ReadJson(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error("cannot open " + path.string());
-  std::stringstream buf;
-  buf << in.rdbuf();
-  Json j = Json::parse(buf.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::Error(path.string() + " is not valid JSON");
-  return j;
-}
+// Ids beyond the vocabulary entries and added tokens that an id may reach (ids need not be
+// dense), unless --vocab asks for a larger vocabulary anyway. Without it one added token with
+// id 16777215 would pad the vocabulary to 16.7M entries.
+constexpr int64_t kMaxIdSlack = 1024;
+// The largest vocabulary make-model writes (its --vocab limit).
+constexpr int64_t kMaxVocabulary = int64_t{1} << 24;
 
 // The pre-tokenizer regular expressions of the byte-level BPE families we implement, as
 // tokenizer.json spells them, and the tokenizer.ggml.pre names llama.cpp gives them.
@@ -39,33 +41,58 @@ constexpr KnownSplit kKnownSplits[] = {
      "qwen2"},
 };
 
+std::string Quoted(std::string_view s) {
+  std::string out(1, '"');  // appended: GCC 12 -Wrestrict false positive on "\"" + string
+  out += Printable(s, 80);
+  out += '"';
+  return out;
+}
+
+// The "type" of a pre-tokenizer or normalizer object, for messages: never the object itself,
+// which may be megabytes.
+std::string Describe(const JsonNode& node) {
+  if (!node.is_object()) return JsonKindName(node.raw());
+  const auto it = node.raw().find("type");
+  if (it == node.raw().end() || !it->is_string()) return "an object without a type";
+  return "of type " + Quoted(it->get<std::string>());
+}
+
 // tokenizer.ggml.pre from the pre_tokenizer section: a Split with a known regex followed by a
 // ByteLevel without its own regex, or a lone ByteLevel with the GPT-2 regex.
-Result<std::string> PreTokenizerName(const Json& pre) {
-  if (pre.is_object() && pre.value("type", "") == "ByteLevel" && pre.value("use_regex", true)) {
-    return std::string("gpt-2");
-  }
-  if (pre.is_object() && pre.value("type", "") == "Sequence" && pre.contains("pretokenizers")) {
-    for (const Json& p : pre["pretokenizers"]) {
-      if (p.value("type", "") != "Split" || !p.contains("pattern")) continue;
-      const std::string regex = p["pattern"].value("Regex", "");
-      for (const KnownSplit& k : kKnownSplits) {
-        if (regex == k.regex) return std::string(k.pre);
+Result<std::string> PreTokenizerName(const std::optional<JsonNode>& pre) {
+  if (!pre) return Status::Error("pre_tokenizer: missing (a byte-level BPE needs one)");
+  if (pre->is_object()) {
+    PRIMEKV_ASSIGN_OR_RETURN(const std::string type, pre->StringOr("type", ""));
+    if (type == "ByteLevel") {
+      PRIMEKV_ASSIGN_OR_RETURN(const bool use_regex, pre->BoolOr("use_regex", true));
+      if (use_regex) return std::string("gpt-2");
+    }
+    if (type == "Sequence") {
+      PRIMEKV_ASSIGN_OR_RETURN(const JsonNode list, pre->Field("pretokenizers"));
+      PRIMEKV_ASSIGN_OR_RETURN(const std::vector<JsonNode> items, list.Elements());
+      for (const JsonNode& p : items) {
+        PRIMEKV_ASSIGN_OR_RETURN(const std::string ptype, p.StringOr("type", ""));
+        PRIMEKV_ASSIGN_OR_RETURN(const auto pattern, p.Optional("pattern"));
+        if (ptype != "Split" || !pattern) continue;
+        PRIMEKV_ASSIGN_OR_RETURN(const std::string regex, pattern->StringOr("Regex", ""));
+        for (const KnownSplit& k : kKnownSplits) {
+          if (regex == k.regex) return std::string(k.pre);
+        }
+        return pattern->Error("unsupported pre-tokenizer regex " + Quoted(regex) +
+                              " (known: the Llama 3 and Qwen2 splits)");
       }
-      return Status::Error("unsupported pre-tokenizer regex " + regex +
-                           " (known: the Llama 3 and Qwen2 splits)");
     }
   }
-  return Status::Error("unsupported pre_tokenizer " + pre.dump().substr(0, 200));
+  return pre->Error("unsupported pre-tokenizer " + Describe(*pre) +
+                    " (known: ByteLevel, or a Sequence with the Llama 3 or Qwen2 Split)");
 }
 
 // A token named in tokenizer_config.json: a string or an AddedToken object; "" if absent/null.
-std::string ConfigToken(const Json& config, std::string_view key) {
-  auto it = config.find(std::string(key));
-  if (it == config.end() || it->is_null()) return "";
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_object()) return it->value("content", "");
-  return "";
+Result<std::string> ConfigToken(const JsonNode& config, std::string_view key) {
+  PRIMEKV_ASSIGN_OR_RETURN(const auto node, config.Optional(key));
+  if (!node) return std::string();
+  if (node->is_object()) return node->StringOr("content", "");
+  return node->String();
 }
 
 // llama.cpp treats added tokens spelled like <|...|> as control tokens even when not special.
@@ -76,146 +103,225 @@ bool LooksSpecial(std::string_view t) {
 }
 
 // A byte-level BPE model without byte fallback; the pre-tokenizer and normalizer we implement.
-// Errors are prefixed by the caller.
-Status ReadModelKind(const Json& tj, TokenizerSpec& spec) {
-  const Json& model = tj.contains("model") ? tj["model"] : Json();
-  if (model.value("type", "") != "BPE") {
-    return Status::Error("only BPE models are supported (got \"" + model.value("type", "?") +
-                         "\")");
+Status ReadModelKind(const JsonNode& tj, TokenizerSpec& spec) {
+  PRIMEKV_ASSIGN_OR_RETURN(const JsonNode model, tj.Field("model"));
+  PRIMEKV_ASSIGN_OR_RETURN(const auto type, model.Optional("type"));
+  if (!type) return model.Error("no type (only BPE models are supported)");
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string type_name, type->String());
+  if (type_name != "BPE") {
+    return type->Error("only BPE models are supported (got " + Quoted(type_name) + ")");
   }
-  if (model.value("byte_fallback", false)) {
+  PRIMEKV_ASSIGN_OR_RETURN(const bool byte_fallback, model.BoolOr("byte_fallback", false));
+  if (byte_fallback) {
     return Status::Error(
-        "SentencePiece-style BPE (byte_fallback) is not supported; "
+        "model.byte_fallback: SentencePiece-style BPE (byte_fallback) is not supported; "
         "convert such models with llama.cpp");
   }
   spec.model = "gpt2";
-  PRIMEKV_ASSIGN_OR_RETURN(spec.pre, PreTokenizerName(tj.value("pre_tokenizer", Json())));
-  const Json& norm = tj.contains("normalizer") ? tj["normalizer"] : Json();
-  if (!norm.is_null() && norm.value("type", "") != "NFC") {
-    return Status::Error("unsupported normalizer " + norm.dump().substr(0, 200));
-  }
-  if (norm.is_object() && spec.pre != "qwen2") {
-    return Status::Error("an NFC normalizer is only supported with the qwen2 split");
+  PRIMEKV_ASSIGN_OR_RETURN(const auto pre, tj.Optional("pre_tokenizer"));
+  PRIMEKV_ASSIGN_OR_RETURN(spec.pre, PreTokenizerName(pre));
+  PRIMEKV_ASSIGN_OR_RETURN(const auto norm, tj.Optional("normalizer"));
+  if (norm) {
+    if (!norm->is_object()) {
+      return norm->Error("expected an object, got " + JsonKindName(norm->raw()));
+    }
+    PRIMEKV_ASSIGN_OR_RETURN(const std::string norm_type, norm->StringOr("type", ""));
+    if (norm_type != "NFC") {
+      return norm->Error("unsupported normalizer " + Describe(*norm) + " (known: NFC)");
+    }
+    if (spec.pre != "qwen2") {
+      return norm->Error("an NFC normalizer is only supported with the qwen2 split");
+    }
   }
   return Status::Ok();
 }
 
 // Tokens and their types: the BPE vocabulary, then added tokens (which may overwrite), then
 // "[PADn]" unused tokens up to vocab_size.
-Status ReadVocabulary(const Json& tj, int vocab_size, TokenizerSpec& spec) {
-  const Json& model = tj["model"];
+Status ReadVocabulary(const JsonNode& tj, int vocab_size, TokenizerSpec& spec) {
+  PRIMEKV_ASSIGN_OR_RETURN(const JsonNode model, tj.Field("model"));
+  PRIMEKV_ASSIGN_OR_RETURN(const JsonNode vocab, model.Field("vocab"));
+  PRIMEKV_ASSIGN_OR_RETURN(const auto entries, vocab.Members());
+  std::vector<JsonNode> added;
+  PRIMEKV_ASSIGN_OR_RETURN(const auto added_node, tj.Optional("added_tokens"));
+  if (added_node) {
+    PRIMEKV_ASSIGN_OR_RETURN(added, added_node->Elements());
+  }
+  // Ids may leave small gaps, never more than kMaxIdSlack beyond what the entries fill.
+  const int64_t max_id = std::min<int64_t>(
+      kMaxVocabulary - 1,
+      std::max<int64_t>(static_cast<int64_t>(entries.size() + added.size()) + kMaxIdSlack,
+                        vocab_size) -
+          1);
   std::map<int64_t, std::pair<std::string, TokenType>> by_id;
-  if (!model.contains("vocab") || !model["vocab"].is_object()) {
-    return Status::Error("model.vocab is missing");
+  for (const auto& [text, id_node] : entries) {
+    PRIMEKV_ASSIGN_OR_RETURN(const int64_t id, id_node.Integer(0, max_id));
+    by_id[id] = {text, TokenType::kNormal};
   }
-  for (const auto& [text, id] : model["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0) {
-      return Status::Error("vocab id of \"" + text + "\" is not a non-negative integer");
-    }
-    by_id[id.get<int64_t>()] = {text, TokenType::kNormal};
-  }
-  for (const Json& a : tj.value("added_tokens", Json::array())) {
-    const std::string text = a.value("content", "");
-    const int64_t id = a.value("id", int64_t{-1});
-    if (id < 0 || text.empty()) return Status::Error("malformed added token " + a.dump());
-    const bool control = a.value("special", false) || LooksSpecial(text);
+  for (const JsonNode& a : added) {
+    PRIMEKV_ASSIGN_OR_RETURN(const JsonNode content, a.Field("content"));
+    PRIMEKV_ASSIGN_OR_RETURN(const std::string text, content.String());
+    if (text.empty()) return content.Error("empty added token");
+    PRIMEKV_ASSIGN_OR_RETURN(const JsonNode id_node, a.Field("id"));
+    PRIMEKV_ASSIGN_OR_RETURN(const int64_t id, id_node.Integer(0, max_id));
+    PRIMEKV_ASSIGN_OR_RETURN(const bool special, a.BoolOr("special", false));
+    const bool control = special || LooksSpecial(text);
     by_id[id] = {text, control ? TokenType::kControl : TokenType::kUserDefined};
   }
   const int64_t n_tokens = by_id.empty() ? 0 : by_id.rbegin()->first + 1;
   const int64_t n = std::max<int64_t>(n_tokens, vocab_size);
-  if (n > (int64_t{1} << 24)) return Status::Error("vocabulary too large");
+  if (n > kMaxVocabulary) return Status::Error("vocabulary too large");
   spec.tokens.resize(static_cast<size_t>(n));
   spec.token_types.assign(static_cast<size_t>(n), static_cast<int32_t>(TokenType::kUnused));
   for (int64_t i = 0; i < n; ++i)
     spec.tokens[static_cast<size_t>(i)] = "[PAD" + std::to_string(i) + "]";
-  for (const auto& [id, entry] : by_id) {
-    spec.tokens[static_cast<size_t>(id)] = entry.first;
+  for (auto& [id, entry] : by_id) {
+    spec.tokens[static_cast<size_t>(id)] = std::move(entry.first);
     spec.token_types[static_cast<size_t>(id)] = static_cast<int32_t>(entry.second);
   }
   return Status::Ok();
 }
 
 // Merges as "a b" strings or ["a", "b"] pairs.
-Status ReadMerges(const Json& tj, TokenizerSpec& spec) {
-  for (const Json& m : tj["model"].value("merges", Json::array())) {
+Status ReadMerges(const JsonNode& tj, TokenizerSpec& spec) {
+  PRIMEKV_ASSIGN_OR_RETURN(const JsonNode model, tj.Field("model"));
+  PRIMEKV_ASSIGN_OR_RETURN(const auto merges, model.Optional("merges"));
+  if (!merges) return Status::Ok();
+  PRIMEKV_ASSIGN_OR_RETURN(const std::vector<JsonNode> items, merges->Elements());
+  spec.merges.reserve(items.size());
+  for (const JsonNode& m : items) {
     if (m.is_string()) {
-      spec.merges.push_back(m.get<std::string>());
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      spec.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
-    } else {
-      return Status::Error("malformed merge " + m.dump());
+      spec.merges.push_back(m.raw().get<std::string>());
+      continue;
     }
+    if (m.is_array() && m.raw().size() == 2 && m.raw()[0].is_string() && m.raw()[1].is_string()) {
+      spec.merges.push_back(m.raw()[0].get<std::string>() + " " + m.raw()[1].get<std::string>());
+      continue;
+    }
+    return m.Error("expected \"a b\" or [\"a\", \"b\"], got " + JsonKindName(m.raw()));
   }
   return Status::Ok();
 }
 
-// add_bos: the config's flag, else whether the post-processor template starts with BOS.
-bool AddsBos(const Json& tj, const Json& cfg) {
-  if (cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean()) {
-    return cfg["add_bos_token"].get<bool>();
+// add_bos from the post-processor: whether a TemplateProcessing's single template starts with a
+// special token.
+Result<bool> PostProcessorAddsBos(const JsonNode& tj) {
+  PRIMEKV_ASSIGN_OR_RETURN(const auto post, tj.Optional("post_processor"));
+  if (!post) return false;
+  if (!post->is_object()) {
+    return post->Error("expected an object, got " + JsonKindName(post->raw()));
+  }
+  std::vector<JsonNode> procs = {*post};
+  PRIMEKV_ASSIGN_OR_RETURN(const auto list, post->Optional("processors"));
+  if (list) {
+    PRIMEKV_ASSIGN_OR_RETURN(const std::vector<JsonNode> items, list->Elements());
+    procs.insert(procs.end(), items.begin(), items.end());
   }
   bool add_bos = false;
-  std::vector<const Json*> procs;
-  const Json& post = tj.contains("post_processor") ? tj["post_processor"] : Json();
-  if (post.is_object()) procs.push_back(&post);
-  if (post.is_object() && post.contains("processors")) {
-    for (const Json& p : post["processors"]) procs.push_back(&p);
-  }
-  for (const Json* p : procs) {
-    if (p->value("type", "") != "TemplateProcessing" || !p->contains("single")) continue;
-    const Json& single = (*p)["single"];
-    if (!single.empty() && single[0].contains("SpecialToken")) add_bos = true;
+  for (const JsonNode& p : procs) {
+    PRIMEKV_ASSIGN_OR_RETURN(const std::string type, p.StringOr("type", ""));
+    if (type != "TemplateProcessing") continue;
+    PRIMEKV_ASSIGN_OR_RETURN(const auto single, p.Optional("single"));
+    if (!single) continue;
+    PRIMEKV_ASSIGN_OR_RETURN(const std::vector<JsonNode> pieces, single->Elements());
+    if (pieces.empty()) continue;
+    if (!pieces[0].is_object()) {
+      return pieces[0].Error("expected an object, got " + JsonKindName(pieces[0].raw()));
+    }
+    if (pieces[0].raw().contains("SpecialToken")) add_bos = true;
   }
   return add_bos;
 }
 
-// Special ids, BOS/EOS flags and the chat template from tokenizer_config.json.
-void ReadConfig(const Json& tj, const Json& cfg, TokenizerSpec& spec) {
-  std::unordered_map<std::string, Token> ids;
-  for (size_t i = 0; i < spec.tokens.size(); ++i)
-    ids.emplace(spec.tokens[i], static_cast<Token>(i));
-  auto id_of = [&](std::string_view key) -> Token {
-    const std::string t = ConfigToken(cfg, key);
-    auto it = ids.find(t);
-    return t.empty() || it == ids.end() ? -1 : it->second;
-  };
-  spec.bos = id_of("bos_token");
-  spec.eos = id_of("eos_token");
-  spec.unk = id_of("unk_token");
-  spec.pad = id_of("pad_token");
-  spec.add_bos = AddsBos(tj, cfg);
-  spec.add_eos = cfg.value("add_eos_token", false);
-  spec.add_space_prefix = false;
-  if (cfg.contains("chat_template")) {
-    const Json& ct = cfg["chat_template"];
-    if (ct.is_string()) {
-      spec.chat_template = ct.get<std::string>();
-    } else if (ct.is_array()) {
-      for (const Json& t : ct) {
-        if (t.value("name", "") == "default") spec.chat_template = t.value("template", "");
-      }
-    }
+// The chat template: a string, or a list of {name, template} with the "default" one used.
+Result<std::string> ChatTemplate(const JsonNode& cfg) {
+  PRIMEKV_ASSIGN_OR_RETURN(const auto ct, cfg.Optional("chat_template"));
+  if (!ct) return std::string();
+  if (ct->is_string()) return ct->String();
+  if (!ct->is_array()) {
+    return ct->Error("expected a string or a list of {name, template}, got " +
+                     JsonKindName(ct->raw()));
   }
+  PRIMEKV_ASSIGN_OR_RETURN(const std::vector<JsonNode> items, ct->Elements());
+  std::string out;
+  for (const JsonNode& t : items) {
+    PRIMEKV_ASSIGN_OR_RETURN(const std::string name, t.StringOr("name", ""));
+    PRIMEKV_ASSIGN_OR_RETURN(const std::string text, t.StringOr("template", ""));
+    if (name == "default") out = text;
+  }
+  return out;
 }
 
-Result<TokenizerSpec> SpecFromJson(const Json& tj, const Json& cfg, int vocab_size) {
+// Special ids, BOS/EOS flags and the chat template from tokenizer_config.json.
+Status ReadConfig(const JsonNode& cfg, bool post_processor_adds_bos, TokenizerSpec& spec) {
+  std::unordered_map<std::string_view, Token> ids;
+  for (size_t i = 0; i < spec.tokens.size(); ++i)
+    ids.emplace(spec.tokens[i], static_cast<Token>(i));
+  auto id_of = [&](std::string_view key) -> Result<Token> {
+    PRIMEKV_ASSIGN_OR_RETURN(const std::string t, ConfigToken(cfg, key));
+    auto it = ids.find(t);
+    return t.empty() || it == ids.end() ? Token{-1} : it->second;
+  };
+  PRIMEKV_ASSIGN_OR_RETURN(spec.bos, id_of("bos_token"));
+  PRIMEKV_ASSIGN_OR_RETURN(spec.eos, id_of("eos_token"));
+  PRIMEKV_ASSIGN_OR_RETURN(spec.unk, id_of("unk_token"));
+  PRIMEKV_ASSIGN_OR_RETURN(spec.pad, id_of("pad_token"));
+  // add_bos: the config's flag, else whether the post-processor template starts with BOS.
+  PRIMEKV_ASSIGN_OR_RETURN(const auto add_bos, cfg.Optional("add_bos_token"));
+  if (add_bos) {
+    PRIMEKV_ASSIGN_OR_RETURN(spec.add_bos, add_bos->Bool());
+  } else {
+    spec.add_bos = post_processor_adds_bos;
+  }
+  PRIMEKV_ASSIGN_OR_RETURN(spec.add_eos, cfg.BoolOr("add_eos_token", false));
+  spec.add_space_prefix = false;
+  PRIMEKV_ASSIGN_OR_RETURN(spec.chat_template, ChatTemplate(cfg));
+  return Status::Ok();
+}
+
+Status Prefixed(const Status& s, std::string_view name) {
+  return s.ok() ? s : Status::Error(std::string(name) + ": " + s.message());
+}
+
+// Both documents parsed; errors name the file they come from (`tj_name`, `cfg_name`).
+Result<TokenizerSpec> SpecFromTexts(std::string_view tj_text, const std::string& tj_name,
+                                    std::string_view cfg_text, const std::string& cfg_name,
+                                    int vocab_size) {
+  PRIMEKV_ASSIGN_OR_RETURN(const Json tj_doc, ParseJson(tj_text, tj_name));
+  PRIMEKV_ASSIGN_OR_RETURN(const Json cfg_doc, ParseJson(cfg_text, cfg_name));
+  if (!tj_doc.is_object()) {
+    return Status::Error(tj_name + ": expected an object, got " + JsonKindName(tj_doc));
+  }
+  if (!cfg_doc.is_object()) {
+    return Status::Error(cfg_name + ": expected an object, got " + JsonKindName(cfg_doc));
+  }
+  const JsonNode tj(tj_doc, ""), cfg(cfg_doc, "");
   TokenizerSpec spec;
-  PRIMEKV_RETURN_IF_ERROR(ReadModelKind(tj, spec));
-  PRIMEKV_RETURN_IF_ERROR(ReadVocabulary(tj, vocab_size, spec));
-  PRIMEKV_RETURN_IF_ERROR(ReadMerges(tj, spec));
-  ReadConfig(tj, cfg, spec);
-  PRIMEKV_RETURN_IF_ERROR(ValidateTokenizerSpec(spec));
+  PRIMEKV_RETURN_IF_ERROR(Prefixed(ReadModelKind(tj, spec), tj_name));
+  PRIMEKV_RETURN_IF_ERROR(Prefixed(ReadVocabulary(tj, vocab_size, spec), tj_name));
+  PRIMEKV_RETURN_IF_ERROR(Prefixed(ReadMerges(tj, spec), tj_name));
+  auto post_adds_bos = PostProcessorAddsBos(tj);
+  PRIMEKV_RETURN_IF_ERROR(Prefixed(post_adds_bos.status(), tj_name));
+  PRIMEKV_RETURN_IF_ERROR(Prefixed(ReadConfig(cfg, *post_adds_bos, spec), cfg_name));
+  PRIMEKV_RETURN_IF_ERROR(Prefixed(ValidateTokenizerSpec(spec), tj_name));
   return spec;
 }
 
 }  // namespace
 
+Result<TokenizerSpec> TokenizerSpecFromHfJson(std::string_view tokenizer_json,
+                                              std::string_view config_json, int vocab_size) {
+  return SpecFromTexts(tokenizer_json, "tokenizer.json", config_json, "tokenizer_config.json",
+                       vocab_size);
+}
+
 Result<TokenizerSpec> TokenizerSpecFromHfDir(const std::filesystem::path& dir, int vocab_size) {
-  PRIMEKV_ASSIGN_OR_RETURN(const Json tj, ReadJson(dir / "tokenizer.json"));
-  PRIMEKV_ASSIGN_OR_RETURN(const Json cfg, ReadJson(dir / "tokenizer_config.json"));
-  auto spec = SpecFromJson(tj, cfg, vocab_size);
-  if (!spec.ok()) return Status::Error((dir / "tokenizer.json").string() + ": " + spec.message());
-  return spec;
+  const std::string tj_path = (dir / "tokenizer.json").string();
+  const std::string cfg_path = (dir / "tokenizer_config.json").string();
+  // Regular files only (a FIFO would block), capped in size.
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string tj_text, ReadFileCapped(tj_path, "--hf-tokenizer"));
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string cfg_text, ReadFileCapped(cfg_path, "--hf-tokenizer"));
+  return SpecFromTexts(tj_text, tj_path, cfg_text, cfg_path, vocab_size);
 }
 
 }  // namespace primekv

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <queue>
 #include <unordered_map>
@@ -90,6 +91,156 @@ SpmText EscapeSpaces(std::string_view text, bool space_prefix) {
   return t;
 }
 
+// Finds, for every position of a text, the longest special token starting there, in one pass
+// over the text: an Aho-Corasick automaton over the reversed token texts, fed the text from its
+// end, reports at position i the longest reversed token ending there, i.e. the longest token
+// starting at i. Work is O(text + matches) however many lengths and shared prefixes the tokens
+// have (a per-position walk over 4,000 tokens "a...aZ" is quadratic on "aaaa...").
+class SpecialMatcher {
+ public:
+  void Add(std::string_view text, Token token) {
+    int32_t node = 0;
+    for (size_t k = text.size(); k-- > 0;) {
+      const auto b = static_cast<unsigned char>(text[k]);
+      const auto it = edges_.find(Key(node, b));
+      if (it != edges_.end()) {
+        node = it->second;
+        continue;
+      }
+      const auto child = static_cast<int32_t>(nodes_.size());
+      nodes_.push_back({node, nodes_[static_cast<size_t>(node)].depth + 1, 0, -1, -1});
+      edges_.emplace(Key(node, b), child);
+      byte_.push_back(b);
+      node = child;
+    }
+    if (nodes_[static_cast<size_t>(node)].token < 0)
+      nodes_[static_cast<size_t>(node)].token = token;
+  }
+
+  // Fail links and, per node, the deepest node with a token on its fail chain (itself first).
+  void Finish() {
+    std::vector<int32_t> order(nodes_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return nodes_[static_cast<size_t>(a)].depth < nodes_[static_cast<size_t>(b)].depth;
+    });
+    for (int32_t id : order) {
+      Node& n = nodes_[static_cast<size_t>(id)];
+      if (id == 0) {
+        n.best = -1;
+        continue;
+      }
+      if (n.depth == 1) {
+        n.fail = 0;
+      } else {
+        n.fail = Step(nodes_[static_cast<size_t>(n.parent)].fail, byte_[static_cast<size_t>(id)]);
+      }
+      n.best = n.token >= 0 ? id : nodes_[static_cast<size_t>(n.fail)].best;
+    }
+  }
+
+  bool empty() const { return nodes_.size() <= 1; }
+
+  // (position, node with the token) for every position where a special token starts, from the
+  // last position to the first.
+  std::vector<std::pair<size_t, int32_t>> Scan(std::string_view text) const {
+    std::vector<std::pair<size_t, int32_t>> found;
+    int32_t state = 0;
+    for (size_t i = text.size(); i-- > 0;) {
+      state = Step(state, static_cast<unsigned char>(text[i]));
+      const int32_t best = nodes_[static_cast<size_t>(state)].best;
+      if (best >= 0) found.emplace_back(i, best);
+    }
+    return found;
+  }
+
+  size_t length(int32_t node) const {
+    return static_cast<size_t>(nodes_[static_cast<size_t>(node)].depth);
+  }
+  Token token(int32_t node) const { return nodes_[static_cast<size_t>(node)].token; }
+
+ private:
+  struct Node {
+    int32_t parent, depth, fail, token, best;
+  };
+  static uint64_t Key(int32_t node, unsigned char b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(node)) << 8) | b;
+  }
+  // The goto function: follow fail links until `b` continues a reversed token prefix.
+  int32_t Step(int32_t state, unsigned char b) const {
+    while (true) {
+      const auto it = edges_.find(Key(state, b));
+      if (it != edges_.end()) return it->second;
+      if (state == 0) return 0;
+      state = nodes_[static_cast<size_t>(state)].fail;
+    }
+  }
+
+  std::vector<Node> nodes_ = {Node{-1, 0, 0, -1, -1}};
+  std::vector<unsigned char> byte_ = {0};
+  std::unordered_map<uint64_t, int32_t> edges_;
+};
+
+std::string ByteName(size_t b) {
+  char buf[16];
+  if (b >= 0x21 && b < 0x7F) {
+    std::snprintf(buf, sizeof(buf), "0x%02zX ('%c')", b, static_cast<char>(b));
+  } else {
+    std::snprintf(buf, sizeof(buf), "0x%02zX", b);
+  }
+  return buf;
+}
+
+// Without an unknown token, every byte needs a token Encode can fall back to (gpt2: the
+// byte-level character as a normal token; llama: a byte token), or text holding that byte could
+// only be dropped. Refused at load rather than dropped at Encode: the vocabulary is what is
+// broken, and Encode's output must account for all of its input.
+Status CheckBytesCovered(const TokenizerSpec& spec) {
+  if (spec.unk >= 0) return Status::Ok();
+  std::array<int64_t, 256> id;
+  id.fill(-1);
+  const bool gpt2 = spec.model == "gpt2";
+  std::unordered_map<std::string, uint8_t> byte_of;
+  if (gpt2) {
+    for (size_t b = 0; b < 256; ++b) {
+      byte_of.emplace(tokenizer_internal::ByteLevelChar(static_cast<uint8_t>(b)),
+                      static_cast<uint8_t>(b));
+    }
+  }
+  auto type_of = [&](size_t i) {
+    return spec.token_types.empty() ? TokenType::kNormal
+                                    : static_cast<TokenType>(spec.token_types[i]);
+  };
+  for (size_t i = 0; i < spec.tokens.size(); ++i) {
+    const std::string& text = spec.tokens[i];
+    int b = -1;
+    if (gpt2) {
+      if (text.size() > 2) continue;
+      const auto it = byte_of.find(text);
+      if (it != byte_of.end()) b = it->second;
+    } else if (type_of(i) == TokenType::kByte || spec.token_types.empty()) {
+      b = tokenizer_internal::ParseByteTokenText(text);
+    }
+    if (b >= 0 && id[static_cast<size_t>(b)] < 0)
+      id[static_cast<size_t>(b)] = static_cast<int64_t>(i);
+  }
+  for (size_t b = 0; b < 256; ++b) {
+    if (id[b] < 0) {
+      return Status::Error("tokenizer has no token for byte " + ByteName(b) +
+                           " and no unknown token, so text holding that byte cannot be encoded");
+    }
+    const TokenType t = type_of(static_cast<size_t>(id[b]));
+    if (gpt2 && t != TokenType::kNormal && t != TokenType::kUndefined) {
+      return Status::Error("tokenizer's token for byte " + ByteName(b) + " (id " +
+                           std::to_string(id[b]) + ") has type " +
+                           std::to_string(static_cast<int>(t)) +
+                           ", not normal, and there is no unknown token: text holding that byte "
+                           "cannot be encoded");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidateTokenizerSpec(const TokenizerSpec& spec) {
@@ -129,6 +280,7 @@ Status ValidateTokenizerSpec(const TokenizerSpec& spec) {
   for (const auto& [name, id] : ids) {
     if (id < -1 || id >= static_cast<Token>(n)) return Status::Error(IdError(name, id, n));
   }
+  PRIMEKV_RETURN_IF_ERROR(CheckBytesCovered(spec));
   if (spec.model == "gpt2") {
     auto pre = PreTokenizerFromName(spec.pre);
     if (!pre.ok()) return pre.status();
@@ -157,11 +309,11 @@ struct Tokenizer::Impl {
   std::array<uint32_t, 256> byte_cp = tokenizer_internal::ByteToCodepoint();  // gpt2 byte map
   bool ignore_merges = false;  // gpt2: a pre-token that is itself a token skips BPE
   bool nfc = false;            // gpt2: NFC-normalize each text fragment first
-  // Special tokens by text, and for each first byte the lengths they come in, longest first
+  // Control and user-defined tokens, matched longest first where parse_special is on
   // (vocabularies may hold hundreds of thousands of <|reserved_N|> tokens).
-  TextMap special_ids;
-  std::array<std::vector<size_t>, 256> special_lengths;
+  SpecialMatcher special;
   std::vector<Token> end_tokens;
+  size_t max_token_bytes = 1;
 
   void Build();
   std::vector<Fragment> SplitSpecial(std::string_view text, bool parse_special) const;
@@ -231,14 +383,17 @@ void Tokenizer::Impl::Build() {
     if (text.empty() || (types[i] != TokenType::kControl && types[i] != TokenType::kUserDefined)) {
       continue;
     }
-    if (special_ids.emplace(text, static_cast<Token>(i)).second) {
-      special_lengths[static_cast<unsigned char>(text[0])].push_back(text.size());
-    }
+    special.Add(text, static_cast<Token>(i));  // the lowest id of a text wins
   }
-  for (auto& lengths : special_lengths) {
-    std::sort(lengths.begin(), lengths.end(), std::greater<>());
-    lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
-  }
+  special.Finish();
+  // A token's text is never shorter than the input it stands for: byte-level characters and
+  // U+2581 are at least as long as the byte or space they encode, and the unknown token replaces
+  // one character (at most 4 bytes). NFC composes at most 3 bytes of input into 1 (Hangul
+  // L+V+T, Greek with three marks: 8 into 3), so 4 covers it.
+  for (const std::string& text : spec.tokens)
+    max_token_bytes = std::max(max_token_bytes, text.size());
+  if (spec.unk >= 0) max_token_bytes = std::max<size_t>(max_token_bytes, 4);
+  if (nfc) max_token_bytes *= 4;
   for (Token t : {spec.eos, spec.eot}) {
     if (t >= 0) end_tokens.push_back(t);
   }
@@ -256,26 +411,18 @@ std::vector<Fragment> Tokenizer::Impl::SplitSpecial(std::string_view text,
     return out;
   }
   size_t plain_begin = 0;
-  for (size_t i = 0; i < text.size();) {
-    Token found = -1;
-    for (size_t len : special_lengths[static_cast<unsigned char>(text[i])]) {
-      if (len > text.size() - i) continue;
-      auto it = special_ids.find(text.substr(i, len));
-      if (it != special_ids.end()) {
-        found = it->second;
-        break;
+  if (!special.empty()) {
+    // Left to right, the longest token at the first position where one starts, then on after it.
+    const auto starts = special.Scan(text);
+    for (auto it = starts.rbegin(); it != starts.rend(); ++it) {
+      const auto [i, node] = *it;
+      if (i < plain_begin) continue;
+      if (i > plain_begin) {
+        out.push_back({text.substr(plain_begin, i - plain_begin), -1, plain_begin == 0});
       }
+      out.push_back({{}, special.token(node), false});
+      plain_begin = i + special.length(node);
     }
-    if (found < 0) {
-      ++i;
-      continue;
-    }
-    if (i > plain_begin) {
-      out.push_back({text.substr(plain_begin, i - plain_begin), -1, plain_begin == 0});
-    }
-    out.push_back({{}, found, false});
-    i += spec.tokens[static_cast<size_t>(found)].size();
-    plain_begin = i;
   }
   if (plain_begin < text.size() || text.empty()) {
     out.push_back({text.substr(plain_begin), -1, plain_begin == 0});
@@ -541,6 +688,8 @@ Token Tokenizer::FindToken(std::string_view text) const {
   auto it = impl_->token_ids.find(text);
   return it == impl_->token_ids.end() ? -1 : it->second;
 }
+
+size_t Tokenizer::MaxTokenBytes() const { return impl_->max_token_bytes; }
 
 const TokenizerSpec& Tokenizer::spec() const { return impl_->spec; }
 int Tokenizer::vocab_size() const { return static_cast<int>(impl_->spec.tokens.size()); }

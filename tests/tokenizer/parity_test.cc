@@ -302,10 +302,21 @@ TEST(TokenizerParity, UnknownTemplateIsAnErrorNamingIt) {
   auto f =
       ChatFormatFromTemplate("{% for m in messages %}<start_of_turn>{{ m.content }}{% endfor %}");
   ASSERT_FALSE(f.ok());
-  EXPECT_NE(f.message().find("unrecognised chat template"), std::string::npos) << f.message();
+  EXPECT_NE(f.message().find("chat template not supported"), std::string::npos) << f.message();
   EXPECT_NE(f.message().find("<start_of_turn>"), std::string::npos) << f.message();
   EXPECT_NE(f.message().find("--chat-template"), std::string::npos) << f.message();
   EXPECT_FALSE(ChatFormatFromName("gemma").ok());
+
+  // A published template with one more instruction is refused, not rendered as the original.
+  const fs::path dir = HfDir("tokenizer-llama3_1");
+  if (!fs::exists(dir / "tokenizer_config.json")) return;
+  const Json cfg = ReadJson(dir / "tokenizer_config.json");
+  const std::string stock = cfg["chat_template"].get<std::string>();
+  EXPECT_EQ(ChatFormatFromTemplate("\n" + stock + "\r\n").value(), ChatFormat::kLlama3);
+  const std::string french = "{{ 'ALWAYS ANSWER IN FRENCH.' }}" + stock;
+  auto g = ChatFormatFromTemplate(french);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.message().find("resembles llama3"), std::string::npos) << g.message();
   EXPECT_EQ(ChatFormatFromName("mistral").value(), ChatFormat::kMistral);
 }
 
