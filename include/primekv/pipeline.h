@@ -1,5 +1,6 @@
 // When compression happens (docs/design.md §4): a context, then one or more questions, run
-// under one of five modes over a compressed KV cache.
+// under one of six modes (context, question, multiturn, chunked, decode, first-question) over a
+// compressed KV cache.
 #pragma once
 
 #include <functional>

@@ -3,14 +3,21 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numbers>
 
 #include "primekv/press.h"
 
 namespace primekv {
 namespace {
 
+// RoPE as a scorer sees it: one inverse frequency per rotary pair, and the next position.
+struct Rope {
+  std::vector<float> inv_freq;
+  int32_t next_position = 0;
+};
+
 HeadScores ScoreWith(const std::string& spec, const HeadEntries& e, int d,
-                     const std::vector<float>& gram) {
+                     const std::vector<float>& gram, const Rope& rope = {}) {
   auto parsed = ParsePressSpec(spec);
   EXPECT_TRUE(parsed.ok());
   auto press = MakePress(*parsed);
@@ -24,26 +31,50 @@ HeadScores ScoreWith(const std::string& spec, const HeadEntries& e, int d,
   LayerInput in(config);
   in.heads = heads;
   in.output_gram = gram;
+  in.rope_inv_freq = rope.inv_freq;
+  in.next_position = rope.next_position;
   HeadScores out(1, std::vector<float>(static_cast<size_t>(e.size()), 0.0f));
   press->scorer->Score(in, out);
   return out;
 }
 
-TEST(PrimeKvScore, DefaultIsSelfQueryLogAttentionPlusLogValue) {
-  // Keys +-e1, +-e2: kbar = 0, so r = |k|^2 / sqrt(2) = 1/sqrt(2) for every entry. Values
-  // (1,0), (0,1), 0, 0 with vbar = (1/4, 1/4) and M = diag(4, 1):
+TEST(PrimeKvScore, DefaultIsCenteredNextQueryLogAttentionPlusLogValue) {
+  // Keys kbar + (+-e1, +-e2) with kbar = (1, 1), at positions 0, 2, 5, 7 (one rotary pair,
+  // theta = pi/4); the next query is at 8. The default's query is the deviation d_i = k_i - kbar
+  // turned by (8 - pos_i) theta = 2 pi, 3 pi/2, 3 pi/4, pi/4:
+  // r_i = |d_i|^2 cos((8 - pos_i) theta) / sqrt(2) = 1/sqrt(2), 0, -1/2, 1/2.
+  // Values (1,0), (0,1), 0, 0 with vbar = (1/4, 1/4) and M = diag(4, 1):
   // c = sqrt(4*0.5625 + 0.0625), sqrt(4*0.0625 + 0.5625), sqrt(4*0.0625 + 0.0625) (twice).
   HeadEntries e;
-  e.keys = {1, 0, -1, 0, 0, 1, 0, -1};
+  e.keys = {2, 1, 0, 1, 1, 2, 1, 0};
   e.values = {1, 0, 0, 1, 0, 0, 0, 0};
-  e.positions = {0, 1, 2, 3};
+  e.positions = {0, 2, 5, 7};
   const std::vector<float> gram{4, 0, 0, 1};
-  const auto s = ScoreWith("primekv", e, 2, gram);
-  const double r = 1 / std::sqrt(2.0);
+  const Rope rope{{static_cast<float>(std::numbers::pi / 4)}, 8};
   const double c[] = {std::sqrt(2.3125), std::sqrt(0.8125), std::sqrt(0.3125), std::sqrt(0.3125)};
-  for (int i = 0; i < 4; ++i) EXPECT_NEAR(s[0][i], r + std::log(c[i]), 1e-6) << i;
+  const double h = 1 / std::sqrt(2.0);
+  // The default and its variants of the query, each with the key side r it gives here:
+  // key=self: q_i = k_i, r_i = k_i.d_i / sqrt(2) = sqrt(2), 0, sqrt(2), 0;
+  // key=centered: q_i = d_i, r_i = |d_i|^2 / sqrt(2) = 1/sqrt(2) for all;
+  // key=next: q_i = R(8 - pos_i) k_i, r_i = q_i.d_i / sqrt(2) = sqrt(2), -1/sqrt(2), -1/2, -1/2.
+  // Each keeps another pair of the four, so the default's values tell it from every variant.
+  const struct {
+    const char* spec;
+    double r[4];
+    std::vector<int32_t> top2;
+  } cases[] = {
+      {"primekv", {h, 0, -0.5, 0.5}, {0, 3}},
+      {"primekv:key=self", {2 * h, 0, 2 * h, 0}, {0, 2}},
+      {"primekv:key=centered", {h, h, h, h}, {0, 1}},
+      {"primekv:key=next", {2 * h, -h, -0.5, -0.5}, {0, 1}},
+  };
+  for (const auto& k : cases) {
+    const auto s = ScoreWith(k.spec, e, 2, gram, rope);
+    for (int i = 0; i < 4; ++i) EXPECT_NEAR(s[0][i], k.r[i] + std::log(c[i]), 1e-6) << k.spec << i;
+    EXPECT_EQ(SelectTopK(s[0], 2), k.top2) << k.spec;
+  }
   // The first reconstruction, leverage x value: Gram of centred keys 2 I (+ jitter), r = 1/2.
-  const auto old = ScoreWith("primekv:key=leverage,combine=product", e, 2, gram);
+  const auto old = ScoreWith("primekv:key=leverage,combine=product", e, 2, gram, rope);
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(old[0][i], 0.5 / (1 + 1e-6) * c[i], 1e-6) << i;
 }
 
