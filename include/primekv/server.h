@@ -15,6 +15,7 @@ struct ServerOptions {
   int port = 8080;  // 0 = any free port (printed, and written to port_file)
   std::string port_file;
   std::string press = "primekv";
+  std::string chat_template;  // a built-in rendering by name; empty = the model's own template
   double ratio = 0.75;
   CompressionMode mode = CompressionMode::kMultiTurn;
   int interval = 512;  // kDecode: generated tokens between compressions

@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "primekv/server.h"
+#include "primekv/tokenizer.h"
 
 namespace primekv::cli {
 
@@ -46,6 +47,8 @@ void AddServe(CLI::App& app, Runner& run) {
   cmd->add_option("--press", o.press, "Compression method (primekv list-presses)")
       ->check(PressList(/*single=*/true))
       ->capture_default_str();
+  cmd->add_option("--chat-template", o.chat_template,
+                  "Chat template by name, overriding the model's: " + ChatFormatNames());
   cmd->add_option("--ratio", o.ratio, "Fraction of the KV cache to remove, in [0, 1)")
       ->check(RealIn(0, 1, false, /*hi_open=*/true))
       ->capture_default_str();

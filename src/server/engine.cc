@@ -52,7 +52,11 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ServerOptions& options) {
   if (!ctx_note.empty()) std::fprintf(stderr, "primekv serve: warning: %s\n", ctx_note.c_str());
   e->ctx_size_ = *ctx;
   e->pool_ = std::make_unique<ThreadPool>(options.threads);
-  e->chat_format_ = DetectChatFormat(e->model_->tokenizer());
+  // The model's template must be one whose rendering is built in (or named by
+  // --chat-template): a template that only resembles one would be answered without what it adds.
+  auto chat = ResolveChatFormat(e->model_->tokenizer(), options.chat_template);
+  if (!chat.ok()) return Status::Error(options.model_path + ": " + chat.message());
+  e->chat_format_ = *chat;
   e->slots_free_ = options.slots;
   e->id_salt_ = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
   if (auto err = e->CheckPress(options.press, options.ratio, "--press")) {

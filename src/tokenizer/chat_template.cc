@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "primekv/text.h"
 #include "primekv/tokenizer.h"
 
 namespace primekv {
@@ -300,7 +301,7 @@ Result<ChatFormat> ChatFormatFromName(std::string_view name) {
   for (const NamedFormat& n : kFormatNames) {
     if (n.name == name) return n.format;
   }
-  return Status::Error("unknown chat template name \"" + std::string(name) +
+  return Status::Error("unknown chat template name \"" + Printable(name) +
                        "\"; known: " + ChatFormatNames());
 }
 
@@ -332,6 +333,8 @@ struct KnownTemplate {
 constexpr KnownTemplate kKnownTemplates[] = {
     {0x0e60067a5537498eULL, 389, ChatFormat::kLlama3},  // Llama 3 Instruct
     {0x2bfdb7aa9754484eULL, 4116, ChatFormat::kQwen3},  // Qwen3
+    // Llama 3.1 and 3.3 Instruct (one template); RenderLlama31 is its rendering without tools.
+    {0xcc0368e1ffb6b958ULL, 4613, ChatFormat::kLlama31},
 };
 
 // CRLF as LF and surrounding whitespace trimmed: the differences a copy of a template may pick
