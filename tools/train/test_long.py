@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""Unit tests of the long-context generator, held-out sets and training script (issue 25).
+
+    /usr/bin/python3 tools/train/test_long.py
+
+Needs numpy (the GGUF tokenizer); the training round trip also needs torch and is skipped
+without it; the engine checks (GGUF load, logits) run when build/*/src/cli/primekv exists.
+"""
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.dirname(os.path.dirname(_HERE))
+sys.path.insert(0, _HERE)
+sys.path.insert(0, os.path.join(_REPO, "tests", "reference"))
+sys.path.insert(0, os.path.join(_REPO, "scripts"))
+
+import data_long  # noqa: E402
+from make_long_splits import tokenizer_from_gguf  # noqa: E402
+
+try:
+    import torch  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+MODEL = os.path.join(_REPO, "models", "primekv-retrieval-2.gguf")
+TOK = tokenizer_from_gguf(MODEL)
+
+
+def find_primekv():
+    for b in ("ci", "release", "debug"):
+        p = os.path.join(_REPO, "build", b, "src", "cli", "primekv")
+        if os.path.exists(p):
+            return p
+    return None
+
+
+class GeneratorTest(unittest.TestCase):
+    def test_deterministic(self):
+        for fam in data_long.HELDOUT_FAMILIES:
+            a = data_long.long_eval_sample(TOK, random.Random("t-%s" % fam), fam, 4096)
+            b = data_long.long_eval_sample(TOK, random.Random("t-%s" % fam), fam, 4096)
+            self.assertEqual(json.dumps(a), json.dumps(b), fam)
+        d1 = data_long.make_train_doc_long(TOK, random.Random(5), 8192, 0.8)
+        d2 = data_long.make_train_doc_long(TOK, random.Random(5), 8192, 0.8)
+        self.assertEqual(d1.ids, d2.ids)
+        self.assertEqual(d1.weights, d2.weights)
+
+    def test_exact_token_counts(self):
+        for L in (4096, 32768):
+            for fam in data_long.HELDOUT_FAMILIES:
+                s = data_long.long_eval_sample(TOK, random.Random("c-%s-%d" % (fam, L)), fam, L)
+                t = s["tokens"]
+                self.assertEqual(len(TOK.encode(s["context"])), t["context"], fam)
+                turns = [len(TOK.encode("\n" + x["question"] + "\n" + x["answer_prefix"], bos=False))
+                         for x in s["turns"]]
+                self.assertEqual(turns, t["turns"], fam)
+                self.assertEqual(t["max_new_tokens"], max(x["max_new_tokens"] for x in s["turns"]))
+                need = t["context"] + sum(turns) + len(turns) * t["max_new_tokens"]
+                self.assertEqual(need, t["need"])
+                self.assertLessEqual(need, L)
+                # Within a filler sentence of the target (the word list of freq is coarser).
+                self.assertGreaterEqual(need, L * (0.85 if fam == "freq" else 0.99), (fam, L, need))
+
+    def test_depths_and_offsets(self):
+        """Needles sit at their requested depth (to within a filler sentence) and the text at the
+        recorded token offset is the needle's; over many samples depths cover [0, 1)."""
+        depths = []
+        for i in range(40):
+            s = data_long.long_eval_sample(TOK, random.Random("d-%d" % i), "single", 4096)
+            (nd,) = s["needles"]
+            depths.append(nd["depth"])
+            ctx_tokens = s["tokens"]["context"]
+            self.assertLess(abs(nd["token"] / ctx_tokens - nd["depth"]), 0.03, nd)
+            ids = TOK.encode(s["context"])
+            value = s["turns"][0]["answers"][0]
+            after = TOK.decode(ids[nd["token"]:nd["token"] + 40])
+            self.assertIn(value, after)
+        self.assertLess(min(depths), 0.2)
+        self.assertGreater(max(depths), 0.8)
+
+    def test_chains_far_apart(self):
+        for fam, role in (("vt", "assign"), ("multihop", None)):
+            s = data_long.long_eval_sample(TOK, random.Random("g-" + fam), fam, 32768)
+            chain = [n for n in s["needles"] if (n["role"] == role if role else n["asked"])]
+            toks = sorted(n["token"] for n in chain)
+            gaps = [b - a for a, b in zip(toks, toks[1:])]
+            self.assertGreaterEqual(min(gaps), 2000, (fam, gaps))
+
+    def test_train_doc_shape(self):
+        rng = random.Random(9)
+        for L in (512, 2048, 16384):
+            for _ in range(3):
+                d = data_long.make_train_doc_long(TOK, rng, L, 0.9)
+                self.assertEqual(len(d.ids), L + 1)
+                self.assertTrue(d.answers)
+                for a in d.answers:
+                    self.assertEqual(TOK.decode(d.ids[a["start"]:a["end"]]).strip(), a["text"].strip())
+
+    def test_split_streams_disjoint(self):
+        import make_long_splits as M
+        streams = {M.stream_seed(sp, sd, "single", 4096) for sp, sd in M.SPLIT_SEEDS.items()}
+        self.assertEqual(len(streams), 2)
+        out = tempfile.mkdtemp(prefix="long_splits_")
+        try:
+            r = subprocess.run([sys.executable, os.path.join(_REPO, "scripts", "make_long_splits.py"),
+                                "--splits", "fresh", "--lengths", "4096", "--n", "1", "--families", "single",
+                                "--out", out], capture_output=True, text=True)
+            self.assertNotEqual(r.returncode, 0)  # fresh needs --fresh-seed
+            r = subprocess.run([sys.executable, os.path.join(_REPO, "scripts", "make_long_splits.py"),
+                                "--splits", "dev", "fresh", "--fresh-seed", "99", "--lengths", "4096", "--n", "2",
+                                "--families", "single", "vt", "--out", out], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            dev = open(os.path.join(out, "long-dev", "4096", "single.jsonl")).read()
+            fresh = open(os.path.join(out, "long-fresh-99", "4096", "single.jsonl")).read()
+            self.assertNotEqual(dev, fresh)
+            self.assertEqual(len(dev.splitlines()), 2)
+        finally:
+            shutil.rmtree(out)
+
+
+@unittest.skipUnless(HAVE_TORCH, "torch is not installed (apt-get install -y python3-torch)")
+class TrainRoundTripTest(unittest.TestCase):
+    def test_toy_train_resume_export(self):
+        out = tempfile.mkdtemp(prefix="train_long_")
+        try:
+            script = os.path.join(_HERE, "train_long.py")
+            base = [sys.executable, script, "--toy", "--workers", "0", "--eval-n", "1", "--eval-families", "single",
+                    "--out-dir", out, "--gguf-type", "F32"]
+            r = subprocess.run(base + ["--minutes", "0.3", "--reserve", "0.1"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-2000:])
+            import torch
+            st1 = torch.load(os.path.join(out, "last.pt"), map_location="cpu")["state"]
+            self.assertGreater(st1["step"], 0)
+            carry = torch.load(os.path.join(out, "carry.pt"), map_location="cpu")
+            self.assertEqual(carry["state"]["step"], st1["step"])
+            r = subprocess.run(base + ["--minutes", "0.25", "--reserve", "0.1", "--budget-minutes", "0.5",
+                                       "--resume", os.path.join(out, "last.pt")], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-2000:])
+            self.assertIn("optimizer state restored", r.stdout)
+            st2 = torch.load(os.path.join(out, "last.pt"), map_location="cpu")["state"]
+            self.assertGreater(st2["step"], st1["step"])
+            gguf = os.path.join(out, "primekv-long.gguf")
+            self.assertTrue(os.path.getsize(gguf) > 0)
+            primekv = find_primekv()
+            if primekv:
+                r = subprocess.run([sys.executable, os.path.join(_HERE, "check_engine.py"), "--ckpt",
+                                    os.path.join(out, "last.pt"), "--tokenizer",
+                                    os.path.join(_REPO, "models", "primekv-retrieval.gguf"), "--gguf", gguf,
+                                    "--primekv", primekv, "--length", "256"], capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-2000:])
+                self.assertIn("PASS", r.stdout)
+        finally:
+            shutil.rmtree(out)
+
+
+if __name__ == "__main__":
+    unittest.main()

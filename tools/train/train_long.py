@@ -1,0 +1,440 @@
+#!/usr/bin/env python3
+"""Train the long-context reference model (issue 25, `models/primekv-long.gguf`) within a
+wall-clock budget, on a GPU (`--device cuda`) or, at toy scale, on the CPU (`--toy`).
+
+    python3 tools/train/train_long.py --device cuda --minutes 9 --out-dir OUT      # the GPU run
+    /usr/bin/python3 tools/train/train_long.py --toy --minutes 1 --out-dir /tmp/tl  # CPU check
+
+Shape (default): the second reference model's, so training continues from its weights
+(`--init-gguf models/primekv-retrieval-2.gguf`, the default; `--init-gguf none` starts from
+scratch): Llama, 8 layers, d_model 384, 4 query / 2 KV heads of head_dim 128 (GQA), SwiGLU 1024,
+the first model's 2,048-piece tokenizer (read from models/primekv-retrieval.gguf, so the held-out
+files' token counts hold), context 32,768.  Why continue rather than train a wider model from
+scratch: ten minutes of an H200 bought retrieval-2 its retrieval skills at 2K (150M tokens);
+the same ten minutes at 16K-32K buy about a tenth of that in documents (estimate below), so they
+are better spent teaching a model that already retrieves to do it over 16 times the distance.
+
+RoPE: base 1e6 (retrieval-2's, and the base Qwen2 / Qwen2.5 use for their 32,768-token native
+context), adjacent pairs, no scaling.  Over 32,768 positions the slowest of the 64 pairs turns by
+32768 x 1e6^(-126/128) = 0.041 rad, and 15 pairs stay below 1 rad over the whole context: a
+subspace where keys match by content at any distance (the first model's reason for 1e6 at 2K,
+where 28 pairs did).  Keeping retrieval-2's base means no frequency changes its heads must
+re-learn; `--rope-base` changes it (e.g. 1.6e7 keeps retrieval-2's 2K rotation at 32K).  The
+GGUF states the base (llama.rope.freq_base) and the context (llama.context_length).
+
+Curriculum (share of the budget -> document length, a quarter of the steps revisit a shorter
+length): 0.00 -> ctx/16 (2K), 0.12 -> ctx/8 (4K), 0.30 -> ctx/4 (8K), 0.50 -> ctx/2 (16K),
+0.72 -> ctx (32K).  --batch-tokens (default 65,536) per step: 32 rows of 2K ... 2 rows of 32K.
+Data: tools/train/data_long.py (make_train_doc_long), facts at uniform depths, chains with far
+links, near-key distractors, multi-turn drift, several filler styles; 40% of the 2K documents are
+retrieval-2's own generator (data.make_train_doc_v2), so its skills are rehearsed.
+
+FLOP estimate (per trained token; non-embedding parameters 14.2M: per layer 2 x 384 x 512 (q, o),
+2 x 384 x 256 (k, v), 3 x 384 x 1024 (SwiGLU)):
+    linear layers   6 x 14.2M                                  =  85 MFLOP
+    attention       8 layers x 2 x 2 x (T/2) x 512 (fwd) x 3.5 (fwd + bwd with recompute)
+                    = 28,700 x T FLOP: 2K 59M, 4K 118M, 8K 235M, 16K 470M, 32K 940M
+At retrieval-2's measured 230,000 tokens/s (2K documents, ~33 TFLOP/s effective: small matmuls)
+for the linear part and ~150 TFLOP/s for the fused (flash) attention kernel, one H200 should do
+about 290K tokens/s at 4K, 175K at 16K, 110K at 32K: ~100M tokens in 8.2 minutes, of which
+~13M (400 documents) at 32K.  These are estimates; the log prints the measured tokens/s and the
+time waiting for data (12 worker processes generate about 800K tokens/s each on a CPU core).
+
+Writes into --out-dir: train.log, summary.json, last.pt (weights, optimizer and schedule state,
+every --ckpt-every minutes and at the end; 190 MB, for resuming on the same machine; into
+--full-ckpt-dir when given),
+carry.pt (bf16 weights + schedule state, 32 MB: small enough to come back from a device machine;
+`--resume carry.pt` continues with fresh optimizer moments and a new warm-up) and --gguf-out
+(default OUT/primekv-long.gguf, Q8_0 with F32 norms, 17 MB) written by Python
+(tests/reference/gguf_write.py), so no engine binary is needed on the GPU machine.  --minutes
+bounds the whole command: the loop stops --reserve minutes early, then saves, evaluates and
+exports.
+"""
+
+import argparse
+import collections
+import dataclasses
+import json
+import multiprocessing as mp
+import os
+import random
+import sys
+import time
+
+PROCESS_START = time.time()
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.dirname(os.path.dirname(_HERE))
+sys.path.insert(0, _HERE)
+sys.path.insert(0, os.path.join(_REPO, "tests", "reference"))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import data_long  # noqa: E402
+import export  # noqa: E402
+from model import Llama, ModelConfig  # noqa: E402
+from tokenizer import Tokenizer  # noqa: E402
+from train_ref2 import load_gguf_weights, load_tokenizer, lr_at, save, teacher_forced_accuracy  # noqa: E402
+
+# (start fraction of the budget, divisor of --ctx, difficulty range)
+STAGES = [
+    (0.00, 16, (0.5, 1.0)),
+    (0.12, 8, (0.5, 1.0)),
+    (0.30, 4, (0.6, 1.0)),
+    (0.50, 2, (0.6, 1.0)),
+    (0.72, 1, (0.7, 1.0)),
+]
+MIN_DOC = 128
+
+
+def stage_length(ctx, div):
+    return max(MIN_DOC, ctx // div)
+
+
+def pick_stage(frac, rng):
+    cur = 0
+    for i, s in enumerate(STAGES):
+        if frac >= s[0]:
+            cur = i
+    if cur > 0 and rng.random() < 0.25:
+        cur = rng.randrange(cur)
+    return STAGES[cur]
+
+
+# ---------------------------------------------------------------------------- data workers
+_TOK = None
+
+
+def _worker_init(tok_json):
+    global _TOK
+    _TOK = Tokenizer(tok_json["pieces"], tok_json["scores"])
+
+
+def make_batch(job):
+    """job = (seed, length, rows, lo, hi, value_first) -> (ids (rows, length+1) int32, weights float32)."""
+    seed, length, rows, lo, hi, value_first = job
+    rng = random.Random(seed)
+    ids = np.empty((rows, length + 1), dtype=np.int32)
+    w = np.empty((rows, length + 1), dtype=np.float32)
+    for r in range(rows):
+        d = data_long.make_train_doc_long(_TOK, rng, length, rng.uniform(lo, hi), value_first=value_first)
+        ids[r] = d.ids
+        w[r] = d.weights
+    return ids, w
+
+
+class Feeder:
+    """Keeps `depth` batches in flight in a pool of worker processes (0 workers: inline)."""
+
+    def __init__(self, tok, workers, depth):
+        self.pool = None
+        if workers > 0:
+            self.pool = mp.get_context("fork").Pool(workers, _worker_init, (tok.to_json(),))
+        else:
+            _worker_init(tok.to_json())
+        self.depth = depth if workers > 0 else 0
+        self.q = collections.deque()
+
+    def get(self, next_job):
+        if self.pool is None:
+            return make_batch(next_job())
+        while len(self.q) < self.depth:
+            self.q.append(self.pool.apply_async(make_batch, (next_job(),)))
+        r = self.q.popleft().get()
+        self.q.append(self.pool.apply_async(make_batch, (next_job(),)))
+        return r
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.terminate()
+
+
+# ---------------------------------------------------------------------------- checkpoints / export
+def save_carry(path, model, state):
+    """bf16 weights and the schedule state, no optimizer: the copy that fits a device's return."""
+    tmp = path + ".tmp"
+    torch.save({"model_bf16": {k: v.detach().to(torch.bfloat16).cpu() for k, v in model.state_dict().items()},
+                "state": state}, tmp)
+    os.replace(tmp, path)
+
+
+def load_any(path):
+    try:
+        ck = torch.load(path, map_location="cpu", weights_only=False)
+    except TypeError:  # PyTorch before 1.13 has no weights_only
+        ck = torch.load(path, map_location="cpu")
+    if "model_bf16" in ck:
+        ck["model"] = {k: v.float() for k, v in ck["model_bf16"].items()}
+    if "model_q8" in ck:
+        ck["model"] = {k: q.float() * sc for k, (q, sc) in ck["model_q8"].items()}
+    return ck
+
+
+_META_TYPES = None
+
+
+def write_gguf(model, tok, name, path, gguf_type="Q8_0"):
+    """The model as GGUF (export.py's metadata and tensor names), written by Python: 2-D tensors
+    in gguf_type when their rows are whole 32-blocks, 1-D tensors (norms) in F32."""
+    import gguf_read as R
+    from gguf_write import Typed, write_gguf as _write
+    types = {"string": (R.T_STRING, None), "uint32": (R.T_U32, None), "float32": (R.T_F32, None),
+             "bool": (R.T_BOOL, None), "array[string]": (R.T_ARRAY, R.T_STRING),
+             "array[float32]": (R.T_ARRAY, R.T_F32), "array[int32]": (R.T_ARRAY, R.T_I32)}
+    meta = {}
+    for kv in export.metadata(model.cfg, tok, name):
+        vt, et = types[kv["type"]]
+        meta[kv["key"]] = Typed(vt, kv["value"], et)
+    tensors = []
+    for n, a in export.tensor_list(model):
+        t = gguf_type if (a.ndim == 2 and a.shape[-1] % 32 == 0) else "F32"
+        tensors.append((n, a, t))
+    tmp = path + ".tmp"
+    _write(tmp, meta, tensors)
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------- main
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--toy", action="store_true",
+                    help="CPU check: 2 layers, d_model 64, 2 / 1 heads of 32, ctx 512, no init, 1 worker")
+    ap.add_argument("--minutes", type=float, default=9.0, help="wall-clock budget of the whole command")
+    ap.add_argument("--reserve", type=float, default=0.8, help="minutes kept for the final save, eval and export")
+    ap.add_argument("--budget-minutes", type=float, default=None,
+                    help="training-loop budget (default: from --minutes); on resume, a new total")
+    ap.add_argument("--out-dir", default=None, help="required (except with --float-copy)")
+    ap.add_argument("--gguf-out", default=None, help="default OUT/primekv-long.gguf")
+    ap.add_argument("--full-ckpt-dir", default=None,
+                    help="where last.pt (with optimizer state, 190 MB at the default shape) goes; default "
+                         "--out-dir. On a device machine, a folder outside the one that comes back")
+    ap.add_argument("--gguf-type", default="Q8_0", choices=["F32", "F16", "Q8_0"])
+    ap.add_argument("--tokenizer", default=os.path.join(_REPO, "models", "primekv-retrieval.gguf"))
+    ap.add_argument("--init-gguf", default=os.path.join(_REPO, "models", "primekv-retrieval-2.gguf"),
+                    help="start from this model's weights (same shape); 'none' for a random start")
+    ap.add_argument("--name", default="primekv-long")
+    ap.add_argument("--seed", type=int, default=2525)
+    ap.add_argument("--ctx", type=int, default=32768)
+    ap.add_argument("--d-model", type=int, default=384)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--ffn", type=int, default=1024)
+    ap.add_argument("--rope-base", type=float, default=1e6)
+    ap.add_argument("--lr", type=float, default=5e-4, help="peak (a continuation: half retrieval-2's)")
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--wd", type=float, default=0.05)
+    ap.add_argument("--batch-tokens", type=int, default=65536, help="tokens per step (rows = this / length)")
+    ap.add_argument("--ctx-sample", type=float, default=0.15)
+    ap.add_argument("--value-first", type=float, default=0.35)
+    ap.add_argument("--workers", type=int, default=max(0, min(12, (os.cpu_count() or 1) - 2)))
+    ap.add_argument("--ckpt-every", type=float, default=2.0, help="minutes between checkpoints")
+    ap.add_argument("--eval-every", type=float, default=3.0, help="minutes between evaluations")
+    ap.add_argument("--eval-n", type=int, default=8, help="documents per family and length")
+    ap.add_argument("--eval-families", nargs="+", default=["single", "multikey", "near_key", "drift", "vt", "multihop"])
+    ap.add_argument("--resume", default=None, help="a last.pt or carry.pt of this script")
+    ap.add_argument("--float-copy", nargs=2, metavar=("SRC", "DST"), default=None,
+                    help="only write DST, a float32 weights file ({model, state}, as export.py and "
+                         "check_engine.py --ckpt read) from a carry.pt or last.pt SRC, and exit")
+    args = ap.parse_args()
+    if args.float_copy:
+        ck = load_any(args.float_copy[0])
+        torch.save({"model": ck["model"], "state": ck["state"]}, args.float_copy[1])
+        return
+    if not args.out_dir:
+        ap.error("--out-dir is required")
+    if args.toy:
+        args.layers, args.d_model, args.heads, args.kv_heads, args.head_dim, args.ffn = 2, 64, 2, 1, 32, 128
+        args.ctx = min(args.ctx, 512)
+        args.init_gguf = "none"
+        args.workers = min(args.workers, 1)
+        args.batch_tokens = min(args.batch_tokens, 2048)
+        args.eval_n = min(args.eval_n, 2)
+        args.reserve = min(args.reserve, 0.25)
+    gguf_out = args.gguf_out or os.path.join(args.out_dir, args.name + ".gguf")
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    logf = open(os.path.join(args.out_dir, "train.log"), "a")
+
+    def log(msg):
+        print(msg, flush=True)
+        logf.write(msg + "\n")
+        logf.flush()
+
+    device = torch.device(args.device)
+    log("=== start %s args %s" % (time.strftime("%Y-%m-%d %H:%M:%S"), json.dumps(vars(args))))
+    log("torch %s, device %s%s" % (torch.__version__, device,
+                                   (" (%s)" % torch.cuda.get_device_name()) if device.type == "cuda" else ""))
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    else:
+        torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    tok = load_tokenizer(args.tokenizer)
+    feeder = Feeder(tok, args.workers, depth=2 * max(1, args.workers))  # fork before CUDA starts
+    cfg = ModelConfig(vocab_size=tok.vocab_size, d_model=args.d_model, n_layers=args.layers, n_heads=args.heads,
+                      n_kv_heads=args.kv_heads, head_dim=args.head_dim, ffn_dim=args.ffn,
+                      context_length=args.ctx, rope_base=args.rope_base)
+    torch.manual_seed(args.seed)
+    model = Llama(cfg)
+    state = {"step": 0, "tokens": 0, "elapsed": 0.0, "evals": [], "warm_from": 0,
+             "config": dataclasses.asdict(cfg), "segments": [], "init": None}
+    ck = None
+    if args.resume:
+        ck = load_any(args.resume)
+        model.load_state_dict(ck["model"])
+        state = ck["state"]
+        state["config"] = dataclasses.asdict(cfg)
+        log("resumed weights from %s at step %d, %.2f min" % (args.resume, state["step"], state["elapsed"] / 60))
+    elif args.init_gguf and args.init_gguf != "none":
+        load_gguf_weights(model, args.init_gguf)
+        state["init"] = os.path.basename(args.init_gguf)
+        log("initialised from %s (its weights as stored; fresh optimizer)" % args.init_gguf)
+    model.to(device)
+    decay = [p for n, p in model.named_parameters() if p.dim() == 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    kw = {"fused": True} if device.type == "cuda" else {}
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.95), eps=1e-8, **kw)
+    if ck is not None and "opt" in ck:
+        opt.load_state_dict(ck["opt"])
+        log("optimizer state restored")
+    elif ck is not None:
+        state["warm_from"] = state["step"]  # fresh moments: warm up again
+    ck = None
+    log("model: %s, %.2fM parameters" % (json.dumps(dataclasses.asdict(cfg)), model.num_params() / 1e6))
+
+    if args.budget_minutes is not None:
+        state["budget"] = args.budget_minutes * 60.0
+    elif "budget" not in state:
+        state["budget"] = args.minutes * 60.0 - (time.time() - PROCESS_START) - args.reserve * 60.0
+    budget = state["budget"]
+    deadline = PROCESS_START + args.minutes * 60.0 - args.reserve * 60.0
+    log("training-loop budget %.2f min (this run stops at %.2f min of its own)" % (
+        budget / 60, (deadline - PROCESS_START) / 60))
+
+    eval_lengths = sorted({stage_length(args.ctx, 8), args.ctx})
+    if device.type != "cuda":  # the CPU path builds a (T x T) mask: keep its evaluation short
+        eval_lengths = sorted({min(L, 2048) for L in eval_lengths})
+    erng = random.Random("long-train-eval-%d" % args.seed)
+    eval_set = {(L, fam): [d for d in (data_long.eval_doc_long(tok, erng, fam, L) for _ in range(args.eval_n))
+                           if d is not None]
+                for L in eval_lengths for fam in args.eval_families}
+    sched_rng = random.Random("%d-%d" % (args.seed, state["step"]))
+    job_seed = [(args.seed * 1000003 + state["step"] * 7919) & 0xFFFFFFFF]
+    t_start = time.time() - state["elapsed"]
+    state["segments"].append({"start_step": state["step"], "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+                              "device": str(device)})
+
+    def next_job():
+        frac = (time.time() - t_start) / budget
+        _, div, diff = pick_stage(frac, sched_rng)
+        length = stage_length(args.ctx, div)
+        job_seed[0] += 1
+        return (job_seed[0], length, max(1, args.batch_tokens // length), diff[0], diff[1], args.value_first)
+
+    def do_eval(tag):
+        t0 = time.time()
+        res = {}
+        for (L, fam), docs in eval_set.items():
+            res["%s@%d" % (fam, L)] = round(teacher_forced_accuracy(model, docs, device, max(1, 16384 // L)), 3)
+        state["evals"].append({"step": state["step"], "tokens": state["tokens"],
+                               "minutes": round(state["elapsed"] / 60, 2), "acc": res})
+        log("eval[%s] step %d (%.1fs) exact: %s" % (tag, state["step"], time.time() - t0,
+                                                   " ".join("%s=%.2f" % kv for kv in res.items())))
+
+    os.makedirs(args.full_ckpt_dir or args.out_dir, exist_ok=True)
+    ckpt_path = os.path.join(args.full_ckpt_dir or args.out_dir, "last.pt")
+    carry_path = os.path.join(args.out_dir, "carry.pt")
+
+    def checkpoint():
+        save(ckpt_path, model, opt, state)
+        save_carry(carry_path, model, state)
+        log("checkpoint %s and %s at step %d" % (ckpt_path, carry_path, state["step"]))
+
+    last_eval = last_ckpt = time.time()
+    ema = None
+    model.train()
+    t_data = t_step = 0.0
+    len_tokens = collections.Counter()
+    while True:
+        now = time.time()
+        state["elapsed"] = now - t_start
+        frac = state["elapsed"] / budget
+        if frac >= 1.0 or now >= deadline:
+            break
+        lr = lr_at(state["step"], frac, args, state["warm_from"])
+        for g in opt.param_groups:
+            g["lr"] = lr
+        t0 = time.time()
+        ids, w = feeder.get(next_job)
+        t1 = time.time()
+        x = torch.from_numpy(ids).to(device, non_blocking=True).long()
+        w = torch.from_numpy(w).to(device, non_blocking=True)[:, 1:]
+        inp, tgt = x[:, :-1], x[:, 1:]
+        ans = w >= 0.5
+        ctx = (w > 0) & ~ans & (torch.rand(w.shape, device=device) < args.ctx_sample)
+        sel = ans | ctx
+        wt = torch.where(ctx, w / args.ctx_sample, w)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            h = model.hidden(inp)
+            hs = h[sel]
+            logits = F.linear(hs, model.output_weight().to(hs.dtype)).float()
+        ce = F.cross_entropy(logits, tgt[sel], reduction="none")
+        ws = wt[sel]
+        loss = (ce * ws).sum() / ws.sum().clamp_min(1e-6)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        state["step"] += 1
+        state["tokens"] += inp.numel()
+        len_tokens[inp.shape[1]] += inp.numel()
+        if state["step"] % 10 == 0 or state["step"] <= 3:
+            am = ws >= 0.5
+            al = float(ce[am].mean()) if int(am.sum()) else float("nan")
+            ema = al if ema is None else 0.9 * ema + 0.1 * al
+            el = time.time() - t_start
+            log("step %d  %.2f/%.2f min  tok %.1fM  len %d x %d  lr %.2e  loss %.3f  ans %.3f (ema %.3f)  gn %.2f  "
+                "%.0f tok/s  wait %.0f%%" % (state["step"], el / 60, budget / 60, state["tokens"] / 1e6, inp.shape[0],
+                                            inp.shape[1], lr, float(loss), al, ema, float(gn),
+                                            state["tokens"] / max(1.0, el), 100 * t_data / max(1e-9, t_data + t_step)))
+        t_data += t1 - t0
+        t_step += time.time() - t1
+        now = time.time()
+        if now - last_eval > args.eval_every * 60:
+            state["elapsed"] = now - t_start
+            do_eval("train")
+            last_eval = time.time()
+        if now - last_ckpt > args.ckpt_every * 60:
+            state["elapsed"] = time.time() - t_start
+            checkpoint()
+            last_ckpt = time.time()
+
+    feeder.close()
+    state["elapsed"] = min(time.time() - t_start, budget)
+    state["tokens_by_length"] = {str(k): v + state.get("tokens_by_length", {}).get(str(k), 0)
+                                 for k, v in len_tokens.items()}
+    checkpoint()
+    t0 = time.time()
+    write_gguf(model, tok, args.name, gguf_out, args.gguf_type)
+    log("wrote %s (%s, %.1f MB, %.1fs)" % (gguf_out, args.gguf_type, os.path.getsize(gguf_out) / 1e6, time.time() - t0))
+    if time.time() < PROCESS_START + args.minutes * 60.0 - 20:
+        do_eval("final")
+    summary = {"name": args.name, "args": vars(args), "config": dataclasses.asdict(cfg),
+               "parameters": model.num_params(), "init": state.get("init"), "steps": state["step"],
+               "tokens_seen": state["tokens"], "tokens_by_length": state["tokens_by_length"],
+               "train_minutes": round(state["elapsed"] / 60, 2), "budget_minutes": round(budget / 60, 2),
+               "finished": state["elapsed"] >= budget - 1.0, "final_answer_loss_ema": ema, "evals": state["evals"],
+               "segments": state["segments"],
+               "device": str(device) + ((" " + torch.cuda.get_device_name()) if device.type == "cuda" else "")}
+    with open(os.path.join(args.out_dir, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    log("done in %.2f min" % ((time.time() - PROCESS_START) / 60))
+
+
+if __name__ == "__main__":
+    main()
