@@ -10,6 +10,7 @@
 # Env: PRIMEKV_FUZZ_BUILD_DIR (default <repo>/build/fuzz, the `fuzz` preset's directory),
 #      PRIMEKV_FUZZ_JOBS (build parallelism, default 2),
 #      PRIMEKV_FUZZ_CMAKE_ARGS (extra configure arguments, split on spaces).
+#      PRIMEKV_FUZZ_PARALLEL (fuzzers run at once, default: the cores).
 # Exits non-zero if a fuzzer finds a crash, leak, UB or timeout; the reproducer is copied to
 # <build dir>/fuzz-artifacts/.
 set -euo pipefail
@@ -100,4 +101,26 @@ run_one() {
   echo "fuzzing $t passed: no crash in ${seconds}s"
 }
 
-for t in "${targets[@]}"; do run_one "$t"; done
+# Each fuzzer uses one core: run PRIMEKV_FUZZ_PARALLEL of them at once (default: the cores), each
+# into its own log, printed when it ends (in full when it failed).
+parallel="${PRIMEKV_FUZZ_PARALLEL:-$(nproc)}"
+failed=0
+for ((i = 0; i < ${#targets[@]}; i += parallel)); do
+  batch=("${targets[@]:i:parallel}")
+  pids=()
+  for t in "${batch[@]}"; do
+    run_one "$t" > "$work/$t.log" 2>&1 &
+    pids+=($!)
+  done
+  for j in "${!batch[@]}"; do
+    t="${batch[$j]}"
+    if wait "${pids[$j]}"; then
+      grep -E '^(fuzzing|stat::number_of_executed_units|stat::peak_rss_mb)' "$work/$t.log" || true
+    else
+      failed=1
+      echo "---- $t (failed) ----" >&2
+      tail -n 80 "$work/$t.log" >&2
+    fi
+  done
+done
+exit "$failed"
