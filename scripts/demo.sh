@@ -14,7 +14,7 @@ echo "== Question answering over a compressed cache (press primekv, a quarter of
 "$bin" generate -m "$model" --context-file examples/demo-context.txt \
   --question "What is the special magic number for silver-lantern?" \
   --answer-prefix "The special magic number for silver-lantern is" \
-  -n 12 --temp 0 --press primekv --ratio 0.25 --json
+  -n 12 --temp 0 --press primekv --ratio 0.25
 
 echo "== Retrieval accuracy, full cache vs compressed (held-out sets of the model's own tasks, 2048 tokens)"
 out=build/demo-eval

@@ -178,11 +178,16 @@ void PrintJson(const GenerateArgs& a, const Tokenizer& tok, const std::string& p
   std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
-// Streams the context, then each answer's tokens under its question.
+// Streams the prompt (-p, -f: the answer continues it), or one line naming a --context-file (a
+// document is not worth reprinting), then each answer's tokens under its question.
 std::function<bool(int, Token)> StreamTokens(const GenerateArgs& a, const Tokenizer& tok,
                                              const std::string& context,
                                              const std::vector<std::string>& prefixes) {
-  std::fwrite(context.data(), 1, context.size(), stdout);  // whole: a NUL does not end it
+  if (a.context_file.empty()) {
+    std::fwrite(context.data(), 1, context.size(), stdout);  // whole: a NUL does not end it
+  } else {
+    std::printf("[context] %s: %zu bytes", Printable(a.context_file, 200).c_str(), context.size());
+  }
   std::fflush(stdout);
   return [&a, &tok, &prefixes, last_turn = -1](int turn, Token t) mutable {
     if (turn != last_turn) {
@@ -250,11 +255,18 @@ int RunGenerate(const GenerateArgs& a) {
     PrintJson(a, tok, compressor.press().name, *mode, ctx_ids, q_ids, r);
   } else {
     std::fputs("\n", stdout);
-    std::fprintf(
-        stderr,
-        "\ncontext %d tokens, prefill %.1f ms; KV %zu -> %zu bytes (press %s, ratio %.2f, %s)\n",
-        r.context_tokens, r.context_prefill_ms, r.kv_bytes_full, r.kv_bytes_compressed,
-        compressor.press().name.c_str(), a.ratio, a.mode.c_str());
+    double decode_ms = 0, decoded = 0;
+    for (const TurnResult& t : r.turns) {
+      decode_ms += t.decode_ms;
+      decoded += static_cast<double>(t.tokens.size());
+    }
+    std::fprintf(stderr,
+                 "\ncontext %d tokens, prefill %.1f ms (%.0f tokens/s); decode %.1f tokens/s; KV "
+                 "%zu -> %zu bytes (press %s, ratio %.2f, %s)\n",
+                 r.context_tokens, r.context_prefill_ms,
+                 r.context_prefill_ms > 0 ? r.context_tokens / (r.context_prefill_ms / 1e3) : 0.0,
+                 decode_ms > 0 ? decoded / (decode_ms / 1e3) : 0.0, r.kv_bytes_full,
+                 r.kv_bytes_compressed, compressor.press().name.c_str(), a.ratio, a.mode.c_str());
   }
   return 0;
 }
@@ -269,7 +281,8 @@ void AddGenerate(CLI::App& app, Runner& run) {
   auto* p = cmd->add_option("-p,--prompt", a->prompt, "Prompt (the context when compressing)");
   auto* pf = cmd->add_option("-f,--prompt-file", a->prompt_file, "Read the prompt from a file")
                  ->excludes(p);
-  cmd->add_option("--context-file", a->context_file, "Context to compress, read from a file")
+  cmd->add_option("--context-file", a->context_file,
+                  "Context to compress, read from a file (named, not reprinted, in the output)")
       ->excludes(p)
       ->excludes(pf);
   cmd->add_option("--question", a->questions, "Question after the context (repeat for turns)");
