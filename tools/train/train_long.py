@@ -55,7 +55,6 @@ import argparse
 import collections
 import dataclasses
 import json
-import multiprocessing as mp
 import os
 import random
 import sys
@@ -67,7 +66,6 @@ _REPO = os.path.dirname(os.path.dirname(_HERE))
 sys.path.insert(0, _HERE)
 sys.path.insert(0, os.path.join(_REPO, "tests", "reference"))
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
@@ -75,7 +73,8 @@ import data_long  # noqa: E402
 import export  # noqa: E402
 from model import Llama, ModelConfig  # noqa: E402
 from tokenizer import Tokenizer  # noqa: E402
-from train_ref2 import load_gguf_weights, load_tokenizer, lr_at, save, teacher_forced_accuracy  # noqa: E402
+from train_ref2 import (Feeder, batch_of, load_gguf_weights, load_tokenizer, lr_at, save,  # noqa: E402
+                        teacher_forced_accuracy)
 
 # (start fraction of the budget, divisor of --ctx, difficulty range)
 STAGES = [
@@ -103,51 +102,9 @@ def pick_stage(frac, rng):
 
 
 # ---------------------------------------------------------------------------- data workers
-_TOK = None
-
-
-def _worker_init(tok_json):
-    global _TOK
-    _TOK = Tokenizer(tok_json["pieces"], tok_json["scores"])
-
-
 def make_batch(job):
-    """job = (seed, length, rows, lo, hi, value_first) -> (ids (rows, length+1) int32, weights float32)."""
-    seed, length, rows, lo, hi, value_first = job
-    rng = random.Random(seed)
-    ids = np.empty((rows, length + 1), dtype=np.int32)
-    w = np.empty((rows, length + 1), dtype=np.float32)
-    for r in range(rows):
-        d = data_long.make_train_doc_long(_TOK, rng, length, rng.uniform(lo, hi), value_first=value_first)
-        ids[r] = d.ids
-        w[r] = d.weights
-    return ids, w
-
-
-class Feeder:
-    """Keeps `depth` batches in flight in a pool of worker processes (0 workers: inline)."""
-
-    def __init__(self, tok, workers, depth):
-        self.pool = None
-        if workers > 0:
-            self.pool = mp.get_context("fork").Pool(workers, _worker_init, (tok.to_json(),))
-        else:
-            _worker_init(tok.to_json())
-        self.depth = depth if workers > 0 else 0
-        self.q = collections.deque()
-
-    def get(self, next_job):
-        if self.pool is None:
-            return make_batch(next_job())
-        while len(self.q) < self.depth:
-            self.q.append(self.pool.apply_async(make_batch, (next_job(),)))
-        r = self.q.popleft().get()
-        self.q.append(self.pool.apply_async(make_batch, (next_job(),)))
-        return r
-
-    def close(self):
-        if self.pool is not None:
-            self.pool.terminate()
+    """train_ref2's batches, of long documents (runs in train_ref2's worker processes)."""
+    return batch_of(data_long.make_train_doc_long, job)
 
 
 # ---------------------------------------------------------------------------- checkpoints / export
@@ -274,7 +231,8 @@ def main():
     else:
         torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     tok = load_tokenizer(args.tokenizer)
-    feeder = Feeder(tok, args.workers, depth=2 * max(1, args.workers))  # fork before CUDA starts
+    feeder = Feeder(tok, args.workers, depth=2 * max(1, args.workers),  # fork before CUDA starts
+                    make_batch=make_batch)
     cfg = ModelConfig(vocab_size=tok.vocab_size, d_model=args.d_model, n_layers=args.layers, n_heads=args.heads,
                       n_kv_heads=args.kv_heads, head_dim=args.head_dim, ffn_dim=args.ffn,
                       context_length=args.ctx, rope_base=args.rope_base)

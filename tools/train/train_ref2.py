@@ -88,23 +88,30 @@ def _worker_init(tok_json):
     _TOK = Tokenizer(tok_json["pieces"], tok_json["scores"])
 
 
-def make_batch(job):
-    """job = (seed, length, rows, lo, hi, value_first) -> (ids (rows, length+1) int32, weights float32)."""
+def batch_of(make_doc, job):
+    """job = (seed, length, rows, lo, hi, value_first) -> (ids (rows, length+1) int32, weights
+    float32), each row a document of make_doc(tok, rng, length, difficulty, value_first=...)."""
     seed, length, rows, lo, hi, value_first = job
     rng = random.Random(seed)
     ids = np.empty((rows, length + 1), dtype=np.int32)
     w = np.empty((rows, length + 1), dtype=np.float32)
     for r in range(rows):
-        d = data.make_train_doc_v2(_TOK, rng, length, rng.uniform(lo, hi), value_first=value_first)
+        d = make_doc(_TOK, rng, length, rng.uniform(lo, hi), value_first=value_first)
         ids[r] = d.ids
         w[r] = d.weights
     return ids, w
 
 
-class Feeder:
-    """Keeps `depth` batches in flight in a pool of worker processes (0 workers: inline)."""
+def make_batch(job):
+    return batch_of(data.make_train_doc_v2, job)
 
-    def __init__(self, tok, workers, depth):
+
+class Feeder:
+    """Keeps `depth` batches in flight in a pool of worker processes (0 workers: inline).
+    `make_batch` must be a module-level function (workers receive it by name)."""
+
+    def __init__(self, tok, workers, depth, make_batch=make_batch):
+        self.make_batch = make_batch
         self.pool = None
         if workers > 0:
             self.pool = mp.get_context("fork").Pool(workers, _worker_init, (tok.to_json(),))
@@ -115,11 +122,11 @@ class Feeder:
 
     def get(self, next_job):
         if self.pool is None:
-            return make_batch(next_job())
+            return self.make_batch(next_job())
         while len(self.q) < self.depth:
-            self.q.append(self.pool.apply_async(make_batch, (next_job(),)))
+            self.q.append(self.pool.apply_async(self.make_batch, (next_job(),)))
         r = self.q.popleft().get()
-        self.q.append(self.pool.apply_async(make_batch, (next_job(),)))
+        self.q.append(self.pool.apply_async(self.make_batch, (next_job(),)))
         return r
 
     def close(self):
