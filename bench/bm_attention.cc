@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "primekv/attention.h"
-#include "primekv/kv_cache.h"
+#include "primekv/attention/attention.h"
+#include "primekv/kv/kv_cache.h"
 
 namespace primekv {
 namespace {

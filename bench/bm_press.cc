@@ -7,10 +7,10 @@
 #include <optional>
 #include <random>
 
-#include "primekv/compressor.h"
-#include "primekv/model.h"
-#include "primekv/press.h"
-#include "primekv/random_model.h"
+#include "primekv/press/compressor.h"
+#include "primekv/model/model.h"
+#include "primekv/press/press.h"
+#include "primekv/model/random_model.h"
 
 namespace primekv {
 namespace {

@@ -24,8 +24,8 @@
 #endif
 #include <vector>
 
-#include "primekv/matmul.h"
-#include "primekv/quant.h"
+#include "primekv/quant/matmul.h"
+#include "primekv/quant/quant.h"
 #include "quant/int8_gemm.h"
 #include "quant/kernels.h"
 #include "quant/matmul_internal.h"

@@ -8,11 +8,11 @@
 #include <random>
 #include <vector>
 
-#include "attention/softmax_kernels.h"
-#include "primekv/dense.h"
-#include "primekv/ggml_type.h"
-#include "primekv/quant.h"
-#include "primekv/thread_pool.h"
+#include "primekv/attention/softmax_kernels.h"
+#include "primekv/quant/dense.h"
+#include "primekv/gguf/ggml_type.h"
+#include "primekv/quant/quant.h"
+#include "primekv/util/thread_pool.h"
 #include "quant/int8_gemm.h"
 #include "quant/int8_matmul.h"
 #include "quant/kernels.h"

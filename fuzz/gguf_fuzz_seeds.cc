@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "primekv/gguf.h"
+#include "primekv/gguf/gguf.h"
 
 namespace primekv {
 namespace {

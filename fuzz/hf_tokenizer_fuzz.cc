@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "primekv/status.h"
-#include "primekv/tokenizer.h"
+#include "primekv/util/status.h"
+#include "primekv/tokenizer/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace primekv;

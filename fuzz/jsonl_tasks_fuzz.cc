@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "eval/internal.h"
-#include "primekv/eval.h"
+#include "eval/eval_internal.h"
+#include "primekv/eval/eval.h"
 
 namespace primekv {
 namespace {

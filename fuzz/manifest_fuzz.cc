@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cli/manifest.h"
-#include "primekv/gguf.h"
+#include "primekv/gguf/gguf.h"
 
 namespace {
 

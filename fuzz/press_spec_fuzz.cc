@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "primekv/press.h"
+#include "primekv/press/press.h"
 
 namespace primekv {
 namespace {

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <limits>
 
-#include "attention/softmax_kernels.h"
-#include "primekv/attention.h"
-#include "primekv/dense.h"
+#include "primekv/attention/softmax_kernels.h"
+#include "primekv/attention/attention.h"
+#include "primekv/quant/dense.h"
 
 namespace primekv {
 

@@ -1,4 +1,4 @@
-#include "attention/softmax_kernels.h"
+#include "primekv/attention/softmax_kernels.h"
 
 #include <cmath>
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include <immintrin.h>
 #endif
 
-#include "quant/kernels.h"
+#include "primekv/quant/cpu.h"
 
 namespace primekv::attention_internal {
 namespace {
@@ -91,8 +91,8 @@ const SoftmaxKernels& ScalarSoftmax() {
 }  // namespace primekv::attention_internal
 
 // clang-format off
-#include "quant/target_avx2_begin.inc"
-#include "quant/simd_avx2.inc"
+#include "primekv/quant/simd/target_avx2_begin.inc"
+#include "primekv/quant/simd/simd_avx2.inc"
 // clang-format on
 
 namespace primekv::attention_internal::avx2 {
@@ -150,9 +150,9 @@ void Scores(const float* q, int rows, const float* k, int count, int d, float al
 }  // namespace primekv::attention_internal::avx2
 
 // clang-format off
-#include "quant/target_end.inc"
-#include "quant/target_avx512_begin.inc"
-#include "quant/simd_avx512.inc"
+#include "primekv/quant/simd/target_end.inc"
+#include "primekv/quant/simd/target_avx512_begin.inc"
+#include "primekv/quant/simd/simd_avx512.inc"
 // clang-format on
 
 namespace primekv::attention_internal::avx512 {
@@ -208,7 +208,7 @@ void Scores(const float* q, int rows, const float* k, int count, int d, float al
 }  // namespace
 }  // namespace primekv::attention_internal::avx512
 
-#include "quant/target_end.inc"
+#include "primekv/quant/simd/target_end.inc"
 
 namespace primekv::attention_internal {
 
@@ -227,7 +227,7 @@ const SoftmaxKernels* Avx512Softmax() {
 }
 // The quant kernels' CPU reading: each table's target needs what DetectCpu checks for it.
 bool CpuRunsSoftmax(const SoftmaxKernels& k) {
-  static const quant::internal::CpuFeatures cpu = quant::internal::DetectCpu();
+  static const quant::CpuFeatures cpu = quant::DetectCpu();
   if (&k == Avx512Softmax()) return cpu.avx512;
   if (&k == Avx2Softmax()) return cpu.avx2;
   return true;

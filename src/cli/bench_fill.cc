@@ -4,7 +4,7 @@
 #include <span>
 #include <vector>
 
-#include "primekv/press.h"
+#include "primekv/press/press.h"
 
 namespace primekv::cli {
 

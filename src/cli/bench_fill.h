@@ -7,8 +7,8 @@
 #include <functional>
 #include <random>
 
-#include "primekv/compressor.h"
-#include "primekv/model.h"
+#include "primekv/press/compressor.h"
+#include "primekv/model/model.h"
 
 namespace primekv::cli {
 

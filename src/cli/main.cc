@@ -4,7 +4,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "primekv/file_io.h"
+#include "primekv/util/file_io.h"
 
 namespace primekv::cli {
 

@@ -1,14 +1,14 @@
 #include "cli/manifest.h"
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "cli/options.h"
-#include "gguf/layout.h"
-#include "primekv/json_read.h"
-#include "primekv/quant.h"
+#include "primekv/quant/quant.h"
+#include "primekv/util/json_read.h"
 
 namespace primekv::cli {
 
@@ -160,8 +160,8 @@ Status ParseMetadata(const json& list, Manifest& m) {
                         if (value == kv.end()) return Status::Error(at + ": missing \"value\"");
                         auto v = Value(type, *value);
                         if (!v.ok()) return Status::Error(at + ": " + v.message());
-                        if (key == gguf_internal::kAlignmentKey &&
-                            (v->type != GgufType::kUint32 || !gguf_internal::IsPowerOfTwo(v->u) ||
+                        if (key == kGgufAlignmentKey &&
+                            (v->type != GgufType::kUint32 || !std::has_single_bit(v->u) ||
                              v->u > kManifestMaxAlignment)) {
                           return Status::Error(at + ": must be a uint32 power of two up to " +
                                                std::to_string(kManifestMaxAlignment));
@@ -174,9 +174,9 @@ Status ParseMetadata(const json& list, Manifest& m) {
 // "ne" of a tensor: 1 to kMaxDims dimensions >= 1, at most kManifestMaxElements in all.
 Status ParseShape(const json& e, const std::string& at, ManifestTensor& out) {
   auto ne = e.find("ne");
-  if (ne == e.end() || !ne->is_array() || ne->empty() || ne->size() > gguf_internal::kMaxDims)
-    return Status::Error(at + ": \"ne\" must be an array of 1 to " +
-                         std::to_string(gguf_internal::kMaxDims) + " dimensions");
+  if (ne == e.end() || !ne->is_array() || ne->empty() || ne->size() > kGgufMaxDims)
+    return Status::Error(at + ": \"ne\" must be an array of 1 to " + std::to_string(kGgufMaxDims) +
+                         " dimensions");
   uint64_t n = 1;
   for (const json& d : *ne) {
     auto dim = Integer(d, GgufType::kInt64, 1, kManifestMaxElements, true);

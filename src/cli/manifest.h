@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "primekv/gguf.h"
-#include "primekv/status.h"
+#include "primekv/gguf/gguf.h"
+#include "primekv/util/status.h"
 
 namespace primekv::cli {
 

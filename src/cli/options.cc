@@ -12,7 +12,7 @@
 #include <system_error>
 #include <thread>
 
-#include "primekv/press.h"
+#include "primekv/press/press.h"
 
 namespace primekv::cli {
 

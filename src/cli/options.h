@@ -9,10 +9,10 @@
 #include <string_view>
 #include <vector>
 
-#include "primekv/file_io.h"
-#include "primekv/kv_cache.h"
-#include "primekv/status.h"
-#include "primekv/text.h"
+#include "primekv/util/file_io.h"
+#include "primekv/kv/kv_cache.h"
+#include "primekv/util/status.h"
+#include "primekv/util/text.h"
 
 namespace primekv::cli {
 
@@ -43,7 +43,7 @@ CLI::Validator PressList(bool single);
 // Adds --kv-type (f16 | f32) writing into `out`; `out` holds the default.
 CLI::Option* AddKvType(CLI::App& cmd, KvDType& out);
 
-// Reads a whole input file, capped at kMaxInputBytes (primekv/file_io.h has the messages).
+// Reads a whole input file, capped at kMaxInputBytes (primekv/util/file_io.h has the messages).
 using ::primekv::FileSource;
 inline Result<std::string> ReadInputFile(const std::string& path, std::string_view what,
                                          FileSource source = FileSource::kRegular,

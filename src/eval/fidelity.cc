@@ -1,12 +1,12 @@
-#include "primekv/fidelity.h"
+#include "primekv/eval/fidelity.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "primekv/compressor.h"
-#include "primekv/mat.h"
-#include "primekv/pipeline.h"
+#include "primekv/press/compressor.h"
+#include "primekv/util/mat.h"
+#include "primekv/press/pipeline.h"
 
 namespace primekv {
 

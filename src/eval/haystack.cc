@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "eval/internal.h"
-#include "primekv/tokenizer.h"
+#include "eval/eval_internal.h"
+#include "primekv/tokenizer/tokenizer.h"
 
 namespace primekv {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "eval/internal.h"
-#include "primekv/json_read.h"
+#include "eval/eval_internal.h"
+#include "primekv/util/json_read.h"
 
 namespace primekv::eval_internal {
 namespace {

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "eval/internal.h"
-#include "primekv/tokenizer.h"
+#include "eval/eval_internal.h"
+#include "primekv/tokenizer/tokenizer.h"
 
 namespace primekv::eval_internal {
 namespace {

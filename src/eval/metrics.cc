@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "eval/internal.h"
-#include "primekv/eval.h"
+#include "eval/eval_internal.h"
+#include "primekv/eval/eval.h"
 
 namespace primekv {
 namespace {

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "eval/internal.h"
+#include "eval/eval_internal.h"
 
 namespace primekv::eval_internal {
 namespace {

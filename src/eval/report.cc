@@ -16,9 +16,9 @@
 
 #include "eval/results.h"
 #include "eval/run_config.h"
-#include "primekv/eval_runner.h"
-#include "primekv/eval_stats.h"
-#include "primekv/file_io.h"
+#include "primekv/eval/eval_runner.h"
+#include "primekv/eval/eval_stats.h"
+#include "primekv/util/file_io.h"
 
 namespace primekv {
 

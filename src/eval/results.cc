@@ -12,8 +12,8 @@
 #include <optional>
 #include <set>
 
-#include "primekv/file_io.h"
-#include "primekv/json_read.h"
+#include "primekv/util/file_io.h"
+#include "primekv/util/json_read.h"
 
 namespace primekv::eval_internal {
 namespace {

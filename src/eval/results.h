@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "primekv/status.h"
+#include "primekv/util/status.h"
 
 namespace primekv::eval_internal {
 

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <vector>
 
-#include "primekv/file_io.h"
-#include "primekv/json_read.h"
+#include "primekv/util/file_io.h"
+#include "primekv/util/json_read.h"
 
 namespace primekv::eval_internal {
 namespace {

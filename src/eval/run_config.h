@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "primekv/status.h"
+#include "primekv/util/status.h"
 
 namespace primekv::eval_internal {
 

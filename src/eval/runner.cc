@@ -14,15 +14,15 @@
 #include <optional>
 #include <set>
 
-#include "eval/internal.h"
+#include "eval/eval_internal.h"
 #include "eval/results.h"
 #include "eval/run_config.h"
-#include "primekv/compressor.h"
-#include "primekv/eval.h"
-#include "primekv/eval_runner.h"
-#include "primekv/file_io.h"
-#include "primekv/pipeline.h"
-#include "primekv/progress.h"
+#include "primekv/press/compressor.h"
+#include "primekv/eval/eval.h"
+#include "primekv/eval/eval_runner.h"
+#include "primekv/util/file_io.h"
+#include "primekv/press/pipeline.h"
+#include "primekv/util/progress.h"
 
 namespace primekv {
 

@@ -1,4 +1,4 @@
-// Bootstrap intervals and paired comparisons over results.jsonl (include/primekv/eval_stats.h).
+// Bootstrap intervals and paired comparisons over results.jsonl (include/primekv/eval/eval_stats.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "eval/results.h"
-#include "primekv/eval_stats.h"
-#include "primekv/file_io.h"
-#include "primekv/json_read.h"
+#include "primekv/eval/eval_stats.h"
+#include "primekv/util/file_io.h"
+#include "primekv/util/json_read.h"
 
 namespace primekv {
 

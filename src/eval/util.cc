@@ -3,8 +3,8 @@
 #include <string_view>
 #include <vector>
 
-#include "eval/internal.h"
-#include "primekv/file_io.h"
+#include "eval/eval_internal.h"
+#include "primekv/util/file_io.h"
 
 namespace primekv::eval_internal {
 namespace {

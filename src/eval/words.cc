@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "eval/internal.h"
+#include "eval/eval_internal.h"
 
 namespace primekv::eval_internal {
 namespace {

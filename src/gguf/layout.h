@@ -7,15 +7,15 @@
 #include <span>
 #include <string_view>
 
-#include "primekv/ggml_type.h"
-#include "primekv/gguf.h"
-#include "primekv/status.h"
+#include "primekv/gguf/ggml_type.h"
+#include "primekv/gguf/gguf.h"
+#include "primekv/util/status.h"
 
 namespace primekv::gguf_internal {
 
 inline constexpr uint8_t kMagic[4] = {'G', 'G', 'U', 'F'};
-inline constexpr int kMaxDims = 4;
-inline constexpr const char* kAlignmentKey = "general.alignment";
+inline constexpr int kMaxDims = kGgufMaxDims;
+inline constexpr const char* kAlignmentKey = kGgufAlignmentKey;
 
 // Metadata value types: how each is stored, its name, and its size in a file (for strings and
 // arrays the fewest bytes: a u64 length; a u32 element type and a u64 count).

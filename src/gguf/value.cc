@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "gguf/layout.h"
-#include "primekv/gguf.h"
+#include "primekv/gguf/gguf.h"
 
 namespace primekv {
 

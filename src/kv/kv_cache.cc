@@ -1,11 +1,11 @@
-#include "primekv/kv_cache.h"
+#include "primekv/kv/kv_cache.h"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 
-#include "primekv/ggml_type.h"
-#include "primekv/quant.h"
+#include "primekv/gguf/ggml_type.h"
+#include "primekv/quant/quant.h"
 
 namespace primekv {
 

@@ -7,8 +7,8 @@
 #include <limits>
 #include <span>
 
-#include "primekv/matmul.h"
-#include "primekv/model.h"
+#include "primekv/quant/matmul.h"
+#include "primekv/model/model.h"
 
 namespace primekv {
 

@@ -1,4 +1,4 @@
-#include "primekv/generate.h"
+#include "primekv/model/generate.h"
 
 #include <string>
 

@@ -1,9 +1,9 @@
-#include "primekv/mean_query.h"
+#include "primekv/model/mean_query.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "primekv/dense.h"
+#include "primekv/quant/dense.h"
 
 namespace primekv {
 

@@ -1,5 +1,5 @@
 // Loading: GGUF metadata -> ModelConfig, tensors -> checked views into the mapping.
-#include "primekv/model.h"
+#include "primekv/model/model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,10 +7,10 @@
 #include <optional>
 #include <string>
 
-#include "primekv/dense.h"
-#include "primekv/matmul.h"
-#include "primekv/quant.h"
-#include "primekv/text.h"
+#include "primekv/quant/dense.h"
+#include "primekv/quant/matmul.h"
+#include "primekv/quant/quant.h"
+#include "primekv/util/text.h"
 
 namespace primekv {
 

@@ -1,13 +1,13 @@
 // Random-weight GGUF models of real shapes, so tests and benchmarks need no downloads.
-#include "primekv/random_model.h"
+#include "primekv/model/random_model.h"
 
 #include <cmath>
 #include <cstring>
 #include <numbers>
 #include <string>
 
-#include "primekv/gguf.h"
-#include "primekv/quant.h"
+#include "primekv/gguf/gguf.h"
+#include "primekv/quant/quant.h"
 
 namespace primekv {
 

@@ -1,4 +1,4 @@
-#include "primekv/sampler.h"
+#include "primekv/model/sampler.h"
 
 #include <algorithm>
 #include <cmath>

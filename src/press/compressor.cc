@@ -1,10 +1,10 @@
-#include "primekv/compressor.h"
+#include "primekv/press/compressor.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "press/scorer_util.h"
-#include "primekv/matmul.h"
+#include "primekv/quant/matmul.h"
 
 namespace primekv {
 

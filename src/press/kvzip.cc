@@ -11,12 +11,12 @@
 #include <limits>
 #include <string_view>
 
-#include "attention/softmax_kernels.h"
+#include "primekv/attention/softmax_kernels.h"
 #include "press/scorer_util.h"
 #include "press/scorers.h"
-#include "primekv/compressor.h"
-#include "primekv/dense.h"
-#include "primekv/tokenizer.h"
+#include "primekv/press/compressor.h"
+#include "primekv/quant/dense.h"
+#include "primekv/tokenizer/tokenizer.h"
 
 namespace primekv {
 namespace {

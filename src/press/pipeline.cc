@@ -1,10 +1,10 @@
-#include "primekv/pipeline.h"
+#include "primekv/press/pipeline.h"
 
 #include <algorithm>
 #include <chrono>
 #include <string>
 
-#include "primekv/generate.h"
+#include "primekv/model/generate.h"
 
 namespace primekv {
 

@@ -9,7 +9,7 @@
 // self|selfexact|leverage|cosine|none, value=wo_centered|wo|wo_self|centered|norm|none,
 // combine=logit|product|rank, rounds=one|halving (set-aware successive halving). key=typical
 // adds the context's mean query, recovered from the cache through the model's projections
-// (primekv/mean_query.h). The first reconstruction was key=leverage,combine=product.
+// (primekv/model/mean_query.h). The first reconstruction was key=leverage,combine=product.
 // Cost per KV head is O(n d^2) (W_O Gram quadratic form); key=leverage adds a Cholesky factor,
 // key=selfexact an O(n^2 d) pass with no n x n matrix kept.
 #include <cstdlib>
@@ -20,7 +20,7 @@
 
 #include "press/scorer_util.h"
 #include "press/scorers.h"
-#include "primekv/dense.h"
+#include "primekv/quant/dense.h"
 
 namespace primekv::press_internal {
 namespace {
@@ -282,7 +282,7 @@ std::vector<double> NextSelfQuery(MatView<const float> keys, const RopeFrame& ro
 // plus the part that targets i, q_i = R(p) ubar + R(p - pos_i) (k_i - kbar), and its mean-field
 // log-attention is q_i.(k_i - kbar) / sqrt(d). ubar, the mean content query, comes from the
 // head's mean content key cbar = mean_j R(-pos_j) k_j and mean value through the model's
-// projections (primekv/mean_query.h); the typical term R(p) ubar . (k_i - kbar) is what every
+// projections (primekv/model/mean_query.h); the typical term R(p) ubar . (k_i - kbar) is what every
 // future query at p adds to entry i's logit in common (sinks, positional preferences).
 std::vector<double> TypicalQuery(MatView<const float> keys, MatView<const float> values,
                                  const RopeFrame& rope, const MeanQueryMap& map) {

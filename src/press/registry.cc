@@ -5,7 +5,7 @@
 
 #include "press/scorer_util.h"
 #include "press/scorers.h"
-#include "primekv/text.h"
+#include "primekv/util/text.h"
 
 namespace primekv {
 

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "primekv/attention.h"
-#include "primekv/mat.h"
-#include "primekv/press.h"
+#include "primekv/attention/attention.h"
+#include "primekv/util/mat.h"
+#include "primekv/press/press.h"
 
 namespace primekv::press_internal {
 

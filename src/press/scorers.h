@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "primekv/press.h"
+#include "primekv/press/press.h"
 
 namespace primekv::press_internal {
 

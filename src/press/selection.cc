@@ -4,7 +4,7 @@
 #include <limits>
 #include <numeric>
 
-#include "primekv/press.h"
+#include "primekv/press/press.h"
 
 namespace primekv {
 

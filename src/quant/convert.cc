@@ -4,7 +4,7 @@
 #include <bit>
 #include <cstdint>
 
-#include "primekv/quant.h"
+#include "primekv/quant/quant.h"
 
 namespace primekv::quant {
 

@@ -1,4 +1,4 @@
-#include "primekv/dense.h"
+#include "primekv/quant/dense.h"
 
 #include <algorithm>
 #include <cmath>

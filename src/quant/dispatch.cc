@@ -12,7 +12,7 @@
 #include "quant/kernels.h"
 #include "quant/kquants.h"
 
-namespace primekv::quant::internal {
+namespace primekv::quant {
 
 const char* IsaName(Isa isa) {
   static constexpr const char* kNames[] = {"scalar", "avx2", "avx512", "avx512vnni"};
@@ -83,6 +83,8 @@ bool CpuHasIsa(Isa isa) {
   return false;
 }
 
+namespace internal {
+
 std::span<const KernelTable* const> SupportedKernels() {
   static const std::vector<const KernelTable*> tables = UsableTables(
       ScalarKernels(), {Avx2Kernels(), Avx512Kernels(), Avx512VnniKernels()},
@@ -94,6 +96,12 @@ const KernelTable& BestKernels() {
   static const KernelTable* const best = SupportedKernels().back();
   return *best;
 }
+
+}  // namespace internal
+
+Isa BestKernelIsa() { return internal::BestKernels().isa; }
+
+namespace internal {
 
 namespace {
 
@@ -141,4 +149,5 @@ const Int8Kernels* Avx2Int8Kernels() { return nullptr; }
 const Int8Kernels* Avx512VnniInt8Kernels() { return nullptr; }
 #endif
 
-}  // namespace primekv::quant::internal
+}  // namespace internal
+}  // namespace primekv::quant

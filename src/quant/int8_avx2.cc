@@ -21,7 +21,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "quant/target_avx2_begin.inc"
+#include "primekv/quant/simd/target_avx2_begin.inc"
 
 namespace primekv::quant::internal {
 namespace {
@@ -430,7 +430,7 @@ void GemmQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a,
 }  // namespace
 }  // namespace primekv::quant::internal
 
-#include "quant/target_end.inc"
+#include "primekv/quant/simd/target_end.inc"
 
 namespace primekv::quant::internal {
 

@@ -23,7 +23,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "quant/target_avx512vnni_begin.inc"
+#include "primekv/quant/simd/target_avx512vnni_begin.inc"
 
 namespace primekv::quant::internal {
 namespace {
@@ -532,7 +532,7 @@ void QuantizeQ8(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
 }  // namespace
 }  // namespace primekv::quant::internal
 
-#include "quant/target_end.inc"
+#include "primekv/quant/simd/target_end.inc"
 
 namespace primekv::quant::internal {
 

@@ -8,7 +8,7 @@
 #include <array>
 #include <vector>
 
-#include "primekv/quant.h"
+#include "primekv/quant/quant.h"
 #include "quant/int8_gemm.h"
 #include "quant/kernels.h"
 

@@ -5,8 +5,8 @@
 #include <span>
 #include <vector>
 
-#include "primekv/tensor.h"
-#include "primekv/thread_pool.h"
+#include "primekv/util/tensor.h"
+#include "primekv/util/thread_pool.h"
 #include "quant/int8_gemm.h"
 
 namespace primekv::internal {

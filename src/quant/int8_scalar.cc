@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "primekv/quant.h"
+#include "primekv/quant/quant.h"
 #include "quant/int8_gemm.h"
 #include "quant/kernels.h"
 

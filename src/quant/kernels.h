@@ -11,12 +11,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "primekv/ggml_type.h"
+#include "primekv/gguf/ggml_type.h"
+#include "primekv/quant/cpu.h"
 
 namespace primekv::quant::internal {
 
 // Block layouts of the quantised formats (ggml's, sizes from the type table in
-// primekv/ggml_type.h): an fp16 scale d, then the quants.
+// primekv/gguf/ggml_type.h): an fp16 scale d, then the quants.
 inline constexpr int kQ8_0Block = TypeInfo(GgmlType::kQ8_0)->block_size;  // d, then 32 int8;
 inline constexpr int kQ8_0BlockBytes =                                    // value = d * q
     static_cast<int>(TypeInfo(GgmlType::kQ8_0)->block_bytes);
@@ -52,9 +53,8 @@ void WithCount(int n, F&& f) {
   f(std::integral_constant<int, kMax>{});
 }
 
-// kAvx512Vnni: the AVX-512 table with VNNI integer dot products for int8 activations.
-enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Vnni };
-const char* IsaName(Isa isa);
+using quant::Isa;
+using quant::IsaName;
 
 using DotFn = float (*)(const void* row, const float* x, int64_t n);
 // `w_rows` weight rows (row j at w + j * row_bytes) against `rows` activation rows
@@ -111,16 +111,9 @@ const KernelTable* Avx2Kernels();
 const KernelTable* Avx512Kernels();
 const KernelTable* Avx512VnniKernels();
 
-// What this CPU (and the OS's saved register state) offers, from cpuid and xgetbv; all false
-// off x86-64. Every kernel dispatch (float tables, int8 tables) decides from this one reading.
-struct CpuFeatures {
-  bool avx2 = false;    // with FMA and F16C, and the OS saving ymm state
-  bool avx512 = false;  // F, BW and VL, and the OS saving zmm state
-  bool avx512vnni = false;
-};
-CpuFeatures DetectCpu();
-// Whether this CPU (and OS) runs code of `isa`; decided once per process.
-bool CpuHasIsa(Isa isa);
+using quant::CpuFeatures;
+using quant::CpuHasIsa;
+using quant::DetectCpu;
 
 // The scalar table, then each of `simd` (null where this build has none) that `runs` accepts,
 // in the given order (the fastest last). For the float and the int8 tables.

@@ -12,8 +12,8 @@
 #include <immintrin.h>
 
 // clang-format off
-#include "quant/target_avx2_begin.inc"
-#include "quant/simd_avx2.inc"
+#include "primekv/quant/simd/target_avx2_begin.inc"
+#include "primekv/quant/simd/simd_avx2.inc"
 #include "quant/float_kernels.inc"
 // clang-format on
 
@@ -160,7 +160,7 @@ void QuantizeBf16(const float* src, void* dst, int64_t n) {
 }  // namespace primekv::quant::internal
 
 // clang-format off
-#include "quant/target_end.inc"
+#include "primekv/quant/simd/target_end.inc"
 #include "quant/float_kernels_table.inc"
 // clang-format on
 

@@ -11,8 +11,8 @@
 #include <immintrin.h>
 
 // clang-format off
-#include "quant/target_avx512_begin.inc"
-#include "quant/simd_avx512.inc"
+#include "primekv/quant/simd/target_avx512_begin.inc"
+#include "primekv/quant/simd/simd_avx512.inc"
 #include "quant/float_kernels.inc"
 // clang-format on
 
@@ -121,7 +121,7 @@ void DequantizeQ4_0(const void* src, float* dst, int64_t n) {
 }  // namespace primekv::quant::internal
 
 // clang-format off
-#include "quant/target_end.inc"
+#include "primekv/quant/simd/target_end.inc"
 #include "quant/float_kernels_table.inc"
 // clang-format on
 

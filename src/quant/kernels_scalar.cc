@@ -2,7 +2,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "primekv/quant.h"
+#include "primekv/quant/quant.h"
 #include "quant/kernels.h"
 #include "quant/kquants.h"
 

@@ -10,8 +10,8 @@
 #include <immintrin.h>
 
 // clang-format off
-#include "quant/target_avx2_begin.inc"
-#include "quant/simd_avx2.inc"
+#include "primekv/quant/simd/target_avx2_begin.inc"
+#include "primekv/quant/simd/simd_avx2.inc"
 // clang-format on
 
 namespace primekv::quant::internal {
@@ -59,7 +59,7 @@ float DotQ8KQ4K(const void* row, const Q8KBlock* x, int64_t n) {
 }  // namespace primekv::quant::internal
 
 #include "quant/kquants_table.inc"
-#include "quant/target_end.inc"
+#include "primekv/quant/simd/target_end.inc"
 
 namespace primekv::quant::internal {
 

@@ -10,8 +10,8 @@
 #include <immintrin.h>
 
 // clang-format off
-#include "quant/target_avx512_begin.inc"
-#include "quant/simd_avx512.inc"
+#include "primekv/quant/simd/target_avx512_begin.inc"
+#include "primekv/quant/simd/simd_avx512.inc"
 // clang-format on
 
 namespace primekv::quant::internal {
@@ -24,7 +24,7 @@ namespace {
 }  // namespace primekv::quant::internal
 
 #include "quant/kquants_table.inc"
-#include "quant/target_end.inc"
+#include "primekv/quant/simd/target_end.inc"
 
 namespace primekv::quant::internal {
 

@@ -10,8 +10,8 @@
 #include <immintrin.h>
 
 // clang-format off
-#include "quant/target_avx512vnni_begin.inc"
-#include "quant/simd_avx512.inc"
+#include "primekv/quant/simd/target_avx512vnni_begin.inc"
+#include "primekv/quant/simd/simd_avx512.inc"
 // clang-format on
 
 // Only the 256-element formats' unpackers of the shared file are used here.
@@ -34,7 +34,7 @@ struct Avx512Vnni : simd::Avx512 {
 
 #pragma GCC diagnostic pop
 #include "quant/kquants_table.inc"
-#include "quant/target_end.inc"
+#include "primekv/quant/simd/target_end.inc"
 
 namespace primekv::quant::internal {
 

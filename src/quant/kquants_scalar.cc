@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "primekv/quant.h"
+#include "primekv/quant/quant.h"
 #include "quant/kquants.h"
 
 namespace primekv::quant::internal {

@@ -20,7 +20,7 @@
 // process-wide thread setting out of the way. Threads: only our pool; the BLAS path, when asked
 // for, runs OpenBLAS single-threaded so that pool threads calling it concurrently do not
 // oversubscribe the cores.
-#include "primekv/matmul.h"
+#include "primekv/quant/matmul.h"
 
 #include <cblas.h>
 
@@ -29,7 +29,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "primekv/quant.h"
+#include "primekv/quant/quant.h"
 #include "quant/int8_matmul.h"
 #include "quant/kernels.h"
 #include "quant/matmul_internal.h"

@@ -3,8 +3,8 @@
 
 #include <cstdint>
 
-#include "primekv/tensor.h"
-#include "primekv/thread_pool.h"
+#include "primekv/util/tensor.h"
+#include "primekv/util/thread_pool.h"
 #include "quant/int8_gemm.h"
 #include "quant/kernels.h"
 

@@ -1,5 +1,5 @@
 // Public row API of quant.h: argument checks, then the best kernel table for this CPU.
-#include "primekv/quant.h"
+#include "primekv/quant/quant.h"
 
 #include "quant/kernels.h"
 

@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "server/internal.h"
+#include "server/server_internal.h"
 
 namespace primekv::server {
 namespace {

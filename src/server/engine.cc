@@ -6,7 +6,7 @@
 #include <random>
 #include <sstream>
 
-#include "server/internal.h"
+#include "server/server_internal.h"
 
 namespace primekv::server {
 

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "server/internal.h"
+#include "server/server_internal.h"
 
 namespace primekv {
 

@@ -1,6 +1,6 @@
 #include <string>
 
-#include "primekv/tokenizer.h"
+#include "primekv/tokenizer/tokenizer.h"
 
 namespace primekv {
 

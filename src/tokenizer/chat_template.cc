@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "primekv/text.h"
-#include "primekv/tokenizer.h"
+#include "primekv/util/text.h"
+#include "primekv/tokenizer/tokenizer.h"
 
 namespace primekv {
 namespace {

@@ -11,10 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "primekv/file_io.h"
-#include "primekv/json_read.h"
-#include "primekv/text.h"
-#include "primekv/tokenizer.h"
+#include "primekv/util/file_io.h"
+#include "primekv/util/json_read.h"
+#include "primekv/util/text.h"
+#include "primekv/tokenizer/tokenizer.h"
 
 namespace primekv {
 namespace {

@@ -1,8 +1,8 @@
 #include <optional>
 #include <string>
 
-#include "primekv/gguf.h"
-#include "primekv/tokenizer.h"
+#include "primekv/gguf/gguf.h"
+#include "primekv/tokenizer/tokenizer.h"
 
 namespace primekv {
 namespace {

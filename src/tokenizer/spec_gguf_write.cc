@@ -1,8 +1,8 @@
 // TokenizerSpec -> GGUF metadata (the inverse of spec_gguf.cc).
 #include <utility>
 
-#include "primekv/gguf.h"
-#include "primekv/tokenizer.h"
+#include "primekv/gguf/gguf.h"
+#include "primekv/tokenizer/tokenizer.h"
 
 namespace primekv {
 

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "primekv/tokenizer.h"
-#include "tokenizer/internal.h"
+#include "primekv/tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_internal.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/unicode.h"
 

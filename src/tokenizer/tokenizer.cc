@@ -1,4 +1,4 @@
-#include "primekv/tokenizer.h"
+#include "primekv/tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "tokenizer/internal.h"
+#include "tokenizer/tokenizer_internal.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/unicode.h"
 

@@ -1,4 +1,4 @@
-#include "primekv/file_io.h"
+#include "primekv/util/file_io.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "primekv/text.h"
+#include "primekv/util/text.h"
 
 namespace primekv {
 

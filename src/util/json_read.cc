@@ -1,8 +1,8 @@
-#include "primekv/json_read.h"
+#include "primekv/util/json_read.h"
 
 #include <cmath>
 
-#include "primekv/text.h"
+#include "primekv/util/text.h"
 
 namespace primekv {
 

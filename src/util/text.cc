@@ -1,4 +1,4 @@
-#include "primekv/text.h"
+#include "primekv/util/text.h"
 
 namespace primekv {
 
@@ -19,10 +19,7 @@ std::string Printable(std::string_view text, size_t max_shown) {
   return out;
 }
 
-namespace {
-
-// Length of the valid UTF-8 sequence at text[i] (shortest form, no surrogates), 0 if invalid.
-size_t Utf8Length(std::string_view text, size_t i) {
+size_t Utf8SequenceLength(std::string_view text, size_t i) {
   const auto b = [&](size_t k) { return static_cast<unsigned char>(text[i + k]); };
   const auto cont = [&](size_t k) { return i + k < text.size() && (b(k) & 0xc0) == 0x80; };
   const unsigned char c = b(0);
@@ -43,8 +40,6 @@ size_t Utf8Length(std::string_view text, size_t i) {
   return 0;
 }
 
-}  // namespace
-
 std::string TerminalSafe(std::string_view text) {
   constexpr char kHex[] = "0123456789abcdef";
   std::string out;
@@ -56,7 +51,7 @@ std::string TerminalSafe(std::string_view text) {
   };
   for (size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
-    const size_t n = Utf8Length(text, i);
+    const size_t n = Utf8SequenceLength(text, i);
     if (n == 0) {
       escape(c);
       ++i;

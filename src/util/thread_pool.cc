@@ -1,4 +1,4 @@
-#include "primekv/thread_pool.h"
+#include "primekv/util/thread_pool.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,6 +1,6 @@
 // The streaming kernel against a two-pass double reference, and design.md §1's exact
 // perturbation identity for removed sets: o(-S) = o + D_S.
-#include "primekv/attention.h"
+#include "primekv/attention/attention.h"
 
 #include <gtest/gtest.h>
 

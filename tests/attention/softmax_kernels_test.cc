@@ -1,6 +1,6 @@
 // The attention softmax kernels: ExpApprox against libm, and each ISA's table against the
 // scalar twin. Tables this CPU cannot run are reported as skipped.
-#include "attention/softmax_kernels.h"
+#include "primekv/attention/softmax_kernels.h"
 
 #include <gtest/gtest.h>
 

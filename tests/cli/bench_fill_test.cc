@@ -10,7 +10,7 @@
 #include <string>
 
 #include "common/random_models.h"
-#include "primekv/press.h"
+#include "primekv/press/press.h"
 
 namespace primekv::cli {
 namespace {

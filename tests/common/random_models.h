@@ -7,9 +7,9 @@
 #include <string>
 #include <utility>
 
-#include "primekv/model.h"
-#include "primekv/random_model.h"
-#include "primekv/status.h"
+#include "primekv/model/model.h"
+#include "primekv/model/random_model.h"
+#include "primekv/util/status.h"
 
 namespace primekv {
 

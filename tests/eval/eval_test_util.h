@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "primekv/eval.h"
-#include "primekv/tokenizer.h"
+#include "primekv/eval/eval.h"
+#include "primekv/tokenizer/tokenizer.h"
 
 namespace primekv::eval_test {
 

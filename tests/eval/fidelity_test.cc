@@ -1,6 +1,6 @@
 // MeasureFidelity (docs/design.md §6) on a tiny random model: exact zeros where nothing is
 // removed, and every figure of a compressed row recomputed here from the forward pass alone.
-#include "primekv/fidelity.h"
+#include "primekv/eval/fidelity.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 #include <random>
 
 #include "common/random_models.h"
-#include "primekv/compressor.h"
-#include "primekv/random_model.h"
+#include "primekv/press/compressor.h"
+#include "primekv/model/random_model.h"
 
 namespace primekv {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "eval/results.h"
 #include "eval/run_config.h"
-#include "primekv/eval.h"
+#include "primekv/eval/eval.h"
 
 namespace primekv {
 namespace {

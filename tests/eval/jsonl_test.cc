@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "primekv/eval.h"
+#include "primekv/eval/eval.h"
 
 namespace primekv {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "eval_test_util.h"
-#include "primekv/eval.h"
+#include "primekv/eval/eval.h"
 
 namespace primekv {
 namespace {

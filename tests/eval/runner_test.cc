@@ -9,8 +9,8 @@
 
 #include "common/random_models.h"
 #include "eval/run_config.h"
-#include "primekv/eval_runner.h"
-#include "primekv/press.h"
+#include "primekv/eval/eval_runner.h"
+#include "primekv/press/press.h"
 
 namespace primekv {
 namespace {

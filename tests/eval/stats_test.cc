@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "primekv/eval_stats.h"
+#include "primekv/eval/eval_stats.h"
 
 namespace primekv {
 namespace {

@@ -1,4 +1,4 @@
-#include "primekv/ggml_type.h"
+#include "primekv/gguf/ggml_type.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gguf/gguf_test_util.h"
-#include "primekv/gguf.h"
+#include "primekv/gguf/gguf.h"
 
 namespace primekv {
 namespace {

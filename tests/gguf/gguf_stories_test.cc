@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "primekv/gguf.h"
+#include "primekv/gguf/gguf.h"
 
 namespace primekv {
 namespace {

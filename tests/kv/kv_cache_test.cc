@@ -1,4 +1,4 @@
-#include "primekv/kv_cache.h"
+#include "primekv/kv/kv_cache.h"
 
 #include <gtest/gtest.h>
 

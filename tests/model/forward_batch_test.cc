@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "primekv/model.h"
-#include "primekv/random_model.h"
+#include "primekv/model/model.h"
+#include "primekv/model/random_model.h"
 
 namespace primekv {
 namespace {

@@ -1,9 +1,9 @@
-// The mean-query map of PrimeKV's key=typical (primekv/mean_query.h) against what it must equal:
+// The mean-query map of PrimeKV's key=typical (primekv/model/mean_query.h) against what it must equal:
 // where the cached keys and values determine the mean layer input, the map returns the true mean
 // content query. Checked on hand-made matrices (both pseudo-inverse branches, biases, the part
 // the cache cannot see, q/k norms) and end to end on random models, whose captured queries give
 // the truth.
-#include "primekv/mean_query.h"
+#include "primekv/model/mean_query.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/random_models.h"
-#include "primekv/thread_pool.h"
+#include "primekv/util/thread_pool.h"
 
 namespace primekv {
 namespace {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "common/random_models.h"
-#include "primekv/compressor.h"
-#include "primekv/pipeline.h"
+#include "primekv/press/compressor.h"
+#include "primekv/press/pipeline.h"
 
 namespace primekv {
 namespace {

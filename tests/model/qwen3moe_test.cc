@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "common/random_models.h"
-#include "primekv/gguf.h"
-#include "primekv/model.h"
+#include "primekv/gguf/gguf.h"
+#include "primekv/model/model.h"
 
 namespace primekv {
 namespace {

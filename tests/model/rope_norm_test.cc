@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "common/random_models.h"
-#include "primekv/matmul.h"
-#include "primekv/thread_pool.h"
+#include "primekv/quant/matmul.h"
+#include "primekv/util/thread_pool.h"
 
 namespace primekv {
 namespace {

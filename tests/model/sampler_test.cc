@@ -1,5 +1,5 @@
 // The sampler refuses what it cannot sample from instead of emitting an arbitrary token.
-#include "primekv/sampler.h"
+#include "primekv/model/sampler.h"
 
 #include <gtest/gtest.h>
 

@@ -12,8 +12,8 @@
 #include "common/random_models.h"
 #include "press/scorer_util.h"
 #include "press/scorers.h"
-#include "primekv/compressor.h"
-#include "primekv/random_model.h"
+#include "primekv/press/compressor.h"
+#include "primekv/model/random_model.h"
 
 // Step 1: the scorer and its factory (in the product: src/press/vnorm.cc).
 namespace primekv::press_internal {

@@ -2,7 +2,7 @@
 // head h's scores read only head h), so a layer's float copies never coexist. Checked here: a
 // HeadScorer sees exactly its own head filled, and it keeps the same rows as a whole-layer
 // Scorer computing the same scores from all heads at once.
-#include "primekv/compressor.h"
+#include "primekv/press/compressor.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <new>
 
-#include "primekv/pipeline.h"
-#include "primekv/random_model.h"
+#include "primekv/press/pipeline.h"
+#include "primekv/model/random_model.h"
 
 namespace {
 std::atomic<long> g_allocations{0};

@@ -1,5 +1,5 @@
 // The press machinery on a real (random-weight) model: identities, budgets, positions, modes.
-#include "primekv/pipeline.h"
+#include "primekv/press/pipeline.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,8 +9,8 @@
 #include <limits>
 #include <random>
 
-#include "primekv/compressor.h"
-#include "primekv/random_model.h"
+#include "primekv/press/compressor.h"
+#include "primekv/model/random_model.h"
 
 namespace primekv {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "primekv/press.h"
+#include "primekv/press/press.h"
 
 namespace primekv {
 namespace {

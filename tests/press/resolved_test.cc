@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "press/scorer_util.h"
-#include "primekv/press.h"
+#include "primekv/press/press.h"
 
 namespace primekv {
 namespace {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "primekv/press.h"
+#include "primekv/press/press.h"
 
 namespace primekv {
 namespace {

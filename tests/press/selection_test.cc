@@ -7,7 +7,7 @@
 #include <set>
 #include <tuple>
 
-#include "primekv/press.h"
+#include "primekv/press/press.h"
 
 namespace primekv {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "primekv/quant.h"
+#include "primekv/quant/quant.h"
 #include "quant/quant_reference.h"
 
 namespace primekv::quant {

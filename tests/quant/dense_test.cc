@@ -1,7 +1,7 @@
 // The dense float helpers (GemmNN, GemmTN, Transpose) against a naive triple loop in double.
 // Shapes straddle the 4 x 32 register block so that full blocks and both edge paths run, with
 // leading dimensions wider than the matrices (the padding must stay untouched).
-#include "primekv/dense.h"
+#include "primekv/quant/dense.h"
 
 #include <gtest/gtest.h>
 

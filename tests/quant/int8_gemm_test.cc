@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "primekv/matmul.h"
+#include "primekv/quant/matmul.h"
 #include "quant/int8_matmul.h"
 #include "quant/quant_reference.h"
 

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "primekv/gguf.h"
-#include "primekv/model.h"
-#include "primekv/quant.h"
-#include "primekv/random_model.h"
+#include "primekv/gguf/gguf.h"
+#include "primekv/model/model.h"
+#include "primekv/quant/quant.h"
+#include "primekv/model/random_model.h"
 #include "quant/kernels.h"
 #include "quant/npz.h"
 

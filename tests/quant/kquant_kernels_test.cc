@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "primekv/matmul.h"
-#include "primekv/quant.h"
-#include "primekv/thread_pool.h"
+#include "primekv/quant/matmul.h"
+#include "primekv/quant/quant.h"
+#include "primekv/util/thread_pool.h"
 #include "quant/kernels.h"
 #include "quant/kquants.h"
 #include "quant/matmul_internal.h"

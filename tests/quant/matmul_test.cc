@@ -1,5 +1,5 @@
 // MatMul and GetRow against a double-precision product of independently decoded weights.
-#include "primekv/matmul.h"
+#include "primekv/quant/matmul.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "primekv/quant.h"
+#include "primekv/quant/quant.h"
 #include "quant/int8_gemm.h"
 #include "quant/int8_matmul.h"
 #include "quant/kernels.h"

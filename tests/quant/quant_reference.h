@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "primekv/ggml_type.h"
+#include "primekv/gguf/ggml_type.h"
 
 namespace primekv::quant::ref {
 

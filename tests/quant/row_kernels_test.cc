@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "primekv/quant.h"
+#include "primekv/quant/quant.h"
 #include "quant/kernels.h"
 #include "quant/quant_reference.h"
 

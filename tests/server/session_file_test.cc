@@ -6,9 +6,9 @@
 #include <fstream>
 #include <numeric>
 
-#include "primekv/compressor.h"
-#include "primekv/random_model.h"
-#include "server/internal.h"
+#include "primekv/press/compressor.h"
+#include "primekv/model/random_model.h"
+#include "server/server_internal.h"
 
 namespace primekv::server {
 namespace {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "primekv/tokenizer.h"
+#include "primekv/tokenizer/tokenizer.h"
 #include "test_vocabs.h"
 
 namespace primekv {

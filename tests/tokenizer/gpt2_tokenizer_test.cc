@@ -5,9 +5,9 @@
 
 #include <vector>
 
-#include "primekv/tokenizer.h"
+#include "primekv/tokenizer/tokenizer.h"
 #include "test_vocabs.h"
-#include "tokenizer/internal.h"
+#include "tokenizer/tokenizer_internal.h"
 
 namespace primekv {
 namespace {

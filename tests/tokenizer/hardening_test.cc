@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "primekv/tokenizer.h"
+#include "primekv/tokenizer/tokenizer.h"
 #include "tokenizer/test_vocabs.h"
 
 namespace primekv {

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "primekv/tokenizer.h"
+#include "primekv/tokenizer/tokenizer.h"
 #include "test_vocabs.h"
 
 namespace primekv {

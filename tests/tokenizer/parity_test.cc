@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "common/random_models.h"
-#include "primekv/gguf.h"
-#include "primekv/model.h"
-#include "primekv/tokenizer.h"
+#include "primekv/gguf/gguf.h"
+#include "primekv/model/model.h"
+#include "primekv/tokenizer/tokenizer.h"
 
 namespace primekv {
 namespace {

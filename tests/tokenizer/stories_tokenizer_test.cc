@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "primekv/gguf.h"
-#include "primekv/tokenizer.h"
+#include "primekv/gguf/gguf.h"
+#include "primekv/tokenizer/tokenizer.h"
 #include "test_vocabs.h"
 
 namespace primekv {

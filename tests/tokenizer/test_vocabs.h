@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "primekv/tokenizer.h"
-#include "tokenizer/internal.h"
+#include "primekv/tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_internal.h"
 
 namespace primekv::testing_tok {
 

@@ -9,9 +9,9 @@
 #include <fstream>
 #include <string>
 
-#include "primekv/file_io.h"
-#include "primekv/json_read.h"
-#include "primekv/text.h"
+#include "primekv/util/file_io.h"
+#include "primekv/util/json_read.h"
+#include "primekv/util/text.h"
 
 namespace primekv {
 namespace {

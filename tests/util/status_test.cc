@@ -1,4 +1,4 @@
-#include "primekv/status.h"
+#include "primekv/util/status.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,131 @@
+// The KV cache: per (layer, KV head) a ragged, compacted list of post-RoPE keys and values with
+// the original position of every entry, stored in fixed-size pages drawn from a shared pool so
+// that what compression frees is reused (PagedAttention-style).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "primekv/util/status.h"
+#include "primekv/util/tensor.h"
+
+namespace primekv {
+
+// kQ8_0 stores each row in ggml's Q8_0 blocks (32 values as 32 int8 and one fp16 scale: 34
+// bytes where f16 takes 64), so head_dim must be a multiple of 32.
+enum class KvDType { kF32, kF16, kQ8_0 };
+const char* KvDTypeName(KvDType t);
+// Bytes of one key (or value) row of head_dim values.
+size_t KvRowBytes(KvDType t, int head_dim);
+// Whether a cache of this type can hold rows of head_dim values (an error naming both if not).
+Status CheckKvDType(KvDType t, int head_dim);
+
+struct KvCacheOptions {
+  KvDType dtype = KvDType::kF16;
+  int page_tokens = 32;  // entries per page; also the attention kernels' key tile
+  // Upper bound on entries per (layer, head); Append fails beyond it. 0 = unlimited.
+  int max_tokens_per_head = 0;
+};
+
+// One page of one (layer, KV head): up to page_tokens entries.
+struct KvPage {
+  void* keys = nullptr;          // [page_tokens, head_dim] in the cache dtype
+  void* values = nullptr;        // [page_tokens, head_dim]
+  int32_t* positions = nullptr;  // [page_tokens]
+};
+
+class KvCache {
+ public:
+  KvCache(int n_layers, int n_kv_heads, int head_dim, KvCacheOptions options = {});
+  KvCache(KvCache&&) noexcept;
+  KvCache& operator=(KvCache&&) noexcept;
+  ~KvCache();
+
+  // Deep copy (named, because it is costly).
+  KvCache Clone() const;
+
+  int n_layers() const { return n_layers_; }
+  int n_kv_heads() const { return n_kv_heads_; }
+  int head_dim() const { return head_dim_; }
+  KvDType dtype() const { return options_.dtype; }
+  int page_tokens() const { return options_.page_tokens; }
+
+  int Length(int layer, int kv_head) const;
+  int MaxLength() const;  // over all heads
+  int64_t TotalEntries() const;
+  // Position the next token gets. Compression never changes it.
+  int32_t NextPosition() const { return next_position_; }
+  void SetNextPosition(int32_t p) { next_position_ = p; }
+
+  // Appends n entries to every KV head of `layer`: k and v are [n, n_kv_heads * head_dim]
+  // (post-RoPE), positions [n] strictly above every position already in the layer.
+  Status Append(int layer, MatView<const float> k, MatView<const float> v,
+                std::span<const int32_t> positions);
+
+  // Appends n entries to one head only (restoring a ragged cache from a file): keys and values
+  // [n * head_dim], positions [n] strictly increasing and after the head's last position.
+  Status AppendHead(int layer, int kv_head, std::span<const float> keys,
+                    std::span<const float> values, std::span<const int32_t> positions);
+  // Makes room for `extra` more entries in every head without allocating later: the pool gets
+  // enough free pages and each head's page table enough capacity (decode loops call this).
+  void Reserve(int extra);
+
+  // Keeps only the entries at the given row indices (sorted ascending, unique) of one head,
+  // compacting in place and returning emptied pages to the pool.
+  void Retain(int layer, int kv_head, std::span<const int32_t> kept_rows);
+  // Drops every entry with position >= pos in all heads (undo of appended turns).
+  void TruncateFrom(int32_t pos);
+  void Clear();
+
+  // Page access for kernels: page i holds rows [i*page_tokens, min(len, (i+1)*page_tokens)).
+  int NumPages(int layer, int kv_head) const;
+  const KvPage& Page(int layer, int kv_head, int page) const;
+  int32_t PositionAt(int layer, int kv_head, int row) const;
+  // Copies one head's rows as float: keys/values [Length, head_dim]; positions [Length].
+  void ReadHead(int layer, int kv_head, std::vector<float>* keys, std::vector<float>* values,
+                std::vector<int32_t>* positions) const;
+  // Converts `count` rows of a page to float (count <= page_tokens).
+  void PageKeysToFloat(const KvPage& page, int count, float* out) const;
+  void PageValuesToFloat(const KvPage& page, int count, float* out) const;
+
+  // Bytes of the live entries (keys + values + positions), and of all pages held from the pool.
+  size_t BytesInUse() const;
+  size_t BytesReserved() const;
+  // Bytes of every page the pool holds, free ones included (what the cache costs in memory).
+  size_t BytesAllocated() const;
+  // BytesAllocated() after Reserve(extra): what appending `extra` entries per head may cost.
+  size_t BytesAllocatedAfterReserve(int extra) const;
+  size_t PeakBytesInUse() const { return peak_bytes_in_use_; }
+  void ResetPeak() { peak_bytes_in_use_ = BytesInUse(); }
+  size_t BytesPerEntry() const;  // one key + one value + one position
+
+ private:
+  struct Pool;
+  struct HeadState {
+    std::vector<int> pages;  // indices into the pool
+    int length = 0;
+  };
+  HeadState& Head(int layer, int kv_head) { return heads_[layer * n_kv_heads_ + kv_head]; }
+  const HeadState& Head(int layer, int kv_head) const {
+    return heads_[layer * n_kv_heads_ + kv_head];
+  }
+  void WriteRow(const KvPage& page, int slot, const float* k, const float* v, int32_t pos);
+  void CopyRow(const KvPage& from, int from_slot, const KvPage& to, int to_slot);
+  void TrackPeak();
+  void RowsToFloat(const void* rows, int count, float* out) const;  // `count` rows of a page
+
+  int n_layers_ = 0;
+  int n_kv_heads_ = 0;
+  int head_dim_ = 0;
+  KvCacheOptions options_;
+  int32_t next_position_ = 0;
+  std::vector<HeadState> heads_;  // [n_layers * n_kv_heads]
+  std::unique_ptr<Pool> pool_;
+  int64_t live_entries_ = 0;
+  size_t peak_bytes_in_use_ = 0;
+};
+
+}  // namespace primekv

@@ -1,0 +1,40 @@
+// `primekv serve`: an OpenAI-compatible HTTP server whose conversations keep their KV caches,
+// compressed by a press, between turns (docs/server.md).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "primekv/press/pipeline.h"
+
+namespace primekv {
+
+struct ServerOptions {
+  std::string model_path;
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0 = any free port (printed, and written to port_file)
+  std::string port_file;
+  std::string press = "primekv";
+  std::string chat_template;  // a built-in rendering by name; empty = the model's own template
+  double ratio = 0.75;
+  CompressionMode mode = CompressionMode::kMultiTurn;
+  int interval = 512;  // kDecode: generated tokens between compressions
+  int slots = 1;       // requests generating at once
+  std::string api_key;
+  int ctx_size = 0;                 // 0 = the model's context
+  bool allow_ctx_overflow = false;  // ctx_size may exceed the trained context (warns)
+  size_t kv_budget_bytes = size_t{256} << 20;
+  std::string session_dir;  // empty = sessions live in memory only
+  size_t max_body_bytes = size_t{1} << 20;
+  int threads = 0;
+  int default_max_tokens = 256;
+};
+
+// Validates the options (a message naming the option, or OK).
+Status ValidateServerOptions(const ServerOptions& options);
+
+// Loads the model, binds, and serves until the process is stopped (SIGINT/SIGTERM end it; every
+// completed turn is already saved). Returns the process exit code on failure to start.
+int RunServer(const ServerOptions& options);
+
+}  // namespace primekv

@@ -1,0 +1,711 @@
+// `primekv bench`: prefill and decode throughput of a model, llama-bench style.
+//
+// Tests: "pp<P>" prefills P tokens into an empty cache (in micro-batches of --ubatch, as
+// llama.cpp does); "tg<N>" decodes N tokens one at a time after a cache of --depth entries per
+// head (filled by a real prefill, or with synthetic rows, which cost the decode step the same
+// reads; compressed once at the end or after every chunk, bench_fill.h). Each test runs once to
+// warm up and then --reps times; the table shows the median and the sample standard deviation.
+// For decode tests it also shows the bytes one step reads (every weight matrix, one embedding
+// row, and the live KV cache) and what share of the read bandwidth that is at the measured
+// speed: the bandwidth is measured right before and after each timed run over the model's own
+// mapped weights, so both figures see the same memory at the same moment.
+#include <sys/resource.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/bench_fill.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "primekv/press/compressor.h"
+#include "primekv/model/model.h"
+#include "primekv/press/pipeline.h"
+#include "primekv/quant/cpu.h"
+
+namespace primekv::cli {
+
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  std::vector<int> prompt = {512};
+  std::vector<int> gen = {128};
+  std::vector<int> depth = {0};
+  std::vector<int> threads = {0};
+  int ubatch = 512;
+  int reps = 5;
+  std::string press = "none";
+  double ratio = 0.0;
+  std::string fill = "synthetic";
+  std::string mode = "context";
+  int chunk = 512;
+  KvDType kv_type = KvDType::kF16;
+  bool json = false;
+  bool bandwidth_only = false;
+  int bandwidth_mib = 1024;
+  int ctx_size = 0;  // 0 = the model's trained context
+  bool allow_ctx_overflow = false;
+};
+
+// Flag ranges. Token counts go up to the largest context size any run may use (each test must
+// also fit the model's, checked once it is loaded); the heap buffer of --bandwidth up to 64 GiB.
+constexpr int kMaxTokens = kMaxContextSize;
+constexpr int kMaxBandwidthMib = 1 << 16;
+constexpr int kMaxReps = 1000;
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+double PeakRssBytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0;  // Linux reports KiB
+}
+
+// VmRSS now, from /proc (0 where it cannot be read).
+double CurrentRssBytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) * 1024.0;
+  }
+  return 0;
+}
+
+struct Summary {
+  double median = 0, stddev = 0, min = 0, max = 0;
+};
+
+Summary Summarise(std::vector<double> v) {
+  Summary s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  s.min = v.front();
+  s.max = v.back();
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(n);
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  s.stddev = n > 1 ? std::sqrt(ss / static_cast<double>(n - 1)) : 0.0;
+  return s;
+}
+
+// The sum of n words, scalar: four independent chains.
+uint64_t SumWordsScalar(const uint64_t* p, size_t n) {
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += p[i];
+    s1 += p[i + 1];
+    s2 += p[i + 2];
+    s3 += p[i + 3];
+  }
+  for (; i < n; ++i) s0 += p[i];
+  return s0 ^ s1 ^ s2 ^ s3;
+}
+
+#if defined(__x86_64__)
+// AVX2: four 32-byte loads per 128 bytes into four accumulators, with a non-temporal prefetch
+// 2 KiB ahead. On the Zen 5 machine, in alternating passes over the same file, it read as
+// much as the compiler's vectorisation of the scalar loop (target_clones, until now) with one
+// thread and 5-8% more with two (docs/performance.md); its AVX-512 form was no faster.
+__attribute__((target("avx2"))) uint64_t SumWordsAvx2(const uint64_t* p, size_t n) {
+  constexpr size_t kAhead = 2048 / sizeof(uint64_t);
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    if (i + kAhead + 16 <= n) {  // the last 2 KiB have nothing left to prefetch
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + kAhead), _MM_HINT_NTA);
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + kAhead + 8), _MM_HINT_NTA);
+    }
+    a0 = _mm256_add_epi64(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
+    a1 = _mm256_add_epi64(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
+    a2 = _mm256_add_epi64(a2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
+    a3 = _mm256_add_epi64(a3, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
+  }
+  const __m256i sum = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sum);
+  return (lanes[0] ^ lanes[1] ^ lanes[2] ^ lanes[3]) + SumWordsScalar(p + i, n - i);
+}
+#endif
+
+// The sum of n words, at the memory's speed.
+uint64_t SumWords(const uint64_t* p, size_t n) {
+#if defined(__x86_64__)
+  if (quant::CpuHasIsa(quant::Isa::kAvx2)) return SumWordsAvx2(p, n);
+#endif
+  return SumWordsScalar(p, n);
+}
+
+// Read bandwidth: the best of `passes` passes summing `region`, one contiguous share per thread
+// of the pool (as a decode matvec reads its rows). The region should be far larger than the
+// last-level cache.
+double MeasureBandwidth(std::span<const uint8_t> region, ThreadPool& pool, int passes) {
+  const size_t words = region.size() / sizeof(uint64_t);
+  const auto* base = reinterpret_cast<const uint64_t*>(region.data());
+  const int64_t n_threads = pool.size();
+  std::vector<uint64_t> sinks(static_cast<size_t>(n_threads));
+  double best = 0;
+  for (int pass = 0; pass < passes; ++pass) {
+    const auto t0 = Clock::now();
+    pool.ParallelFor(
+        n_threads,
+        [&](int64_t b, int64_t e, int) {
+          for (int64_t part = b; part < e; ++part) {
+            const size_t lo = words * static_cast<size_t>(part) / static_cast<size_t>(n_threads);
+            const size_t hi =
+                words * static_cast<size_t>(part + 1) / static_cast<size_t>(n_threads);
+            sinks[static_cast<size_t>(part)] += SumWords(base + lo, hi - lo);
+          }
+        },
+        1);
+    const double s = Seconds(t0, Clock::now());
+    best = std::max(best, static_cast<double>(words * sizeof(uint64_t)) / s);
+  }
+  uint64_t all = 0;
+  for (uint64_t s : sinks) all ^= s;
+  if (all == 42) std::fputs("", stderr);  // keeps the sums observable
+  return best;
+}
+
+// The same over a heap buffer of `mib` MiB, written first so every page is resident.
+double MeasureHeapBandwidth(int mib, ThreadPool& pool) {
+  const size_t words = static_cast<size_t>(mib) * (size_t{1} << 20) / sizeof(uint64_t);
+  std::vector<uint64_t> buf(words);
+  pool.ParallelFor(static_cast<int64_t>(words), [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) buf[static_cast<size_t>(i)] = static_cast<uint64_t>(i);
+  });
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(buf.data()),
+                                       words * sizeof(uint64_t));
+  return MeasureBandwidth(bytes, pool, 8);
+}
+
+// The model file's tensor data as mapped: the bytes a decode step streams (8-byte aligned).
+std::span<const uint8_t> WeightRegion(const Model& m) {
+  const uint8_t* lo = nullptr;
+  const uint8_t* hi = nullptr;
+  for (const GgufTensorInfo& t : m.file().tensors()) {
+    const std::span<const uint8_t> d = m.file().TensorData(t);
+    if (d.empty()) continue;
+    if (lo == nullptr || d.data() < lo) lo = d.data();
+    if (hi == nullptr || d.data() + d.size() > hi) hi = d.data() + d.size();
+  }
+  if (lo == nullptr) return {};
+  const auto a = (reinterpret_cast<uintptr_t>(lo) + 7) / 8 * 8;
+  const auto z = reinterpret_cast<uintptr_t>(hi) / 8 * 8;
+  return {reinterpret_cast<const uint8_t*>(a), z > a ? z - a : 0};
+}
+
+// Bytes of weights one decode step reads: every layer matrix, the output matrix, the norms
+// and one embedding row.
+double WeightBytesPerToken(const Model& m) {
+  const ModelConfig& c = m.config();
+  const auto mat = [](const WeightView& w) { return static_cast<double>(w.rows) * w.row_bytes; };
+  double bytes = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& L = m.layer(l);
+    bytes +=
+        mat(L.wq) + mat(L.wk) + mat(L.wv) + mat(L.wo) + mat(L.w_gate) + mat(L.w_up) + mat(L.w_down);
+    bytes += 2.0 * c.d_model * sizeof(float);
+  }
+  const GgufTensorInfo* out = m.file().FindTensor("output.weight");
+  const GgufTensorInfo* emb = m.file().FindTensor("token_embd.weight");
+  const auto size = [&](const GgufTensorInfo* t) {
+    return static_cast<double>(m.file().TensorData(*t).size());
+  };
+  if (out != nullptr) bytes += size(out);
+  if (emb != nullptr) {
+    if (out == nullptr) bytes += size(emb);  // tied: read whole as the output matrix
+    bytes += size(emb) / c.vocab_size;       // the embedding row
+  }
+  return bytes + c.d_model * sizeof(float);
+}
+
+struct BenchContext {
+  const Model& model;
+  const BenchArgs& args;
+  ThreadPool& pool;
+  std::span<const uint8_t> weights;  // read by the bandwidth passes beside each decode run
+  ForwardWorkspace ws;
+  std::vector<float> logits;
+  std::mt19937_64 rng{1234};
+};
+
+std::vector<Token> RandomTokens(BenchContext& b, int n) {
+  std::uniform_int_distribution<int> dist(0, b.model.config().vocab_size - 1);
+  std::vector<Token> t(static_cast<size_t>(n));
+  for (auto& x : t) x = dist(b.rng);
+  return t;
+}
+
+Status Prefill(BenchContext& b, KvCache& cache, int n) {
+  const std::vector<Token> tokens = RandomTokens(b, n);
+  const int ub = std::max(1, b.args.ubatch);
+  MatView<float> logits(b.logits.data(), 1, b.model.config().vocab_size);
+  for (int i = 0; i < n; i += ub) {
+    const int count = std::min(ub, n - i);
+    std::span<const Token> part(tokens.data() + i, static_cast<size_t>(count));
+    if (Status s = b.model.Forward(part, cache, {}, logits, b.pool, b.ws); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+struct TestResult {
+  std::string name;
+  int threads = 0;
+  int prompt = 0, gen = 0, depth = 0;
+  std::vector<double> tokens_per_s;
+  Summary summary;
+  double kv_bytes = 0;         // live KV bytes read per decode step (at the start)
+  double kv_bytes_end = 0;     // live KV bytes after a decode run (the most the run holds)
+  double kv_allocated = 0;     // KV pool bytes at the fill's peak (free pages included)
+  double bytes_per_token = 0;  // weights + KV, decode tests only
+  // Per timed decode run: the read bandwidth (the better of the passes just before and just
+  // after it) and bytes_per_token * tokens/s over it; the table shows the medians.
+  std::vector<double> bandwidth, shares;
+  double bandwidth_median = 0, bandwidth_share = 0;
+  double kept_fraction = 1.0;  // entries kept by the press
+};
+
+// One prefill run: tokens/s.
+Result<double> RunPrompt(BenchContext& b, KvCache& cache, int n) {
+  cache.Clear();
+  cache.SetNextPosition(0);
+  const auto t0 = Clock::now();
+  if (Status s = Prefill(b, cache, n); !s.ok()) return s;
+  return n / Seconds(t0, Clock::now());
+}
+
+DepthFillOptions FillOptions(const BenchArgs& a) {
+  DepthFillOptions o;
+  o.source = a.fill == "prefill" ? FillSource::kPrefill : FillSource::kSynthetic;
+  o.mode = a.mode == "chunked" ? FillMode::kChunked : FillMode::kContext;
+  o.chunk = a.chunk;
+  o.ubatch = a.ubatch;
+  o.ratio = a.ratio;
+  return o;
+}
+
+// One decode run of n tokens from the cache as prepared; the appended entries are dropped
+// afterwards so every run starts at the same depth.
+Result<double> RunGen(BenchContext& b, KvCache& cache, int n) {
+  const int32_t start = cache.NextPosition();
+  cache.Reserve(n);
+  const std::vector<Token> tokens = RandomTokens(b, n);
+  MatView<float> logits(b.logits.data(), 1, b.model.config().vocab_size);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    std::span<const Token> one(tokens.data() + i, 1);
+    if (Status s = b.model.Forward(one, cache, {}, logits, b.pool, b.ws); !s.ok()) return s;
+  }
+  const double secs = Seconds(t0, Clock::now());
+  cache.TruncateFrom(start);
+  cache.SetNextPosition(start);
+  return n / secs;
+}
+
+std::string Human(double bytes) {
+  char buf[32];
+  if (bytes >= 1e9) {
+    std::snprintf(buf, sizeof(buf), "%.2f GB", bytes / 1e9);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f MB", bytes / 1e6);
+  }
+  return buf;
+}
+
+// Bandwidth alone: over a heap buffer, or over the model's mapped weights when -m is given.
+int RunBandwidthOnly(const BenchArgs& a) {
+  std::optional<Model> model;
+  if (!a.model.empty()) {
+    auto m = Model::Load(a.model);
+    if (!m.ok()) return Fail(m.message());
+    model.emplace(std::move(m).value());
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (int t : a.threads) {
+    ThreadPool pool(t);
+    const double bw = model ? MeasureBandwidth(WeightRegion(*model), pool, 8)
+                            : MeasureHeapBandwidth(a.bandwidth_mib, pool);
+    rows.push_back({{"threads", pool.size()}, {"read_bytes_per_s", bw}});
+    if (!a.json) {
+      std::printf("read bandwidth, %d thread(s): %.2f GB/s (%s)\n", pool.size(), bw / 1e9,
+                  model ? "the model's mapped weights" : "heap buffer");
+    }
+  }
+  if (a.json) std::printf("%s\n", rows.dump(2).c_str());
+  return 0;
+}
+
+// Times `reps` runs of `run` after one warm-up call.
+template <typename Run, typename WarmUp>
+Status TimeReps(const BenchArgs& a, TestResult& r, WarmUp warm_up, Run run) {
+  PRIMEKV_RETURN_IF_ERROR(warm_up());
+  for (int rep = 0; rep < a.reps; ++rep) {
+    PRIMEKV_ASSIGN_OR_RETURN(const double tps, run());
+    r.tokens_per_s.push_back(tps);
+  }
+  r.summary = Summarise(r.tokens_per_s);
+  if (!a.json)
+    std::fprintf(stderr, "  %s t=%d: %.2f tok/s\n", r.name.c_str(), r.threads, r.summary.median);
+  return Status::Ok();
+}
+
+// "pp<p>": p tokens prefilled into an empty cache.
+Result<TestResult> BenchPrompt(BenchContext& b, KvCache& cache, int p) {
+  TestResult r;
+  r.name = "pp" + std::to_string(p);
+  r.threads = b.pool.size();
+  r.prompt = p;
+  // Warm-up: one micro-batch (page faults of the mapping, the workspaces, the pool).
+  PRIMEKV_RETURN_IF_ERROR(TimeReps(
+      b.args, r, [&] { return RunPrompt(b, cache, std::min(p, b.args.ubatch)); },
+      [&] { return RunPrompt(b, cache, p); }));
+  return r;
+}
+
+// "tg<g> @ d<d>": g tokens decoded after a cache of d entries per head.
+Result<TestResult> BenchGen(BenchContext& b, const Compressor& compressor, KvCache& cache, int d,
+                            int g, double weight_bytes) {
+  const ModelConfig& c = b.model.config();
+  TestResult r;
+  r.name = "tg" + std::to_string(g) + (d > 0 ? " @ d" + std::to_string(d) : "");
+  r.threads = b.pool.size();
+  r.gen = g;
+  r.depth = d;
+  DepthFillStats fill;
+  PRIMEKV_RETURN_IF_ERROR(
+      FillDepth(b.model, compressor, FillOptions(b.args), d, cache, b.pool, b.ws, b.rng, &fill));
+  r.kept_fraction = fill.kept_fraction;
+  r.kv_allocated = static_cast<double>(fill.kv_allocated_peak);
+  r.kv_bytes = static_cast<double>(cache.BytesInUse());
+  const double entry_bytes =
+      static_cast<double>(cache.BytesPerEntry()) * c.n_layers * c.n_kv_heads;  // one token
+  r.kv_bytes_end = r.kv_bytes + g * entry_bytes;
+  // The cache grows by g/2 entries on average over a run.
+  r.bytes_per_token = weight_bytes + r.kv_bytes + 0.5 * g * entry_bytes;
+  const auto paired_run = [&]() -> Result<double> {
+    const double before = MeasureBandwidth(b.weights, b.pool, 3);
+    PRIMEKV_ASSIGN_OR_RETURN(const double tps, RunGen(b, cache, g));
+    const double bw = std::max(before, MeasureBandwidth(b.weights, b.pool, 3));
+    r.bandwidth.push_back(bw);
+    r.shares.push_back(bw > 0 ? r.bytes_per_token * tps / bw : 0.0);
+    return tps;
+  };
+  PRIMEKV_RETURN_IF_ERROR(TimeReps(
+      b.args, r, [&] { return RunGen(b, cache, 2); }, paired_run));
+  r.bandwidth_median = Summarise(r.bandwidth).median;
+  r.bandwidth_share = Summarise(r.shares).median;
+  return r;
+}
+
+// Every test for every thread count, in the order of the table.
+Result<std::vector<TestResult>> RunTests(const BenchArgs& a, const Model& model,
+                                         const Compressor& compressor, double weight_bytes) {
+  int max_prompt = 0;
+  for (int p : a.prompt) max_prompt = std::max(max_prompt, p);
+  KvCacheOptions kv;
+  kv.dtype = a.kv_type;
+  std::vector<TestResult> results;
+  for (int t : a.threads) {
+    ThreadPool pool(t);
+    BenchContext b{model, a,
+                   pool,  WeightRegion(model),
+                   {},    std::vector<float>(static_cast<size_t>(model.config().vocab_size))};
+    KvCache cache = model.NewCache(kv);
+    // Prefill tests allocate nothing while timed. A depth grows the pool as it is filled (in
+    // chunked mode never past the budget plus one chunk), before any timing.
+    cache.Reserve(max_prompt);
+    for (int p : a.prompt) {
+      if (p <= 0) continue;
+      PRIMEKV_ASSIGN_OR_RETURN(TestResult r, BenchPrompt(b, cache, p));
+      results.push_back(std::move(r));
+    }
+    for (int d : a.depth) {
+      for (int g : a.gen) {
+        if (g <= 0) continue;
+        PRIMEKV_ASSIGN_OR_RETURN(TestResult r, BenchGen(b, compressor, cache, d, g, weight_bytes));
+        results.push_back(std::move(r));
+      }
+    }
+  }
+  return results;
+}
+
+// Peak RSS against what a run cannot avoid holding: the mapped weights (a decode step reads
+// every tensor) and the largest KV cache a decode test ends with. `loaded` is the RSS right
+// after loading the model, before any weight page is read: the binary, its libraries, the
+// file's header and the model's heap (tokenizer, norms), a fixed cost shown beside the ratio.
+struct RssBudget {
+  double weights = 0, kv = 0, loaded = 0, peak = 0;
+  double Total() const { return weights + kv; }
+};
+
+RssBudget MakeRssBudget(const Model& model, const std::vector<TestResult>& results,
+                        double loaded_rss, double peak_rss) {
+  RssBudget r;
+  r.weights = static_cast<double>(WeightRegion(model).size());
+  for (const auto& t : results) r.kv = std::max(r.kv, t.kv_bytes_end);
+  r.loaded = loaded_rss;
+  r.peak = peak_rss;
+  return r;
+}
+
+struct BenchRun {
+  const BenchArgs& args;
+  const ModelConfig& config;
+  std::string press;  // the press's name, or "none"
+  double weight_bytes = 0;
+  RssBudget rss;
+  std::vector<TestResult> results;
+};
+
+void PrintJson(const BenchRun& run) {
+  const BenchArgs& a = run.args;
+  nlohmann::json j;
+  j["model"] = a.model;
+  j["model_name"] = run.config.name;
+  j["weight_bytes_per_token"] = run.weight_bytes;
+  j["peak_rss_bytes"] = run.rss.peak;
+  j["rss_budget"] = {
+      {"weights_bytes", run.rss.weights},
+      {"kv_bytes", run.rss.kv},
+      {"rss_after_load_bytes", run.rss.loaded},
+      {"peak_over_budget", run.rss.peak / run.rss.Total()},
+      {"peak_over_budget_and_load", run.rss.peak / (run.rss.Total() + run.rss.loaded)}};
+  j["kernels"] = quant::IsaName(quant::BestKernelIsa());
+  j["kv_type"] = KvDTypeName(a.kv_type);
+  j["press"] = run.press;
+  j["ratio"] = a.ratio;
+  j["fill"] = a.fill;
+  j["mode"] = a.mode;
+  if (a.mode == "chunked") j["chunk"] = a.chunk;
+  j["reps"] = a.reps;
+  nlohmann::json tests = nlohmann::json::array();
+  for (const auto& r : run.results) {
+    nlohmann::json e = {{"test", r.name},
+                        {"threads", r.threads},
+                        {"n_prompt", r.prompt},
+                        {"n_gen", r.gen},
+                        {"depth", r.depth},
+                        {"tokens_per_s", r.tokens_per_s},
+                        {"median", r.summary.median},
+                        {"stddev", r.summary.stddev},
+                        {"min", r.summary.min},
+                        {"max", r.summary.max}};
+    if (r.gen > 0) {
+      e["kv_bytes"] = r.kv_bytes;
+      e["kv_bytes_end"] = r.kv_bytes_end;
+      e["kv_allocated_peak"] = r.kv_allocated;
+      e["bytes_per_token"] = r.bytes_per_token;
+      e["read_bytes_per_s"] = r.bandwidth;
+      e["bandwidth_shares"] = r.shares;
+      e["read_bytes_per_s_median"] = r.bandwidth_median;
+      e["bandwidth_share"] = r.bandwidth_share;
+      e["kept_fraction"] = r.kept_fraction;
+    }
+    tests.push_back(e);
+  }
+  j["tests"] = tests;
+  std::printf("%s\n", j.dump(2).c_str());
+}
+
+void PrintTable(const BenchRun& run) {
+  const std::string press_label = run.press != "none" && run.args.ratio > 0
+                                      ? run.press + " " +
+                                            std::to_string(run.args.ratio).substr(0, 4) +
+                                            (run.args.mode == "chunked" ? " chunked" : "")
+                                      : "none";
+  std::printf(
+      "| model | threads | press | test | t/s | bytes/token | read GB/s | of bandwidth |\n");
+  std::printf("|---|---:|---|---|---:|---:|---:|---:|\n");
+  for (const auto& r : run.results) {
+    std::string bytes = "", bw = "", share = "";
+    if (r.gen > 0) {
+      bytes = Human(r.bytes_per_token);
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.2f", r.bandwidth_median / 1e9);
+      bw = buf;
+      std::snprintf(buf, sizeof(buf), "%.0f%%", 100.0 * r.bandwidth_share);
+      share = buf;
+    }
+    std::printf("| %s | %d | %s | %s | %.2f ± %.2f | %s | %s | %s |\n", run.config.name.c_str(),
+                r.threads, press_label.c_str(), r.name.c_str(), r.summary.median, r.summary.stddev,
+                bytes.c_str(), bw.c_str(), share.c_str());
+  }
+  std::printf("\npeak RSS %s", Human(run.rss.peak).c_str());
+  if (run.rss.kv > 0) {
+    std::printf(
+        " = %.3fx (mapped weights %s + largest KV cache %s); %.3fx counting the %s "
+        "resident right after loading (binary, tokenizer, metadata)",
+        run.rss.peak / run.rss.Total(), Human(run.rss.weights).c_str(), Human(run.rss.kv).c_str(),
+        run.rss.peak / (run.rss.Total() + run.rss.loaded), Human(run.rss.loaded).c_str());
+  }
+  // The kernel table in use: PRIMEKV_MAX_ISA may cap it below what the CPU has.
+  std::printf("; kernels %s\n", quant::IsaName(quant::BestKernelIsa()));
+  if (run.args.fill == "synthetic" && run.press != "none" && run.args.ratio > 0) {
+    std::printf("(the press scored synthetic N(0,1) K/V rows; --fill prefill scores real ones)\n");
+  }
+}
+
+// Every test must fit the context size before anything is allocated: a prefill test holds
+// -p positions, a decode test -d + -n.
+Status CheckTestsFit(const BenchArgs& a, const ModelConfig& config) {
+  std::string note;
+  PRIMEKV_ASSIGN_OR_RETURN(const int ctx,
+                           ResolveContextSize(config, a.ctx_size, a.allow_ctx_overflow, &note));
+  if (!note.empty()) std::fprintf(stderr, "primekv: warning: %s\n", note.c_str());
+  const std::string where =
+      " the context size of " + std::to_string(ctx) +
+      (a.ctx_size == 0 ? " (the model's trained context; -c N --allow-ctx-overflow runs past it)"
+                       : " (-c)");
+  for (int p : a.prompt) {
+    if (p > ctx) return Status::Error("-p " + std::to_string(p) + " tokens exceed" + where);
+  }
+  for (int d : a.depth) {
+    for (int g : a.gen) {
+      if (g > 0 && int64_t{d} + g > ctx) {
+        return Status::Error("-d " + std::to_string(d) + " + -n " + std::to_string(g) +
+                             " tokens exceed" + where);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+int RunBench(const BenchArgs& a) {
+  if (a.bandwidth_only) return RunBandwidthOnly(a);
+  if (a.model.empty()) return Fail("bench: -m MODEL is required (or --bandwidth)");
+  auto spec = ParsePressSpec(a.press);
+  if (!spec.ok()) return Fail(spec.message());
+  auto press = MakePress(*spec);
+  if (!press.ok()) return Fail(press.message());
+  auto model = Model::Load(a.model);
+  if (!model.ok()) return Fail(model.message());
+  if (Status s = CheckKvDType(a.kv_type, model->config().head_dim); !s.ok())
+    return Fail(s.message());
+  if (Status s = CheckTestsFit(a, model->config()); !s.ok()) return Fail(s.message());
+  const double loaded_rss = CurrentRssBytes();
+  Compressor compressor(*model, std::move(press).value());
+  if (compressor.enabled() && compressor.Needs().ReadsQueries()) {
+    return Fail("bench: press '" + compressor.press().name +
+                "' reads queries, which bench does not capture; use a query-free press");
+  }
+  if (compressor.enabled() && compressor.Needs().reconstruction) {
+    return Fail("bench: press '" + compressor.press().name +
+                "' needs a second pass over the whole context, which bench does not run; "
+                "measure it with primekv eval");
+  }
+  const double weight_bytes = WeightBytesPerToken(*model);
+  auto results = RunTests(a, *model, compressor, weight_bytes);
+  if (!results.ok()) return Fail(results.message());
+  const RssBudget rss = MakeRssBudget(*model, *results, loaded_rss, PeakRssBytes());
+  const BenchRun run{a,
+                     model->config(),
+                     compressor.enabled() ? compressor.press().name : "none",
+                     weight_bytes,
+                     rss,
+                     std::move(results).value()};
+  if (a.json) {
+    PrintJson(run);
+  } else {
+    PrintTable(run);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddBench(CLI::App& app, Runner& run) {
+  auto a = std::make_shared<BenchArgs>();
+  auto* cmd = app.add_subcommand("bench", "Prefill and decode throughput (llama-bench style)");
+  cmd->add_option("-m,--model", a->model, "GGUF model file");
+  struct ListOption {
+    const char* flags;
+    std::vector<int>* values;
+    const char* help;
+    CLI::Validator check;
+  };
+  for (const ListOption& o :
+       {ListOption{"-p,--n-prompt", &a->prompt, "Prefill lengths (0 = none)",
+                   IntegerIn(0, kMaxTokens)},
+        ListOption{"-n,--n-gen", &a->gen, "Decoded tokens per run (0 = none)",
+                   IntegerIn(0, kMaxTokens)},
+        ListOption{"-d,--depth", &a->depth, "KV entries per head before decoding",
+                   IntegerIn(0, kMaxTokens)},
+        ListOption{"-t,--threads", &a->threads, "Thread counts (0 = all cores)", Threads()}}) {
+    cmd->add_option(o.flags, *o.values, o.help)
+        ->delimiter(',')
+        ->capture_default_str()
+        ->check(o.check);
+  }
+  cmd->add_option("-u,--ubatch", a->ubatch,
+                  "Prefill micro-batch (also splits a larger --chunk of --mode chunked)")
+      ->capture_default_str()
+      ->check(IntegerIn(1, kMaxTokens));
+  cmd->add_option("-r,--reps", a->reps, "Timed runs per test (after one warm-up)")
+      ->capture_default_str()
+      ->check(IntegerIn(1, kMaxReps));
+  cmd->add_option("--press", a->press, "Compress the cache at depth with this press")
+      ->capture_default_str()
+      ->check(PressList(/*single=*/true));
+  cmd->add_option("--ratio", a->ratio, "Fraction of the cache the press removes, in [0, 1)")
+      ->capture_default_str()
+      ->check(RealIn(0, 1, false, /*hi_open=*/true));
+  cmd->add_option("--fill", a->fill,
+                  "How the depth is filled: synthetic (random K/V rows; the decode step reads "
+                  "the same bytes; the press scores these rows) | prefill (real forward passes "
+                  "over random tokens)")
+      ->capture_default_str()
+      ->check(OneOf({"synthetic", "prefill"}));
+  cmd->add_option("--mode", a->mode,
+                  "When the press compresses the depth: context (the default: fill all of it, "
+                  "then compress once) | chunked (fill --chunk tokens at a time and after each "
+                  "cut every head over KeepCount(tokens so far, ratio) to it, as the pipeline's "
+                  "chunked mode; the KV cache never holds more than the budget plus one chunk)")
+      ->capture_default_str()
+      ->check(OneOf({"context", "chunked"}));
+  cmd->add_option("--chunk", a->chunk, "Tokens per chunk in --mode chunked")
+      ->capture_default_str()
+      ->check(IntegerIn(1, kMaxTokens));
+  cmd->add_option("-c,--ctx-size", a->ctx_size,
+                  "Context size in tokens (0 = the model's trained context); each test's "
+                  "positions (-p, or -d + -n) must fit")
+      ->check(IntegerIn(0, kMaxTokens));
+  cmd->add_flag("--allow-ctx-overflow", a->allow_ctx_overflow,
+                "Allow -c above the model's trained context (warns)");
+  AddKvType(*cmd, a->kv_type);
+  cmd->add_flag("--json", a->json, "Print JSON instead of a markdown table");
+  cmd->add_flag("--bandwidth", a->bandwidth_only,
+                "Only measure the read bandwidth: over a heap buffer, or over the mapped weights "
+                "of -m MODEL when given");
+  cmd->add_option("--bandwidth-mib", a->bandwidth_mib, "Heap buffer of --bandwidth")
+      ->capture_default_str()
+      ->check(IntegerIn(1, kMaxBandwidthMib));
+  cmd->callback([&run, a] { run = [a] { return RunBench(*a); }; });
+}
+
+}  // namespace primekv::cli

@@ -1,0 +1,82 @@
+// `primekv serve`: flags only; the server lives in src/server.
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "primekv/server/server.h"
+#include "primekv/tokenizer/tokenizer.h"
+
+namespace primekv::cli {
+
+namespace {
+
+struct ServeArgs {
+  ServerOptions o;
+  std::string mode = "multiturn";
+  double kv_budget_mib = 256;
+  double max_body_kib = 1024;
+};
+
+int RunServe(ServeArgs& a) {
+  auto mode = ParseCompressionMode(a.mode);
+  if (!mode) return Fail("--mode must be multiturn, context or decode");
+  a.o.mode = *mode;
+  if (!(a.kv_budget_mib >= 1 && a.kv_budget_mib <= 1 << 24))
+    return Fail("--kv-budget-mib must be in [1, 16777216]");
+  if (!(a.max_body_kib >= 1 && a.max_body_kib <= 1 << 20))
+    return Fail("--max-body-kib must be in [1, 1048576]");
+  a.o.kv_budget_bytes = static_cast<size_t>(a.kv_budget_mib * 1024 * 1024);
+  a.o.max_body_bytes = static_cast<size_t>(a.max_body_kib * 1024);
+  if (Status s = ValidateServerOptions(a.o); !s.ok()) return Fail(s.message());
+  return RunServer(a.o);
+}
+
+}  // namespace
+
+void AddServe(CLI::App& app, Runner& run) {
+  auto a = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server; conversations keep compressed KV caches");
+  ServerOptions& o = a->o;
+  cmd->add_option("-m,--model", o.model_path, "GGUF model file")->required();
+  cmd->add_option("--host", o.host, "Address to bind (loopback by default)")->capture_default_str();
+  cmd->add_option("--port", o.port, "Port (0 = any free port)")
+      ->check(IntegerIn(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--port-file", o.port_file, "Write the bound port to this file");
+  cmd->add_option("--press", o.press, "Compression method (primekv list-presses)")
+      ->check(PressList(/*single=*/true))
+      ->capture_default_str();
+  cmd->add_option("--chat-template", o.chat_template,
+                  "Chat template by name, overriding the model's: " + ChatFormatNames());
+  cmd->add_option("--ratio", o.ratio, "Fraction of the KV cache to remove, in [0, 1)")
+      ->check(RealIn(0, 1, false, /*hi_open=*/true))
+      ->capture_default_str();
+  cmd->add_option("--mode", a->mode, "multiturn | context | decode")
+      ->check(OneOf({"multiturn", "multi-turn", "context", "decode"}))
+      ->capture_default_str();
+  cmd->add_option("--interval", o.interval, "Generated tokens between compressions (decode)")
+      ->check(IntegerIn(1, 1 << 30))
+      ->capture_default_str();
+  cmd->add_option("--slots", o.slots, "Requests generating at once")
+      ->check(IntegerIn(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--api-key", o.api_key, "Require Authorization: Bearer KEY (not on /health)");
+  cmd->add_option("-c,--ctx-size", o.ctx_size, "Context length (0 = the model's)")
+      ->check(IntegerIn(0, 1 << 30))
+      ->capture_default_str();
+  cmd->add_flag("--allow-ctx-overflow", o.allow_ctx_overflow,
+                "Allow --ctx-size above the model's trained context (warns)");
+  cmd->add_option("--kv-budget-mib", a->kv_budget_mib, "KV cache budget for all sessions")
+      ->capture_default_str();
+  cmd->add_option("--session-dir", o.session_dir, "Directory for evicted and saved sessions");
+  cmd->add_option("--max-body-kib", a->max_body_kib, "Largest request body")->capture_default_str();
+  cmd->add_option("--max-tokens", o.default_max_tokens, "max_tokens when a request gives none")
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", o.threads, "Threads (0 = all cores)")
+      ->check(Threads())
+      ->capture_default_str();
+  cmd->callback([&run, a] { run = [a] { return RunServe(*a); }; });
+}
+
+}  // namespace primekv::cli

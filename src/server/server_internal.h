@@ -1,0 +1,232 @@
+// Internals of `primekv serve`: the session store and turn engine (engine.cc), session files
+// (session_file.cc), a client's connection (connection.cc). The HTTP layer and request
+// validation are server.cc.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "primekv/press/compressor.h"
+#include "primekv/model/model.h"
+#include "primekv/press/pipeline.h"
+#include "primekv/server/server.h"
+
+namespace primekv::server {
+
+// An error answered as {"error": {...}} with an HTTP status; `param` names the request field.
+struct HttpError {
+  int status = 400;
+  std::string message;
+  std::string param;
+  std::string type = "invalid_request_error";
+};
+
+// What a session file holds: the conversation's tokens and its (compressed) cache.
+struct SessionSnapshot {
+  std::string id;
+  std::string press;
+  double ratio = 0;
+  std::string mode;
+  int budget = 0;           // entries per head kept after each turn (multiturn), 0 = none yet
+  int last_prompt_len = 0;  // tokens before the last answer: a request must contain them
+  std::vector<Token> tokens;
+  std::optional<KvCache> cache;  // filled by ReadSessionFile
+};
+
+// Session ids are tokens of [A-Za-z0-9_-], 1..64 chars: no request reaches a path otherwise.
+bool ValidSessionId(const std::string& id);
+
+// Writes `dir/<id>.pkvs` atomically (temp file, fsync, rename). Format in docs/server.md.
+Status WriteSessionFile(const std::string& dir, const SessionSnapshot& s, const KvCache& c);
+// Reads and verifies (magic, version, checksum, bounds, shape against the model).
+// With header_only the cache is skipped (checksum still verified).
+Result<SessionSnapshot> ReadSessionFile(const std::string& path, const Model& model,
+                                        const KvCacheOptions& kv, bool header_only);
+
+// A request's connection as httplib reports it (Request::remote_addr and the others).
+struct ConnectionAddress {
+  std::string remote_addr;
+  int remote_port = -1;
+  std::string local_addr;
+  int local_port = -1;
+};
+// The process's socket of that connection, or -1 (connection.cc: found through /proc/self/fd).
+int FindConnectionSocket(const ConnectionAddress& want);
+// False once the peer has closed its end or the connection failed; never blocks.
+bool PeerConnected(int fd);
+
+// One generation request after validation.
+struct TurnRequest {
+  std::vector<Token> prompt;
+  std::string session_id;  // explicit `session`, or empty for prefix matching
+  std::string press;       // press spec text
+  double ratio = 0;
+  int max_tokens = 0;
+  SamplerOptions sampler{0.0f, 0, 1.0f, 0};
+  std::vector<std::string> stop;
+};
+
+struct TurnOutcome {
+  std::string session_id;
+  std::string text;
+  std::vector<Token> tokens;    // the answer's ids, without an end-of-generation token
+  std::vector<Token> appended;  // every id added to the session after the prompt (end included)
+  std::string finish_reason;    // stop | length | cancelled
+  int prompt_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens whose K/V came from the session (not prefilled)
+  int prefilled_tokens = 0;
+};
+
+// Returns false when the client is gone: generation stops.
+using TextSink = std::function<bool(const std::string& delta)>;
+// Asked before every decode step: false when the client is gone (generation stops).
+using AliveCheck = std::function<bool()>;
+
+class Engine;
+
+// A request that holds a slot, its session (busy) and its memory reservation until destroyed.
+class Turn {
+ public:
+  Turn(Engine* engine, struct Session* session, size_t reserved, TurnRequest request, int keep);
+  Turn(const Turn&) = delete;
+  Turn& operator=(const Turn&) = delete;
+  ~Turn();
+  const std::string& session_id() const;
+  // Runs prefill and decode; `sink` (optional) receives text as it is generated, `alive`
+  // (optional) says whether a non-streaming client is still there.
+  Result<TurnOutcome> Run(const TextSink& sink, const AliveCheck& alive = nullptr);
+
+ private:
+  struct State;  // one Run's working state (engine.cc)
+  Status Prefill(State& st);
+  Status Decode(State& st, const TextSink& sink, const AliveCheck& alive);
+  // Emits what is ready of st.out.text (held back while it could start a stop string).
+  void Emit(State& st, const TextSink& sink, bool all);
+  Status EndTurn(State& st);
+
+  Engine* engine_;
+  Session* session_;
+  size_t reserved_;
+  TurnRequest req_;
+  int keep_;               // session tokens kept (the rest of the prompt is prefilled)
+  bool ran_ = false;       // Run completed
+  bool modified_ = false;  // Run changed the session (if it then failed, the state is suspect)
+};
+
+struct Session {
+  std::string id;
+  std::string press;
+  double ratio = 0;
+  int budget = 0;
+  int last_prompt_len = 0;
+  std::vector<Token> tokens;       // every token whose K/V went into the cache, in order
+  std::unique_ptr<KvCache> cache;  // null while evicted to disk
+  std::unique_ptr<PressCapture> capture;
+  bool busy = false;
+  bool persisted = false;  // its file in --session-dir holds its last completed turn
+  uint64_t last_used = 0;
+  size_t bytes = 0;  // accounted against the budget
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> Create(const ServerOptions& options);
+  ~Engine();
+
+  const Model& model() const { return *model_; }
+  const ServerOptions& options() const { return options_; }
+  int ctx_size() const { return ctx_size_; }
+  ChatFormat chat_format() const { return chat_format_; }
+
+  // Checks a press spec and ratio (an error names the field `param`).
+  std::optional<HttpError> CheckPress(const std::string& press, double ratio,
+                                      const std::string& param) const;
+  // Takes a slot (waits), finds or creates the session, reserves memory.
+  std::variant<std::unique_ptr<Turn>, HttpError> Begin(TurnRequest request);
+  std::string MetricsText();
+  void CountRequest(int status);
+
+ private:
+  friend class Turn;
+  struct DecodeJob;
+  explicit Engine(const ServerOptions& options);
+  // Steps of Begin.
+  std::optional<HttpError> CheckFits(const TurnRequest& req) const;
+  void TakeSlot();
+  void GiveSlot();
+  // The session a request continues (explicit or by prefix), or a new one; `keep` = the
+  // session tokens it shares with the prompt. Marks it busy.
+  std::variant<Session*, HttpError> FindSessionLocked(const TurnRequest& req, size_t& keep);
+  std::string NewSessionIdLocked();
+  // Reads an evicted session back from --session-dir (on failure the session is dropped).
+  std::optional<HttpError> RestoreIfEvicted(Session& s, bool& restored);
+  // Makes room for `reserve` more bytes (evicting, waiting for running turns) and takes them.
+  std::optional<HttpError> ReserveMemory(Session& s, size_t reserve, bool restored);
+  const Compressor& CompressorFor(const std::string& press);  // under store_mu_
+  void IndexSessionDir();
+  bool EvictOneLocked(const Session* except);
+  Status Persist(Session& s);
+  void Finish(Session* s, size_t reserved, bool ok, bool modified);
+
+  // Batched decode: every running turn hands its next token to DecodeStep, and one forward pass
+  // (Model::ForwardDecodeBatch) runs the tokens of all turns that are waiting, once each turn in
+  // its decode loop has handed its token in, or a step's time after the first one was.
+  Status DecodeStep(const DecodeSlot& slot, std::span<float> logits);
+  void RunBatchLocked(std::unique_lock<std::mutex>& lock);
+  void EnterDecode();
+  void LeaveDecode();
+
+  ServerOptions options_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<ThreadPool> pool_;
+  int ctx_size_ = 0;
+  ChatFormat chat_format_ = ChatFormat::kNone;
+  KvCacheOptions kv_;
+
+  std::mutex model_mu_;         // one forward pass or compression at a time (shared thread pool)
+  ForwardWorkspace decode_ws_;  // under model_mu_
+  std::vector<float> batch_logits_;      // under model_mu_
+  std::vector<DecodeSlot> batch_slots_;  // under model_mu_
+
+  std::mutex batch_mu_;  // the decode queue below
+  std::condition_variable batch_cv_;
+  std::vector<DecodeJob*> pending_;
+  std::vector<DecodeJob*> batch_jobs_;  // the running batch's jobs (its leader's only)
+  int decoders_ = 0;                    // turns in their decode loop
+  bool batch_running_ = false;
+  double last_batch_seconds_ = 0;
+  std::chrono::steady_clock::time_point last_batch_end_;
+  uint64_t decode_batches_ = 0, decode_batch_rows_ = 0;
+  std::mutex slot_mu_;
+  std::condition_variable slot_cv_;
+  int slots_free_ = 0;
+
+  std::mutex store_mu_;  // sessions, accounting, compressors, counters below
+  std::map<std::string, std::unique_ptr<Session>> sessions_;
+  std::map<std::string, std::unique_ptr<Compressor>> compressors_;
+  std::condition_variable store_cv_;  // a turn finished: memory may be free
+  size_t bytes_used_ = 0;             // sessions' bytes plus reservations of running turns
+  int running_turns_ = 0;
+  uint64_t clock_ = 0;
+  uint64_t id_counter_ = 0;
+  uint64_t id_salt_ = 0;
+
+  struct Counters {
+    std::map<int, uint64_t> requests;  // by HTTP status
+    uint64_t prompt_tokens = 0, completion_tokens = 0, prefill_tokens = 0, cached_tokens = 0;
+    double prefill_seconds = 0, decode_seconds = 0;
+    uint64_t compressions = 0, evictions = 0, restores = 0, session_files_rejected = 0;
+    uint64_t cancelled = 0, rejected_memory = 0;
+  } counters_;
+};
+
+}  // namespace primekv::server
