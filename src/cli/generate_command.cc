@@ -72,24 +72,17 @@ Result<std::vector<std::string>> AnswerPrefixes(const GenerateArgs& a) {
   return prefixes;
 }
 
-// Refuses, before tokenizing it, text that cannot fit the context size however it tokenizes
-// (each token covers at most MaxTokenBytes() bytes): a 50 MB file must not cost minutes and
-// gigabytes only to be refused after.
+// The context, questions and answer prefixes together, refused by size before tokenizing.
 Status CheckTextFits(const GenerateArgs& a, const Model& model, const std::string& context) {
   PRIMEKV_ASSIGN_OR_RETURN(const int ctx_size, ResolveContextSize(model.config(), a.ctx_size,
                                                                   a.allow_ctx_overflow, nullptr));
   uint64_t bytes = context.size();
   for (const std::string& q : a.questions) bytes += q.size();
   for (const std::string& p : a.answer_prefixes) bytes += p.size();
-  const uint64_t max_bytes = static_cast<uint64_t>(ctx_size) * model.tokenizer().MaxTokenBytes();
-  if (bytes <= max_bytes) return Status::Ok();
   const char* what = !a.context_file.empty()  ? "--context-file"
                      : !a.prompt_file.empty() ? "--prompt-file"
                                               : "the prompt";
-  return Status::Error(std::string(what) + ": " + std::to_string(bytes) +
-                       " bytes of text cannot fit the context size of " + std::to_string(ctx_size) +
-                       " tokens (a token of this vocabulary covers at most " +
-                       std::to_string(model.tokenizer().MaxTokenBytes()) + " bytes)");
+  return CheckTextFitsContext(bytes, ctx_size, model.tokenizer().MaxTokenBytes(), what);
 }
 
 // Everything must fit the context size: the prompt or it is an error, the answers or -n is cut.

@@ -56,12 +56,8 @@ Result<std::vector<Token>> InputIds(const LogitsArgs& a, const Model& model) {
                       : " (-c)";
   std::vector<Token> ids;
   if (!a.text.empty()) {
-    const uint64_t max_bytes = static_cast<uint64_t>(ctx_size) * model.tokenizer().MaxTokenBytes();
-    if (a.text.size() > max_bytes) {
-      return Status::Error("--text: " + std::to_string(a.text.size()) +
-                           " bytes cannot fit the context size of " + std::to_string(ctx_size) +
-                           " tokens" + where);
-    }
+    PRIMEKV_RETURN_IF_ERROR(
+        CheckTextFitsContext(a.text.size(), ctx_size, model.tokenizer().MaxTokenBytes(), "--text"));
     ids = model.tokenizer().Encode(a.text, true);
   } else {
     PRIMEKV_ASSIGN_OR_RETURN(ids, ParseIds(a.tokens));

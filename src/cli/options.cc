@@ -188,4 +188,13 @@ CLI::Option* AddKvType(CLI::App& cmd, KvDType& out) {
   return opt;
 }
 
+Status CheckTextFitsContext(uint64_t bytes, int ctx_size, size_t max_token_bytes,
+                            std::string_view what) {
+  if (bytes <= static_cast<uint64_t>(ctx_size) * max_token_bytes) return Status::Ok();
+  return Status::Error(std::string(what) + ": " + std::to_string(bytes) +
+                       " bytes of text cannot fit the context size of " + std::to_string(ctx_size) +
+                       " tokens (a token of this vocabulary covers at most " +
+                       std::to_string(max_token_bytes) + " bytes)");
+}
+
 }  // namespace primekv::cli

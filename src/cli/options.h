@@ -43,6 +43,12 @@ CLI::Validator PressList(bool single);
 // Adds --kv-type (f16 | f32) writing into `out`; `out` holds the default.
 CLI::Option* AddKvType(CLI::App& cmd, KvDType& out);
 
+// Refuses, before tokenizing it, `bytes` of text that cannot fit `ctx_size` tokens however it
+// tokenizes (no token covers more than `max_token_bytes`, Tokenizer::MaxTokenBytes()): a 50 MB
+// input must not cost minutes and gigabytes only to be refused after. `what` names the input.
+Status CheckTextFitsContext(uint64_t bytes, int ctx_size, size_t max_token_bytes,
+                            std::string_view what);
+
 // Reads a whole input file, capped at kMaxInputBytes (primekv/util/file_io.h has the messages).
 using ::primekv::FileSource;
 inline Result<std::string> ReadInputFile(const std::string& path, std::string_view what,
