@@ -33,10 +33,10 @@
 #include "cli/bench_fill.h"
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "primekv/press/compressor.h"
 #include "primekv/model/model.h"
-#include "primekv/press/pipeline.h"
+#include "primekv/press/compressor.h"
 #include "primekv/quant/cpu.h"
+#include "primekv/session/pipeline.h"
 
 namespace primekv::cli {
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "primekv/press/press.h"
+#include "primekv/session/session.h"
 
 namespace primekv::cli {
 
@@ -44,16 +45,27 @@ class SyntheticRows {
 
 }  // namespace
 
+namespace {
+
+Schedule FillSchedule(const DepthFillOptions& options) {
+  const bool chunked = options.mode == FillMode::kChunked;
+  return {.ratio = options.ratio,
+          .mode = chunked ? CompressionMode::kChunked : CompressionMode::kContext,
+          .chunk = options.chunk,
+          .ubatch = options.ubatch};
+}
+
+}  // namespace
+
 Status FillDepth(const Model& model, const Compressor& compressor, const DepthFillOptions& options,
                  int depth, KvCache& cache, ThreadPool& pool, ForwardWorkspace& ws,
                  std::mt19937_64& rng, DepthFillStats* stats,
                  const std::function<void(int)>& after_chunk) {
   const bool chunked = options.mode == FillMode::kChunked;
-  const bool compressing = compressor.enabled() && options.ratio > 0;
-  if (chunked && compressing && !compressor.press().query_free) {
-    return Status::Error("press " + compressor.press().name +
-                         " reads queries, so it cannot compress during chunked prefill");
-  }
+  const Schedule schedule = FillSchedule(options);
+  // Nothing captures queries here, so the press must be one the schedule runs without them.
+  Session session(model, compressor, schedule, pool, {.cache = cache, .workspace = &ws});
+  if (session.Compressing()) PRIMEKV_RETURN_IF_ERROR(CheckSchedule(compressor.press(), schedule));
   DepthFillStats local;
   DepthFillStats& st = stats != nullptr ? *stats : local;
   st = DepthFillStats{};
@@ -67,8 +79,6 @@ Status FillDepth(const Model& model, const Compressor& compressor, const DepthFi
                                 : options.source == FillSource::kPrefill ? options.ubatch
                                                                          : 256);
   SyntheticRows rows(c.kv_width(), rng);
-  std::vector<float> logits(static_cast<size_t>(c.vocab_size));
-  MatView<float> logits_view(logits.data(), 1, c.vocab_size);
   std::uniform_int_distribution<int> token(0, c.vocab_size - 1);
   std::vector<Token> tokens;
   const auto note_peak = [&] {
@@ -80,32 +90,22 @@ Status FillDepth(const Model& model, const Compressor& compressor, const DepthFi
     if (options.source == FillSource::kPrefill) {
       tokens.resize(static_cast<size_t>(n));
       for (auto& t : tokens) t = token(rng);
-      // A chunk larger than the micro-batch goes through in micro-batches (the workspace is
-      // sized by the micro-batch); the compression still waits for the whole chunk.
-      const size_t ub = static_cast<size_t>(std::max(1, options.ubatch));
-      for (size_t i = 0; i < tokens.size(); i += ub) {
-        const auto part =
-            std::span<const Token>(tokens).subspan(i, std::min(ub, tokens.size() - i));
-        PRIMEKV_RETURN_IF_ERROR(model.Forward(part, cache, {}, logits_view, pool, ws));
-      }
+      // The session runs a chunk larger than the micro-batch in micro-batches (the workspace
+      // is sized by the micro-batch); the compression still waits for the whole chunk.
+      PRIMEKV_RETURN_IF_ERROR(session.Prefill(tokens));
     } else {
       PRIMEKV_RETURN_IF_ERROR(rows.Append(cache, n));
     }
     done += n;
     note_peak();
-    if (compressing && (chunked || done == depth)) {
-      // As RunPipeline's chunked mode: the forward buffers go before the press's scratch.
-      if (chunked) ws = ForwardWorkspace{};
-      // Chunked: every head over the budget of the tokens so far comes down to it, as
-      // RunPipeline's chunked mode does; context: the ratio of the whole depth at once.
-      PRIMEKV_RETURN_IF_ERROR(
-          chunked ? compressor.CompressTo(cache, KeepCount(done, options.ratio), nullptr, pool)
-                  : compressor.Compress(cache, options.ratio, nullptr, pool));
-      ++st.compressions;
-      note_peak();
-    }
+    // Chunked: the session's chunk rule; context: the ratio of the whole depth at once.
+    PRIMEKV_RETURN_IF_ERROR(chunked         ? session.AfterChunk()
+                            : done == depth ? session.CompressContext(depth)
+                                            : Status::Ok());
+    note_peak();
     if (after_chunk) after_chunk(done);
   }
+  st.compressions = session.stats().compressions;
   const double filled = static_cast<double>(depth) * c.n_layers * c.n_kv_heads;
   st.kept_fraction = static_cast<double>(cache.TotalEntries()) / filled;
   return Status::Ok();

@@ -1,14 +1,14 @@
 // How `primekv bench` brings a KV cache to a depth before it times decoding: with synthetic
-// rows or a real prefill, compressed once at the end ("context" mode) or after every chunk as
-// the pipeline's chunked mode does (docs/design.md, "Chunked / streaming prefill").
+// rows or a real prefill, compressed by a Session (session/session.h): once at the end
+// ("context" mode) or after every chunk by its chunk rule (docs/design.md §4).
 #pragma once
 
 #include <cstddef>
 #include <functional>
 #include <random>
 
-#include "primekv/press/compressor.h"
 #include "primekv/model/model.h"
+#include "primekv/press/compressor.h"
 
 namespace primekv::cli {
 

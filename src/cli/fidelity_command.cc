@@ -1,6 +1,4 @@
 // primekv fidelity: docs/design.md §6 on windows of a text file.
-#include "primekv/eval/fidelity.h"
-
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -8,8 +6,9 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "primekv/press/pipeline.h"
+#include "primekv/eval/fidelity.h"
 #include "primekv/press/press.h"
+#include "primekv/session/pipeline.h"
 #include "primekv/util/progress.h"
 
 namespace primekv::cli {

@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "primekv/model/model.h"
-#include "primekv/press/pipeline.h"
+#include "primekv/session/pipeline.h"
 
 namespace primekv::cli {
 

@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "primekv/press/compressor.h"
+#include "primekv/session/pipeline.h"
 #include "primekv/util/mat.h"
-#include "primekv/press/pipeline.h"
 
 namespace primekv {
 

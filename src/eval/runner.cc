@@ -17,11 +17,11 @@
 #include "eval/eval_internal.h"
 #include "eval/results.h"
 #include "eval/run_config.h"
-#include "primekv/press/compressor.h"
 #include "primekv/eval/eval.h"
 #include "primekv/eval/eval_runner.h"
+#include "primekv/press/compressor.h"
+#include "primekv/session/pipeline.h"
 #include "primekv/util/file_io.h"
-#include "primekv/press/pipeline.h"
 #include "primekv/util/progress.h"
 
 namespace primekv {

@@ -1,4 +1,6 @@
-// Internals of `primekv serve`: the session store and turn engine (engine.cc), session files
+// Internals of `primekv serve`: the engine (engine.cc: loading, a request's way in and out),
+// the session store (session_store.cc), the KV budget (memory_budget.cc), turns (turn.cc), the
+// decode batcher (decode_batcher.cc), metrics (server_metrics.cc), session files
 // (session_file.cc), a client's connection (connection.cc). The HTTP layer and request
 // validation are server.cc.
 #pragma once
@@ -15,10 +17,11 @@
 #include <variant>
 #include <vector>
 
-#include "primekv/press/compressor.h"
 #include "primekv/model/model.h"
-#include "primekv/press/pipeline.h"
+#include "primekv/press/compressor.h"
 #include "primekv/server/server.h"
+#include "primekv/session/pipeline.h"
+#include "primekv/session/session.h"
 
 namespace primekv::server {
 
@@ -41,6 +44,10 @@ struct SessionSnapshot {
   std::vector<Token> tokens;
   std::optional<KvCache> cache;  // filled by ReadSessionFile
 };
+
+double SecondsSince(std::chrono::steady_clock::time_point t0);
+// How many leading tokens two sequences share.
+size_t CommonPrefix(const std::vector<Token>& a, const std::vector<Token>& b);
 
 // Session ids are tokens of [A-Za-z0-9_-], 1..64 chars: no request reaches a path otherwise.
 bool ValidSessionId(const std::string& id);
@@ -92,11 +99,12 @@ using TextSink = std::function<bool(const std::string& delta)>;
 using AliveCheck = std::function<bool()>;
 
 class Engine;
+struct Session;  // a stored conversation, below (not primekv::Session)
 
 // A request that holds a slot, its session (busy) and its memory reservation until destroyed.
 class Turn {
  public:
-  Turn(Engine* engine, struct Session* session, size_t reserved, TurnRequest request, int keep);
+  Turn(Engine* engine, Session* session, size_t reserved, TurnRequest request, int keep);
   Turn(const Turn&) = delete;
   Turn& operator=(const Turn&) = delete;
   ~Turn();
@@ -111,6 +119,7 @@ class Turn {
   Status Decode(State& st, const TextSink& sink, const AliveCheck& alive);
   // Emits what is ready of st.out.text (held back while it could start a stop string).
   void Emit(State& st, const TextSink& sink, bool all);
+  bool AppendText(State& st, Token next);
   Status EndTurn(State& st);
 
   Engine* engine_;
@@ -122,6 +131,7 @@ class Turn {
   bool modified_ = false;  // Run changed the session (if it then failed, the state is suspect)
 };
 
+// A stored conversation (primekv::Session is the schedule and decode loop a turn runs on it).
 struct Session {
   std::string id;
   std::string press;

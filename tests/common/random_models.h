@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "primekv/model/model.h"
 #include "primekv/model/random_model.h"
@@ -59,6 +61,15 @@ inline RandomModelSpec MoeSpec(int n_layers, int d_model, int head_dim, int n_ex
   s.n_experts_used = n_used;
   s.d_ff_expert = d_ff_expert;
   return s;
+}
+
+// `n` token ids drawn uniformly from [lo, hi] by a generator seeded with `seed`.
+inline std::vector<Token> RandomTokenIds(int n, uint32_t seed, int lo, int hi) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(lo, hi);
+  std::vector<Token> t(static_cast<size_t>(n));
+  for (auto& x : t) x = d(rng);
+  return t;
 }
 
 // Writes `spec` to `path` and loads it; a failure aborts with its message (fixtures built in

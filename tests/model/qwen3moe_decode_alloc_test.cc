@@ -9,7 +9,7 @@
 #include <new>
 
 #include "common/random_models.h"
-#include "primekv/press/pipeline.h"
+#include "primekv/session/pipeline.h"
 
 namespace {
 std::atomic<long> g_allocations{0};

@@ -8,7 +8,7 @@
 
 #include "common/random_models.h"
 #include "primekv/press/compressor.h"
-#include "primekv/press/pipeline.h"
+#include "primekv/session/pipeline.h"
 
 namespace primekv {
 namespace {

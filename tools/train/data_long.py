@@ -18,7 +18,7 @@ What this module adds:
   style, a repeated paragraph, sentence-level mixing, or sections (the style changes every
   20-400 sentences, like concatenated documents; the default for long training documents).
 * **Exact token accounting for the engine's plain-text runner** (src/tokenizer/chat.cc,
-  src/press/pipeline.cc): context = BOS + the context's tokens; turn i = the tokens of
+  src/session/pipeline.cc): context = BOS + the context's tokens; turn i = the tokens of
   "\\n" + question + "\\n" + answer_prefix; every turn decodes up to max_new_tokens (the
   largest of the sample's turns).  A held-out sample of target L satisfies
       context + sum(turn_i) + turns x max_new_tokens <= L   (multi-turn mode, the largest need)

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <string>
 
-#include "primekv/press/pipeline.h"
+#include "primekv/session/session.h"
 
 namespace primekv {
 

@@ -1,6 +1,6 @@
-// When compression happens (docs/design.md §4): a context, then one or more questions, run
-// under one of six modes (context, question, multiturn, chunked, decode, first-question) over a
-// compressed KV cache.
+// One conversation (docs/design.md §4): a context, then one or more questions, run under one of
+// six modes (context, question, multiturn, chunked, decode, first-question) on a Session, whose
+// schedule compresses the KV cache.
 #pragma once
 
 #include <functional>
@@ -9,24 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "primekv/press/compressor.h"
 #include "primekv/model/model.h"
 #include "primekv/model/sampler.h"
+#include "primekv/press/compressor.h"
+#include "primekv/session/session.h"
 
 namespace primekv {
-
-enum class CompressionMode {
-  kContext,    // compress after the context, before any question (default)
-  kQuestion,   // each question is prefilled with the context, then compressed
-  kMultiTurn,  // questions in turns; answers stay; re-compress when over budget
-  kChunked,    // prefill the context in chunks, compressing after each one
-  kDecode,     // like kContext, and re-compress every `interval` generated tokens
-  // The context and the first question are prefilled and compressed once (query-aware presses
-  // see the first question); every question is then asked on that cache, independently.
-  kFirstQuestion,
-};
-std::optional<CompressionMode> ParseCompressionMode(std::string_view s);
-std::string_view CompressionModeName(CompressionMode m);
 
 struct PipelineOptions {
   double ratio = 0.0;
@@ -92,10 +80,6 @@ Result<int> ResolveContextSize(const ModelConfig& config, int64_t requested, boo
 int64_t ConversationPositions(CompressionMode mode, int64_t context_tokens,
                               const std::vector<std::vector<Token>>& questions,
                               int64_t max_new_tokens);
-
-// Whether RunPipeline can run `press` at all: a press that reads the true future queries runs
-// only under the fidelity protocol (primekv fidelity).
-Status CheckPipelinePress(const Press& press);
 
 // Runs one conversation: `context` (with BOS if wanted) then each question in order.
 // kContext and kChunked answer questions independently from the same compressed context;

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <new>
 
-#include "primekv/press/pipeline.h"
 #include "primekv/model/random_model.h"
+#include "primekv/session/pipeline.h"
 
 namespace {
 std::atomic<long> g_allocations{0};

@@ -1,10 +1,8 @@
-#include "primekv/press/pipeline.h"
+#include "primekv/session/pipeline.h"
 
 #include <algorithm>
 #include <chrono>
 #include <string>
-
-#include "primekv/model/generate.h"
 
 namespace primekv {
 
@@ -14,85 +12,48 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// One conversation's cache and capture, and the Session that schedules its compressions.
 struct Runner {
   const Model& model;
-  const Compressor& compressor;
   const PipelineOptions& opt;
-  ThreadPool& pool;
   KvCache cache;
-  ForwardWorkspace ws;
   PressCapture capture;
-  std::vector<float> logits;
+  Session session;
   PipelineReport report;
 
   Runner(const Model& m, const Compressor& c, const PipelineOptions& o, ThreadPool& p,
          const PrefilledContext* pre)
       : model(m),
-        compressor(c),
         opt(o),
-        pool(p),
         cache(pre ? pre->cache.Clone() : m.NewCache(o.kv)),
         capture(pre ? pre->capture : PressCapture(m, c.Needs())),
-        logits(pre ? pre->last_logits
-                   : std::vector<float>(static_cast<size_t>(m.config().vocab_size))) {}
-
-  Status Forward(std::span<const Token> tokens) {
-    MatView<float> out(logits.data(), 1, model.config().vocab_size);
-    Status s = model.Forward(tokens, cache, {}, out, pool, ws, &capture);
-    report.kv_bytes_peak = std::max(report.kv_bytes_peak, cache.BytesInUse());
-    return s;
+        session(m, c, ScheduleOf(o), p, {.cache = cache, .capture = &capture}) {
+    if (pre) session.SetLogits(pre->last_logits);
   }
 
-  Status Account(const Status& s, const CompressStats& st, bool first) {
-    report.score_ms += st.score_ms;
-    ++report.compressions;
-    if (first) {
-      report.kv_bytes_compressed = st.bytes_after;
-      report.kept_per_layer = st.kept_per_layer;
-    }
-    return s;
-  }
-
-  Status CompressRatio(bool first) {
-    CompressStats st;
-    return Account(compressor.Compress(cache, opt.ratio, &capture, pool, &st), st, first);
-  }
-
-  Status CompressTo(int target, bool first) {
-    CompressStats st;
-    return Account(compressor.CompressTo(cache, target, &capture, pool, &st), st, first);
+  static Schedule ScheduleOf(const PipelineOptions& o) {
+    return {.ratio = o.ratio,
+            .mode = o.mode,
+            .chunk = o.chunk,
+            .interval = o.interval,
+            .window = o.window};
   }
 
   Status PrefillContext(std::span<const Token> context) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (opt.mode == CompressionMode::kChunked) {
-      const size_t chunk = static_cast<size_t>(std::max(1, opt.chunk));
-      for (size_t b = 0; b < context.size(); b += chunk) {
-        const size_t n = std::min(chunk, context.size() - b);
-        PRIMEKV_RETURN_IF_ERROR(Forward(context.subspan(b, n)));
-        if (Compressing()) {
-          // The forward buffers (sized by the chunk) go before the press allocates its scratch,
-          // so peak memory holds the larger of the two, not both (docs/performance.md).
-          ws = ForwardWorkspace{};
-          // The report's "compressed" figures describe the state after the last chunk.
-          const int target = KeepCount(static_cast<int>(b + n), opt.ratio);
-          PRIMEKV_RETURN_IF_ERROR(CompressTo(target, b + n == context.size()));
-        }
-      }
-    } else {
-      PRIMEKV_RETURN_IF_ERROR(Forward(context));
-      if (Compressing() && compressor.Needs().reconstruction)
-        PRIMEKV_RETURN_IF_ERROR(
-            ReconstructContext(model, cache, context, opt.window, pool, capture));
-      if (Compressing()) PRIMEKV_RETURN_IF_ERROR(CompressRatio(true));
-    }
+    PRIMEKV_RETURN_IF_ERROR(session.PrefillContext(context));
     report.context_prefill_ms += MsSince(t0);
     return Status::Ok();
   }
 
-  // The cache as the run leaves it: bytes, entries per layer, and the peak.
+  // The cache as the run leaves it: bytes, entries per layer, the peak and the compressions.
   void Finish() {
-    report.kv_bytes_peak = std::max(report.kv_bytes_peak, cache.PeakBytesInUse());
+    const SessionStats& st = session.stats();
+    report.compressions = st.compressions;
+    report.score_ms = st.score_ms;
+    report.kept_per_layer = st.kept_per_layer;
+    report.kv_bytes_compressed = st.kv_bytes_compressed;
+    report.kv_bytes_peak = std::max(st.kv_bytes_peak, cache.PeakBytesInUse());
     report.kv_bytes_final = cache.BytesInUse();
     report.kv_bytes_reserved = cache.BytesReserved();
     report.entries_per_layer_final.assign(static_cast<size_t>(cache.n_layers()), 0);
@@ -106,7 +67,7 @@ struct Runner {
   Result<TurnResult> Answer(int turn, std::span<const Token> question) {
     TurnResult r;
     auto t0 = std::chrono::steady_clock::now();
-    if (!question.empty()) PRIMEKV_RETURN_IF_ERROR(Forward(question));
+    if (!question.empty()) PRIMEKV_RETURN_IF_ERROR(session.Prefill(question));
     r.prefill_ms = MsSince(t0);
     t0 = std::chrono::steady_clock::now();
     DecodeOptions d;
@@ -122,23 +83,13 @@ struct Runner {
                              : int64_t{opt.max_new_tokens};
     d.reserve = static_cast<int>(
         std::clamp<int64_t>(std::min<int64_t>(opt.max_new_tokens, room), 0, kMaxContextSize));
-    cache.Reserve(d.reserve + 1);
-    const auto feed = [&](Token t) { return Forward(std::span<const Token>(&t, 1)); };
-    const auto compress = [&](int i) {
-      if (opt.mode != CompressionMode::kDecode || !Compressing() ||
-          (i + 1) % std::max(1, opt.interval) != 0)
-        return Status::Ok();
-      return CompressTo(KeepCount(cache.NextPosition(), opt.ratio), false);
-    };
     d.label = "turn " + std::to_string(turn + 1) + ", ";
-    PRIMEKV_ASSIGN_OR_RETURN(DecodeResult decoded, Decode(model, logits, d, feed, compress));
+    PRIMEKV_ASSIGN_OR_RETURN(DecodeResult decoded, session.Decode(d));
     r.tokens = std::move(decoded.tokens);
     r.stopped_at_end = decoded.stopped_at_end;
     r.decode_ms = MsSince(t0);
     return r;
   }
-
-  bool Compressing() const { return opt.ratio > 0 && compressor.enabled(); }
 };
 
 }  // namespace
@@ -213,31 +164,6 @@ int64_t ConversationPositions(CompressionMode mode, int64_t context_tokens,
 
 namespace {
 
-constexpr std::pair<CompressionMode, std::string_view> kModeNames[] = {
-    {CompressionMode::kContext, "context"},     {CompressionMode::kQuestion, "question"},
-    {CompressionMode::kMultiTurn, "multiturn"}, {CompressionMode::kChunked, "chunked"},
-    {CompressionMode::kDecode, "decode"},       {CompressionMode::kFirstQuestion, "first-question"},
-};
-
-}  // namespace
-
-std::optional<CompressionMode> ParseCompressionMode(std::string_view s) {
-  if (s == "multi-turn") return CompressionMode::kMultiTurn;
-  for (const auto& [mode, name] : kModeNames) {
-    if (s == name) return mode;
-  }
-  return std::nullopt;
-}
-
-std::string_view CompressionModeName(CompressionMode m) {
-  for (const auto& [mode, name] : kModeNames) {
-    if (m == mode) return name;
-  }
-  return "?";
-}
-
-namespace {
-
 // kQuestion: each question is prefilled after the context, then the whole is compressed.
 Status RunQuestionMode(Runner& run, std::span<const Token> context,
                        const std::vector<std::vector<Token>>& turns) {
@@ -276,42 +202,23 @@ Status RunFirstQuestionMode(Runner& run, std::span<const Token> context,
 // `reuse`'s), then the turns.
 Status RunSharedContextModes(Runner& run, std::span<const Token> context,
                              const std::vector<std::vector<Token>>& turns, bool reuse) {
-  const PipelineOptions& options = run.opt;
   if (reuse) {
-    run.report.kv_bytes_peak = run.cache.BytesInUse();
-    if (run.Compressing()) PRIMEKV_RETURN_IF_ERROR(run.CompressRatio(true));
+    run.session.NotePeak();
+    PRIMEKV_RETURN_IF_ERROR(run.session.CompressContext(static_cast<int>(context.size())));
   } else {
     PRIMEKV_RETURN_IF_ERROR(run.PrefillContext(context));
   }
   const int32_t context_end = run.cache.NextPosition();
-  const int budget = KeepCount(static_cast<int>(context.size()), options.ratio);
   for (size_t t = 0; t < turns.size(); ++t) {
     PRIMEKV_ASSIGN_OR_RETURN(TurnResult r, run.Answer(static_cast<int>(t), turns[t]));
     run.report.turns.push_back(std::move(r));
-    if (options.mode == CompressionMode::kMultiTurn) {
-      if (run.Compressing() && run.cache.MaxLength() > budget)
-        PRIMEKV_RETURN_IF_ERROR(run.CompressTo(budget, false));
-    } else if (t + 1 < turns.size()) {
-      // Independent questions share the compressed context: drop this turn's entries.
+    PRIMEKV_RETURN_IF_ERROR(run.session.EndTurn());
+    // Independent questions share the compressed context: drop this turn's entries.
+    if (run.opt.mode != CompressionMode::kMultiTurn && t + 1 < turns.size())
       run.cache.TruncateFrom(context_end);
-    }
   }
   return Status::Ok();
 }
-
-}  // namespace
-
-Status CheckPipelinePress(const Press& press) {
-  // True future queries exist only where the continuation is known in advance.
-  if (press.scorer && press.scorer->Needs().future_queries) {
-    return Status::Error("press " + press.name +
-                         " reads the true future queries, so it runs only under the fidelity "
-                         "protocol (primekv fidelity)");
-  }
-  return Status::Ok();
-}
-
-namespace {
 
 Status CheckPipeline(const Compressor& compressor, const PipelineOptions& options,
                      std::span<const Token> context) {
@@ -320,22 +227,7 @@ Status CheckPipeline(const Compressor& compressor, const PipelineOptions& option
     return Status::Error("pipeline: ratio must be in [0, 1)");
   // Before the prefill, not at the first sampled token.
   PRIMEKV_RETURN_IF_ERROR(ValidateSamplerOptions(options.sampler));
-  PRIMEKV_RETURN_IF_ERROR(CheckPipelinePress(compressor.press()));
-  if (compressor.Needs().reconstruction && options.ratio > 0 &&
-      (options.mode == CompressionMode::kChunked || options.mode == CompressionMode::kDecode ||
-       options.mode == CompressionMode::kMultiTurn)) {
-    return Status::Error("press " + compressor.press().name +
-                         " scores the whole context by a pass that repeats it, so it compresses "
-                         "once after the prefill: use --mode context, question or "
-                         "first-question, not " +
-                         std::string(CompressionModeName(options.mode)));
-  }
-  if (options.mode == CompressionMode::kChunked && !compressor.press().query_free) {
-    return Status::Error(
-        "press " + compressor.press().name +
-        " reads queries, so it cannot compress during chunked prefill; use a query-free press");
-  }
-  return Status::Ok();
+  return CheckSchedule(compressor.press(), Runner::ScheduleOf(options));
 }
 
 }  // namespace

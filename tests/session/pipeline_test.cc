@@ -1,5 +1,5 @@
 // The press machinery on a real (random-weight) model: identities, budgets, positions, modes.
-#include "primekv/press/pipeline.h"
+#include "primekv/session/pipeline.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,8 +9,9 @@
 #include <limits>
 #include <random>
 
-#include "primekv/press/compressor.h"
+#include "common/random_models.h"
 #include "primekv/model/random_model.h"
+#include "primekv/press/compressor.h"
 
 namespace primekv {
 namespace {
@@ -66,13 +67,7 @@ const Model& TinyModel() {
   return model;
 }
 
-std::vector<Token> RandomTokens(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> d(3, 500);
-  std::vector<Token> t(static_cast<size_t>(n));
-  for (auto& x : t) x = d(rng);
-  return t;
-}
+std::vector<Token> RandomTokens(int n, uint32_t seed) { return RandomTokenIds(n, seed, 3, 500); }
 
 Press Make(const std::string& name) {
   auto p = MakePress(*ParsePressSpec(name));

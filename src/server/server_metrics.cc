@@ -1,0 +1,68 @@
+// The Prometheus text of `primekv serve`'s /metrics.
+#include <sstream>
+
+#include "server/server_internal.h"
+
+namespace primekv::server {
+
+void Engine::CountRequest(int status) {
+  std::lock_guard lock(store_mu_);
+  ++counters_.requests[status];
+}
+
+std::string Engine::MetricsText() {
+  std::lock_guard lock(store_mu_);
+  const Counters& c = counters_;
+  std::ostringstream o;
+  auto metric = [&](const char* name, const char* type, const char* help, auto value) {
+    o << "# HELP primekv_" << name << " " << help << "\n# TYPE primekv_" << name << " " << type
+      << "\nprimekv_" << name << " " << value << "\n";
+  };
+  o << "# HELP primekv_requests_total HTTP requests answered, by status\n"
+       "# TYPE primekv_requests_total counter\n";
+  for (const auto& [status, n] : c.requests)
+    o << "primekv_requests_total{status=\"" << status << "\"} " << n << "\n";
+  metric("prompt_tokens_total", "counter", "Prompt tokens of completed turns", c.prompt_tokens);
+  metric("cached_prompt_tokens_total", "counter",
+         "Prompt tokens reused from a session's cache (not prefilled)", c.cached_tokens);
+  metric("prefill_tokens_total", "counter", "Prompt tokens run through the model",
+         c.prefill_tokens);
+  metric("completion_tokens_total", "counter", "Generated tokens", c.completion_tokens);
+  metric("prefill_seconds_total", "counter", "Time spent prefilling", c.prefill_seconds);
+  metric("decode_seconds_total", "counter", "Time spent decoding", c.decode_seconds);
+  metric("prefill_tokens_per_second", "gauge", "Prefill throughput over the server's life",
+         c.prefill_seconds > 0 ? static_cast<double>(c.prefill_tokens) / c.prefill_seconds : 0.0);
+  metric("decode_tokens_per_second", "gauge", "Decode throughput over the server's life",
+         c.decode_seconds > 0 ? static_cast<double>(c.completion_tokens) / c.decode_seconds : 0.0);
+  size_t held = 0, live = 0, on_disk = 0;
+  for (const auto& [id, s] : sessions_) {
+    if (s->cache) {
+      held += s->bytes;
+      ++live;
+    } else {
+      ++on_disk;
+    }
+  }
+  metric("kv_bytes_held", "gauge", "KV cache bytes held by sessions in memory", held);
+  metric("kv_bytes_accounted", "gauge", "KV bytes held plus reservations of running turns",
+         bytes_used_);
+  metric("kv_budget_bytes", "gauge", "The --kv-budget-mib budget", options_.kv_budget_bytes);
+  metric("compressions_total", "counter", "Cache compressions", c.compressions);
+  metric("sessions_in_memory", "gauge", "Sessions whose cache is in memory", live);
+  metric("sessions_on_disk", "gauge", "Sessions evicted to --session-dir", on_disk);
+  metric("evictions_total", "counter", "Sessions evicted (least recently used)", c.evictions);
+  metric("restores_total", "counter", "Sessions restored from --session-dir", c.restores);
+  metric("session_files_rejected_total", "counter", "Corrupt or truncated session files skipped",
+         c.session_files_rejected);
+  metric("requests_cancelled_total", "counter", "Streams whose client went away", c.cancelled);
+  metric("requests_rejected_memory_total", "counter", "Requests refused with 503 (KV budget)",
+         c.rejected_memory);
+  std::lock_guard batch_lock(batch_mu_);
+  metric("decode_batches_total", "counter", "Batched decode forward passes", decode_batches_);
+  metric("decode_batch_rows_total", "counter",
+         "Tokens decoded in batched forward passes (over decode_batches_total: the mean batch)",
+         decode_batch_rows_);
+  return o.str();
+}
+
+}  // namespace primekv::server

@@ -1,0 +1,197 @@
+// One request of `primekv serve` as a turn of a Session (session/session.h): prefill, the
+// decode loop with stop strings and streaming, and what the turn leaves in the store.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "server/server_internal.h"
+
+namespace primekv::server {
+
+namespace {
+
+// Length of the longest prefix of `s` that does not end inside a UTF-8 sequence.
+size_t Utf8SafeLength(const std::string& s) {
+  size_t n = s.size();
+  for (size_t back = 1; back <= 4 && back <= n; ++back) {
+    const auto c = static_cast<unsigned char>(s[n - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
+    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    return need > back ? n - back : n;
+  }
+  return n;
+}
+
+}  // namespace
+
+Turn::Turn(Engine* engine, Session* session, size_t reserved, TurnRequest request, int keep)
+    : engine_(engine),
+      session_(session),
+      reserved_(reserved),
+      req_(std::move(request)),
+      keep_(keep) {}
+
+Turn::~Turn() { engine_->Finish(session_, reserved_, ran_, modified_); }
+
+const std::string& Turn::session_id() const { return session_->id; }
+
+struct Turn::State {
+  TurnOutcome out;
+  // The conversation's schedule and decode loop over the stored session's cache.
+  std::optional<primekv::Session> session;
+  double prefill_s = 0, decode_s = 0;
+  size_t emitted = 0;  // bytes of out.text sent to the sink
+  bool client_gone = false;
+};
+
+Status Turn::Prefill(State& st) {
+  Session& s = *session_;
+  primekv::Session& conv = *st.session;
+  const bool first_turn = s.tokens.empty();
+  modified_ = true;
+  // Cut the cache where the request departs from the session, then prefill the rest.
+  if (static_cast<size_t>(keep_) < s.tokens.size()) {
+    s.cache->TruncateFrom(keep_);
+    s.tokens.resize(static_cast<size_t>(keep_));
+  }
+  const std::span<const Token> fresh =
+      std::span<const Token>(req_.prompt).subspan(static_cast<size_t>(keep_));
+  st.out.prefilled_tokens = static_cast<int>(fresh.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  // The first turn's prompt is the conversation's context: the schedule compresses after it.
+  if (Status r = first_turn ? conv.PrefillContext(fresh) : conv.Prefill(fresh); !r.ok()) return r;
+  // Decode steps run in the engine's batches, with their own buffers.
+  conv.ReleaseWorkspace();
+  s.tokens.insert(s.tokens.end(), fresh.begin(), fresh.end());
+  if (first_turn) s.budget = conv.budget();
+  s.last_prompt_len = static_cast<int>(s.tokens.size());
+  st.prefill_s = SecondsSince(t0);
+  return Status::Ok();
+}
+
+void Turn::Emit(State& st, const TextSink& sink, bool all) {
+  if (!sink || st.client_gone) return;
+  size_t hold = 0;  // bytes held back while they could start a stop string
+  for (const auto& stop : req_.stop) hold = std::max(hold, stop.size() - 1);
+  size_t ready = Utf8SafeLength(st.out.text);
+  ready = all ? st.out.text.size() : (ready > hold ? ready - hold : 0);
+  if (ready > st.emitted) {
+    st.client_gone = !sink(st.out.text.substr(st.emitted, ready - st.emitted));
+    st.emitted = ready;
+  }
+}
+
+// The answer's text so far, cut at the first stop string; true when one was found.
+bool Turn::AppendText(State& st, Token next) {
+  TurnOutcome& out = st.out;
+  out.tokens.push_back(next);
+  out.text = engine_->model().tokenizer().Decode(out.tokens, false);
+  bool stop_hit = false;
+  for (const auto& stop : req_.stop) {
+    const size_t at = out.text.find(stop);
+    if (at != std::string::npos) {
+      out.text.resize(at);
+      stop_hit = true;
+    }
+  }
+  return stop_hit;
+}
+
+Status Turn::Decode(State& st, const TextSink& sink, const AliveCheck& alive) {
+  Engine& e = *engine_;
+  Session& s = *session_;
+  primekv::Session& conv = *st.session;
+  const auto t0 = std::chrono::steady_clock::now();
+  bool stop_hit = false;
+  DecodeOptions d;
+  d.max_new_tokens = req_.max_tokens;
+  d.sampler = req_.sampler;
+  d.feed_last = true;  // the answer (its end token included) stays in the cache for the next turn
+  d.reserve = req_.max_tokens;
+  d.on_token = [&](Token next) {
+    stop_hit = AppendText(st, next);
+    Emit(st, sink, stop_hit);
+    return !stop_hit && !st.client_gone;
+  };
+  d.keep_going = [&] {
+    if (alive && !alive()) st.client_gone = true;
+    return !st.client_gone;
+  };
+  // Each token runs in the engine's batched forward pass with the other decoding turns'.
+  const auto feed = [&](Token next) {
+    PRIMEKV_RETURN_IF_ERROR(e.DecodeStep({next, &conv.cache(), s.capture.get()}, conv.logits()));
+    s.tokens.push_back(next);
+    st.out.appended.push_back(next);
+    return Status::Ok();
+  };
+  PRIMEKV_ASSIGN_OR_RETURN(const DecodeResult decoded, conv.Decode(d, feed));
+  st.out.finish_reason = st.client_gone                       ? "cancelled"
+                         : decoded.stopped_at_end || stop_hit ? "stop"
+                                                              : "length";
+  if (sink && !st.client_gone && st.out.text.size() > st.emitted)
+    sink(st.out.text.substr(st.emitted));
+  st.decode_s = SecondsSince(t0);
+  return Status::Ok();
+}
+
+Status Turn::EndTurn(State& st) {
+  Engine& e = *engine_;
+  Session& s = *session_;
+  KvCache& cache = *s.cache;
+  PRIMEKV_RETURN_IF_ERROR(st.session->EndTurn());
+  // Compression returns pages to the cache's own pool; a copy gives the memory back.
+  if (cache.BytesAllocated() > 2 * cache.BytesReserved() + (size_t{1} << 20)) {
+    *s.cache = cache.Clone();
+  }
+  if (!e.options_.session_dir.empty()) {
+    const Status r = e.Persist(s);
+    if (!r.ok()) std::fprintf(stderr, "primekv serve: %s\n", r.message().c_str());
+    std::lock_guard lock(e.store_mu_);
+    s.persisted = r.ok();
+  }
+  return Status::Ok();
+}
+
+Result<TurnOutcome> Turn::Run(const TextSink& sink, const AliveCheck& alive) {
+  Engine& e = *engine_;
+  Session& s = *session_;
+  State st;
+  const Compressor* compressor = nullptr;
+  {
+    std::lock_guard lock(e.store_mu_);
+    compressor = &e.CompressorFor(s.press);
+  }
+  const Schedule schedule{
+      .ratio = s.ratio, .mode = e.options_.mode, .interval = e.options_.interval};
+  st.session.emplace(
+      e.model(), *compressor, schedule, *e.pool_,
+      SessionParts{.cache = *s.cache, .capture = s.capture.get(), .model_mutex = &e.model_mu_});
+  st.session->set_budget(s.budget);  // a continued conversation keeps its first prompt's budget
+  st.out.session_id = s.id;
+  st.out.prompt_tokens = static_cast<int>(req_.prompt.size());
+  st.out.cached_tokens = keep_;
+  if (Status r = Prefill(st); !r.ok()) return r;
+  {
+    e.EnterDecode();
+    const Status r = Decode(st, sink, alive);
+    e.LeaveDecode();
+    if (!r.ok()) return r;
+  }
+  if (Status r = EndTurn(st); !r.ok()) return r;
+  ran_ = true;
+  std::lock_guard lock(e.store_mu_);
+  auto& c = e.counters_;
+  const TurnOutcome& out = st.out;
+  c.prompt_tokens += static_cast<uint64_t>(out.prompt_tokens);
+  c.cached_tokens += static_cast<uint64_t>(out.cached_tokens);
+  c.prefill_tokens += static_cast<uint64_t>(out.prefilled_tokens);
+  c.completion_tokens += out.tokens.size();
+  c.prefill_seconds += st.prefill_s;
+  c.decode_seconds += st.decode_s;
+  c.compressions += static_cast<uint64_t>(st.session->stats().compressions);
+  if (st.client_gone) ++c.cancelled;
+  return std::move(st.out);
+}
+
+}  // namespace primekv::server
