@@ -12,8 +12,16 @@
 #   cmake -B build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF
 #   cmake --build build -j --target llama-bench llama-batched-bench
 #
+# Long contexts (LONG=16384,32768, at the largest thread count, one run each): llama.cpp with
+# flash attention over an f16 cache and over a q8_0 cache (-fa -ctk q8_0 -ctv q8_0) against
+# primekv with the same cache type (prefill of L tokens, then 128 tokens decoded at depth L),
+# and primekv with --press primekv --ratio LONG_RATIO (default 0.9) over a q8_0 cache read by a
+# real prefill (prefill, compression and 128 decoded tokens, end to end). Each run is its own
+# process under GNU time, so the table gives every row's peak RSS beside its KV bytes.
+#
 # Environment: REPS (timed runs per short test, default 3), LONG_REPS (runs of the 4096-token
-# tests, default 1), THREADS (default "1 2"), LLAMA_ARGS (extra flags for both llama.cpp tools, e.g.
+# tests, default 1), SHORT=0 skips the 512- and 4096-token tests, LONG, LONG_RATIO,
+# THREADS (default "1 2"), LLAMA_ARGS (extra flags for both llama.cpp tools, e.g.
 # "--poll 0"), LLAMA_COMMIT / PRIMEKV_COMMIT (labels, e.g. for a binary copied elsewhere), KEEP=1 keeps the raw JSON (its folder is printed).
 set -euo pipefail
 
@@ -29,6 +37,10 @@ REPS=${REPS:-3}
 LONG_REPS=${LONG_REPS:-1}
 THREADS=${THREADS:-"1 2"}
 LLAMA_ARGS=${LLAMA_ARGS:-}
+SHORT=${SHORT:-1}
+LONG=${LONG:-}
+LONG_RATIO=${LONG_RATIO:-0.9}
+[[ -x /usr/bin/time ]] || { echo "GNU time is needed for peak RSS: apt-get install time" >&2; exit 1; }
 find_bin() {
   for c in "$LLAMA_DIR/bin/$1" "$LLAMA_DIR/$1"; do
     [[ -x $c ]] && { echo "$c"; return; }
@@ -58,16 +70,26 @@ run_pair() {  # name, llama command..., --, primekv command...
   prime=("$@")
   echo "[$(date +%T)] $name (load $(cut -d' ' -f1 /proc/loadavg))" >&2
   if ((order % 2 == 0)); then
-    "${llama[@]}" >"$OUT/llama_$name.json" 2>"$OUT/llama_$name.log"
-    "${prime[@]}" >"$OUT/primekv_$name.json" 2>"$OUT/primekv_$name.log"
+    run_one "llama_$name" "${llama[@]}"
+    run_one "primekv_$name" "${prime[@]}"
   else
-    "${prime[@]}" >"$OUT/primekv_$name.json" 2>"$OUT/primekv_$name.log"
-    "${llama[@]}" >"$OUT/llama_$name.json" 2>"$OUT/llama_$name.log"
+    run_one "primekv_$name" "${prime[@]}"
+    run_one "llama_$name" "${llama[@]}"
   fi
   order=$((order + 1))
 }
+run_one() {  # label, command...: JSON to $OUT/label.json, log, peak RSS in KiB
+  local label=$1
+  shift
+  if ! /usr/bin/time -f %M -o "$OUT/$label.rss" "$@" >"$OUT/$label.json" 2>"$OUT/$label.log"; then
+    echo "failed: $*" >&2
+    tail -n 5 "$OUT/$label.log" >&2
+    exit 1
+  fi
+}
 
 for t in $THREADS; do
+  ((SHORT)) || break
   # shellcheck disable=SC2086
   run_pair "pp512_t$t" "$LLAMA_BENCH" -m "$MODEL" -p 512 -n 0 -t "$t" -r "$REPS" -o json $LLAMA_ARGS \
     -- "$PRIMEKV" bench -m "$MODEL" -p 512 -n 0 -t "$t" -r "$REPS" --json
@@ -81,8 +103,27 @@ done
 # step reads the same bytes).
 long_llama=(bash -c "for i in \$(seq $LONG_REPS); do '$LLAMA_BATCHED' -m '$MODEL' -c 4352 -b 2048 \
   -ub 512 -npp 4096 -ntg 128 -npl 1 -t $MAX_T $LLAMA_ARGS --output-format jsonl 2>/dev/null | grep '^{'; done")
-run_pair "long_t$MAX_T" "${long_llama[@]}" \
-  -- "$PRIMEKV" bench -m "$MODEL" -p 4096 -n 128 -d 4096 -t "$MAX_T" -r "$LONG_REPS" --json
+if ((SHORT)); then
+  run_pair "long_t$MAX_T" "${long_llama[@]}" \
+    -- "$PRIMEKV" bench -m "$MODEL" -p 4096 -n 128 -d 4096 -t "$MAX_T" -r "$LONG_REPS" --json
+fi
+# Long contexts: one process per engine, cache type and length. primekv's full-cache decode
+# reads a depth of synthetic rows (the same bytes a prefill leaves); the compressed run fills
+# its depth with a real prefill, so its scores see real keys.
+for L in ${LONG//,/ }; do
+  for kv in f16 q8_0; do
+    kv_flags=()
+    [[ $kv == q8_0 ]] && kv_flags=(-ctk q8_0 -ctv q8_0)
+    # shellcheck disable=SC2086
+    run_pair "L${L}_$kv" "$LLAMA_BATCHED" -m "$MODEL" -c $((L + 128)) -b 2048 -ub 512 -npp "$L" \
+      -ntg 128 -npl 1 -t "$MAX_T" -fa "${kv_flags[@]}" $LLAMA_ARGS --output-format jsonl \
+      -- "$PRIMEKV" bench -m "$MODEL" -p "$L" -n 128 -d "$L" -t "$MAX_T" -r 1 --kv-type "$kv" \
+      -c $((L + 128)) --json
+  done
+  echo "[$(date +%T)] L${L}_press (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+  run_one "primekv_L${L}_press" "$PRIMEKV" bench -m "$MODEL" -p 0 -n 128 -d "$L" -t "$MAX_T" -r 1 \
+    --kv-type q8_0 --fill prefill --press primekv --ratio "$LONG_RATIO" -c $((L + 128)) --json
+done
 
 ELAPSED=$(($(date +%s) - START))
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -96,9 +137,10 @@ FLAGS=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
   grep -xE 'avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx_vnni|avx512_bf16|amx_tile|amx_int8|amx_bf16' |
   tr '\n' ' ')
 
-python3 - "$OUT" "$THREADS" "$MAX_T" <<'PY'
-import json, os, statistics, sys, pathlib
+python3 - "$OUT" "$THREADS" "$MAX_T" "$SHORT" "$LONG" "$LONG_RATIO" <<'PY'
+import json, os, re, statistics, sys, pathlib
 out, threads, max_t = pathlib.Path(sys.argv[1]), sys.argv[2].split(), sys.argv[3]
+short, lengths, ratio = sys.argv[4] == "1", [int(l) for l in sys.argv[5].split(",") if l], sys.argv[6]
 
 def load_json(path):
     text = path.read_text()
@@ -111,34 +153,79 @@ def llama_bench(name):
     rows = load_json(out / f"llama_{name}.json")
     return statistics.median(rows[0]["samples_ts"]), rows[0].get("build_commit", "?")
 
-def batched(key):
-    rows = load_json(out / f"llama_long_t{max_t}.json")
+def batched(name, key):
+    rows = load_json(out / f"llama_{name}.json")
     rows = [rows] if isinstance(rows, dict) else rows
     return statistics.median(r[key] for r in rows)
 
-def primekv(name, test):
+def primekv_test(name, test):
     j = load_json(out / f"primekv_{name}.json")
-    return next(t["median"] for t in j["tests"] if t["test"] == test)
+    return next(t for t in j["tests"] if t["test"] == test)
 
-rows, llama_commit = [], "?"
-for t in threads:
-    pp, llama_commit = llama_bench(f"pp512_t{t}")
-    rows.append((f"prefill 512, {t} thread{'s' if t != '1' else ''}", pp, primekv(f"pp512_t{t}", "pp512")))
-    tg, _ = llama_bench(f"tg128_t{t}")
-    rows.append((f"decode 128, {t} thread{'s' if t != '1' else ''}", tg, primekv(f"tg128_t{t}", "tg128")))
-rows.append((f"prefill 4096, {max_t} threads", batched("speed_pp"), primekv(f"long_t{max_t}", "pp4096")))
-rows.append((f"decode at depth 4096, {max_t} threads", batched("speed_tg"),
-             primekv(f"long_t{max_t}", "tg128 @ d4096")))
-print(f"llama.cpp build {os.environ.get('LLAMA_COMMIT') or llama_commit}")
+def primekv(name, test):
+    return primekv_test(name, test)["median"]
+
+def rss(label):  # GNU time's %M, KiB
+    return int((out / f"{label}.rss").read_text().split()[-1]) * 1024
+
+def llama_kv_bytes(name):  # "KV self size  =  X MiB" in llama.cpp's log
+    m = re.search(r"KV self size\s*=\s*([0-9.]+) MiB", (out / f"llama_{name}.log").read_text())
+    return float(m.group(1)) * 2**20 if m else float("nan")
+
+def mib(b):
+    return f"{b / 2**20:.1f} MiB"
+
+rows, llama_commit = [], os.environ.get("LLAMA_COMMIT") or "?"
+if short:
+    for t in threads:
+        pp, llama_commit = llama_bench(f"pp512_t{t}")
+        rows.append((f"prefill 512, {t} thread{'s' if t != '1' else ''}", pp, primekv(f"pp512_t{t}", "pp512")))
+        tg, _ = llama_bench(f"tg128_t{t}")
+        rows.append((f"decode 128, {t} thread{'s' if t != '1' else ''}", tg, primekv(f"tg128_t{t}", "tg128")))
+    rows.append((f"prefill 4096, {max_t} threads", batched(f"long_t{max_t}", "speed_pp"),
+                 primekv(f"long_t{max_t}", "pp4096")))
+    rows.append((f"decode at depth 4096, {max_t} threads", batched(f"long_t{max_t}", "speed_tg"),
+                 primekv(f"long_t{max_t}", "tg128 @ d4096")))
+memory = []
+for L in lengths:
+    for kv in ("f16", "q8_0"):
+        name = f"L{L}_{kv}"
+        rows.append((f"prefill {L}, {kv} cache, {max_t} threads", batched(name, "speed_pp"),
+                     primekv(name, f"pp{L}")))
+        rows.append((f"decode at depth {L}, {kv} cache", batched(name, "speed_tg"),
+                     primekv(name, f"tg128 @ d{L}")))
+        memory.append((f"{L}, {kv} cache, full", llama_kv_bytes(name), rss(f"llama_{name}"),
+                       primekv_test(name, f"tg128 @ d{L}")["kv_bytes_end"], rss(f"primekv_{name}")))
+    # PrimeKV over a q8_0 cache against llama.cpp's f16 cache with flash attention.
+    press = primekv_test(f"L{L}_press", f"tg128 @ d{L}")
+    base = f"L{L}_f16"
+    rows.append((f"decode at depth {L}: primekv {ratio} + q8_0 vs llama.cpp f16", batched(base, "speed_tg"),
+                 press["median"]))
+    if "fill_s" in press:
+        llama_s = batched(base, "t_pp") + batched(base, "t_tg")
+        primekv_s = press["fill_s"] + 128 / press["median"]
+        # Seconds, so the ratio is inverted: above 1 means primekv took less time.
+        rows.append((f"end to end {L} + 128 tokens (1 / seconds): primekv {ratio} + q8_0 vs llama.cpp f16",
+                     1 / llama_s, 1 / primekv_s))
+    memory.append((f"{L}, primekv {ratio} + q8_0 vs llama.cpp f16", llama_kv_bytes(base), rss(f"llama_{base}"),
+                   press["kv_bytes_end"], rss(f"primekv_L{L}_press")))
+
+print(f"llama.cpp build {llama_commit}")
 print()
 print("| tokens/s | llama.cpp | primekv | ratio |")
 print("|---|---:|---:|---:|")
 for name, a, b in rows:
     print(f"| {name} | {a:.2f} | {b:.2f} | {b / a:.2f} |")
+if memory:
+    print()
+    print("| context, cache | llama.cpp KV | llama.cpp peak RSS | primekv KV | primekv peak RSS | KV ratio |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, lkv, lrss, pkv, prss in memory:
+        print(f"| {name} | {mib(lkv)} | {mib(lrss)} | {mib(pkv)} | {mib(prss)} | {pkv / lkv:.3f} |")
 PY
 echo
 echo "CPU: $CPU (family $FAMILY, model $MODELNO); flags: $FLAGS"
-echo "primekv $COMMIT; model $(basename "$MODEL"); reps $REPS (4096-token tests $LONG_REPS)"
+echo "primekv $COMMIT; model $(basename "$MODEL"); reps $REPS (4096-token tests $LONG_REPS; long tests ${LONG:-none}, 1 run)"
 echo "load average before: $LOAD_BEFORE, after: $LOAD_AFTER; ${ELAPSED}s"
 [[ ${KEEP:-0} == 1 ]] && echo "raw results: $OUT"
 exit 0

@@ -11,7 +11,8 @@
 // Why this form: it is also what integer dot products need. The int8-activation dots (dot_q8k,
 // 256-element formats; activations rounded once per matmul into Q8KBlock, as llama.cpp's Q8_K)
 // compute d_x * sum_g (scale_g * sum_i q_i qx_i - min_g * bsum_g) from the same unpacked quants,
-// with maddubs/madd or VNNI for the exact inner sums. Q4_K's dot skips the unpacked copy.
+// with maddubs/madd or VNNI for the exact inner sums. Q4_K, Q5_K and Q6_K's dots skip the
+// unpacked copy and apply the group scales in integers (kquants_int8_x86.inc).
 #pragma once
 
 #include <cstdint>

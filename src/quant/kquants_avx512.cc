@@ -1,5 +1,6 @@
 // AVX-512 kernels of the formats of kquants.h: the unpacking of kquants_x86.inc, then the
-// kernels of kquants_simd.inc, 16 wide (one vector per group of 16). Target pragma and run-time
+// kernels of kquants_simd.inc, 16 wide (one vector per group of 16); the int8 dots of Q4_K, Q5_K
+// and Q6_K on the packed blocks (kquants_int8_x86.inc). Target pragma and run-time
 // choice as kernels_avx512.cc.
 #include <cstdint>
 #include <cstring>
@@ -17,25 +18,31 @@
 namespace primekv::quant::internal {
 namespace {
 
+// clang-format off
 #include "quant/kquants_simd.inc"
 #include "quant/kquants_x86.inc"
+#define PRIMEKV_KQUANTS_512
+#include "quant/kquants_int8_x86.inc"
+// clang-format on
+#undef PRIMEKV_KQUANTS_512
 
 }  // namespace
 }  // namespace primekv::quant::internal
 
+// clang-format off
 #include "quant/kquants_table.inc"
 #include "primekv/quant/simd/target_end.inc"
+// clang-format on
 
 namespace primekv::quant::internal {
 
 // Outside the target region, like Avx512Kernels(). Quantisation stays scalar.
 void AddAvx512BlockKernels(KernelTable& t) {
-  // Q4_K's int8 dot stays the AVX2 one this table was copied from: unpacked in registers, it
-  // measured faster than 512-bit versions (19.7 against 16.0 GB/s in cache, bm_quant
-  // DotRowQ8K, Zen 5), which spend more on assembling two sub-blocks per vector.
-  const DotQ8KFn q4_k_int8 = t.q4_k.dot_q8k;
   AddBlockKernels<simd::Avx512>(t);
-  t.q4_k.dot_q8k = q4_k_int8;
+  t.q4_k.dot_q8k = K4Avx512<false, false>;
+  t.q5_k.dot_q8k = K4Avx512<false, true>;
+  t.q6_k.dot_q8k = K6Avx512<false>;
+  t.iq4_xs.dot_q8k = Iq4XsAvx512<false>;
 }
 
 }  // namespace primekv::quant::internal

@@ -1,6 +1,7 @@
 // The AVX-512 VNNI table: the AVX-512 table with the int8-activation dot products of the
-// 256-element formats done by vpdpbusd (one instruction for maddubs + madd). A separate file so
-// that nothing else is compiled with the VNNI target.
+// 256-element formats done by vpdpbusd (one instruction for maddubs + madd), and those of Q4_K,
+// Q5_K and Q6_K by vpdpwssd on the packed blocks (kquants_int8_x86.inc). A separate file so that
+// nothing else is compiled with the VNNI target.
 #include <cstdint>
 #include <cstring>
 
@@ -21,8 +22,13 @@
 namespace primekv::quant::internal {
 namespace {
 
+// clang-format off
 #include "quant/kquants_simd.inc"
 #include "quant/kquants_x86.inc"
+#define PRIMEKV_KQUANTS_512
+#include "quant/kquants_int8_x86.inc"
+// clang-format on
+#undef PRIMEKV_KQUANTS_512
 
 // The AVX-512 policy with vpdpbusd for the four-product sums.
 struct Avx512Vnni : simd::Avx512 {
@@ -33,8 +39,10 @@ struct Avx512Vnni : simd::Avx512 {
 }  // namespace primekv::quant::internal
 
 #pragma GCC diagnostic pop
+// clang-format off
 #include "quant/kquants_table.inc"
 #include "primekv/quant/simd/target_end.inc"
+// clang-format on
 
 namespace primekv::quant::internal {
 
@@ -43,12 +51,15 @@ const KernelTable* Avx512VnniKernels() {
   static const KernelTable table = [] {
     KernelTable t = *Avx512Kernels();
     t.isa = Isa::kAvx512Vnni;
-    // Q4_K keeps the AVX2 register-unpacked int8 dot (see AddAvx512BlockKernels).
     ForEachBlockFormat(t, []<QuantsFn kQ, KBlock kL, GgmlType kT, UnpackFn kS>(TypeKernels& k) {
-      if constexpr (kL.elements == kSuperBlock && kT != GgmlType::kQ4_K) {
+      if constexpr (kL.elements == kSuperBlock) {
         k.dot_q8k = DotQ8K<Avx512Vnni, kQ, kT, kS>;
       }
     });
+    t.q4_k.dot_q8k = K4Avx512<true, false>;
+    t.q5_k.dot_q8k = K4Avx512<true, true>;
+    t.q6_k.dot_q8k = K6Avx512<true>;
+    t.iq4_xs.dot_q8k = Iq4XsAvx512<true>;
     return t;
   }();
   return &table;
