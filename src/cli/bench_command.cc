@@ -288,6 +288,8 @@ struct TestResult {
   std::vector<double> bandwidth, shares;
   double bandwidth_median = 0, bandwidth_share = 0;
   double kept_fraction = 1.0;  // entries kept by the press
+  // Decode tests: the depth fill (prefill or synthetic rows, and every compression), once.
+  double fill_s = 0, score_s = 0;
 };
 
 // One prefill run: tokens/s.
@@ -397,8 +399,11 @@ Result<TestResult> BenchGen(BenchContext& b, const Compressor& compressor, KvCac
   r.gen = g;
   r.depth = d;
   DepthFillStats fill;
+  const auto fill_start = Clock::now();
   PRIMEKV_RETURN_IF_ERROR(
       FillDepth(b.model, compressor, FillOptions(b.args), d, cache, b.pool, b.ws, b.rng, &fill));
+  r.fill_s = Seconds(fill_start, Clock::now());
+  r.score_s = fill.score_ms / 1000.0;
   r.kept_fraction = fill.kept_fraction;
   r.kv_allocated = static_cast<double>(fill.kv_allocated_peak);
   r.kv_bytes = static_cast<double>(cache.BytesInUse());
@@ -526,6 +531,8 @@ void PrintJson(const BenchRun& run) {
       e["read_bytes_per_s_median"] = r.bandwidth_median;
       e["bandwidth_share"] = r.bandwidth_share;
       e["kept_fraction"] = r.kept_fraction;
+      e["fill_s"] = r.fill_s;
+      e["score_s"] = r.score_s;
     }
     tests.push_back(e);
   }

@@ -106,6 +106,7 @@ Status FillDepth(const Model& model, const Compressor& compressor, const DepthFi
     if (after_chunk) after_chunk(done);
   }
   st.compressions = session.stats().compressions;
+  st.score_ms = session.stats().score_ms;
   const double filled = static_cast<double>(depth) * c.n_layers * c.n_kv_heads;
   st.kept_fraction = static_cast<double>(cache.TotalEntries()) / filled;
   return Status::Ok();

@@ -35,6 +35,7 @@ struct DepthFillStats {
   size_t kv_bytes_peak = 0;      // largest BytesInUse() seen, before any compression
   size_t kv_allocated_peak = 0;  // largest BytesAllocated() seen (pool pages, free ones too)
   int compressions = 0;
+  double score_ms = 0;  // scoring and selection of every compression
 };
 
 // Fills `cache` (cleared first) with `depth` entries per head and compresses them with
