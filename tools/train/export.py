@@ -109,18 +109,17 @@ def export(model, tok, name, out_dir, gguf_out, primekv, gguf_type="F32", log=pr
 
 def load_checkpoint(name, ckpt=None, tokenizer=None):
     """The run's checkpoint and tokenizer (tools/train/{ckpt,runs}/NAME/), or the given files
-    (a tokenizer.json or a GGUF whose pieces are the tokenizer, as train_ref2.py reads it)."""
+    (a tokenizer.json or a GGUF whose pieces are the tokenizer: tokenizer.load_tokenizer)."""
     import torch
     sys.path.insert(0, _HERE)
     from model import Llama, ModelConfig
-    from tokenizer import Tokenizer
+    from tokenizer import Tokenizer, load_tokenizer
     ck = torch.load(ckpt or os.path.join(_HERE, "ckpt", name, "last.pt"), map_location="cpu")
     cfg = ModelConfig(**ck["state"]["config"])
     model = Llama(cfg)
     model.load_state_dict(ck["model"])
     model.eval()
     if tokenizer:
-        from train_ref2 import load_tokenizer
         tok = load_tokenizer(tokenizer)
     else:
         tok = Tokenizer.load(os.path.join(_HERE, "runs", name, "tokenizer.json"))

@@ -192,3 +192,17 @@ def train_bpe(texts, vocab_size: int):
     pieces = base + merges
     scores = [-1e6] * len(base) + [-float(i) for i in range(len(merges))]
     return Tokenizer(pieces, scores)
+
+
+def load_tokenizer(path):
+    """A tokenizer.json (Tokenizer.save) or the pieces stored in a GGUF file."""
+    if path.endswith(".json"):
+        return Tokenizer.load(path)
+    import os
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(here)), "tests", "reference"))
+    from gguf_read import GGUFFile
+    meta = GGUFFile(path).metadata
+    return Tokenizer(list(meta["tokenizer.ggml.tokens"][FIRST_PIECE:]),
+                     list(meta["tokenizer.ggml.scores"][FIRST_PIECE:]))

@@ -72,8 +72,8 @@ import torch.nn.functional as F  # noqa: E402
 import data_long  # noqa: E402
 import export  # noqa: E402
 from model import Llama, ModelConfig  # noqa: E402
-from tokenizer import Tokenizer  # noqa: E402
-from train_ref2 import (Feeder, batch_of, load_gguf_weights, load_tokenizer, lr_at, save,  # noqa: E402
+from tokenizer import Tokenizer, load_tokenizer  # noqa: E402
+from train_ref2 import (Feeder, batch_of, load_gguf_weights, lr_at, save,  # noqa: E402
                         teacher_forced_accuracy)
 
 # (start fraction of the budget, divisor of --ctx, difficulty range)

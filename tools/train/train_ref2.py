@@ -38,21 +38,10 @@ import torch.nn.functional as F  # noqa: E402
 
 import data  # noqa: E402
 from model import Llama, ModelConfig, init_induction_circuit  # noqa: E402
-from tokenizer import FIRST_PIECE, Tokenizer  # noqa: E402
+from tokenizer import FIRST_PIECE, Tokenizer, load_tokenizer  # noqa: E402
 
 
 # ---------------------------------------------------------------------------- tokenizer
-def load_tokenizer(path):
-    """A tokenizer.json (Tokenizer.save) or the pieces stored in a GGUF file."""
-    if path.endswith(".json"):
-        return Tokenizer.load(path)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(_HERE)), "tests", "reference"))
-    from gguf_read import GGUFFile
-    meta = GGUFFile(path).metadata
-    return Tokenizer(list(meta["tokenizer.ggml.tokens"][FIRST_PIECE:]),
-                     list(meta["tokenizer.ggml.scores"][FIRST_PIECE:]))
-
-
 # ---------------------------------------------------------------------------- schedule
 # (start fraction of the budget, sequence length, difficulty range); rows = batch_tokens / length.
 STAGES = [
