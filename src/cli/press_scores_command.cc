@@ -11,9 +11,11 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "primekv/util/json_read.h"
 #include "primekv/model/model.h"
+#include "primekv/press/compressor.h"
+#include "primekv/press/output_gram.h"
 #include "primekv/press/press.h"
+#include "primekv/util/json_read.h"
 
 namespace primekv::cli {
 
@@ -152,25 +154,17 @@ Result<Tensors> ReadTensors(const std::filesystem::path& dir, const Meta& m) {
   return t;
 }
 
-// W_O Gram per KV head: sum over the group's query heads of W_O^(h)T W_O^(h).
+// W_O Gram per KV head, stacked [n_kv_heads][d][d].
 std::vector<float> OutputGrams(const ModelConfig& c, const std::vector<float>& wo) {
-  const int d = c.head_dim, G = c.group();
-  const MatView<const float> w(wo.data(), c.d_model, c.q_width());
-  std::vector<float> gram(static_cast<size_t>(c.n_kv_heads) * d * d);
+  std::vector<float> gram;
   for (int h = 0; h < c.n_kv_heads; ++h) {
-    std::vector<double> acc(static_cast<size_t>(d) * d, 0.0);
-    for (int row = 0; row < c.d_model; ++row)
-      for (int g = 0; g < G; ++g) {
-        const float* x = w.Row(row) + static_cast<int64_t>(h * G + g) * d;
-        for (int a = 0; a < d; ++a)
-          for (int b = 0; b < d; ++b) acc[a * d + b] += static_cast<double>(x[a]) * x[b];
-      }
-    std::copy(acc.begin(), acc.end(), gram.begin() + static_cast<int64_t>(h) * d * d);
+    const std::vector<float> one = OutputGram(c, {wo.data(), c.d_model, c.q_width()}, h);
+    gram.insert(gram.end(), one.begin(), one.end());
   }
   return gram;
 }
 
-// Query statistics from raw pre-RoPE context queries (positions >= 4, as the engine does).
+// Query statistics from raw pre-RoPE context queries (past the sinks, as the engine does).
 QueryStats ContextStats(const ModelConfig& c, const Tensors& t) {
   const int d = c.head_dim;
   QueryStats stats;
@@ -179,7 +173,7 @@ QueryStats ContextStats(const ModelConfig& c, const Tensors& t) {
   const MatView<const float> q(t.context_queries.data(), std::ssize(t.context_positions),
                                c.q_width());
   for (int64_t r = 0; r < q.rows; ++r) {
-    if (t.context_positions[r] < 4) continue;
+    if (t.context_positions[r] < PressCapture::kStatsSinks) continue;
     for (int h = 0; h < c.n_heads; ++h) {
       const float* x = q.Row(r) + static_cast<int64_t>(h) * d;
       for (int a = 0; a < d; ++a) {

@@ -462,48 +462,4 @@ KvCache Model::NewCache(KvCacheOptions options) const {
   return KvCache(config_.n_layers, config_.n_kv_heads, config_.head_dim, options);
 }
 
-std::vector<float> Model::OutputGram(int layer, int kv_head) const {
-  const ModelConfig& c = config_;
-  const int d = c.head_dim;
-  const WeightView& wo = layers_[static_cast<size_t>(layer)].wo;  // [d_model, n_heads * d]
-  const int width = static_cast<int>(wo.cols);
-  constexpr int kRows = 256;
-  std::vector<double> acc(static_cast<size_t>(d) * d, 0.0);
-  std::vector<float> block(static_cast<size_t>(kRows) * width), part(static_cast<size_t>(d) * d);
-  // Float products over row blocks, summed in double: sum_rows w_a w_b for each head slice.
-  for (int64_t r0 = 0; r0 < wo.rows; r0 += kRows) {
-    const int rows = static_cast<int>(std::min<int64_t>(kRows, wo.rows - r0));
-    for (int i = 0; i < rows; ++i)
-      GetRow(wo, r0 + i, block.data() + static_cast<size_t>(i) * width);
-    for (int g = 0; g < c.group(); ++g) {
-      const float* slice = block.data() + static_cast<size_t>(kv_head * c.group() + g) * d;
-      dense::GemmTN(d, d, rows, 1.0f, slice, width, slice, width, 0.0f, part.data(), d);
-      for (size_t t = 0; t < acc.size(); ++t) acc[t] += part[t];
-    }
-  }
-  return std::vector<float>(acc.begin(), acc.end());
-}
-
-MeanQueryMap Model::MeanQueryMapOf(int layer, int kv_head) const {
-  const ModelConfig& c = config_;
-  const LayerWeights& w = layers_[static_cast<size_t>(layer)];
-  const int d = c.head_dim, g = c.group();
-  const auto rows = [&](const WeightView& v, int64_t first, int64_t count) {
-    Mat<float> m(count, v.cols);
-    for (int64_t r = 0; r < count; ++r) GetRow(v, first + r, m.Row(r));
-    return m;
-  };
-  const auto slice = [](const std::vector<float>& b, int64_t first, int64_t count) {
-    return b.empty() ? std::span<const float>() : std::span<const float>(b).subspan(first, count);
-  };
-  const Mat<float> wq = rows(w.wq, int64_t{kv_head} * g * d, int64_t{g} * d);
-  const Mat<float> wk = rows(w.wk, int64_t{kv_head} * d, d);
-  const Mat<float> wv = c.qk_norm ? Mat<float>() : rows(w.wv, int64_t{kv_head} * d, d);
-  return BuildMeanQueryMap(
-      wq.view(), wk.view(), wv.view(), slice(w.bq, int64_t{kv_head} * g * d, int64_t{g} * d),
-      slice(w.bk, int64_t{kv_head} * d, d), slice(w.bv, int64_t{kv_head} * d, d),
-      c.qk_norm ? std::span<const float>(w.k_norm) : std::span<const float>(),
-      c.qk_norm ? std::span<const float>(w.q_norm) : std::span<const float>(), c.rms_eps);
-}
-
 }  // namespace primekv

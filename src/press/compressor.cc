@@ -4,6 +4,8 @@
 #include <chrono>
 
 #include "press/scorer_util.h"
+#include "primekv/press/mean_query.h"
+#include "primekv/press/output_gram.h"
 #include "primekv/quant/matmul.h"
 
 namespace primekv {
@@ -107,7 +109,7 @@ std::span<const float> Compressor::Gram(int layer) const {
   std::call_once(gram_once_[layer], [&] {
     std::vector<float>& g = grams_[layer];
     for (int h = 0; h < model_.config().n_kv_heads; ++h) {
-      auto one = model_.OutputGram(layer, h);
+      auto one = OutputGram(model_, layer, h);
       g.insert(g.end(), one.begin(), one.end());
     }
   });
@@ -117,7 +119,7 @@ std::span<const float> Compressor::Gram(int layer) const {
 std::span<const MeanQueryMap> Compressor::MeanQueryMaps(int layer) const {
   std::call_once(mean_query_once_[layer], [&] {
     for (int h = 0; h < model_.config().n_kv_heads; ++h)
-      mean_query_[layer].push_back(model_.MeanQueryMapOf(layer, h));
+      mean_query_[layer].push_back(MeanQueryMapOf(model_, layer, h));
   });
   return mean_query_[layer];
 }

@@ -14,7 +14,6 @@
 #include "primekv/attention/attention.h"
 #include "primekv/gguf/gguf.h"
 #include "primekv/kv/kv_cache.h"
-#include "primekv/model/mean_query.h"
 #include "primekv/util/status.h"
 #include "primekv/util/tensor.h"
 #include "primekv/util/thread_pool.h"
@@ -188,12 +187,6 @@ class Model {
   // presses that recompute window queries. h: [n, d_model], out: [n, n_heads * head_dim].
   void ProjectQueries(int layer, MatView<const float> h, std::span<const int32_t> positions,
                       MatView<float> out, ThreadPool& pool) const;
-  // W_O slice Gram matrix of one KV head's group: sum_{h in group} W_O^(h)T W_O^(h), [d, d]
-  // row-major in double-accumulated floats.
-  std::vector<float> OutputGram(int layer, int kv_head) const;
-  // The map from one KV head's cached means to its group's mean content query
-  // (primekv/model/mean_query.h; PrimeKV's key=typical).
-  MeanQueryMap MeanQueryMapOf(int layer, int kv_head) const;
   // RoPE inverse frequencies per rotated pair [rope_dim / 2], after any llama3 scaling.
   std::span<const float> rope_inv_freq() const { return rope_inv_freq_; }
 

@@ -16,6 +16,8 @@ namespace primekv {
 // rows per layer, running statistics of pre-RoPE queries, and (when recording) future queries.
 class PressCapture : public ForwardTap {
  public:
+  // Query statistics leave out the first positions (ExpectedAttention's n_sink: attention sinks).
+  static constexpr int kStatsSinks = 4;
   PressCapture(const Model& model, const PressNeeds& needs);
   void OnQueries(int layer, std::span<const int32_t> pos, MatView<const float> q) override;
 
@@ -40,7 +42,6 @@ class PressCapture : public ForwardTap {
   void KeepWindow(Layer& L, std::span<const int32_t> pos, MatView<const float> q);
   void AddQueryStats(QueryStats& st, std::span<const int32_t> pos, MatView<const float> q);
 
-  static constexpr int kStatsSinks = 4;  // ExpectedAttention's n_sink: sinks are left out
   const Model& model_;
   PressNeeds needs_;
   bool recording_future_ = false;

@@ -15,6 +15,7 @@
 
 #include "primekv/kv/kv_cache.h"
 #include "primekv/model/model.h"
+#include "primekv/press/mean_query.h"
 #include "primekv/util/status.h"
 #include "primekv/util/tensor.h"
 

@@ -1,9 +1,10 @@
-#include "primekv/model/mean_query.h"
+#include "primekv/press/mean_query.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "primekv/quant/dense.h"
+#include "primekv/quant/matmul.h"
 
 namespace primekv {
 
@@ -144,6 +145,28 @@ std::vector<double> MeanQueryMap::MeanQuery(std::span<const double> cbar,
     }
   }
   return mean;
+}
+
+MeanQueryMap MeanQueryMapOf(const Model& model, int layer, int kv_head) {
+  const ModelConfig& c = model.config();
+  const LayerWeights& w = model.layer(layer);
+  const int d = c.head_dim, g = c.group();
+  const auto rows = [&](const WeightView& v, int64_t first, int64_t count) {
+    Mat<float> m(count, v.cols);
+    for (int64_t r = 0; r < count; ++r) GetRow(v, first + r, m.Row(r));
+    return m;
+  };
+  const auto slice = [](const std::vector<float>& b, int64_t first, int64_t count) {
+    return b.empty() ? std::span<const float>() : std::span<const float>(b).subspan(first, count);
+  };
+  const Mat<float> wq = rows(w.wq, int64_t{kv_head} * g * d, int64_t{g} * d);
+  const Mat<float> wk = rows(w.wk, int64_t{kv_head} * d, d);
+  const Mat<float> wv = c.qk_norm ? Mat<float>() : rows(w.wv, int64_t{kv_head} * d, d);
+  return BuildMeanQueryMap(
+      wq.view(), wk.view(), wv.view(), slice(w.bq, int64_t{kv_head} * g * d, int64_t{g} * d),
+      slice(w.bk, int64_t{kv_head} * d, d), slice(w.bv, int64_t{kv_head} * d, d),
+      c.qk_norm ? std::span<const float>(w.k_norm) : std::span<const float>(),
+      c.qk_norm ? std::span<const float>(w.q_norm) : std::span<const float>(), c.rms_eps);
 }
 
 }  // namespace primekv

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "primekv/model/model.h"
 #include "primekv/util/mat.h"
 
 namespace primekv {
@@ -49,5 +50,8 @@ MeanQueryMap BuildMeanQueryMap(MatView<const float> wq, MatView<const float> wk,
                                std::span<const float> bk, std::span<const float> bv,
                                std::span<const float> k_gain, std::span<const float> q_gain,
                                float norm_eps);
+
+// The map of KV head `kv_head` in `layer`, from the model's weights (dequantised rows).
+MeanQueryMap MeanQueryMapOf(const Model& model, int layer, int kv_head);
 
 }  // namespace primekv

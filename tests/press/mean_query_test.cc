@@ -1,9 +1,9 @@
-// The mean-query map of PrimeKV's key=typical (primekv/model/mean_query.h) against what it must equal:
+// The mean-query map of PrimeKV's key=typical (primekv/press/mean_query.h) against what it must equal:
 // where the cached keys and values determine the mean layer input, the map returns the true mean
 // content query. Checked on hand-made matrices (both pseudo-inverse branches, biases, the part
 // the cache cannot see, q/k norms) and end to end on random models, whose captured queries give
 // the truth.
-#include "primekv/model/mean_query.h"
+#include "primekv/press/mean_query.h"
 
 #include <gtest/gtest.h>
 
@@ -192,7 +192,7 @@ TEST(MeanQueryMap, QkNormOfOneTokenGivesItsNormedQuery) {
   EXPECT_LT(MaxAbsDiff(map.MeanQuery(key, {}), want), 1e-4 * MaxAbs(want));
 }
 
-// End to end: Model::MeanQueryMapOf on random models whose [W_k; W_v] per KV head is square
+// End to end: MeanQueryMapOf on random models whose [W_k; W_v] per KV head is square
 // (2 head_dim = d_model), against the mean of the queries the forward pass really formed.
 class QueryTap : public ForwardTap {
  public:
@@ -241,7 +241,7 @@ void CheckModel(Arch arch, int tokens) {
             want[a] += q[static_cast<size_t>(i) * c.q_width() + (h * c.group() + g) * d + a] /
                        (tokens * c.group());
         }
-      const std::vector<double> got = m.MeanQueryMapOf(layer, h).MeanQuery(cbar, vbar);
+      const std::vector<double> got = MeanQueryMapOf(m, layer, h).MeanQuery(cbar, vbar);
       EXPECT_LT(MaxAbsDiff(got, want), 2e-3 * MaxAbs(want))
           << ArchName(arch) << " layer " << layer << " head " << h;
     }
