@@ -78,7 +78,7 @@ run_one() {
     jsonl)
       # Seeds: the first 4 KiB of each fixture and held-out file (options come from the last
       # bytes).
-      for f in "$root"/tests/eval/fixtures/*.jsonl "$root"/docs/results/heldout/*.jsonl; do
+      for f in "$root"/tests/eval/fixtures/*.jsonl "$root"/research/results/heldout/*.jsonl; do
         [[ -f "$f" ]] && head -c 4096 "$f" > "$work/$t/corpus/$(basename "$f")"
       done
       binary="$build/fuzz/jsonl_tasks_fuzz" dict="$root/fuzz/jsonl.dict" max_len=8192

@@ -21,7 +21,7 @@ out=build/demo-eval
 # A demo always runs fresh: eval would otherwise resume rows that an older build of the engine
 # wrote under the same settings.
 rm -rf "$out"
-h=docs/results/heldout
+h=research/results/heldout
 "$bin" eval -m "$model" --tasks "jsonl:$h/single.jsonl,jsonl:$h/multikey.jsonl,jsonl:$h/multiturn.jsonl" \
   --presses none,primekv,streamingllm --ratios 0.5,0.75 --samples 5 --out "$out"
 # The report's first table: the mean score over the tasks per press and ratio.

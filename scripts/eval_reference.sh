@@ -3,24 +3,29 @@
 # four compression ratios, context-only compression, on
 #   1. the RULER families and multi-turn drift in the evaluation generators' wording (src/eval),
 #      which the model never saw in training, and
-#   2. held-out sets of the model's own task families (docs/results/heldout, written by
+#   2. held-out sets of the model's own task families (research/results/heldout, written by
 #      tools/train/make_heldout.py from seeds training never drew), and
 #   3. the PrimeKV ablation on the dev split and the final table on the test split, both
 #      reference models (issue 11, results §6.9-6.10), and
 #   4. multi-turn per turn on the test split's multiturn and drift families (results §6.6, §6.10).
 #   5. fidelity (mean KL to the full cache) on stories260K and both reference models, dev and
-#      unseen contexts (results §6.9-6.10): docs/results/reference-fidelity/table.md.
+#      unseen contexts (results §6.9-6.10): research/results/reference-fidelity/table.md.
 #   6. KVzip (issue 11 item 4, results §6.12) against KeyDiff and the default on 960-token
 #      contexts, so that its second pass fits the models' 2048-token window.
 # Resumable: re-running with the same output folders skips finished samples. `primekv eval`
 # records DIR/config.json (settings, task and model fingerprints, and each press's resolved
 # parameters) and refuses to resume a folder whose rows were made under other settings or
 # another meaning of a press name. The folders of earlier rounds, made with the previous
-# `primekv` default (docs/results/reference-{ruler,ruler-v2,heldout,heldout-dev,heldout-test},
+# `primekv` default (research/results/reference-{ruler,ruler-v2,heldout,heldout-dev,heldout-test},
 # reference2-heldout-dev), are kept as made; steps 1-2 write to -v3 folders.
-# Usage: scripts/eval_reference.sh [OUT_PREFIX]   (model 2's folders are OUT_PREFIX2-*)
+# The stored folders under research/results/ keep their rows xz-compressed and name their task
+# files by the paths of their runs (jsonl:docs/results/...), so regenerate into a fresh prefix,
+# e.g. /tmp/regen/reference, and compare with research/scripts/compare_eval_rows.py; resuming a
+# stored folder in place is described in research/README.md.
+# Usage: scripts/eval_reference.sh [OUT_PREFIX]   (model 2's folders are OUT_PREFIX2-*;
+#   default research/results/reference)
 #   environment: STEPS (default 1234567: which steps to run), SAMPLES, LENGTH, MAX_NEW, THREADS,
-#   PRIMEKV_BIN,
+#   PRIMEKV_BIN, TASK_SETS (default research/results: the folder of the held-out task sets),
 #   SMOKE=N: N samples per task (N=1 or more), ratio 0.75 only, every step (use a scratch
 #   OUT_PREFIX); SMOKE=3 is the before/after check of a behaviour-preserving refactor
 #   Times from empty folders on the 2-core development machine (Zen 5, load average 3-4 from
@@ -30,7 +35,8 @@
 #   other job running): 169 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-prefix="${1:-docs/results/reference}"
+prefix="${1:-research/results/reference}"
+sets="${TASK_SETS:-research/results}"  # heldout/, heldout-dev/, heldout-test/
 prefix2="${prefix}2"  # the second reference model's folders
 bin="${PRIMEKV_BIN:-build/release/src/cli/primekv}"
 model=models/primekv-retrieval.gguf
@@ -63,7 +69,7 @@ mid=$(date +%s)
 
 heldout=""
 for f in single single_uuid multikey dense multivalue multiquery vt freq multiturn; do
-  heldout+="${heldout:+,}jsonl:docs/results/heldout/$f.jsonl"
+  heldout+="${heldout:+,}jsonl:$sets/heldout/$f.jsonl"
 done
 if [[ $steps == *2* ]]; then
   "$bin" eval "${common[@]}" --tasks "$heldout" --out "$prefix-heldout-v3" --compare keydiff,primekv
@@ -78,12 +84,12 @@ echo "RULER + multiturn: $((mid - start)) s; held-out families: $((end - mid)) s
 #    family) in folders of their own. The folders of §6.1-6.8 (reference-heldout-dev,
 #    reference-heldout-test, reference2-heldout-dev) were made with the previous default under
 #    the name `primekv` and are kept as made; eval refuses to resume them with this binary.
-#    Splits: scripts/make_eval_splits.py, docs/eval-tasks.md.
+#    Splits: research/scripts/make_eval_splits.py, docs/eval-tasks.md.
 families="single single_uuid multikey dense multivalue multiquery vt freq multiturn near_key drift"
 dev="" test=""
 for f in $families; do
-  dev+="${dev:+,}jsonl:docs/results/heldout-dev/$f.jsonl"
-  test+="${test:+,}jsonl:docs/results/heldout-test/$f.jsonl"
+  dev+="${dev:+,}jsonl:$sets/heldout-dev/$f.jsonl"
+  test+="${test:+,}jsonl:$sets/heldout-test/$f.jsonl"
 done
 n_dev=20 n_test1=50 n_test2=30 n_other1=10 n_other2=5
 if [ "$smoke" != 0 ]; then n_dev=$smoke n_test1=$smoke n_test2=$smoke n_other1=$smoke n_other2=$smoke; fi
@@ -124,7 +130,7 @@ fi
 #    the first question are prefilled and compressed once (SnapKV and PyramidKV see the first
 #    question), then every question is asked on that cache. `--mode multiturn` keeps answers in
 #    the cache, which does not fit these ~2000-token samples in the 2048-token context (§6.6).
-turns="jsonl:docs/results/heldout-test/multiturn.jsonl,jsonl:docs/results/heldout-test/drift.jsonl"
+turns="jsonl:$sets/heldout-test/multiturn.jsonl,jsonl:$sets/heldout-test/drift.jsonl"
 turn_ratios=0.75,0.5
 [ "$smoke" != 0 ] && turn_ratios=0.75
 if [[ $steps == *4* ]]; then
@@ -137,10 +143,10 @@ if [[ $steps == *4* ]]; then
     --threads "${THREADS:-0}" --seed 42 -q \
     --out "$prefix2-multiturn-test-first-question" > /dev/null
   for r in ${turn_ratios//,/ }; do
-    python3 scripts/per_turn.py --ratio "$r" --table "$prefix-heldout-test-v3" \
+    python3 research/scripts/per_turn.py --ratio "$r" --table "$prefix-heldout-test-v3" \
       --table "$prefix-multiturn-test-first-question" \
       --a "$prefix-multiturn-test-first-question:snapkv" --b "$prefix-heldout-test-v3:primekv"
-    python3 scripts/per_turn.py --ratio "$r" --table "$prefix2-heldout-test" \
+    python3 research/scripts/per_turn.py --ratio "$r" --table "$prefix2-heldout-test" \
       --table "$prefix2-multiturn-test-first-question" \
       --a "$prefix2-multiturn-test-first-question:snapkv" \
       --b "$prefix2-heldout-test:primekv"
@@ -165,7 +171,7 @@ if [[ $steps == *5* ]]; then
   for split in dev test; do
     python3 -c "import json, sys
 for f in ['single', 'multikey', 'multiquery', 'multiturn', 'drift', 'vt']:
-    [print(json.loads(l)['context']) for l in open('docs/results/heldout-$split/%s.jsonl' % f)]" \
+    [print(json.loads(l)['context']) for l in open('$sets/heldout-$split/%s.jsonl' % f)]" \
       > "$fid/text-$split.txt"
   done
   for seeds in "1 dev" "101 unseen"; do
@@ -187,7 +193,7 @@ for f in ['single', 'multikey', 'multiquery', 'multiturn', 'drift', 'vt']:
     fidelity "retrieval-$split" "$model" "$fid/text-$split.txt" "$n_ctx_r" --context 1024
     fidelity "retrieval-2-$split" "$model2" "$fid/text-$split.txt" "$n_ctx_r" --context 1024
   done
-  python3 scripts/fidelity_gap.py "stories260K, dev=$fid/stories260K-dev.json" \
+  python3 research/scripts/fidelity_gap.py "stories260K, dev=$fid/stories260K-dev.json" \
     "retrieval, dev=$fid/retrieval-dev.json" "retrieval-2, dev=$fid/retrieval-2-dev.json" \
     "stories260K, unseen=$fid/stories260K-unseen.json" \
     "retrieval, test text=$fid/retrieval-test.json" \
@@ -201,7 +207,8 @@ fi
 if [[ $steps == *6* ]]; then
   t10=$(date +%s)
   short="$prefix-kvzip-short-tasks"
-  /usr/bin/python3 scripts/make_eval_splits.py --length 960 --fresh 97531 --test "$n_main" --out "$short"
+  /usr/bin/python3 research/scripts/make_eval_splits.py --length 960 --fresh 97531 \
+    --test "$n_main" --out "$short"
   tasks=""
   for f in single single_uuid multikey dense multivalue multiquery vt freq multiturn near_key drift
   do tasks+="${tasks:+,}jsonl:$short/heldout-fresh-97531/$f.jsonl"; done
@@ -220,11 +227,12 @@ fi
 #    capped row (dense at 0.75-0.9 scored with the default's own result) is model 1's best case
 #    only: on model 2 the default is below the capacity estimate there.
 if [[ $steps == *7* && $smoke == 0 ]]; then
-  dense=docs/results/heldout-test/dense.jsonl
-  /usr/bin/python3 scripts/capacity_bound.py --model "$model" --tasks "$dense" --samples "$n_test1" \
-    --results "$prefix-heldout-test-v3/results.jsonl"
-  /usr/bin/python3 scripts/full_cache_margin.py "$prefix-heldout-test-v3" --capped dense:0.75,dense:0.9
-  /usr/bin/python3 scripts/capacity_bound.py --model "$model2" --tasks "$dense" --samples "$n_test2" \
-    --results "$prefix2-heldout-test/results.jsonl"
-  /usr/bin/python3 scripts/full_cache_margin.py "$prefix2-heldout-test"
+  dense=$sets/heldout-test/dense.jsonl
+  /usr/bin/python3 research/scripts/capacity_bound.py --model "$model" --tasks "$dense" \
+    --samples "$n_test1" --results "$prefix-heldout-test-v3/results.jsonl"  # .xz if stored so
+  /usr/bin/python3 research/scripts/full_cache_margin.py "$prefix-heldout-test-v3" \
+    --capped dense:0.75,dense:0.9
+  /usr/bin/python3 research/scripts/capacity_bound.py --model "$model2" --tasks "$dense" \
+    --samples "$n_test2" --results "$prefix2-heldout-test/results.jsonl"
+  /usr/bin/python3 research/scripts/full_cache_margin.py "$prefix2-heldout-test"
 fi

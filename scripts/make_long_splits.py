@@ -8,13 +8,13 @@ tokens, in the engine's `jsonl:PATH` format, from tools/train/data_long.py.
 
 Layout: OUT/long-SPLIT/LENGTH/FAMILY.jsonl (fresh: OUT/long-fresh-SEED/...), plus
 OUT/long-SPLIT/manifest.json (seeds, tokenizer file and its sha256, per-file sample counts and
-token needs).  The default OUT (docs/results/long-heldout/) is ignored by git: the sets
+token needs).  The default OUT (research/results/long-heldout/) is ignored by git: the sets
 regenerate byte for byte from this script, so the lead decides what to commit.
 
 Families: the twelve of data_long.HELDOUT_FAMILIES: the eleven 2K held-out families with their
-2K settings (scripts/make_eval_splits.py) and multihop (a 2-hop chain, links far apart).  Every
-planted item sits at a depth drawn uniformly over the context's tokens; the variable-tracking
-assignments and multi-hop links at least 1/8 resp. 1/4 of the filler apart.
+2K settings (research/scripts/make_eval_splits.py) and multihop (a 2-hop chain, links far
+apart).  Every planted item sits at a depth drawn uniformly over the context's tokens; the
+variable-tracking assignments and multi-hop links at least 1/8 resp. 1/4 of the filler apart.
 
 Seed streams (each family and length its own random.Random):
     dev    random.Random("long-dev-6101-FAMILY-LENGTH")
@@ -22,8 +22,8 @@ Seed streams (each family and length its own random.Random):
     fresh  random.Random("long-fresh-SEED-FAMILY-LENGTH"), SEED from --fresh-seed (required for
            fresh, so a fresh set need not live in the repository)
 These strings differ from every other stream of the project: the 2K splits use "5101-..." and
-"7919-..." (scripts/make_eval_splits.py), tools/train/make_heldout.py "31337-...", and training
-integer seeds.
+"7919-..." (research/scripts/make_eval_splits.py), tools/train/make_heldout.py "31337-...", and
+training integer seeds.
 
 Extra fields per line (the engine ignores them): family, length, tokens {context, turns,
 max_new_tokens, need} where need = context + sum(turns) + turns x max_new_tokens is what the
@@ -103,7 +103,7 @@ def main():
     ap.add_argument("--n", type=int, default=None,
                     help="samples per family and length (default: dev 20, test 50, fresh 50)")
     ap.add_argument("--families", nargs="+", default=data_long.HELDOUT_FAMILIES)
-    ap.add_argument("--out", default=os.path.join(_ROOT, "docs", "results", "long-heldout"))
+    ap.add_argument("--out", default=os.path.join(_ROOT, "research", "results", "long-heldout"))
     args = ap.parse_args()
     for fam in args.families:
         if fam not in data_long.HELDOUT_FAMILIES:

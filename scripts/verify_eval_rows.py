@@ -62,6 +62,9 @@ def main():
 
     results = os.path.join(a.dir, "results.jsonl")
     config_path = os.path.join(a.dir, "config.json")
+    if not os.path.exists(results) and os.path.exists(results + ".xz"):
+        sys.exit(f"{a.dir}: its rows are stored compressed; run `xz -dk {results}.xz` first "
+                 "(research/README.md: stored folders, and the task paths their rows record)")
     rows = [json.loads(l) for l in open(results) if l.strip()]
     presses = sorted({r["press"] for r in rows} - {"none"})
     config = None

@@ -616,7 +616,7 @@ def heldout_conversation(turns_wanted):
     questions: its own six, then its first ones again (the conversation drifts back to facts
     asked before, after the cache was compressed for later questions)."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    path = os.path.join(root, "docs", "results", "heldout-test", "drift.jsonl")
+    path = os.path.join(root, "research", "results", "heldout-test", "drift.jsonl")
     rows = [json.loads(line) for line in open(path)]
     sample = min(rows, key=lambda r: len(r["context"]))
     # Every turn gets the largest answer budget, as the multi-turn pipeline decodes each turn

@@ -733,10 +733,11 @@ def tokenizer_corpus(seed, n_docs=200):
 
 # ============================================================================ second model ("v2")
 # Training data of the second reference model (models/primekv-retrieval-2.md).  Everything above
-# is unchanged, so the first model's recipe and the held-out sets (scripts/make_eval_splits.py,
-# tools/train/make_heldout.py) draw the same documents.  v2 adds variety, not the evaluation's
-# wording: more filler kinds (reports, logs with times and counts, dialogue, notes, lists, short
-# or long repeated paragraphs, topic switches), more fact and question templates and labels,
+# is unchanged, so the first model's recipe and the held-out sets
+# (research/scripts/make_eval_splits.py, tools/train/make_heldout.py) draw the same documents.
+# v2 adds variety, not the evaluation's wording: more filler kinds (reports, logs with times and
+# counts, dialogue, notes, lists, short or long repeated paragraphs, topic switches), more fact
+# and question templates and labels,
 # facts of one document in several templates, answer prefixes on the question's line or the
 # next one (the engine's plain-text runner puts them on the next line), and distractor facts
 # whose keys share words with the asked key (near duplicates) in every key kind.

@@ -142,7 +142,7 @@ def task_multihop(rng, hops, n_distract, key_kind="adjnoun", value_kind="number"
 
 
 def task_near_key(rng, n_near=5):
-    """scripts/make_eval_splits.py's near_key family (first model's templates)."""
+    """research/scripts/make_eval_splits.py's near_key family (first model's templates)."""
     t = data.Task()
     keys = data.asked_and_near_keys(rng, n_near)
     vals = data.unique(rng, lambda: data.make_value(rng, "number"), len(keys))
@@ -259,7 +259,8 @@ HELDOUT_FAMILIES = data.EVAL_FAMILIES + ["near_key", "drift", "multihop"]
 
 def heldout_task(rng, family):
     """(task, filler mode) with the 2K held-out families' fixed settings (data._make_eval_doc,
-    scripts/make_eval_splits.py), plus multihop (2 hops, 3 distractor facts, one distractor chain)."""
+    research/scripts/make_eval_splits.py), plus multihop (2 hops, 3 distractor facts, one
+    distractor chain)."""
     fresh = "heldout-fresh"
     if family == "single":
         return data.task_kv(rng, 1, 1, "single", key_kind="adjnoun", value_kind="number"), fresh
@@ -291,8 +292,8 @@ def heldout_task(rng, family):
 
 
 def split_prompt(text):
-    """As scripts/make_eval_splits.py: the answer prefix is the text after the last '? ', '. '
-    or ': ' of the turn's prompt."""
+    """As research/scripts/make_eval_splits.py: the answer prefix is the text after the last
+    '? ', '. ' or ': ' of the turn's prompt."""
     body = text[1:] if text.startswith("\n") else text
     cut = max(body.rfind("? "), body.rfind(". "), body.rfind(": "))
     if cut < 0:

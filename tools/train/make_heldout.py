@@ -4,7 +4,7 @@ of data.py, in the wording the reference model was trained on but from seeds tra
 drew. `primekv eval --tasks jsonl:FILE` then compares presses on tasks the model can do, beside
 the RULER-worded tasks that measure generalisation.
 
-    /usr/bin/python3 tools/train/make_heldout.py --length 2048 --n 10 --out docs/results/heldout
+    /usr/bin/python3 tools/train/make_heldout.py --length 2048 --n 10 --out research/results/heldout
 
 Each turn's prompt is split into "question" and "answer_prefix" (the runner joins them as
 "\\n" + question + "\\n" + prefix); "max_new_tokens" is the gold answer's token count plus 4.
@@ -41,7 +41,7 @@ def main():
     ap.add_argument("--length", type=int, default=2048)
     ap.add_argument("--n", type=int, default=10)
     ap.add_argument("--families", nargs="+", default=data.EVAL_FAMILIES)
-    ap.add_argument("--out", default="docs/results/heldout")
+    ap.add_argument("--out", default="research/results/heldout")
     args = ap.parse_args()
     tok = Tokenizer.load(os.path.join(_HERE, "runs", args.name, "tokenizer.json"))
     os.makedirs(args.out, exist_ok=True)

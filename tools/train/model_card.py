@@ -8,6 +8,7 @@ tools/train/runs/<name>/eval.json (run eval_torch.py first, see the README it wr
 
 import argparse
 import json
+import lzma
 import os
 import shutil
 
@@ -27,12 +28,20 @@ FAMILY_NOTES = {
 }
 
 
+def open_rows(d):
+    """DIR/results.jsonl, or the xz-compressed copy that research/results/ stores."""
+    path = os.path.join(d, "results.jsonl")
+    if not os.path.exists(path) and os.path.exists(path + ".xz"):
+        return lzma.open(path + ".xz", "rt", encoding="utf-8")
+    return open(path)
+
+
 def engine_table(dirs):
     """Full-cache rows (press none) of `primekv eval` runs: RULER-named tasks with RULER-like
     wording (src/eval), scored by the engine, per task and context length."""
     acc = {}
     for d in dirs:
-        with open(os.path.join(d, "results.jsonl")) as f:
+        with open_rows(d) as f:
             for line in f:
                 j = json.loads(line)
                 if j["press"] != "none":
