@@ -30,6 +30,21 @@ inline RandomModelSpec TinyLlamaSpec(int n_layers = 1, uint64_t seed = 1) {
   return s;
 }
 
+// A two-block llama with grouped heads (4 query heads sharing 2 KV heads of 32), d_model 128,
+// FFN 256, a synthetic vocabulary of 512: every press and compression mode has work to do.
+inline RandomModelSpec SmallLlamaSpec(uint64_t seed = 1) {
+  RandomModelSpec s;
+  s.n_layers = 2;
+  s.d_model = 128;
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.head_dim = 32;
+  s.d_ff = 256;
+  s.vocab_size = 512;
+  s.seed = seed;
+  return s;
+}
+
 // A two-block llama with grouped heads (4 query heads sharing 2 KV heads of 16), d_model 64,
 // FFN 128, a synthetic vocabulary of 300: the smallest shape where per-head and per-layer
 // press choices differ.

@@ -1,13 +1,16 @@
-// The decode loop makes no heap allocation per token: every operator new in this binary is
-// counted, and the count must not move between two generated tokens after warm-up.
+// The decode loop makes no heap allocation per token, for the dense and the mixture-of-experts
+// forward pass (routing, expert grouping and expert outputs live in the reusable
+// ForwardWorkspace). Every operator new of this binary is counted, and the count must not move
+// between two generated tokens after warm-up.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <new>
+#include <string>
 
-#include "primekv/model/random_model.h"
+#include "common/random_models.h"
 #include "primekv/session/pipeline.h"
 
 namespace {
@@ -25,49 +28,49 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 namespace primekv {
 namespace {
 
-TEST(Decode, NoHeapAllocationPerToken) {
-  RandomModelSpec spec;
-  spec.n_layers = 2;
-  spec.d_model = 128;
-  spec.n_heads = 4;
-  spec.n_kv_heads = 2;
-  spec.head_dim = 32;
-  spec.d_ff = 256;
-  spec.vocab_size = 512;
-  const auto path = std::filesystem::temp_directory_path() / "primekv_decode_alloc.gguf";
-  ASSERT_TRUE(WriteRandomModel(spec, path).ok());
-  auto model = Model::Load(path);
-  ASSERT_TRUE(model.ok());
-  for (const char* press : {"none", "primekv"}) {
-    for (float temp : {0.0f, 0.8f}) {
-      SCOPED_TRACE(::testing::Message() << press << " temp " << temp);
-      ThreadPool pool(2);
-      Compressor comp(*model, std::move(MakePress(*ParsePressSpec(press))).value());
-      PipelineOptions opt;
-      opt.ratio = 0.5;
-      opt.max_new_tokens = 100;
-      opt.sampler = {temp, 40, 0.95f, 1};
-      std::vector<long> counts;
-      counts.reserve(200);
-      opt.on_token = [&](int, Token) {
-        counts.push_back(g_allocations.load());
-        return true;
-      };
-      std::vector<Token> ctx(300);
-      for (size_t i = 0; i < ctx.size(); ++i) ctx[i] = static_cast<Token>(3 + i % 400);
-      opt.sampler.top_k = 40;
-      auto r = RunPipeline(*model, comp, opt, ctx, {}, pool);
-      ASSERT_TRUE(r.ok()) << r.message();
-      ASSERT_GT(counts.size(), 10u);
-      // Token 1 may warm up buffers sized by the first decode step; from then on nothing.
-      for (size_t i = 3; i < counts.size(); ++i) {
-        if (counts[i] != counts[i - 1])
-          ADD_FAILURE() << "token " << i << ": " << counts[i] - counts[i - 1] << " allocations";
-      }
-      EXPECT_EQ(counts.back() - counts[2], 0)
-          << "allocations during " << counts.size() - 3 << " decode steps";
-    }
+// Generates `max_new` tokens after a 300-token context compressed by half with `press`, and
+// fails on any allocation after the third token (token 1 may size buffers for decode).
+void ExpectNoAllocationPerToken(const Model& model, const std::string& press, float temperature,
+                                int max_new) {
+  SCOPED_TRACE(::testing::Message() << press << " temperature " << temperature);
+  ThreadPool pool(2);
+  Compressor comp(model, std::move(MakePress(*ParsePressSpec(press))).value());
+  PipelineOptions opt;
+  opt.ratio = 0.5;
+  opt.max_new_tokens = max_new;
+  opt.sampler = {temperature, 40, 0.95f, 1};
+  std::vector<long> counts;
+  counts.reserve(static_cast<size_t>(max_new) + 8);
+  opt.on_token = [&](int, Token) {
+    counts.push_back(g_allocations.load());
+    return true;
+  };
+  std::vector<Token> ctx(300);
+  for (size_t i = 0; i < ctx.size(); ++i) ctx[i] = static_cast<Token>(3 + i % 400);
+  auto r = RunPipeline(model, comp, opt, ctx, {}, pool);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ASSERT_GT(counts.size(), 10u);
+  for (size_t i = 3; i < counts.size(); ++i) {
+    if (counts[i] != counts[i - 1])
+      ADD_FAILURE() << "token " << i << ": " << counts[i] - counts[i - 1] << " allocations";
   }
+}
+
+TEST(Decode, NoHeapAllocationPerToken) {
+  const Model model = WriteAndLoad(
+      SmallLlamaSpec(), std::filesystem::temp_directory_path() / "primekv_decode_alloc.gguf");
+  for (const char* press : {"none", "primekv"})
+    for (float temperature : {0.0f, 0.8f})
+      ExpectNoAllocationPerToken(model, press, temperature, 100);
+}
+
+TEST(Decode, Qwen3MoeNoHeapAllocationPerToken) {
+  RandomModelSpec spec = MoeSpec(/*n_layers=*/2, /*d_model=*/128, /*head_dim=*/64,
+                                 /*n_experts=*/8, /*n_used=*/3, /*d_ff_expert=*/64);
+  spec.vocab_size = 512;
+  const Model model = WriteAndLoad(
+      spec, std::filesystem::temp_directory_path() / "primekv_qwen3moe_decode_alloc.gguf");
+  ExpectNoAllocationPerToken(model, "primekv", 0.0f, 60);
 }
 
 }  // namespace

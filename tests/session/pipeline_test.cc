@@ -32,17 +32,8 @@ const Model& LoadRandom(const RandomModelSpec& spec, const char* name) {
 // Two layers, GQA 2:1: every press and mode has something to do.
 const Model& SmallModel() {
   static const Model& model = [] {
-    RandomModelSpec spec;
-    spec.arch = Arch::kLlama;
-    spec.n_layers = 2;
-    spec.d_model = 128;
-    spec.n_heads = 4;
-    spec.n_kv_heads = 2;
-    spec.head_dim = 32;
-    spec.d_ff = 256;
-    spec.vocab_size = 512;
+    RandomModelSpec spec = SmallLlamaSpec(/*seed=*/11);
     spec.max_context = 32768;
-    spec.seed = 11;
     return std::cref(LoadRandom(spec, "primekv_pipeline_small.gguf"));
   }();
   return model;
