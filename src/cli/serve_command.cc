@@ -5,6 +5,7 @@
 #include "cli/options.h"
 #include "primekv/server/server.h"
 #include "primekv/tokenizer/tokenizer.h"
+#include "primekv/util/file_io.h"
 
 namespace primekv::cli {
 
@@ -15,7 +16,28 @@ struct ServeArgs {
   std::string mode = "multiturn";
   double kv_budget_mib = 256;
   double max_body_kib = 1024;
+  std::string api_key_file;
+  bool no_prefix_reuse = false;
 };
+
+// One key per line; blank lines and lines starting with '#' are skipped, spaces around a key
+// are not part of it.
+Status ReadApiKeys(const std::string& path, std::vector<std::string>& keys) {
+  auto text = ReadFileCapped(path, "--api-key-file", FileSource::kRegular, uint64_t{1} << 20);
+  if (!text.ok()) return text.status();
+  size_t start = 0;
+  while (start < text->size()) {
+    size_t end = text->find('\n', start);
+    if (end == std::string::npos) end = text->size();
+    std::string line = text->substr(start, end - start);
+    start = end + 1;
+    const size_t a = line.find_first_not_of(" \t\r"), b = line.find_last_not_of(" \t\r");
+    if (a == std::string::npos || line[a] == '#') continue;
+    keys.push_back(line.substr(a, b - a + 1));
+  }
+  if (keys.empty()) return Status::Error("--api-key-file '" + path + "' holds no key");
+  return Status::Ok();
+}
 
 int RunServe(ServeArgs& a) {
   auto mode = ParseCompressionMode(a.mode);
@@ -27,6 +49,10 @@ int RunServe(ServeArgs& a) {
     return Fail("--max-body-kib must be in [1, 1048576]");
   a.o.kv_budget_bytes = static_cast<size_t>(a.kv_budget_mib * 1024 * 1024);
   a.o.max_body_bytes = static_cast<size_t>(a.max_body_kib * 1024);
+  a.o.prefix_reuse = !a.no_prefix_reuse;
+  if (!a.api_key_file.empty()) {
+    if (Status s = ReadApiKeys(a.api_key_file, a.o.api_keys); !s.ok()) return Fail(s.message());
+  }
   if (Status s = ValidateServerOptions(a.o); !s.ok()) return Fail(s.message());
   return RunServer(a.o);
 }
@@ -61,7 +87,13 @@ void AddServe(CLI::App& app, Runner& run) {
   cmd->add_option("--slots", o.slots, "Requests generating at once")
       ->check(IntegerIn(1, 256))
       ->capture_default_str();
-  cmd->add_option("--api-key", o.api_key, "Require Authorization: Bearer KEY (not on /health)");
+  cmd->add_option("--api-key", o.api_keys,
+                  "Require Authorization: Bearer KEY (not on /health); each key is a tenant "
+                  "whose sessions no other key sees (repeatable)");
+  cmd->add_option("--api-key-file", a->api_key_file, "Keys, one per line, as --api-key");
+  cmd->add_flag("--no-prefix-reuse", a->no_prefix_reuse,
+                "A request that names no session starts afresh (no prefix matching; closes the "
+                "timing channel inside a tenant)");
   cmd->add_option("-c,--ctx-size", o.ctx_size, "Context length (0 = the model's)")
       ->check(IntegerIn(0, 1 << 30))
       ->capture_default_str();

@@ -42,7 +42,6 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ServerOptions& options) {
   if (!chat.ok()) return Status::Error(options.model_path + ": " + chat.message());
   e->chat_format_ = *chat;
   e->slots_free_ = options.slots;
-  e->id_salt_ = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
   if (auto err = e->CheckPress(options.press, options.ratio, "--press")) {
     return Status::Error(err->message);
   }
@@ -95,9 +94,9 @@ std::optional<HttpError> Engine::CheckFits(const TurnRequest& req) const {
   }
   if (req.max_tokens > ctx_size_ - n_prompt) {
     return HttpError{400,
-                     "max_tokens " + std::to_string(req.max_tokens) + " exceeds the " +
+                     req.max_tokens_param + " " + std::to_string(req.max_tokens) + " exceeds the " +
                          std::to_string(ctx_size_ - n_prompt) + " tokens left in the context",
-                     "max_tokens", "context_length_exceeded"};
+                     req.max_tokens_param, "context_length_exceeded"};
   }
   return std::nullopt;
 }
@@ -117,19 +116,20 @@ void Engine::GiveSlot() {
 std::variant<std::unique_ptr<Turn>, HttpError> Engine::Begin(TurnRequest req) {
   if (auto err = CheckFits(req)) return *err;
   TakeSlot();  // waits while --slots requests are running
-  Session* s = nullptr;
-  size_t keep = 0;
+  Found found;
   {
     std::lock_guard lock(store_mu_);
-    auto found = FindSessionLocked(req, keep);
-    if (auto* err = std::get_if<HttpError>(&found)) {
+    auto f = FindSessionLocked(req);
+    if (auto* err = std::get_if<HttpError>(&f)) {
       GiveSlot();
       return *err;
     }
-    s = std::get<Session*>(found);
+    found = std::get<Found>(f);
   }
+  Session* s = found.session;
   // The prompt's last token is always run again, so its logits start the answer.
-  keep = std::min(keep, req.prompt.size() - 1);
+  size_t keep = std::min(found.keep, req.prompt.size() - 1);
+  if (found.source) CopyPrefix(*s, *found.source, keep);
   bool restored = false;
   if (auto err = RestoreIfEvicted(*s, restored)) {
     GiveSlot();

@@ -26,6 +26,8 @@ Status ValidateServerOptions(const ServerOptions& o) {
   if (o.kv_budget_bytes < (size_t{1} << 20)) return Status::Error("--kv-budget-mib must be >= 1");
   if (o.max_body_bytes < 1024) return Status::Error("--max-body-kib must be >= 1");
   if (o.default_max_tokens < 1) return Status::Error("--max-tokens must be >= 1");
+  for (const std::string& key : o.api_keys)
+    if (key.empty()) return Status::Error("--api-key must not be empty");
   if (o.mode != CompressionMode::kMultiTurn && o.mode != CompressionMode::kContext &&
       o.mode != CompressionMode::kDecode)
     return Status::Error("--mode must be multiturn, context or decode");
@@ -75,13 +77,6 @@ bool NestingTooDeep(const std::string& body, int limit) {
   return false;
 }
 
-bool ConstantTimeEqual(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 struct ParsedRequest {
   TurnRequest turn;
   bool stream = false;
@@ -107,8 +102,9 @@ std::optional<HttpError> ParseSampling(const json& j, ParsedRequest& p) {
   float top_p = 1.0f;
   if (j.contains("top_p") && !j["top_p"].is_null()) {
     const json& t = j["top_p"];
-    if (!t.is_number() || !(t.get<double>() > 0) || t.get<double>() > 1)
-      return Bad("top_p", "must be a number in (0, 1]");
+    // Checked as the float the sampler uses: 1e-300 is 0 there.
+    if (!t.is_number() || !(t.get<float>() > 0) || t.get<double>() > 1)
+      return Bad("top_p", "must be a number in (0, 1] (and above 0 as a float)");
     top_p = t.get<float>();
   }
   uint64_t seed = 0;
@@ -125,8 +121,13 @@ std::optional<HttpError> ParseSampling(const json& j, ParsedRequest& p) {
 std::optional<HttpError> ParseLimits(const json& j, const ServerOptions& o, ParsedRequest& p) {
   int64_t max_tokens = o.default_max_tokens;
   bool explicit_max = false;
+  const auto given = [&](const char* key) { return j.contains(key) && !j[key].is_null(); };
+  if (given("max_tokens") && given("max_completion_tokens") &&
+      j["max_tokens"] != j["max_completion_tokens"])
+    return Bad("max_completion_tokens", "differs from max_tokens: send one of them");
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    if (!j.contains(key) || j[key].is_null()) continue;
+    if (!given(key)) continue;
+    p.turn.max_tokens_param = key;
     const json& m = j[key];
     if (!m.is_number_integer()) return Bad(key, "must be an integer");
     if (m.is_number_unsigned() ? m.get<uint64_t>() > INT_MAX : m.get<int64_t>() > INT_MAX)
@@ -169,6 +170,12 @@ std::optional<HttpError> ParseStreamAndSession(const json& j, ParsedRequest& p) 
       p.include_usage = so["include_usage"].get<bool>();
     }
   }
+  if (j.contains("cache_salt") && !j["cache_salt"].is_null()) {
+    const json& s = j["cache_salt"];
+    if (!s.is_string() || s.get<std::string>().size() > 256)
+      return Bad("cache_salt", "must be a string of at most 256 bytes");
+    p.turn.cache_salt = s.get<std::string>();
+  }
   if (j.contains("session") && !j["session"].is_null()) {
     if (!j["session"].is_string() || !ValidSessionId(j["session"].get<std::string>()))
       return Bad("session", "must be a session id ([A-Za-z0-9_-], 1 to 64 characters)");
@@ -202,8 +209,41 @@ std::optional<HttpError> ParsePress(const json& j, Engine& engine, ParsedRequest
   return std::nullopt;
 }
 
+// OpenAI fields this server does not implement: a request that uses one is refused, naming it,
+// rather than answered as if it had not been sent. Each is accepted at its neutral value.
+std::optional<HttpError> RefuseUnsupported(const json& j) {
+  const auto used = [&](const char* key) {
+    if (!j.contains(key)) return false;
+    const json& v = j[key];
+    if (v.is_null() || v == false || (v.is_array() && v.empty()) || (v.is_object() && v.empty()))
+      return false;
+    if (v.is_number() && v.get<double>() == 0) return false;
+    return true;
+  };
+  for (const char* key :
+       {"tools", "functions", "logprobs", "top_logprobs", "logit_bias", "presence_penalty",
+        "frequency_penalty", "suffix", "audio", "prediction", "modalities"}) {
+    if (used(key)) return Bad(key, "is not supported by this server");
+  }
+  if (j.contains("tool_choice") && !j["tool_choice"].is_null() && j["tool_choice"] != "none" &&
+      j["tool_choice"] != "auto")
+    return Bad("tool_choice", "is not supported by this server (there are no tools)");
+  if (j.contains("function_call") && !j["function_call"].is_null() &&
+      j["function_call"] != "none" && j["function_call"] != "auto")
+    return Bad("function_call", "is not supported by this server");
+  if (j.contains("response_format") && !j["response_format"].is_null()) {
+    const json& f = j["response_format"];
+    if (!f.is_object() || !f.contains("type") || f["type"] != "text")
+      return Bad("response_format", "only {\"type\": \"text\"} is supported");
+  }
+  if (j.contains("best_of") && !j["best_of"].is_null() && j["best_of"] != 1)
+    return Bad("best_of", "only best_of = 1 is served");
+  return std::nullopt;
+}
+
 // Fields common to chat and completions.
 std::optional<HttpError> ParseCommon(const json& j, Engine& engine, ParsedRequest& p) {
+  if (auto err = RefuseUnsupported(j)) return err;
   if (j.contains("model")) {
     if (!j["model"].is_string()) return Bad("model", "must be a string");
     p.model = j["model"].get<std::string>();
@@ -244,8 +284,8 @@ Parse ParseChat(const json& j, Engine& engine) {
       text = c.get<std::string>();
     } else if (c.is_array()) {
       for (const json& part : c) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-            !part["text"].is_string())
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+            !part.contains("text") || !part["text"].is_string())
           return Bad(at + ".content", "parts must be {\"type\": \"text\", \"text\": string}");
         text += part["text"].get<std::string>();
       }
@@ -306,9 +346,9 @@ class HttpServer {
     const size_t threads = static_cast<size_t>(std::max(32, o.slots + 16));
     svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      const std::string& key = engine_.options().api_key;
-      if (key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-      if (!ConstantTimeEqual(req.get_header_value("Authorization"), "Bearer " + key)) {
+      if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+      if (!TenantOfAuthorization(req.get_header_value("Authorization"),
+                                 engine_.options().api_keys)) {
         SendError(res, {401, "missing or wrong API key (Authorization: Bearer KEY)", "",
                         "authentication_error"});
         return httplib::Server::HandlerResponse::Handled;
@@ -332,14 +372,14 @@ class HttpServer {
       res.set_content(engine_.MetricsText(), "text/plain; version=0.0.4");
     });
     svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      const json j = {{"object", "list"},
-                      {"data",
-                       {{{"id", model_id_},
-                         {"object", "model"},
-                         {"created", 0},
-                         {"owned_by", "primekv"},
-                         {"context_length", engine_.ctx_size()}}}}};
+      const json j = {{"object", "list"}, {"data", {ModelJson()}}};
       res.set_content(Dump(j), "application/json");
+    });
+    svr.Get(R"(/v1/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      if (req.matches[1] != model_id_)
+        return SendError(res, {404, "no model '" + std::string(req.matches[1]) + "' here", "model",
+                               "model_not_found"});
+      res.set_content(Dump(ModelJson()), "application/json");
     });
     svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
       Handle(req, res, true);
@@ -350,6 +390,14 @@ class HttpServer {
   }
 
  private:
+  json ModelJson() const {
+    return {{"id", model_id_},
+            {"object", "model"},
+            {"created", 0},
+            {"owned_by", "primekv"},
+            {"context_length", engine_.ctx_size()}};
+  }
+
   // What every response of one request shares.
   struct Reply {
     std::shared_ptr<ParsedRequest> p;
@@ -369,6 +417,10 @@ class HttpServer {
     if (auto* err = std::get_if<HttpError>(&parsed)) return SendError(res, *err);
     Reply r;
     r.p = std::make_shared<ParsedRequest>(std::move(std::get<ParsedRequest>(parsed)));
+    // The pre-routing check let only a known key (or no keys at all) this far.
+    r.p->turn.tenant =
+        TenantOfAuthorization(req.get_header_value("Authorization"), engine_.options().api_keys)
+            .value_or(std::string());
     auto begun = engine_.Begin(r.p->turn);
     if (auto* err = std::get_if<HttpError>(&begun)) return SendError(res, *err);
     r.turn = std::move(std::get<std::unique_ptr<Turn>>(begun));

@@ -36,6 +36,8 @@ struct HttpError {
 // What a session file holds: the conversation's tokens and its (compressed) cache.
 struct SessionSnapshot {
   std::string id;
+  std::string tenant;      // the API key's tenant id (TenantId), empty without keys
+  std::string cache_salt;  // the requests' isolation field: prefix matching stays inside it
   std::string press;
   double ratio = 0;
   std::string mode;
@@ -51,6 +53,15 @@ size_t CommonPrefix(const std::vector<Token>& a, const std::vector<Token>& b);
 
 // Session ids are tokens of [A-Za-z0-9_-], 1..64 chars: no request reaches a path otherwise.
 bool ValidSessionId(const std::string& id);
+// A fresh session id: "s" and 128 bits from the kernel's random source in hex.
+Result<std::string> RandomSessionId();
+// A tenant's name for an API key: the first 128 bits of its SHA-256 in hex, so session files
+// and logs never hold the key itself.
+std::string TenantId(const std::string& api_key);
+// The tenant of an Authorization header ("Bearer KEY", the scheme in any case) among `keys`
+// (each compared in constant time), or nullopt when it names none.
+std::optional<std::string> TenantOfAuthorization(const std::string& header,
+                                                 const std::vector<std::string>& keys);
 
 // Writes `dir/<id>.pkvs` atomically (temp file, fsync, rename). Format in docs/server.md.
 Status WriteSessionFile(const std::string& dir, const SessionSnapshot& s, const KvCache& c);
@@ -74,10 +85,13 @@ bool PeerConnected(int fd);
 // One generation request after validation.
 struct TurnRequest {
   std::vector<Token> prompt;
+  std::string tenant;      // from the API key (TenantOfAuthorization)
+  std::string cache_salt;  // prefix matching only among sessions made with the same salt
   std::string session_id;  // explicit `session`, or empty for prefix matching
   std::string press;       // press spec text
   double ratio = 0;
   int max_tokens = 0;
+  std::string max_tokens_param = "max_tokens";  // the field that set it, for errors
   SamplerOptions sampler{0.0f, 0, 1.0f, 0};
   std::vector<std::string> stop;
 };
@@ -134,6 +148,8 @@ class Turn {
 // A stored conversation (primekv::Session is the schedule and decode loop a turn runs on it).
 struct Session {
   std::string id;
+  std::string tenant;
+  std::string cache_salt;
   std::string press;
   double ratio = 0;
   int budget = 0;
@@ -173,10 +189,20 @@ class Engine {
   std::optional<HttpError> CheckFits(const TurnRequest& req) const;
   void TakeSlot();
   void GiveSlot();
-  // The session a request continues (explicit or by prefix), or a new one; `keep` = the
-  // session tokens it shares with the prompt. Marks it busy.
-  std::variant<Session*, HttpError> FindSessionLocked(const TurnRequest& req, size_t& keep);
-  std::string NewSessionIdLocked();
+  // The session a turn runs on: the one the request names (continued in place), or a new one,
+  // which starts from a copy of `source`'s first `keep` tokens when the request shares them
+  // with a session of its tenant and salt (prefix reuse never changes that session). Both are
+  // marked busy.
+  struct Found {
+    Session* session = nullptr;
+    Session* source = nullptr;
+    size_t keep = 0;
+  };
+  std::variant<Found, HttpError> FindSessionLocked(const TurnRequest& req);
+  Session* BestPrefixLocked(const TurnRequest& req, size_t& keep);
+  // The copy of source's first `keep` tokens into `s`; keep becomes 0 when the source cannot be
+  // read back from its file (the request then starts afresh).
+  void CopyPrefix(Session& s, Session& source, size_t& keep);
   // Reads an evicted session back from --session-dir (on failure the session is dropped).
   std::optional<HttpError> RestoreIfEvicted(Session& s, bool& restored);
   // Makes room for `reserve` more bytes (evicting, waiting for running turns) and takes them.
@@ -227,8 +253,6 @@ class Engine {
   size_t bytes_used_ = 0;             // sessions' bytes plus reservations of running turns
   int running_turns_ = 0;
   uint64_t clock_ = 0;
-  uint64_t id_counter_ = 0;
-  uint64_t id_salt_ = 0;
 
   struct Counters {
     std::map<int, uint64_t> requests;  // by HTTP status

@@ -2,11 +2,11 @@
 // payload. Payload: u32 header length + JSON header, i32 tokens, then per (layer, KV head):
 // u32 length, i32 positions, f32 keys, f32 values. F16 caches round-trip exactly via f32.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "server/server_internal.h"
@@ -74,6 +74,8 @@ bool ValidSessionId(const std::string& id) {
 Status WriteSessionFile(const std::string& dir, const SessionSnapshot& s, const KvCache& c) {
   if (!ValidSessionId(s.id)) return Status::Error("invalid session id");
   nlohmann::json h = {{"id", s.id},
+                      {"tenant", s.tenant},
+                      {"cache_salt", s.cache_salt},
                       {"press", s.press},
                       {"ratio", s.ratio},
                       {"mode", s.mode},
@@ -107,8 +109,12 @@ Status WriteSessionFile(const std::string& dir, const SessionSnapshot& s, const 
   Put(file, Fnv1a(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()));
 
   const std::string final_path = dir + "/" + s.id + ".pkvs";
-  const std::string tmp = final_path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // A new name, created exclusively and never through a link: whatever sits in the directory
+  // under a guessable name (a link to another file, a FIFO) is neither written nor waited on.
+  auto nonce = RandomSessionId();
+  if (!nonce.ok()) return nonce.status();
+  const std::string tmp = final_path + "." + nonce->substr(1, 8) + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return Status::Error("cannot write '" + tmp + "': " + std::strerror(errno));
   size_t done = 0;
   while (done < file.size()) {
@@ -136,25 +142,50 @@ Status WriteSessionFile(const std::string& dir, const SessionSnapshot& s, const 
 
 namespace {
 
+// Closes a descriptor when it goes out of scope.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Reads exactly n bytes (false at end of file or on an error).
+bool ReadFully(int fd, void* data, size_t n) {
+  auto* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
 // The verified payload of a session file (magic, version, size and checksum checked), or why not.
+// Only a regular file is read: the open neither follows a link nor waits on a FIFO.
 Result<std::vector<uint8_t>> ReadPayload(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error("cannot open");
+  Fd f{::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)};
+  if (f.fd < 0) return Status::Error(std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) return Status::Error("not a regular file");
+  const int flags = ::fcntl(f.fd, F_GETFL);
+  if (flags < 0 || ::fcntl(f.fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+    return Status::Error("cannot read");
   char magic[8];
   uint32_t version = 0;
   uint64_t size = 0;
-  if (!in.read(magic, 8) || std::memcmp(magic, kMagic, 8) != 0) return Status::Error("bad magic");
-  if (!in.read(reinterpret_cast<char*>(&version), 4) || version != kVersion)
+  if (!ReadFully(f.fd, magic, 8) || std::memcmp(magic, kMagic, 8) != 0)
+    return Status::Error("bad magic");
+  if (!ReadFully(f.fd, &version, 4) || version != kVersion)
     return Status::Error("unsupported version");
-  if (!in.read(reinterpret_cast<char*>(&size), 8) || size > kMaxPayload)
-    return Status::Error("bad payload size");
-  std::error_code ec;
-  const auto file_size = std::filesystem::file_size(path, ec);
-  if (ec || file_size != 20 + size + 8) return Status::Error("truncated or oversized");
+  if (!ReadFully(f.fd, &size, 8) || size > kMaxPayload) return Status::Error("bad payload size");
+  if (static_cast<uint64_t>(st.st_size) != 20 + size + 8)
+    return Status::Error("truncated or oversized");
   std::vector<uint8_t> payload(size);
   uint64_t sum = 0;
-  if (!in.read(reinterpret_cast<char*>(payload.data()), static_cast<std::streamsize>(size)) ||
-      !in.read(reinterpret_cast<char*>(&sum), 8))
+  if (!ReadFully(f.fd, payload.data(), size) || !ReadFully(f.fd, &sum, 8))
     return Status::Error("truncated");
   if (Fnv1a(payload.data(), payload.size()) != sum) return Status::Error("checksum mismatch");
   return payload;
@@ -169,6 +200,8 @@ Status ReadHeader(Reader& r, const ModelConfig& mc, SessionSnapshot& s, size_t& 
   try {
     const auto h = nlohmann::json::parse(htext.begin(), htext.end());
     s.id = h.at("id").get<std::string>();
+    s.tenant = h.value("tenant", std::string());
+    s.cache_salt = h.value("cache_salt", std::string());
     s.press = h.at("press").get<std::string>();
     s.ratio = h.at("ratio").get<double>();
     s.mode = h.at("mode").get<std::string>();

@@ -11,6 +11,14 @@ void Engine::IndexSessionDir() {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(options_.session_dir, ec)) {
     const std::string path = entry.path().string();
+    // Only regular files are read: a FIFO would block the open, a link could point anywhere.
+    if (!entry.is_regular_file(ec) || entry.is_symlink(ec)) {
+      if (entry.path().extension() == ".pkvs") {
+        std::fprintf(stderr, "primekv serve: skipping %s: not a regular file\n", path.c_str());
+        ++counters_.session_files_rejected;
+      }
+      continue;
+    }
     if (entry.path().extension() == ".tmp") {
       // A write the process did not finish (crash): never renamed, never valid.
       std::filesystem::remove(entry.path(), ec);
@@ -25,6 +33,8 @@ void Engine::IndexSessionDir() {
     }
     auto s = std::make_unique<Session>();
     s->id = snap->id;
+    s->tenant = snap->tenant;
+    s->cache_salt = snap->cache_salt;
     s->press = snap->press;
     s->ratio = snap->ratio;
     s->budget = snap->budget;
@@ -59,27 +69,35 @@ bool Engine::EvictOneLocked(const Session* except) {
   return true;
 }
 
-std::string Engine::NewSessionIdLocked() {
-  // splitmix64 of a salted counter: unique in this run, unlikely to collide across runs.
-  uint64_t z = id_salt_ + 0x9E3779B97F4A7C15ull * ++id_counter_;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(z));
-  return std::string("s") + hex;
+Session* Engine::BestPrefixLocked(const TurnRequest& req, size_t& keep) {
+  // The request must contain the session's whole last prompt (its answer may be re-tokenised
+  // differently); only sessions of the same tenant, salt, press and ratio are candidates.
+  Session* best = nullptr;
+  keep = 0;
+  for (auto& [id, cand] : sessions_) {
+    if (cand->busy || cand->tenant != req.tenant || cand->cache_salt != req.cache_salt ||
+        cand->press != req.press || cand->ratio != req.ratio)
+      continue;
+    const size_t lcp = CommonPrefix(cand->tokens, req.prompt);
+    if (lcp == 0 || lcp < static_cast<size_t>(cand->last_prompt_len)) continue;
+    if (!best || lcp > keep) {
+      best = cand.get();
+      keep = lcp;
+    }
+  }
+  return best;
 }
 
-std::variant<Session*, HttpError> Engine::FindSessionLocked(const TurnRequest& req, size_t& keep) {
-  Session* s = nullptr;
-  keep = 0;
+std::variant<Engine::Found, HttpError> Engine::FindSessionLocked(const TurnRequest& req) {
+  Found f;
   if (!req.session_id.empty()) {
     auto it = sessions_.find(req.session_id);
-    if (it == sessions_.end()) {
+    // Another tenant's session is answered exactly as one that does not exist.
+    if (it == sessions_.end() || it->second->tenant != req.tenant) {
       return HttpError{404, "unknown session '" + req.session_id + "'", "session",
                        "not_found_error"};
     }
-    s = it->second.get();
+    Session* s = it->second.get();
     if (s->busy) {
       return HttpError{409, "session '" + req.session_id + "' is answering another request",
                        "session"};
@@ -90,33 +108,52 @@ std::variant<Session*, HttpError> Engine::FindSessionLocked(const TurnRequest& r
                            " ratio " + std::to_string(s->ratio),
                        "primekv"};
     }
-    keep = CommonPrefix(s->tokens, req.prompt);
+    f.session = s;
+    f.keep = CommonPrefix(s->tokens, req.prompt);
   } else {
-    // Token-prefix match: the request must contain the session's whole last prompt (its
-    // answer may be re-tokenised differently; the cache is cut where the tokens diverge).
-    for (auto& [id, cand] : sessions_) {
-      if (cand->busy || cand->press != req.press || cand->ratio != req.ratio) continue;
-      const size_t lcp = CommonPrefix(cand->tokens, req.prompt);
-      if (lcp == 0 || lcp < static_cast<size_t>(cand->last_prompt_len)) continue;
-      if (!s || lcp > keep) {
-        s = cand.get();
-        keep = lcp;
-      }
-    }
-  }
-  if (!s) {
-    auto fresh = std::make_unique<Session>();
-    fresh->id = NewSessionIdLocked();
-    if (sessions_.count(fresh->id))
+    if (options_.prefix_reuse) f.source = BestPrefixLocked(req, f.keep);
+    auto id = RandomSessionId();
+    if (!id.ok()) return HttpError{500, id.message(), "", "server_error"};
+    if (sessions_.count(*id))
       return HttpError{500, "session id collision; retry", "", "server_error"};
+    auto fresh = std::make_unique<Session>();
+    fresh->id = *id;
+    fresh->tenant = req.tenant;
+    fresh->cache_salt = req.cache_salt;
     fresh->press = req.press;
     fresh->ratio = req.ratio;
-    s = fresh.get();
+    f.session = fresh.get();
     sessions_[fresh->id] = std::move(fresh);
   }
-  s->busy = true;
-  s->last_used = ++clock_;
-  return s;
+  for (Session* s : {f.session, f.source}) {
+    if (!s) continue;
+    s->busy = true;
+    s->last_used = ++clock_;
+  }
+  return f;
+}
+
+void Engine::CopyPrefix(Session& s, Session& source, size_t& keep) {
+  bool restored = false;
+  if (RestoreIfEvicted(source, restored)) {
+    keep = 0;  // its file was unreadable (and it is gone): start afresh
+    return;
+  }
+  s.cache = std::make_unique<KvCache>(source.cache->Clone());
+  s.cache->TruncateFrom(static_cast<int32_t>(keep));
+  s.tokens.assign(source.tokens.begin(), source.tokens.begin() + static_cast<ptrdiff_t>(keep));
+  s.budget = source.budget;
+  std::lock_guard lock(store_mu_);
+  // What the press saw of the source's queries goes with the copy, as if it had continued.
+  s.capture = source.capture
+                  ? std::make_unique<PressCapture>(*source.capture)
+                  : std::make_unique<PressCapture>(*model_, CompressorFor(s.press).Needs());
+  const size_t now = source.cache->BytesAllocated();
+  bytes_used_ = bytes_used_ - source.bytes + now;
+  source.bytes = now;
+  source.busy = false;
+  source.last_used = ++clock_;
+  store_cv_.notify_all();
 }
 
 std::optional<HttpError> Engine::RestoreIfEvicted(Session& s, bool& restored) {
@@ -130,8 +167,9 @@ std::optional<HttpError> Engine::RestoreIfEvicted(Session& s, bool& restored) {
       ++counters_.session_files_rejected;
       const std::string id = s.id;
       sessions_.erase(id);
-      return HttpError{404, "session '" + id + "' could not be restored: " + snap.message(),
-                       "session", "not_found_error"};
+      // The reason, with the file's path, is the operator's (logged above), not the client's.
+      return HttpError{404, "session '" + id + "' could not be restored from its file", "session",
+                       "not_found_error"};
     }
     s.cache = std::make_unique<KvCache>(std::move(*snap->cache));
     s.tokens = std::move(snap->tokens);
@@ -153,6 +191,8 @@ Status Engine::Persist(Session& s) {
   if (options_.session_dir.empty()) return Status::Ok();
   SessionSnapshot snap;
   snap.id = s.id;
+  snap.tenant = s.tenant;
+  snap.cache_salt = s.cache_salt;
   snap.press = s.press;
   snap.ratio = s.ratio;
   snap.mode = std::string(CompressionModeName(options_.mode));

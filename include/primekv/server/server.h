@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "primekv/session/session.h"
 
@@ -20,8 +21,11 @@ struct ServerOptions {
   CompressionMode mode = CompressionMode::kMultiTurn;
   int interval = 512;  // kDecode: generated tokens between compressions
   int slots = 1;       // requests generating at once
-  std::string api_key;
-  int ctx_size = 0;                 // 0 = the model's context
+  // Each key is a tenant: its sessions, their ids and prefix matching are seen by no other key.
+  // Empty = no authentication (one tenant).
+  std::vector<std::string> api_keys;
+  bool prefix_reuse = true;  // a request that names no session may continue one sharing its prefix
+  int ctx_size = 0;          // 0 = the model's context
   bool allow_ctx_overflow = false;  // ctx_size may exceed the trained context (warns)
   size_t kv_budget_bytes = size_t{256} << 20;
   std::string session_dir;  // empty = sessions live in memory only
