@@ -4,7 +4,8 @@
 #   TARGET: gguf (the GGUF reader), press_spec (the --press parser), manifest (convert's
 #           manifest reader), jsonl (the jsonl:/aime:/longbench: task-file loaders), eval_json
 #           (eval's config.json and results.jsonl readers), hf_tokenizer (make-model
-#           --hf-tokenizer's tokenizer.json reader) or all
+#           --hf-tokenizer's tokenizer.json reader), server_request (`primekv serve`'s request
+#           bodies) or all
 #           (default: gguf, the historical behaviour);
 #   SECONDS: per target (default 60). `fuzz/run_fuzz.sh 60` still means gguf for 60 s.
 # Env: PRIMEKV_FUZZ_BUILD_DIR (default <repo>/build/fuzz, the `fuzz` preset's directory),
@@ -22,10 +23,10 @@ if [[ $# -gt 0 && ! "$1" =~ ^[0-9]+$ ]]; then
 fi
 seconds="${1:-60}"
 case "$target" in
-  gguf | press_spec | manifest | jsonl | eval_json | hf_tokenizer) targets=("$target") ;;
-  all) targets=(gguf press_spec manifest jsonl eval_json hf_tokenizer) ;;
+  gguf | press_spec | manifest | jsonl | eval_json | hf_tokenizer | server_request) targets=("$target") ;;
+  all) targets=(gguf press_spec manifest jsonl eval_json hf_tokenizer server_request) ;;
   *)
-    echo "run_fuzz.sh: unknown target '$target' (gguf, press_spec, manifest, jsonl, eval_json, hf_tokenizer, all)" >&2
+    echo "run_fuzz.sh: unknown target '$target' (gguf, press_spec, manifest, jsonl, eval_json, hf_tokenizer, server_request, all)" >&2
     exit 2
     ;;
 esac
@@ -72,6 +73,9 @@ run_one() {
     press_spec) binary="$build/fuzz/press_spec_fuzz" dict="$root/fuzz/press_spec.dict" max_len=4096 ;;
     manifest) binary="$build/fuzz/manifest_fuzz" dict="$root/fuzz/json.dict" max_len=4096 ;;
     eval_json) binary="$build/fuzz/eval_json_fuzz" dict="$root/fuzz/json.dict" max_len=8192 ;;
+    server_request)
+      binary="$build/fuzz/server_request_fuzz" dict="$root/fuzz/json.dict" max_len=8192
+      ;;
     hf_tokenizer)
       binary="$build/fuzz/hf_tokenizer_fuzz" dict="$root/fuzz/json.dict" max_len=8192
       ;;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <random>
 
+#include "server/request.h"
 #include "server/server_internal.h"
 
 namespace primekv::server {
@@ -56,22 +57,15 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ServerOptions& options) {
 
 std::optional<HttpError> Engine::CheckPress(const std::string& press, double ratio,
                                             const std::string& param) const {
-  auto spec = ParsePressSpec(press);
-  if (!spec.ok()) return HttpError{400, spec.message(), param};
-  auto made = MakePress(*spec);
-  if (!made.ok()) return HttpError{400, made.message(), param};
-  if (!(ratio >= 0 && ratio < 1)) return HttpError{400, "ratio must be in [0, 1)", param};
-  if (Status usable = CheckPipelinePress(*made); !usable.ok())
-    return HttpError{400, usable.message(), param};
-  // Sessions compress after each request's tokens; a pass over the whole context each time is
-  // not what KVzip is for, and its scores cover only the context the pass repeated.
-  if (made->scorer && made->scorer->Needs().reconstruction)
-    return HttpError{400,
-                     "press " + made->name +
-                         " is not served (it runs in primekv generate, eval "
-                         "and fidelity)",
-                     param};
-  return std::nullopt;
+  return CheckServedPress(press, ratio, param);
+}
+
+RequestContext Engine::request_context() const {
+  return {.options = options_,
+          .tokenizer = model_->tokenizer(),
+          .chat_format = chat_format_,
+          .ctx_size = ctx_size_,
+          .vocab_size = model_->config().vocab_size};
 }
 
 const Compressor& Engine::CompressorFor(const std::string& press) {

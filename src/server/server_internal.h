@@ -113,7 +113,8 @@ using TextSink = std::function<bool(const std::string& delta)>;
 using AliveCheck = std::function<bool()>;
 
 class Engine;
-struct Session;  // a stored conversation, below (not primekv::Session)
+struct RequestContext;  // server/request.h
+struct Session;         // a stored conversation, below (not primekv::Session)
 
 // A request that holds a slot, its session (busy) and its memory reservation until destroyed.
 class Turn {
@@ -176,6 +177,8 @@ class Engine {
   // Checks a press spec and ratio (an error names the field `param`).
   std::optional<HttpError> CheckPress(const std::string& press, double ratio,
                                       const std::string& param) const;
+  // What request parsing reads of this engine (server/request.h).
+  RequestContext request_context() const;
   // Takes a slot (waits), finds or creates the session, reserves memory.
   std::variant<std::unique_ptr<Turn>, HttpError> Begin(TurnRequest request);
   std::string MetricsText();
