@@ -119,6 +119,7 @@ std::variant<std::unique_ptr<Turn>, HttpError> Engine::Begin(TurnRequest req) {
       return *err;
     }
     found = std::get<Found>(f);
+    ++beginning_;
   }
   Session* s = found.session;
   // The prompt's last token is always run again, so its logits start the answer.
@@ -126,6 +127,11 @@ std::variant<std::unique_ptr<Turn>, HttpError> Engine::Begin(TurnRequest req) {
   if (found.source) CopyPrefix(*s, *found.source, keep);
   bool restored = false;
   if (auto err = RestoreIfEvicted(*s, restored)) {
+    {
+      std::lock_guard lock(store_mu_);
+      --beginning_;
+    }
+    store_cv_.notify_all();
     GiveSlot();
     return *err;
   }

@@ -12,14 +12,20 @@ std::optional<HttpError> Engine::ReserveMemory(Session& s, size_t reserve, bool 
   if (restored) s.bytes = 0;
   bytes_used_ = bytes_used_ - s.bytes + now;
   s.bytes = now;
-  // Evict idle sessions; while running turns hold the rest, wait for one to finish (bounded).
+  // Evict idle sessions; while other turns hold the rest (running, or about to run with their
+  // session held), wait for them to settle (bounded). Only a request that is alone and still
+  // does not fit is refused.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (;;) {
     while (bytes_used_ + reserve > options_.kv_budget_bytes && EvictOneLocked(&s)) {
     }
-    if (bytes_used_ + reserve <= options_.kv_budget_bytes || running_turns_ == 0) break;
+    if (bytes_used_ + reserve <= options_.kv_budget_bytes ||
+        (running_turns_ == 0 && beginning_ == 1))
+      break;
     if (store_cv_.wait_until(lock, deadline) == std::cv_status::timeout) break;
   }
+  --beginning_;
+  store_cv_.notify_all();  // a request waiting on this one's session may go on
   if (bytes_used_ + reserve > options_.kv_budget_bytes) {
     ++counters_.rejected_memory;
     s.busy = false;

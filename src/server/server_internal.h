@@ -255,6 +255,7 @@ class Engine {
   std::condition_variable store_cv_;  // a turn finished: memory may be free
   size_t bytes_used_ = 0;             // sessions' bytes plus reservations of running turns
   int running_turns_ = 0;
+  int beginning_ = 0;  // requests holding their session between finding it and running
   uint64_t clock_ = 0;
 
   struct Counters {

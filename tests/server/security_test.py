@@ -154,6 +154,44 @@ def session_files(work):
         s.stop()
 
 
+def budget_waits(work):
+    """Six long conversations and ten new ones under a budget that holds one long cache: a
+    request that fits once the others settle waits for them instead of getting 503 (requests
+    holding a session restored from disk are not running yet, and were not waited for)."""
+    s = Server(work, "--slots", "4", "--kv-budget-mib", "4", "--ratio", "0",
+               session_dir=os.path.join(work, "budget"))
+    codes = []
+    doc = DOC * 3
+
+    def long_conversation(c):
+        p = "Conversation %d. " % c + doc + "\nQ?\n"
+        for t in range(4):
+            code, j, _ = s.post("/v1/completions", {"prompt": p, "temperature": 0, "max_tokens": 24})
+            codes.append(code)
+            if code != 200:
+                return
+            p += j["choices"][0]["text"] + "\nQ%d?\n" % t
+
+    def first_turn(c):
+        code, _, _ = s.post("/v1/completions", {"prompt": "Short %d. " % c + doc[:3000],
+                                                "temperature": 0, "max_tokens": 8})
+        codes.append(code)
+
+    try:
+        threads = ([threading.Thread(target=long_conversation, args=(c,)) for c in range(6)] +
+                   [threading.Thread(target=first_turn, args=(c,)) for c in range(10)])
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        evictions = s.metrics()["primekv_evictions_total"]
+    finally:
+        s.stop()
+    check(codes.count(200) == 34 and evictions > 0,
+          "a 4 MiB budget, 4 slots: %d of 34 turns answered, %d evictions (503 for none)" % (
+              codes.count(200), evictions))
+
+
 def statuses(s):
     def bad(body, param, what, path="/v1/completions"):
         code, j, text = s.post(path, body, headers={"Authorization": "Bearer alpha"})
@@ -198,6 +236,7 @@ def main():
             s.stop()
         no_prefix_reuse(work)
         session_files(work)
+        budget_waits(work)
     finally:
         if not st.FAILS:
             shutil.rmtree(work, ignore_errors=True)
