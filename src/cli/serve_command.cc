@@ -15,6 +15,7 @@ struct ServeArgs {
   std::string mode = "multiturn";
   double kv_budget_mib = 256;
   double max_body_kib = 1024;
+  int max_header_kib = 32;
 };
 
 int RunServe(ServeArgs& a) {
@@ -27,6 +28,7 @@ int RunServe(ServeArgs& a) {
     return Fail("--max-body-kib must be in [1, 1048576]");
   a.o.kv_budget_bytes = static_cast<size_t>(a.kv_budget_mib * 1024 * 1024);
   a.o.max_body_bytes = static_cast<size_t>(a.max_body_kib * 1024);
+  a.o.max_header_bytes = static_cast<size_t>(a.max_header_kib) * 1024;
   if (Status s = ValidateServerOptions(a.o); !s.ok()) return Fail(s.message());
   return RunServer(a.o);
 }
@@ -70,7 +72,25 @@ void AddServe(CLI::App& app, Runner& run) {
   cmd->add_option("--kv-budget-mib", a->kv_budget_mib, "KV cache budget for all sessions")
       ->capture_default_str();
   cmd->add_option("--session-dir", o.session_dir, "Directory for evicted and saved sessions");
-  cmd->add_option("--max-body-kib", a->max_body_kib, "Largest request body")->capture_default_str();
+  cmd->add_option("--max-body-kib", a->max_body_kib,
+                  "Largest request body (decompressed; 413 past it)")
+      ->capture_default_str();
+  cmd->add_option("--max-header-kib", a->max_header_kib,
+                  "Largest request head (request line and headers; 431 past it)")
+      ->check(IntegerIn(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--max-connections", o.max_connections,
+                  "Open connections at most (each has its own thread)")
+      ->check(IntegerIn(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--http-timeout-s", o.http_timeout_s,
+                  "Close a connection idle (nothing read or written) this long")
+      ->check(IntegerIn(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--request-deadline-s", o.request_deadline_s,
+                  "Drop a connection whose request (head and body) is not in by then")
+      ->check(IntegerIn(1, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--max-tokens", o.default_max_tokens, "max_tokens when a request gives none")
       ->capture_default_str();
   cmd->add_option("-t,--threads", o.threads, "Threads (0 = all cores)")
