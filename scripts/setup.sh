@@ -3,7 +3,7 @@
 set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
-  libopenblas-dev libopenblas0-pthread nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libssl-dev
+  libopenblas-dev libopenblas0-pthread nlohmann-json3-dev libcli11-dev libmicrohttpd-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   python3 python3-numpy gnuplot-nox

@@ -18,6 +18,7 @@ struct ServeArgs {
   double max_body_kib = 1024;
   std::string api_key_file;
   bool no_prefix_reuse = false;
+  int max_header_kib = 32;
 };
 
 // One key per line; blank lines and lines starting with '#' are skipped, spaces around a key
@@ -53,6 +54,7 @@ int RunServe(ServeArgs& a) {
   if (!a.api_key_file.empty()) {
     if (Status s = ReadApiKeys(a.api_key_file, a.o.api_keys); !s.ok()) return Fail(s.message());
   }
+  a.o.max_header_bytes = static_cast<size_t>(a.max_header_kib) * 1024;
   if (Status s = ValidateServerOptions(a.o); !s.ok()) return Fail(s.message());
   return RunServer(a.o);
 }
@@ -102,7 +104,25 @@ void AddServe(CLI::App& app, Runner& run) {
   cmd->add_option("--kv-budget-mib", a->kv_budget_mib, "KV cache budget for all sessions")
       ->capture_default_str();
   cmd->add_option("--session-dir", o.session_dir, "Directory for evicted and saved sessions");
-  cmd->add_option("--max-body-kib", a->max_body_kib, "Largest request body")->capture_default_str();
+  cmd->add_option("--max-body-kib", a->max_body_kib,
+                  "Largest request body (decompressed; 413 past it)")
+      ->capture_default_str();
+  cmd->add_option("--max-header-kib", a->max_header_kib,
+                  "Largest request head (request line and headers; 431 past it)")
+      ->check(IntegerIn(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--max-connections", o.max_connections,
+                  "Open connections at most (each has its own thread)")
+      ->check(IntegerIn(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--http-timeout-s", o.http_timeout_s,
+                  "Close a connection idle (nothing read or written) this long")
+      ->check(IntegerIn(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--request-deadline-s", o.request_deadline_s,
+                  "Drop a connection whose request (head and body) is not in by then")
+      ->check(IntegerIn(1, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--max-tokens", o.default_max_tokens, "max_tokens when a request gives none")
       ->capture_default_str();
   cmd->add_option("-t,--threads", o.threads, "Threads (0 = all cores)")

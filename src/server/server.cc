@@ -1,6 +1,5 @@
 // The HTTP layer of `primekv serve`: routes, authentication, request validation, responses in
 // the OpenAI shapes (JSON, or server-sent events when streaming).
-#include <httplib.h>
 #include <signal.h>
 
 #include <atomic>
@@ -10,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "server/http.h"
 #include "server/request.h"
 #include "server/server_internal.h"
 
@@ -25,6 +25,10 @@ Status ValidateServerOptions(const ServerOptions& o) {
   if (o.interval < 1) return Status::Error("--interval must be >= 1");
   if (o.kv_budget_bytes < (size_t{1} << 20)) return Status::Error("--kv-budget-mib must be >= 1");
   if (o.max_body_bytes < 1024) return Status::Error("--max-body-kib must be >= 1");
+  if (o.max_connections < 1) return Status::Error("--max-connections must be >= 1");
+  if (o.http_timeout_s < 1) return Status::Error("--http-timeout-s must be >= 1");
+  if (o.request_deadline_s < 1) return Status::Error("--request-deadline-s must be >= 1");
+  if (o.max_header_bytes < 1024) return Status::Error("--max-header-kib must be >= 1");
   if (o.default_max_tokens < 1) return Status::Error("--max-tokens must be >= 1");
   for (const std::string& key : o.api_keys)
     if (key.empty()) return Status::Error("--api-key must not be empty");
@@ -49,11 +53,6 @@ json ErrorJson(const HttpError& e) {
             {"code", e.status}}}};
 }
 
-void SendError(httplib::Response& res, const HttpError& e) {
-  res.status = e.status;
-  res.set_content(Dump(ErrorJson(e)), "application/json");
-}
-
 json Usage(const TurnOutcome& o) {
   return {{"prompt_tokens", o.prompt_tokens},
           {"completion_tokens", o.tokens.size()},
@@ -65,64 +64,14 @@ class HttpServer {
  public:
   HttpServer(Engine& engine, std::string model_id) : engine_(engine), model_id_(model_id) {}
 
-  void Install(httplib::Server& svr) {
-    const ServerOptions& o = engine_.options();
-    svr.set_payload_max_length(o.max_body_bytes);
-    const size_t threads = static_cast<size_t>(std::max(32, o.slots + 16));
-    svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-      if (!TenantOfAuthorization(req.get_header_value("Authorization"),
-                                 engine_.options().api_keys)) {
-        SendError(res, {401, "missing or wrong API key (Authorization: Bearer KEY)", "",
-                        "authentication_error"});
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      return httplib::Server::HandlerResponse::Unhandled;
-    });
-    svr.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-      if (!res.body.empty()) return;
-      const char* why = res.status == 404   ? "no such endpoint"
-                        : res.status == 413 ? "request body too large"
-                                            : "bad request";
-      SendError(res, {res.status, why, "", "invalid_request_error"});
-    });
-    svr.set_logger([this](const httplib::Request&, const httplib::Response& res) {
-      engine_.CountRequest(res.status);
-    });
-    svr.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(R"({"status":"ok"})", "application/json");
-    });
-    svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(engine_.MetricsText(), "text/plain; version=0.0.4");
-    });
-    svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      const json j = {{"object", "list"}, {"data", {ModelJson()}}};
-      res.set_content(Dump(j), "application/json");
-    });
-    svr.Get(R"(/v1/models/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-      if (req.matches[1] != model_id_)
-        return SendError(res, {404, "no model '" + std::string(req.matches[1]) + "' here", "model",
-                               "model_not_found"});
-      res.set_content(Dump(ModelJson()), "application/json");
-    });
-    svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      Handle(req, res, true);
-    });
-    svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      Handle(req, res, false);
-    });
+  // Every request the transport completes (or refuses) comes here.
+  HttpResponse Serve(const HttpRequest& req) {
+    HttpResponse res = Route(req);
+    engine_.CountRequest(res.status);
+    return res;
   }
 
  private:
-  json ModelJson() const {
-    return {{"id", model_id_},
-            {"object", "model"},
-            {"created", 0},
-            {"owned_by", "primekv"},
-            {"context_length", engine_.ctx_size()}};
-  }
-
   // What every response of one request shares.
   struct Reply {
     std::shared_ptr<ParsedRequest> p;
@@ -133,35 +82,92 @@ class HttpServer {
     bool chat = false;
   };
 
-  void Handle(const httplib::Request& req, httplib::Response& res, bool chat) {
+  static HttpResponse Error(const HttpError& e) {
+    HttpResponse res;
+    res.status = e.status;
+    res.body = Dump(ErrorJson(e));
+    return res;
+  }
+
+  static HttpResponse Content(std::string body, std::string type = "application/json") {
+    HttpResponse res;
+    res.body = std::move(body);
+    res.content_type = std::move(type);
+    return res;
+  }
+
+  // The API key, on every endpoint but /health; `authorization` is that header's value.
+  std::optional<HttpError> CheckAuth(const std::string& path,
+                                     const std::string& authorization) const {
+    if (path == "/health") return std::nullopt;
+    if (!TenantOfAuthorization(authorization, engine_.options().api_keys))
+      return HttpError{401, "missing or wrong API key (Authorization: Bearer KEY)", "",
+                       "authentication_error"};
+    return std::nullopt;
+  }
+
+  json ModelJson() const {
+    return {{"id", model_id_},
+            {"object", "model"},
+            {"created", 0},
+            {"owned_by", "primekv"},
+            {"context_length", engine_.ctx_size()}};
+  }
+
+  HttpResponse Route(const HttpRequest& req) {
+    if (req.refused) return Error(*req.refused);
+    if (auto err = CheckAuth(req.path, req.header("Authorization"))) return Error(*err);
+    const bool get = req.method == "GET" || req.method == "HEAD";
+    const bool post = req.method == "POST";
+    if (req.path == "/health" && get) return Content(R"({"status":"ok"})");
+    if (req.path == "/metrics" && get)
+      return Content(engine_.MetricsText(), "text/plain; version=0.0.4");
+    if (req.path == "/v1/models" && get)
+      return Content(Dump({{"object", "list"}, {"data", {ModelJson()}}}));
+    constexpr std::string_view kModel = "/v1/models/";
+    if (req.path.starts_with(kModel) && req.path.size() > kModel.size() && get) {
+      const std::string id = req.path.substr(kModel.size());
+      if (id != model_id_)
+        return Error({404, "no model '" + id + "' here", "model", "model_not_found"});
+      return Content(Dump(ModelJson()));
+    }
+    if (req.path == "/v1/chat/completions" && post) return Handle(req, true);
+    if (req.path == "/v1/completions" && post) return Handle(req, false);
+    for (const char* path :
+         {"/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions"})
+      if (req.path == path) return Error({405, "method not allowed", "", "invalid_request_error"});
+    return Error({404, "no such endpoint", "", "invalid_request_error"});
+  }
+
+  HttpResponse Handle(const HttpRequest& req, bool chat) {
     Parse parsed = ParseRequest(req.body, engine_.request_context(), chat);
-    if (auto* err = std::get_if<HttpError>(&parsed)) return SendError(res, *err);
+    if (auto* err = std::get_if<HttpError>(&parsed)) return Error(*err);
     Reply r;
     r.p = std::make_shared<ParsedRequest>(std::move(std::get<ParsedRequest>(parsed)));
-    // The pre-routing check let only a known key (or no keys at all) this far.
+    // CheckAuth let only a known key (or any request, without keys) this far.
     r.p->turn.tenant =
-        TenantOfAuthorization(req.get_header_value("Authorization"), engine_.options().api_keys)
+        TenantOfAuthorization(req.header("Authorization"), engine_.options().api_keys)
             .value_or(std::string());
     auto begun = engine_.Begin(r.p->turn);
-    if (auto* err = std::get_if<HttpError>(&begun)) return SendError(res, *err);
+    if (auto* err = std::get_if<HttpError>(&begun)) return Error(*err);
     r.turn = std::move(std::get<std::unique_ptr<Turn>>(begun));
     r.id = std::string(chat ? "chatcmpl-" : "cmpl-") + r.turn->session_id() + "-" +
            std::to_string(++counter_);
     r.created = static_cast<int64_t>(std::time(nullptr));
     r.model = r.p->model.empty() ? model_id_ : r.p->model;
     r.chat = chat;
-    res.set_header("X-PrimeKV-Session", r.turn->session_id());
-    if (r.p->stream) return RespondStream(std::move(r), res);
-    RespondJson(r, {req.remote_addr, req.remote_port, req.local_addr, req.local_port}, res);
+    const std::string session_id = r.turn->session_id();
+    HttpResponse res = r.p->stream ? RespondStream(std::move(r)) : RespondJson(r, req.fd);
+    res.headers.emplace_back("X-PrimeKV-Session", session_id);
+    return res;
   }
 
-  void RespondJson(const Reply& r, const ConnectionAddress& from, httplib::Response& res) {
+  HttpResponse RespondJson(const Reply& r, int fd) {
     // The client is looked for between decode steps, so one that leaves stops the generation.
-    const int fd = r.p->turn.max_tokens > 0 ? FindConnectionSocket(from) : -1;
     AliveCheck alive;
-    if (fd >= 0) alive = [fd] { return PeerConnected(fd); };
+    if (fd >= 0 && r.p->turn.max_tokens > 0) alive = [fd] { return PeerConnected(fd); };
     auto out = r.turn->Run(nullptr, alive);
-    if (!out.ok()) return SendError(res, {500, out.message(), "", "server_error"});
+    if (!out.ok()) return Error({500, out.message(), "", "server_error"});
     json choice = {{"index", 0}, {"finish_reason", out->finish_reason}, {"logprobs", nullptr}};
     if (r.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", out->text}};
@@ -176,7 +182,7 @@ class HttpServer {
                     {"usage", Usage(*out)},
                     {"session", out->session_id},
                     {"primekv", {{"answer_tokens", out->appended}}}};
-    res.set_content(Dump(j), "application/json");
+    return Content(Dump(j));
   }
 
   static json Chunk(const Reply& r, json delta, json finish) {
@@ -192,12 +198,12 @@ class HttpServer {
         {"choices", {choice}},  {"session", r.turn->session_id()}};
   }
 
-  static void RespondStream(Reply r, httplib::Response& res) {
-    res.set_chunked_content_provider("text/event-stream", [r](size_t, httplib::DataSink& sink) {
-      auto send = [&](const json& j) {
-        const std::string m = "data: " + Dump(j) + "\n\n";
-        return sink.write(m.data(), m.size());
-      };
+  // Server-sent events; the turn runs on the stream's own thread (the transport's).
+  static HttpResponse RespondStream(Reply r) {
+    HttpResponse res;
+    res.content_type = "text/event-stream";
+    res.stream = [r](const StreamWriter& write) {
+      auto send = [&](const json& j) { return write("data: " + Dump(j) + "\n\n"); };
       bool alive = !r.chat || send(Chunk(r, {{"role", "assistant"}, {"content", ""}}, nullptr));
       auto out = r.turn->Run([&](const std::string& delta) {
         alive = alive && send(Chunk(r, r.chat ? json{{"content", delta}} : json(delta), nullptr));
@@ -214,11 +220,9 @@ class HttpServer {
           send(u);
         }
       }
-      const std::string done = "data: [DONE]\n\n";
-      sink.write(done.data(), done.size());
-      sink.done();
-      return true;
-    });
+      write("data: [DONE]\n\n");
+    };
+    return res;
   }
 
   Engine& engine_;
@@ -257,19 +261,14 @@ int RunServer(const ServerOptions& options) {
     std::fprintf(stderr, "primekv serve: %s\n", engine.message().c_str());
     return 1;
   }
-  httplib::Server svr;
   server::HttpServer http(**engine, std::filesystem::path(options.model_path).stem().string());
-  http.Install(svr);
-  int port = options.port;
-  if (port == 0) {
-    port = svr.bind_to_any_port(options.host);
-  } else if (!svr.bind_to_port(options.host, port)) {
-    port = -1;
-  }
-  if (port <= 0) {
-    std::fprintf(stderr, "primekv serve: cannot bind %s:%d\n", options.host.c_str(), options.port);
+  auto transport = server::HttpTransport::Start(
+      options, [&http](const server::HttpRequest& req) { return http.Serve(req); });
+  if (!transport.ok()) {
+    std::fprintf(stderr, "primekv serve: %s\n", transport.message().c_str());
     return 1;
   }
+  const int port = (*transport)->port();
   if (!options.port_file.empty()) {
     if (Status s = server::WritePortFile(options.port_file, port); !s.ok()) {
       std::fprintf(stderr, "primekv serve: %s\n", s.message().c_str());
@@ -279,7 +278,7 @@ int RunServer(const ServerOptions& options) {
   std::fprintf(stderr, "primekv serve: listening on http://%s:%d (press %s, ratio %.2f, %s)\n",
                options.host.c_str(), port, options.press.c_str(), options.ratio,
                std::string(CompressionModeName(options.mode)).c_str());
-  return svr.listen_after_bind() ? 0 : 1;
+  (*transport)->RunWatchdog();
 }
 
 }  // namespace primekv

@@ -1,8 +1,8 @@
 // Internals of `primekv serve`: the engine (engine.cc: loading, a request's way in and out),
 // the session store (session_store.cc), the KV budget (memory_budget.cc), turns (turn.cc), the
 // decode batcher (decode_batcher.cc), metrics (server_metrics.cc), session files
-// (session_file.cc), a client's connection (connection.cc). The HTTP layer and request
-// validation are server.cc.
+// (session_file.cc), a client's connection (connection.cc). The HTTP transport is http.cc
+// (http.h); routes and request validation are server.cc.
 #pragma once
 
 #include <chrono>
@@ -70,16 +70,7 @@ Status WriteSessionFile(const std::string& dir, const SessionSnapshot& s, const 
 Result<SessionSnapshot> ReadSessionFile(const std::string& path, const Model& model,
                                         const KvCacheOptions& kv, bool header_only);
 
-// A request's connection as httplib reports it (Request::remote_addr and the others).
-struct ConnectionAddress {
-  std::string remote_addr;
-  int remote_port = -1;
-  std::string local_addr;
-  int local_port = -1;
-};
-// The process's socket of that connection, or -1 (connection.cc: found through /proc/self/fd).
-int FindConnectionSocket(const ConnectionAddress& want);
-// False once the peer has closed its end or the connection failed; never blocks.
+// False once the peer of socket `fd` has closed its end or the connection failed; never blocks.
 bool PeerConnected(int fd);
 
 // One generation request after validation.

@@ -28,8 +28,13 @@ struct ServerOptions {
   int ctx_size = 0;          // 0 = the model's context
   bool allow_ctx_overflow = false;  // ctx_size may exceed the trained context (warns)
   size_t kv_budget_bytes = size_t{256} << 20;
-  std::string session_dir;  // empty = sessions live in memory only
-  size_t max_body_bytes = size_t{1} << 20;
+  std::string session_dir;                  // empty = sessions live in memory only
+  size_t max_body_bytes = size_t{1} << 20;  // decompressed, chunked or not (413 past it)
+  // HTTP limits (docs/server.md, Limits).
+  int max_connections = 512;    // open connections, each served by its own thread
+  int http_timeout_s = 30;      // idle connection: nothing read or written for this long
+  int request_deadline_s = 30;  // the whole request (head and body) must arrive within this
+  size_t max_header_bytes = size_t{32} << 10;  // request line and headers together (431)
   int threads = 0;
   int default_max_tokens = 256;
 };
