@@ -4,7 +4,8 @@ session ids, tenants per API key, the isolation salt, prefix reuse that never ch
 session, session files that are not regular files, and the statuses of odd but valid or invalid
 requests.
 
-Usage: security_test.py --primekv BIN --model GGUF
+Usage: security_test.py --primekv BIN --model GGUF [--sanitized]
+(--sanitized: an ASan/UBSan build, where the budget contention count is printed, not checked)
 """
 import argparse
 import os
@@ -187,9 +188,13 @@ def budget_waits(work):
         evictions = s.metrics()["primekv_evictions_total"]
     finally:
         s.stop()
-    check(codes.count(200) == 34 and evictions > 0,
-          "a 4 MiB budget, 4 slots: %d of 34 turns answered, %d evictions (503 for none)" % (
-              codes.count(200), evictions))
+    what = "a 4 MiB budget, 4 slots: %d of 34 turns answered, %d evictions (503 for none)" % (
+        codes.count(200), evictions)
+    check(all(c in (200, 503) for c in codes), "under contention every answer is 200 or 503")
+    if st.ARGS.sanitized:
+        print("     (sanitized build, not checked) " + what)
+    else:
+        check(codes.count(200) == 34 and evictions > 0, what)
 
 
 def statuses(s):
@@ -223,6 +228,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--primekv", required=True)
     ap.add_argument("--model", required=True)
+    ap.add_argument("--sanitized", action="store_true")
     st.ARGS = ap.parse_args()
     work = tempfile.mkdtemp(prefix="primekv-security-test-")
     try:
