@@ -12,9 +12,8 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "primekv/model/model.h"
-#include "primekv/press/compressor.h"
-#include "primekv/press/output_gram.h"
 #include "primekv/press/press.h"
+#include "primekv/press/tensor_scores.h"
 #include "primekv/util/json_read.h"
 
 namespace primekv::cli {
@@ -52,13 +51,13 @@ struct Meta {
   std::string press;
 };
 
-// Bounds of meta.json's shape: far above any real layer, far below what would exhaust memory.
-constexpr int64_t kMaxEntries = int64_t{1} << 20;
-constexpr int64_t kMaxHeads = 1024;
-constexpr int64_t kMaxHeadDim = 1024;
-constexpr int64_t kMaxLayers = 4096;
-constexpr int64_t kMaxDModel = int64_t{1} << 16;
-constexpr int64_t kMaxPosition = int64_t{1} << 30;
+using Limits = LayerTensorLimits;
+constexpr int64_t kMaxEntries = Limits::kMaxEntries;
+constexpr int64_t kMaxHeads = Limits::kMaxHeads;
+constexpr int64_t kMaxHeadDim = Limits::kMaxHeadDim;
+constexpr int64_t kMaxLayers = Limits::kMaxLayers;
+constexpr int64_t kMaxDModel = Limits::kMaxDModel;
+constexpr int64_t kMaxPosition = Limits::kMaxPosition;
 
 Result<Meta> ReadMeta(const std::string& meta_name) {
   PRIMEKV_ASSIGN_OR_RETURN(const std::string text, ReadInputFile(meta_name, "meta"));
@@ -105,21 +104,6 @@ Result<Meta> ReadMeta(const std::string& meta_name) {
   return m;
 }
 
-// RoPE inverse frequencies base^(-2i/d), each a positive finite float (as Model::Load demands).
-Result<std::vector<float>> InvFreq(const Meta& m, const std::string& meta_name) {
-  const ModelConfig& c = m.config;
-  std::vector<float> out;
-  for (int i = 0; i < c.head_dim / 2; ++i) {
-    const auto v = static_cast<float>(std::pow(c.rope_base, -2.0 * i / c.head_dim));
-    if (!(v > 0) || !std::isfinite(v))
-      return Status::Error(meta_name + ": rope_base gives a RoPE inverse frequency of " +
-                           std::to_string(v) + " at pair " + std::to_string(i) +
-                           "; it must be a finite float > 0");
-    out.push_back(v);
-  }
-  return out;
-}
-
 // The raw tensors of DIR; the optional ones are empty when their file is absent.
 struct Tensors {
   std::vector<float> keys, values, window_queries, wo, context_queries, future_queries;
@@ -154,96 +138,6 @@ Result<Tensors> ReadTensors(const std::filesystem::path& dir, const Meta& m) {
   return t;
 }
 
-// W_O Gram per KV head, stacked [n_kv_heads][d][d].
-std::vector<float> OutputGrams(const ModelConfig& c, const std::vector<float>& wo) {
-  std::vector<float> gram;
-  for (int h = 0; h < c.n_kv_heads; ++h) {
-    const std::vector<float> one = OutputGram(c, {wo.data(), c.d_model, c.q_width()}, h);
-    gram.insert(gram.end(), one.begin(), one.end());
-  }
-  return gram;
-}
-
-// Query statistics from raw pre-RoPE context queries (past the sinks, as the engine does).
-QueryStats ContextStats(const ModelConfig& c, const Tensors& t) {
-  const int d = c.head_dim;
-  QueryStats stats;
-  stats.sum.assign(static_cast<size_t>(c.n_heads) * d, 0.0);
-  stats.sum_sq.assign(static_cast<size_t>(c.n_heads) * d * d, 0.0);
-  const MatView<const float> q(t.context_queries.data(), std::ssize(t.context_positions),
-                               c.q_width());
-  for (int64_t r = 0; r < q.rows; ++r) {
-    if (t.context_positions[r] < PressCapture::kStatsSinks) continue;
-    for (int h = 0; h < c.n_heads; ++h) {
-      const float* x = q.Row(r) + static_cast<int64_t>(h) * d;
-      for (int a = 0; a < d; ++a) {
-        stats.sum[h * d + a] += x[a];
-        for (int b = 0; b < d; ++b)
-          stats.sum_sq[(static_cast<size_t>(h) * d + a) * d + b] +=
-              static_cast<double>(x[a]) * x[b];
-      }
-    }
-    ++stats.count;
-  }
-  return stats;
-}
-
-// Everything LayerInput points into, kept alive together.
-struct Inputs {
-  std::vector<HeadEntries> heads;
-  std::vector<float> inv_freq, gram;
-  QueryStats stats;
-  std::vector<MeanQueryMap> mean_query;
-};
-
-Status FillInput(const Meta& m, const Tensors& t, const Press& press, Inputs& x, LayerInput& in) {
-  const ModelConfig& c = m.config;
-  const int d = c.head_dim, width = c.q_width();
-  const size_t per_head = static_cast<size_t>(m.n) * d;
-  for (int h = 0; h < c.n_kv_heads; ++h) {
-    const auto at = [&](const std::vector<float>& v) { return v.begin() + h * per_head; };
-    x.heads.push_back({{at(t.keys), at(t.keys) + per_head},
-                       {at(t.values), at(t.values) + per_head},
-                       t.positions});
-  }
-  in.layer = m.layer;
-  in.next_position = m.next_position;
-  in.rope_inv_freq = x.inv_freq;
-  in.heads = x.heads;
-  if (!t.window_queries.empty()) {
-    const int64_t rows = std::ssize(t.window_queries) / width;
-    if (std::ssize(t.window_positions) != rows)
-      return Status::Error("window positions/queries differ in count");
-    // The engine's capture keeps only the last rows the scorer asked for; do the same.
-    const int64_t keep = std::min<int64_t>(rows, std::max(1, press.scorer->Needs().window_queries));
-    in.window_queries = {t.window_queries.data() + (rows - keep) * width, keep, width};
-    in.window_positions = std::span<const int32_t>(t.window_positions).subspan(rows - keep);
-  }
-  if (!t.wo.empty()) {
-    x.gram = OutputGrams(c, t.wo);
-    in.output_gram = x.gram;
-    in.output_weights = {t.wo.data(), c.d_model, width};
-  }
-  if (!t.context_queries.empty()) {
-    if (t.context_positions.size() != t.context_queries.size() / width)
-      return Status::Error("context positions/queries differ in count");
-    x.stats = ContextStats(c, t);
-    in.query_stats = &x.stats;
-  }
-  if (!t.future_queries.empty())
-    in.future_queries = {t.future_queries.data(), std::ssize(t.future_queries) / width, width};
-  if (!t.wq.empty()) {
-    const int64_t dm = c.d_model, gd = int64_t{c.group()} * d;
-    for (int h = 0; h < c.n_kv_heads; ++h) {
-      x.mean_query.push_back(BuildMeanQueryMap(
-          {t.wq.data() + h * gd * dm, gd, dm}, {t.wk.data() + int64_t{h} * d * dm, d, dm},
-          {t.wv.data() + int64_t{h} * d * dm, d, dm}, {}, {}, {}, {}, {}, c.rms_eps));
-    }
-    in.mean_query = x.mean_query;
-  }
-  return Status::Ok();
-}
-
 Status WriteScores(const std::filesystem::path& dir, const Press& press, const HeadScores& scores,
                    const std::vector<std::vector<int32_t>>& kept) {
   std::ofstream out(dir / "scores.f32", std::ios::binary);
@@ -265,22 +159,28 @@ Status PressScores(const std::string& dir_s, const std::string& press_text) {
   PRIMEKV_ASSIGN_OR_RETURN(const Press press, MakePress(spec));
   if (!press.scorer) return Status::Error("press none has no scores");
   PRIMEKV_ASSIGN_OR_RETURN(const Tensors t, ReadTensors(dir, m));
-  Inputs x;
-  PRIMEKV_ASSIGN_OR_RETURN(x.inv_freq, InvFreq(m, (dir / "meta.json").string()));
-  LayerInput in(m.config);
-  PRIMEKV_RETURN_IF_ERROR(FillInput(m, t, press, x, in));
-  if (Status s = CheckLayerInput(press.scorer->Needs(), in, press.name); !s.ok()) {
-    const char* why = press.scorer->Needs().reconstruction
-                          ? " (press-scores runs no model, so it cannot score this press)"
-                          : "";
-    return Status::Error(dir.string() + ": " + s.message() + why);
-  }
-  HeadScores scores(m.config.n_kv_heads, std::vector<float>(m.n));
-  press.scorer->Score(in, scores);
+  LayerTensors lt{.config = m.config,
+                  .layer = m.layer,
+                  .n = m.n,
+                  .next_position = m.next_position,
+                  .keys = t.keys,
+                  .values = t.values,
+                  .positions = t.positions,
+                  .window_queries = t.window_queries,
+                  .window_positions = t.window_positions,
+                  .wo = t.wo,
+                  .context_queries = t.context_queries,
+                  .context_positions = t.context_positions,
+                  .future_queries = t.future_queries,
+                  .wq = t.wq,
+                  .wk = t.wk,
+                  .wv = t.wv};
+  auto scores = ScoreLayerTensors(press, std::move(lt));
+  if (!scores.ok()) return Status::Error(dir.string() + ": " + scores.message());
   const auto kept =
-      SelectForLayer(scores, m.ratio, press.budget, press.scorer->ComparableAcrossHeads(), m.layer,
+      SelectForLayer(*scores, m.ratio, press.budget, press.scorer->ComparableAcrossHeads(), m.layer,
                      m.config.n_layers);
-  return WriteScores(dir, press, scores, kept);
+  return WriteScores(dir, press, *scores, kept);
 }
 
 int RunPressScores(const std::string& dir, const std::string& press_text) {

@@ -20,6 +20,7 @@
 #include "primekv/model/model.h"
 #include "primekv/press/compressor.h"
 #include "primekv/server/server.h"
+#include "primekv/server/session_file.h"
 #include "primekv/session/pipeline.h"
 #include "primekv/session/session.h"
 
@@ -33,26 +34,10 @@ struct HttpError {
   std::string type = "invalid_request_error";
 };
 
-// What a session file holds: the conversation's tokens and its (compressed) cache.
-struct SessionSnapshot {
-  std::string id;
-  std::string tenant;      // the API key's tenant id (TenantId), empty without keys
-  std::string cache_salt;  // the requests' isolation field: prefix matching stays inside it
-  std::string press;
-  double ratio = 0;
-  std::string mode;
-  int budget = 0;           // entries per head kept after each turn (multiturn), 0 = none yet
-  int last_prompt_len = 0;  // tokens before the last answer: a request must contain them
-  std::vector<Token> tokens;
-  std::optional<KvCache> cache;  // filled by ReadSessionFile
-};
-
 double SecondsSince(std::chrono::steady_clock::time_point t0);
 // How many leading tokens two sequences share.
 size_t CommonPrefix(const std::vector<Token>& a, const std::vector<Token>& b);
 
-// Session ids are tokens of [A-Za-z0-9_-], 1..64 chars: no request reaches a path otherwise.
-bool ValidSessionId(const std::string& id);
 // A fresh session id: "s" and 128 bits from the kernel's random source in hex.
 Result<std::string> RandomSessionId();
 // A tenant's name for an API key: the first 128 bits of its SHA-256 in hex, so session files
@@ -62,13 +47,6 @@ std::string TenantId(const std::string& api_key);
 // (each compared in constant time), or nullopt when it names none.
 std::optional<std::string> TenantOfAuthorization(const std::string& header,
                                                  const std::vector<std::string>& keys);
-
-// Writes `dir/<id>.pkvs` atomically (temp file, fsync, rename). Format in docs/server.md.
-Status WriteSessionFile(const std::string& dir, const SessionSnapshot& s, const KvCache& c);
-// Reads and verifies (magic, version, checksum, bounds, shape against the model).
-// With header_only the cache is skipped (checksum still verified).
-Result<SessionSnapshot> ReadSessionFile(const std::string& path, const Model& model,
-                                        const KvCacheOptions& kv, bool header_only);
 
 // False once the peer of socket `fd` has closed its end or the connection failed; never blocks.
 bool PeerConnected(int fd);

@@ -1,0 +1,313 @@
+// pk_session_* entry points: a conversation as the engine's Session runs it, and session files
+// in the format `primekv serve --session-dir` reads.
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "capi/capi_internal.h"
+#include "primekv/server/session_file.h"
+#include "primekv/session/pipeline.h"
+
+namespace primekv::capi {
+
+namespace {
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+KvCacheOptions CacheOptions(const pk_session_options& o) {
+  KvCacheOptions kv;
+  kv.dtype = o.kv_q8 != 0 ? KvDType::kQ8_0 : KvDType::kF16;
+  return kv;
+}
+
+// Builds a session's compressor, schedule and Session over `cache` (the caller's or a new one).
+pk_status MakeSession(pk_model* model, const pk_session_options& o, const std::string& press,
+                      double ratio, const std::string& mode_text, std::unique_ptr<KvCache> cache,
+                      pk_session** out) {
+  constexpr const char* kWhere = "pk_session_new";
+  PK_REQUIRE(ratio >= 0 && ratio < 1, kWhere, "ratio must be in [0, 1)");
+  const auto mode = ParseCompressionMode(mode_text);
+  PK_REQUIRE(mode.has_value(), kWhere, "unknown mode '" + mode_text + "'");
+  PK_REQUIRE(o.chunk >= 1 && o.interval >= 1, kWhere, "chunk and interval must be >= 1");
+  PK_REQUIRE(o.n_threads >= 0 && o.n_threads <= 1024, kWhere, "n_threads must be in [0, 1024]");
+  PK_REQUIRE(o.ctx_size >= 0, kWhere, "ctx_size must be >= 0");
+  const Model& m = model->model;
+  auto spec = ParsePressSpec(press);
+  if (!spec.ok()) return FromStatus(kWhere, spec.status());
+  auto made = MakePress(*spec);
+  if (!made.ok()) return FromStatus(kWhere, made.status());
+  auto ctx = ResolveContextSize(m.config(), o.ctx_size, false, nullptr);
+  if (!ctx.ok()) return FromStatus(kWhere, ctx.status());
+
+  auto s = std::make_unique<pk_session>();
+  s->owner = model;
+  s->press = press;
+  s->ratio = ratio;
+  s->ctx_size = *ctx;
+  s->schedule = {.ratio = ratio, .mode = *mode, .chunk = o.chunk, .interval = o.interval};
+  s->compressor = std::make_unique<Compressor>(m, std::move(made).value());
+  if (Status st = CheckSchedule(s->compressor->press(), s->schedule); !st.ok())
+    return FromStatus(kWhere, st);
+  if (Status st = CheckKvDType(CacheOptions(o).dtype, m.config().head_dim); !st.ok())
+    return FromStatus(kWhere, st);
+  s->pool = std::make_unique<ThreadPool>(o.n_threads);
+  s->cache = cache ? std::move(cache) : std::make_unique<KvCache>(m.NewCache(CacheOptions(o)));
+  s->capture = std::make_unique<PressCapture>(m, s->compressor->Needs());
+  s->session = std::make_unique<Session>(m, *s->compressor, s->schedule, *s->pool,
+                                         SessionParts{.cache = *s->cache, .capture = s->capture.get()});
+  *out = s.release();
+  return PK_OK;
+}
+
+// Tokens a caller hands in: in the vocabulary, and room for them in the context.
+pk_status CheckFeed(const char* where, const pk_session* s, const int32_t* tokens, size_t n) {
+  PK_REQUIRE(s != nullptr, where, "session is NULL");
+  PK_REQUIRE(tokens != nullptr || n == 0, where, "tokens is NULL");
+  PK_REQUIRE(n > 0, where, "no tokens");
+  const int vocab = s->owner->model.config().vocab_size;
+  for (size_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab)
+      return Fail(PK_ERR_ARGUMENT, std::string(where) + ": token " + std::to_string(tokens[i]) +
+                                       " at " + std::to_string(i) + " is outside [0, " +
+                                       std::to_string(vocab) + ")");
+  }
+  if (n > static_cast<size_t>(s->ctx_size) - std::min(s->tokens.size(), size_t(s->ctx_size)))
+    return Fail(PK_ERR_STATE, std::string(where) + ": " + std::to_string(n) + " tokens after " +
+                                  std::to_string(s->tokens.size()) +
+                                  " do not fit the context size of " +
+                                  std::to_string(s->ctx_size));
+  return PK_OK;
+}
+
+pk_status Feed(const char* where, pk_session* s, const int32_t* tokens, size_t n, bool context) {
+  if (pk_status c = CheckFeed(where, s, tokens, n); c != PK_OK) return c;
+  const std::span<const Token> ids(tokens, n);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status st = context ? s->session->PrefillContext(ids) : s->session->Prefill(ids);
+  s->timings.prefill_ms += MsSince(t0);
+  s->timings.prefill_tokens += static_cast<int64_t>(n);
+  // A failed forward pass may have left part of the tokens in the cache: the session is unusable
+  // for continuing, but its cache stays consistent with what it reports.
+  if (!st.ok()) return FromStatus(where, st, PK_ERR_INTERNAL);
+  s->tokens.insert(s->tokens.end(), ids.begin(), ids.end());
+  s->has_logits = true;
+  return PK_OK;
+}
+
+Result<SamplerOptions> Sampling(const pk_generate_options& g) {
+  SamplerOptions so{g.temperature, g.top_k, g.top_p, g.seed};
+  PRIMEKV_RETURN_IF_ERROR(ValidateSamplerOptions(so));
+  return so;
+}
+
+pk_status Generate(pk_session* s, const pk_generate_options& g, int32_t* out, size_t capacity,
+                   size_t* n_out) {
+  constexpr const char* kWhere = "pk_session_generate";
+  PK_REQUIRE(g.max_tokens >= 0, kWhere, "max_tokens must be >= 0");
+  PK_REQUIRE(out != nullptr || capacity == 0, kWhere, "tokens is NULL");
+  if (capacity < static_cast<size_t>(g.max_tokens))
+    return Fail(PK_ERR_BUFFER, std::string(kWhere) + ": a buffer of " + std::to_string(capacity) +
+                                   " cannot hold max_tokens " + std::to_string(g.max_tokens));
+  if (!s->has_logits)
+    return Fail(PK_ERR_STATE, std::string(kWhere) + ": feed at least one token first");
+  auto sampler = Sampling(g);
+  if (!sampler.ok()) return FromStatus(kWhere, sampler.status());
+  const auto room = static_cast<int64_t>(s->ctx_size) - static_cast<int64_t>(s->tokens.size());
+  if (g.max_tokens > 0 && room <= 0)
+    return Fail(PK_ERR_STATE, std::string(kWhere) + ": the context of " +
+                                  std::to_string(s->ctx_size) + " positions is full");
+  s->last_prompt_len = static_cast<int>(s->tokens.size());
+  DecodeOptions d;
+  d.max_new_tokens = static_cast<int>(std::min<int64_t>(g.max_tokens, room));
+  d.sampler = *sampler;
+  d.feed_last = g.feed_last != 0;
+  d.reserve = d.max_new_tokens;
+  const auto feed = [s](Token t) {
+    PRIMEKV_RETURN_IF_ERROR(s->session->FeedToken(t));
+    s->tokens.push_back(t);
+    return Status::Ok();
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = s->session->Decode(d, feed);
+  s->timings.decode_ms += MsSince(t0);
+  // Without feed_last the last sampled token is not in the cache, so there is nothing to sample
+  // from until the caller feeds it.
+  if (!d.feed_last && d.max_new_tokens > 0) s->has_logits = false;
+  if (!r.ok()) return FromStatus(kWhere, r.status(), PK_ERR_INTERNAL);
+  s->timings.decode_tokens += static_cast<int64_t>(r->tokens.size());
+  std::copy(r->tokens.begin(), r->tokens.end(), out);
+  *n_out = r->tokens.size();
+  return PK_OK;
+}
+
+}  // namespace
+
+}  // namespace primekv::capi
+
+using primekv::capi::Fail;
+using primekv::capi::FromStatus;
+using primekv::capi::Guard;
+
+extern "C" {
+
+pk_session_options pk_session_options_default(void) {
+  return {.press = nullptr,
+          .ratio = 0.0,
+          .mode = nullptr,
+          .chunk = 512,
+          .interval = 512,
+          .n_threads = 0,
+          .ctx_size = 0,
+          .kv_q8 = 0};
+}
+
+pk_generate_options pk_generate_options_default(void) {
+  return {.max_tokens = 128, .temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0,
+          .feed_last = 0};
+}
+
+pk_status pk_session_new(pk_model* model, const pk_session_options* options, pk_session** out) {
+  return Guard("pk_session_new", [&] {
+    PK_REQUIRE(out != nullptr, "pk_session_new", "out is NULL");
+    *out = nullptr;
+    PK_REQUIRE(model != nullptr, "pk_session_new", "model is NULL");
+    const pk_session_options o = options != nullptr ? *options : pk_session_options_default();
+    return primekv::capi::MakeSession(model, o, o.press != nullptr ? o.press : "none", o.ratio,
+                                      o.mode != nullptr ? o.mode : "context", nullptr, out);
+  });
+}
+
+void pk_session_free(pk_session* session) { delete session; }
+
+pk_status pk_session_feed(pk_session* s, const int32_t* tokens, size_t n) {
+  return Guard("pk_session_feed", [&] {
+    return primekv::capi::Feed("pk_session_feed", s, tokens, n, false);
+  });
+}
+
+pk_status pk_session_feed_context(pk_session* s, const int32_t* tokens, size_t n) {
+  return Guard("pk_session_feed_context", [&] {
+    return primekv::capi::Feed("pk_session_feed_context", s, tokens, n, true);
+  });
+}
+
+pk_status pk_session_compress(pk_session* s, double ratio) {
+  return Guard("pk_session_compress", [&] {
+    PK_REQUIRE(s != nullptr, "pk_session_compress", "session is NULL");
+    if (ratio < 0) ratio = s->ratio;
+    PK_REQUIRE(ratio < 1, "pk_session_compress", "ratio must be in [0, 1)");
+    if (!s->compressor->enabled() || ratio == 0) return PK_OK;
+    primekv::CompressStats st;
+    const primekv::Status r =
+        s->compressor->Compress(*s->cache, ratio, s->capture.get(), *s->pool, &st);
+    if (!r.ok()) return FromStatus("pk_session_compress", r, PK_ERR_STATE);
+    ++s->extra_compressions;
+    s->extra_score_ms += st.score_ms;
+    s->session->set_budget(primekv::KeepCount(static_cast<int>(s->tokens.size()), ratio));
+    return PK_OK;
+  });
+}
+
+pk_status pk_session_generate(pk_session* s, const pk_generate_options* options, int32_t* tokens,
+                              size_t capacity, size_t* n_out) {
+  return Guard("pk_session_generate", [&] {
+    PK_REQUIRE(s != nullptr && n_out != nullptr, "pk_session_generate", "NULL argument");
+    *n_out = 0;
+    const pk_generate_options g = options != nullptr ? *options : pk_generate_options_default();
+    return primekv::capi::Generate(s, g, tokens, capacity, n_out);
+  });
+}
+
+pk_status pk_session_end_turn(pk_session* s) {
+  return Guard("pk_session_end_turn", [&] {
+    PK_REQUIRE(s != nullptr, "pk_session_end_turn", "session is NULL");
+    return FromStatus("pk_session_end_turn", s->session->EndTurn(), PK_ERR_STATE);
+  });
+}
+
+pk_status pk_session_n_tokens(const pk_session* s, size_t* out) {
+  PK_REQUIRE(s != nullptr && out != nullptr, "pk_session_n_tokens", "NULL argument");
+  *out = s->tokens.size();
+  return PK_OK;
+}
+
+pk_status pk_session_tokens(const pk_session* s, int32_t* tokens, size_t capacity, size_t* n) {
+  PK_REQUIRE(s != nullptr && n != nullptr, "pk_session_tokens", "NULL argument");
+  PK_REQUIRE(tokens != nullptr || capacity == 0, "pk_session_tokens", "tokens is NULL");
+  *n = s->tokens.size();
+  if (s->tokens.size() > capacity)
+    return Fail(PK_ERR_BUFFER, "pk_session_tokens: " + std::to_string(s->tokens.size()) +
+                                   " tokens do not fit a buffer of " + std::to_string(capacity));
+  std::copy(s->tokens.begin(), s->tokens.end(), tokens);
+  return PK_OK;
+}
+
+pk_status pk_session_kv_bytes(const pk_session* s, size_t* out) {
+  PK_REQUIRE(s != nullptr && out != nullptr, "pk_session_kv_bytes", "NULL argument");
+  *out = s->cache->BytesInUse();
+  return PK_OK;
+}
+
+pk_status pk_session_kv_entries(const pk_session* s, int64_t* out) {
+  PK_REQUIRE(s != nullptr && out != nullptr, "pk_session_kv_entries", "NULL argument");
+  *out = s->cache->TotalEntries();
+  return PK_OK;
+}
+
+pk_status pk_session_get_timings(const pk_session* s, pk_timings* out) {
+  PK_REQUIRE(s != nullptr && out != nullptr, "pk_session_get_timings", "NULL argument");
+  *out = s->timings;
+  out->score_ms = s->session->stats().score_ms + s->extra_score_ms;
+  out->compressions = s->session->stats().compressions + s->extra_compressions;
+  return PK_OK;
+}
+
+pk_status pk_session_save(const pk_session* s, const char* dir, const char* id) {
+  return Guard("pk_session_save", [&] {
+    PK_REQUIRE(s != nullptr && dir != nullptr && id != nullptr, "pk_session_save",
+               "NULL argument");
+    PK_REQUIRE(primekv::server::ValidSessionId(id), "pk_session_save",
+               "id must be 1 to 64 characters of [A-Za-z0-9_-]");
+    primekv::server::SessionSnapshot snap;
+    snap.id = id;
+    snap.press = s->press;
+    snap.ratio = s->ratio;
+    snap.mode = std::string(primekv::CompressionModeName(s->schedule.mode));
+    snap.budget = s->session->budget();
+    snap.last_prompt_len = s->last_prompt_len;
+    snap.tokens = s->tokens;
+    return FromStatus("pk_session_save", primekv::server::WriteSessionFile(dir, snap, *s->cache),
+                      PK_ERR_IO);
+  });
+}
+
+pk_status pk_session_load(pk_model* model, const char* path, const pk_session_options* options,
+                          pk_session** out) {
+  return Guard("pk_session_load", [&] {
+    PK_REQUIRE(out != nullptr, "pk_session_load", "out is NULL");
+    *out = nullptr;
+    PK_REQUIRE(model != nullptr && path != nullptr, "pk_session_load", "NULL argument");
+    const pk_session_options o = options != nullptr ? *options : pk_session_options_default();
+    auto snap = primekv::server::ReadSessionFile(path, model->model,
+                                                 primekv::capi::CacheOptions(o), false);
+    if (!snap.ok()) return Fail(PK_ERR_IO, "pk_session_load: " + snap.message());
+    auto cache = std::make_unique<primekv::KvCache>(std::move(*snap->cache));
+    pk_session* s = nullptr;
+    const pk_status made = primekv::capi::MakeSession(model, o, snap->press, snap->ratio,
+                                                      snap->mode, std::move(cache), &s);
+    if (made != PK_OK) return made;
+    s->tokens = std::move(snap->tokens);
+    s->last_prompt_len = snap->last_prompt_len;
+    s->session->set_budget(snap->budget);
+    if (s->tokens.size() > static_cast<size_t>(s->ctx_size)) {
+      pk_session_free(s);
+      return Fail(PK_ERR_STATE, "pk_session_load: the session's tokens exceed the context size");
+    }
+    *out = s;
+    return PK_OK;
+  });
+}
+
+}  // extern "C"
