@@ -1,0 +1,256 @@
+/* The C API from C11: a conversation on the reference model (greedy generation, compression,
+ * a saved session continued to the same tokens as the live one, timings), the press registry,
+ * pk_score against a hand computation, and a table of hostile arguments, each of which must
+ * come back as its status with a message, never a crash.
+ * Usage: capi_test MODEL.gguf TMPDIR */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "primekv.h"
+
+static int failures = 0;
+
+#define CHECK(cond)                                                          \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, \
+              __LINE__, #cond, pk_last_error());                             \
+      ++failures;                                                            \
+    }                                                                        \
+  } while (0)
+
+#define OK(call) CHECK((call) == PK_OK)
+
+enum { kMaxTokens = 24 };
+
+/* A conversation: context, greedy answer kept in the cache, a question, a second answer. */
+static void Conversation(pk_model* model, const char* dir) {
+  const char* text = "The secret number is 4721. Remember it. The secret number is";
+  int32_t ctx[256];
+  size_t n_ctx = 0;
+  OK(pk_tokenize(model, text, strlen(text), 1, ctx, 256, &n_ctx));
+  CHECK(n_ctx > 8 && n_ctx < 256);
+
+  pk_session_options so = pk_session_options_default();
+  so.press = "primekv";
+  so.ratio = 0.5;
+  so.mode = "multiturn";
+  so.n_threads = 1;
+  pk_session* s = NULL;
+  OK(pk_session_new(model, &so, &s));
+  OK(pk_session_feed_context(s, ctx, n_ctx));
+  int64_t entries = 0;
+  pk_model_info info;
+  OK(pk_model_get_info(model, &info));
+  OK(pk_session_kv_entries(s, &entries));
+  /* KVPress's count per head, max(1, floor(n * (1 - ratio))), over layers and KV heads. */
+  CHECK(entries == (int64_t)info.n_layers * info.n_kv_heads * (int64_t)(n_ctx / 2));
+
+  pk_generate_options g = pk_generate_options_default();
+  g.max_tokens = 8;
+  g.feed_last = 1;
+  int32_t answer[kMaxTokens];
+  size_t n_answer = 0;
+  OK(pk_session_generate(s, &g, answer, kMaxTokens, &n_answer));
+  CHECK(n_answer >= 1 && n_answer <= 8);
+  OK(pk_session_end_turn(s));
+  OK(pk_session_save(s, dir, "c11"));
+
+  const char* q = " What is the secret number?";
+  int32_t qt[64];
+  size_t n_q = 0;
+  OK(pk_tokenize(model, q, strlen(q), 0, qt, 64, &n_q));
+  OK(pk_session_feed(s, qt, n_q));
+  int32_t live[kMaxTokens], restored[kMaxTokens];
+  size_t n_live = 0, n_restored = 0;
+  g.feed_last = 0;
+  OK(pk_session_generate(s, &g, live, kMaxTokens, &n_live));
+
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/c11.pkvs", dir);
+  pk_session* back = NULL;
+  pk_session_options lo = pk_session_options_default();
+  lo.n_threads = 1;
+  OK(pk_session_load(model, path, &lo, &back));
+  if (back != NULL) {
+    size_t n_tok = 0;
+    OK(pk_session_n_tokens(back, &n_tok));
+    CHECK(n_tok == n_ctx + n_answer + 1 || n_tok == n_ctx + n_answer); /* the end token, if fed */
+    OK(pk_session_feed(back, qt, n_q));
+    OK(pk_session_generate(back, &g, restored, kMaxTokens, &n_restored));
+    CHECK(n_restored == n_live && memcmp(live, restored, n_live * sizeof(int32_t)) == 0);
+    /* Without feed_last the last token is not in the cache: generating again is refused. */
+    CHECK(pk_session_generate(back, &g, restored, kMaxTokens, &n_restored) == PK_ERR_STATE);
+    pk_session_free(back);
+  }
+  pk_timings t;
+  OK(pk_session_get_timings(s, &t));
+  CHECK(t.compressions >= 1 && t.prefill_tokens == (int64_t)(n_ctx + n_q) && t.decode_ms > 0);
+  size_t bytes = 0;
+  OK(pk_session_kv_bytes(s, &bytes));
+  CHECK(bytes > 0);
+  char out[512];
+  size_t n_out = 0;
+  OK(pk_detokenize(model, live, n_live, out, sizeof(out), &n_out));
+  CHECK(pk_detokenize(model, live, n_live, out, 0, &n_out) == (n_out ? PK_ERR_BUFFER : PK_OK));
+  pk_session_free(s);
+}
+
+/* KNorm's score is -|k|: checkable by hand. */
+static void Score(void) {
+  enum { H = 2, N = 5, D = 4 };
+  float keys[H * N * D], values[H * N * D], scores[H * N];
+  for (int i = 0; i < H * N * D; ++i) {
+    keys[i] = (float)((i * 37) % 11) - 5.0f;
+    values[i] = (float)((i * 13) % 7) - 3.0f;
+  }
+  pk_score_input x = pk_score_input_default();
+  x.n_heads = 4;
+  x.n_kv_heads = H;
+  x.head_dim = D;
+  x.n = N;
+  x.keys = keys;
+  x.values = values;
+  OK(pk_score("knorm", &x, scores, H * N));
+  for (int i = 0; i < H * N; ++i) {
+    double sq = 0;
+    for (int a = 0; a < D; ++a) sq += (double)keys[i * D + a] * keys[i * D + a];
+    CHECK(fabs(scores[i] + sqrt(sq)) < 1e-5);
+  }
+  /* Hostile inputs to pk_score: each a status and a message. */
+  pk_score_input bad = x;
+  bad.n = -1;
+  CHECK(pk_score("knorm", &bad, scores, H * N) == PK_ERR_ARGUMENT);
+  bad = x;
+  bad.n_heads = 3; /* not a multiple of n_kv_heads */
+  CHECK(pk_score("knorm", &bad, scores, H * N) == PK_ERR_ARGUMENT);
+  bad = x;
+  bad.head_dim = 3;
+  CHECK(pk_score("knorm", &bad, scores, H * N) == PK_ERR_ARGUMENT);
+  bad = x;
+  bad.keys = NULL;
+  CHECK(pk_score("knorm", &bad, scores, H * N) == PK_ERR_ARGUMENT);
+  bad = x;
+  bad.n = 1 << 30; /* too large, before any product overflows */
+  CHECK(pk_score("knorm", &bad, scores, H * N) == PK_ERR_ARGUMENT);
+  bad = x;
+  bad.n_window = 2; /* a count without its array */
+  CHECK(pk_score("knorm", &bad, scores, H * N) == PK_ERR_ARGUMENT);
+  CHECK(pk_score("knorm", &x, scores, H * N - 1) == PK_ERR_BUFFER);
+  CHECK(pk_score("knorm", &x, NULL, H * N) == PK_ERR_ARGUMENT);
+  CHECK(pk_score("snapkv", &x, scores, H * N) == PK_ERR_ARGUMENT); /* no window queries */
+  CHECK(pk_score("primekv", &x, scores, H * N) == PK_ERR_ARGUMENT); /* no W_O */
+  CHECK(pk_score("kvzip", &x, scores, H * N) == PK_ERR_ARGUMENT);   /* needs a model run */
+  CHECK(pk_score("nosuchpress", &x, scores, H * N) == PK_ERR_ARGUMENT);
+  CHECK(pk_score("knorm:bogus=1", &x, scores, H * N) == PK_ERR_ARGUMENT);
+  CHECK(pk_score("none", &x, scores, H * N) == PK_ERR_ARGUMENT);
+  CHECK(pk_score(NULL, &x, scores, H * N) == PK_ERR_ARGUMENT);
+  CHECK(pk_score("knorm", NULL, scores, H * N) == PK_ERR_ARGUMENT);
+  CHECK(strlen(pk_last_error()) > 0);
+}
+
+/* Null handles, bad options and bad tokens: statuses with messages. */
+static void Hostile(pk_model* model, const char* dir) {
+  pk_model* m = NULL;
+  CHECK(pk_model_load("/nonexistent.gguf", &m) == PK_ERR_IO && m == NULL);
+  CHECK(strstr(pk_last_error(), "nonexistent") != NULL);
+  CHECK(pk_model_load(NULL, &m) == PK_ERR_ARGUMENT);
+  CHECK(pk_model_load(dir, NULL) == PK_ERR_ARGUMENT);
+  size_t n = 0;
+  int32_t ids[4];
+  CHECK(pk_tokenize(NULL, "a", 1, 1, ids, 4, &n) == PK_ERR_ARGUMENT);
+  CHECK(pk_tokenize(model, "hello world, hello world", 24, 1, ids, 2, &n) == PK_ERR_BUFFER &&
+        n > 2);
+  CHECK(pk_tokenize(model, NULL, 5, 1, ids, 4, &n) == PK_ERR_ARGUMENT);
+  const int32_t bad_ids[2] = {1, 1 << 30};
+  char text[16];
+  CHECK(pk_detokenize(model, bad_ids, 2, text, 16, &n) == PK_ERR_ARGUMENT);
+
+  pk_session* s = NULL;
+  pk_session_options so = pk_session_options_default();
+  so.press = "nosuchpress";
+  CHECK(pk_session_new(model, &so, &s) == PK_ERR_ARGUMENT && s == NULL);
+  so.press = "primekv";
+  so.ratio = 1.0;
+  CHECK(pk_session_new(model, &so, &s) == PK_ERR_ARGUMENT);
+  so.ratio = 0.5;
+  so.mode = "sideways";
+  CHECK(pk_session_new(model, &so, &s) == PK_ERR_ARGUMENT);
+  so.mode = "chunked";
+  so.press = "snapkv"; /* reads queries: cannot compress between chunks */
+  CHECK(pk_session_new(model, &so, &s) == PK_ERR_ARGUMENT);
+  so.press = "oracle"; /* reads the true future: evaluation only */
+  so.mode = "context";
+  CHECK(pk_session_new(model, &so, &s) == PK_ERR_ARGUMENT);
+  CHECK(pk_session_new(NULL, NULL, &s) == PK_ERR_ARGUMENT);
+  CHECK(pk_session_new(model, NULL, NULL) == PK_ERR_ARGUMENT);
+
+  so = pk_session_options_default();
+  so.n_threads = 1;
+  so.ctx_size = 16;
+  OK(pk_session_new(model, &so, &s));
+  if (s == NULL) return;
+  pk_generate_options g = pk_generate_options_default();
+  int32_t out[32];
+  CHECK(pk_session_generate(s, &g, out, 32, &n) == PK_ERR_BUFFER); /* 32 < max_tokens 128 */
+  g.max_tokens = 4;
+  CHECK(pk_session_generate(s, &g, out, 32, &n) == PK_ERR_STATE); /* nothing fed */
+  const int32_t oov[2] = {1, -7};
+  CHECK(pk_session_feed(s, oov, 2) == PK_ERR_ARGUMENT);
+  CHECK(pk_session_feed(s, NULL, 3) == PK_ERR_ARGUMENT);
+  CHECK(pk_session_feed(s, oov, 0) == PK_ERR_ARGUMENT);
+  int32_t many[17];
+  for (int i = 0; i < 17; ++i) many[i] = 5;
+  CHECK(pk_session_feed(s, many, 17) == PK_ERR_STATE); /* past ctx_size 16 */
+  OK(pk_session_feed(s, many, 16));
+  CHECK(pk_session_generate(s, &g, out, 32, &n) == PK_ERR_STATE); /* the context is full */
+  g.temperature = -1;
+  CHECK(pk_session_generate(s, &g, out, 32, &n) == PK_ERR_ARGUMENT);
+  CHECK(pk_session_compress(s, 1.5) == PK_ERR_ARGUMENT);
+  CHECK(pk_session_save(s, dir, "../escape") == PK_ERR_ARGUMENT);
+  CHECK(pk_session_save(s, "/nonexistent-dir", "ok") == PK_ERR_IO);
+  CHECK(pk_session_save(NULL, dir, "ok") == PK_ERR_ARGUMENT);
+  CHECK(pk_session_feed(NULL, many, 1) == PK_ERR_ARGUMENT);
+  CHECK(pk_session_generate(NULL, &g, out, 32, &n) == PK_ERR_ARGUMENT);
+  CHECK(pk_session_kv_bytes(NULL, &n) == PK_ERR_ARGUMENT);
+  pk_session_free(s);
+  pk_session_free(NULL);
+  pk_model_free(NULL);
+
+  /* A damaged session file is refused. */
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/damaged.pkvs", dir);
+  FILE* f = fopen(path, "wb");
+  if (f != NULL) {
+    fputs("PKVSESS1 and then garbage", f);
+    fclose(f);
+  }
+  CHECK(pk_session_load(model, path, NULL, &s) == PK_ERR_IO && s == NULL);
+  CHECK(pk_session_load(model, "/nonexistent.pkvs", NULL, &s) == PK_ERR_IO);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s MODEL.gguf TMPDIR\n", argv[0]);
+    return 2;
+  }
+  CHECK(pk_api_version() == PK_API_VERSION);
+  CHECK(strlen(pk_version()) > 0);
+  CHECK(pk_press_count() > 10 && strcmp(pk_press_name(1), "primekv") == 0);
+  CHECK(pk_press_name(pk_press_count()) == NULL);
+  pk_model* model = NULL;
+  OK(pk_model_load(argv[1], &model));
+  if (model == NULL) return 1;
+  Conversation(model, argv[2]);
+  Score();
+  Hostile(model, argv[2]);
+  pk_model_free(model);
+  if (failures > 0) {
+    fprintf(stderr, "%d checks failed\n", failures);
+    return 1;
+  }
+  printf("capi_c11: all checks passed\n");
+  return 0;
+}
