@@ -6,7 +6,7 @@ PACKAGES=(
   libopenblas-dev libopenblas0-pthread nlohmann-json3-dev libcli11-dev libmicrohttpd-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
-  python3 python3-numpy gnuplot-nox
+  python3 python3-numpy python3-torch gnuplot-nox
   zlib1g-dev time
 )
 missing=()
