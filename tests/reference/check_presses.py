@@ -283,7 +283,15 @@ def main(argv=None):
     ap.add_argument("--tie-tol", type=float, default=1e-5)
     ap.add_argument("--timeout", type=float, default=120.0, help="per engine call, seconds")
     ap.add_argument("--keep-dir", help="write fixtures here and keep them (debugging)")
+    ap.add_argument("--shard", default="0/1",
+                    help="K/N: only every N-th (fixture, press) pair from the K-th (ctest runs "
+                         "shards in parallel)")
     args = ap.parse_args(argv)
+    shard, n_shards = (int(x) for x in args.shard.split("/"))
+    if not 0 <= shard < n_shards:
+        print("--shard K/N needs 0 <= K < N", file=sys.stderr)
+        return 2
+    pair = -1
 
     fixtures = [f for f in FIXTURES if not args.fixture or f["name"] in args.fixture]
     if not fixtures:
@@ -306,6 +314,9 @@ def main(argv=None):
             specs = [p for p in presses_for(fx)
                      if (not args.press or p in args.press) and p not in args.exclude]
             for spec in specs:
+                pair += 1
+                if pair % n_shards != shard:
+                    continue
                 base = spec[len("adakv:"):] if spec.startswith("adakv:") else spec
                 ref_scores = None if spec == "random" else pr.scores_for(base, layer)
                 mask = protected_mask(spec, layer)
