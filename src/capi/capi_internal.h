@@ -61,9 +61,10 @@ pk_status Guard(const char* where, F&& body) noexcept {
 // A Status as a pk_status (`code` when it is an error), prefixed by the function's name.
 pk_status FromStatus(const char* where, const Status& s, pk_status code = PK_ERR_ARGUMENT);
 
-#define PK_REQUIRE(cond, where, what)                                      \
-  do {                                                                     \
-    if (!(cond)) return ::primekv::capi::Fail(PK_ERR_ARGUMENT, std::string(where) + ": " + (what)); \
+#define PK_REQUIRE(cond, where, what)                                                    \
+  do {                                                                                   \
+    if (!(cond))                                                                         \
+      return ::primekv::capi::Fail(PK_ERR_ARGUMENT, std::string(where) + ": " + (what)); \
   } while (0)
 
 }  // namespace primekv::capi

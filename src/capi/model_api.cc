@@ -55,7 +55,7 @@ pk_status pk_model_get_info(const pk_model* model, pk_model_info* out) {
     PK_REQUIRE(model != nullptr && out != nullptr, "pk_model_get_info", "NULL argument");
     const primekv::ModelConfig& c = model->model.config();
     const primekv::TokenizerSpec& t = model->model.tokenizer().spec();
-    *out = {model->arch.c_str(), c.n_layers,   c.d_model,    c.n_heads, c.n_kv_heads,
+    *out = {model->arch.c_str(), c.n_layers,   c.d_model,     c.n_heads, c.n_kv_heads,
             c.head_dim,          c.vocab_size, c.max_context, t.bos,     t.eos};
     return PK_OK;
   });
@@ -87,8 +87,8 @@ pk_status pk_detokenize(const pk_model* model, const int32_t* tokens, size_t n, 
     const int vocab = model->model.config().vocab_size;
     for (size_t i = 0; i < n; ++i) {
       if (tokens[i] < 0 || tokens[i] >= vocab)
-        return Fail(PK_ERR_ARGUMENT, "pk_detokenize: token " + std::to_string(tokens[i]) +
-                                         " at " + std::to_string(i) + " is outside [0, " +
+        return Fail(PK_ERR_ARGUMENT, "pk_detokenize: token " + std::to_string(tokens[i]) + " at " +
+                                         std::to_string(i) + " is outside [0, " +
                                          std::to_string(vocab) + ")");
     }
     const std::string s = model->model.tokenizer().Decode({tokens, n}, false);

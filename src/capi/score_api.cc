@@ -28,10 +28,10 @@ Result<LayerTensors> Tensors(const pk_score_input& x, std::vector<int32_t>& defa
   ModelConfig& c = t.config;
   // Each dimension is bounded before any product of them is formed.
   const auto bounded = [](const char* what, int64_t v, int64_t lo, int64_t hi) {
-    return v < lo || v > hi ? Status::Error(std::string(what) + " is " + std::to_string(v) +
-                                            ", outside [" + std::to_string(lo) + ", " +
-                                            std::to_string(hi) + "]")
-                            : Status::Ok();
+    return v < lo || v > hi
+               ? Status::Error(std::string(what) + " is " + std::to_string(v) + ", outside [" +
+                               std::to_string(lo) + ", " + std::to_string(hi) + "]")
+               : Status::Ok();
   };
   PRIMEKV_RETURN_IF_ERROR(bounded("n", x.n, 1, Limits::kMaxEntries));
   PRIMEKV_RETURN_IF_ERROR(bounded("n_heads", x.n_heads, 1, Limits::kMaxHeads));
@@ -93,8 +93,7 @@ pk_score_input pk_score_input_default(void) {
   return x;
 }
 
-pk_status pk_score(const char* press, const pk_score_input* input, float* scores,
-                   size_t capacity) {
+pk_status pk_score(const char* press, const pk_score_input* input, float* scores, size_t capacity) {
   return Guard("pk_score", [&]() -> pk_status {
     PK_REQUIRE(press != nullptr && input != nullptr, "pk_score", "NULL argument");
     auto spec = primekv::ParsePressSpec(press);
@@ -107,9 +106,9 @@ pk_status pk_score(const char* press, const pk_score_input* input, float* scores
     const size_t need = static_cast<size_t>(input->n_kv_heads) * static_cast<size_t>(input->n);
     PK_REQUIRE(scores != nullptr, "pk_score", "scores is NULL");
     if (capacity < need)
-      return Fail(PK_ERR_BUFFER, "pk_score: a buffer of " + std::to_string(capacity) +
-                                     " floats cannot hold n_kv_heads * n = " +
-                                     std::to_string(need));
+      return Fail(PK_ERR_BUFFER,
+                  "pk_score: a buffer of " + std::to_string(capacity) +
+                      " floats cannot hold n_kv_heads * n = " + std::to_string(need));
     auto s = primekv::ScoreLayerTensors(*made, std::move(t).value());
     if (!s.ok()) return primekv::capi::FromStatus("pk_score", s.status());
     float* at = scores;

@@ -55,8 +55,9 @@ pk_status MakeSession(pk_model* model, const pk_session_options& o, const std::s
   s->pool = std::make_unique<ThreadPool>(o.n_threads);
   s->cache = cache ? std::move(cache) : std::make_unique<KvCache>(m.NewCache(CacheOptions(o)));
   s->capture = std::make_unique<PressCapture>(m, s->compressor->Needs());
-  s->session = std::make_unique<Session>(m, *s->compressor, s->schedule, *s->pool,
-                                         SessionParts{.cache = *s->cache, .capture = s->capture.get()});
+  s->session =
+      std::make_unique<Session>(m, *s->compressor, s->schedule, *s->pool,
+                                SessionParts{.cache = *s->cache, .capture = s->capture.get()});
   *out = s.release();
   return PK_OK;
 }
@@ -76,8 +77,7 @@ pk_status CheckFeed(const char* where, const pk_session* s, const int32_t* token
   if (n > static_cast<size_t>(s->ctx_size) - std::min(s->tokens.size(), size_t(s->ctx_size)))
     return Fail(PK_ERR_STATE, std::string(where) + ": " + std::to_string(n) + " tokens after " +
                                   std::to_string(s->tokens.size()) +
-                                  " do not fit the context size of " +
-                                  std::to_string(s->ctx_size));
+                                  " do not fit the context size of " + std::to_string(s->ctx_size));
   return PK_OK;
 }
 
@@ -164,8 +164,8 @@ pk_session_options pk_session_options_default(void) {
 }
 
 pk_generate_options pk_generate_options_default(void) {
-  return {.max_tokens = 128, .temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0,
-          .feed_last = 0};
+  return {
+      .max_tokens = 128, .temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0, .feed_last = 0};
 }
 
 pk_status pk_session_new(pk_model* model, const pk_session_options* options, pk_session** out) {
@@ -182,15 +182,13 @@ pk_status pk_session_new(pk_model* model, const pk_session_options* options, pk_
 void pk_session_free(pk_session* session) { delete session; }
 
 pk_status pk_session_feed(pk_session* s, const int32_t* tokens, size_t n) {
-  return Guard("pk_session_feed", [&] {
-    return primekv::capi::Feed("pk_session_feed", s, tokens, n, false);
-  });
+  return Guard("pk_session_feed",
+               [&] { return primekv::capi::Feed("pk_session_feed", s, tokens, n, false); });
 }
 
 pk_status pk_session_feed_context(pk_session* s, const int32_t* tokens, size_t n) {
-  return Guard("pk_session_feed_context", [&] {
-    return primekv::capi::Feed("pk_session_feed_context", s, tokens, n, true);
-  });
+  return Guard("pk_session_feed_context",
+               [&] { return primekv::capi::Feed("pk_session_feed_context", s, tokens, n, true); });
 }
 
 pk_status pk_session_compress(pk_session* s, double ratio) {
@@ -266,8 +264,7 @@ pk_status pk_session_get_timings(const pk_session* s, pk_timings* out) {
 
 pk_status pk_session_save(const pk_session* s, const char* dir, const char* id) {
   return Guard("pk_session_save", [&] {
-    PK_REQUIRE(s != nullptr && dir != nullptr && id != nullptr, "pk_session_save",
-               "NULL argument");
+    PK_REQUIRE(s != nullptr && dir != nullptr && id != nullptr, "pk_session_save", "NULL argument");
     PK_REQUIRE(primekv::server::ValidSessionId(id), "pk_session_save",
                "id must be 1 to 64 characters of [A-Za-z0-9_-]");
     primekv::server::SessionSnapshot snap;
@@ -290,8 +287,8 @@ pk_status pk_session_load(pk_model* model, const char* path, const pk_session_op
     *out = nullptr;
     PK_REQUIRE(model != nullptr && path != nullptr, "pk_session_load", "NULL argument");
     const pk_session_options o = options != nullptr ? *options : pk_session_options_default();
-    auto snap = primekv::server::ReadSessionFile(path, model->model,
-                                                 primekv::capi::CacheOptions(o), false);
+    auto snap =
+        primekv::server::ReadSessionFile(path, model->model, primekv::capi::CacheOptions(o), false);
     if (!snap.ok()) return Fail(PK_ERR_IO, "pk_session_load: " + snap.message());
     auto cache = std::make_unique<primekv::KvCache>(std::move(*snap->cache));
     pk_session* s = nullptr;

@@ -34,9 +34,9 @@ Status CheckSize(const char* what, size_t got, size_t expected, bool optional) {
 // Rows of a [rows, width] tensor whose row count the caller chose, checked against its positions.
 Status CheckRows(const char* what, size_t elements, size_t positions, int64_t width) {
   if (elements % static_cast<size_t>(width) != 0)
-    return Status::Error(std::string(what) + " has " + std::to_string(elements) +
-                         " elements, not a multiple of n_heads * head_dim = " +
-                         std::to_string(width));
+    return Status::Error(
+        std::string(what) + " has " + std::to_string(elements) +
+        " elements, not a multiple of n_heads * head_dim = " + std::to_string(width));
   if (elements / static_cast<size_t>(width) != positions)
     return Status::Error(std::string(what) + " has " +
                          std::to_string(elements / static_cast<size_t>(width)) + " rows but " +
@@ -60,8 +60,7 @@ Status CheckShape(ModelConfig& c, const LayerTensors& t) {
   if (c.d_model == 0) c.d_model = c.q_width();
   PRIMEKV_RETURN_IF_ERROR(CheckRange("n_layers", c.n_layers, 1, Limits::kMaxLayers));
   PRIMEKV_RETURN_IF_ERROR(CheckRange("layer", t.layer, 0, c.n_layers - 1));
-  PRIMEKV_RETURN_IF_ERROR(
-      CheckRange("next_position", t.next_position, 0, Limits::kMaxPosition));
+  PRIMEKV_RETURN_IF_ERROR(CheckRange("next_position", t.next_position, 0, Limits::kMaxPosition));
   if (!(c.rope_base > 0) || !std::isfinite(c.rope_base))
     return Status::Error("rope_base must be a finite float > 0");
   return Status::Ok();

@@ -19,11 +19,11 @@ struct LayerTensors {
   // rope_style; the rest is unused.
   ModelConfig config;
   int layer = 0;
-  int n = 0;                              // entries per KV head
-  int32_t next_position = 0;              // position of the next token (usually n)
-  std::span<const float> keys, values;    // [n_kv_heads, n, head_dim], keys after RoPE
-  std::span<const int32_t> positions;     // [n], ascending
-  std::span<const float> window_queries;  // [w, n_heads * head_dim], after RoPE
+  int n = 0;                                   // entries per KV head
+  int32_t next_position = 0;                   // position of the next token (usually n)
+  std::span<const float> keys, values;         // [n_kv_heads, n, head_dim], keys after RoPE
+  std::span<const int32_t> positions;          // [n], ascending
+  std::span<const float> window_queries;       // [w, n_heads * head_dim], after RoPE
   std::span<const int32_t> window_positions;   // [w]
   std::span<const float> wo;                   // W_O [d_model, n_heads * head_dim]
   std::span<const float> context_queries;      // [t, n_heads * head_dim], before RoPE
