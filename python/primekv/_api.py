@@ -1,6 +1,8 @@
 """The module's classes over the C API; _lib.py declares the C functions."""
 
 import os
+import weakref
+from contextlib import suppress
 
 import numpy as np
 
@@ -37,11 +39,43 @@ def _tokens(tokens, what="tokens"):
     return np.ascontiguousarray(arr, dtype=np.int32)
 
 
-class Model:
+class _Handle:
+    """A C handle: freed by close(), `with` or garbage collection; unusable once closed."""
+
+    _what = "handle"
+    _free = ""
+    _h = None
+
+    def _handle(self):
+        if self._h is None:
+            raise PrimeKVError(f"the {self._what} is closed")
+        return self._h
+
+    def close(self):
+        if self._h is not None:
+            getattr(self._lib, self._free)(self._h)
+            self._h = None
+
+    def __del__(self):
+        with suppress(PrimeKVError):
+            self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Model(_Handle):
     """A GGUF model. Share one between sessions (and threads); close() or `with` frees it."""
+
+    _what = "model"
+    _free = "pk_model_free"
 
     def __init__(self, path):
         self._lib = raw_lib()
+        self._sessions = weakref.WeakSet()
         h = _lib.pk_model_p()
         check(self._lib.pk_model_load(os.fsencode(path), _lib.byref(h)))
         self._h = h
@@ -60,23 +94,12 @@ class Model:
             "eos": info.eos,
         }
 
-    def _handle(self):
-        if self._h is None:
-            raise PrimeKVError("the model is closed")
-        return self._h
-
     def close(self):
-        if getattr(self, "_h", None) is not None:
-            self._lib.pk_model_free(self._h)
-            self._h = None
-
-    __del__ = close
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        """Frees the model; its sessions must be closed first (they run on it)."""
+        open_sessions = [x for x in self._sessions if x._h is not None]
+        if open_sessions:
+            raise PrimeKVError(f"close the model's {len(open_sessions)} open session(s) first")
+        super().close()
 
     def tokenize(self, text, add_bos=True):
         """Token ids of `text`, as `primekv generate -p` encodes a prompt."""
@@ -113,7 +136,7 @@ class Model:
         return Session(self, **options)
 
 
-class Session:
+class Session(_Handle):
     """One conversation over one KV cache.
 
     press/ratio: the press spec ("primekv", "snapkv:window=32", ...) and the fraction of the
@@ -122,12 +145,16 @@ class Session:
     "decode"). threads: forward-pass threads of this session (0 = all cores).
     """
 
+    _what = "session"
+    _free = "pk_session_free"
+
     def __init__(self, model, press="none", ratio=0.0, mode="context", chunk=512, interval=512,
                  threads=0, ctx_size=0, kv_q8=False, _handle=None):
         self._lib = raw_lib()
-        self.model = model
+        self.model = model  # keeps the model alive while the session is
         if _handle is not None:
             self._h = _handle
+            model._sessions.add(self)
             return
         opts = _session_options(chunk, interval, threads, ctx_size, kv_q8)
         opts.press = press.encode()
@@ -136,6 +163,7 @@ class Session:
         h = _lib.pk_session_p()
         check(self._lib.pk_session_new(model._handle(), _lib.byref(opts), _lib.byref(h)))
         self._h = h
+        model._sessions.add(self)
 
     @classmethod
     def load(cls, model, path, threads=0, ctx_size=0, kv_q8=False):
@@ -146,24 +174,6 @@ class Session:
         check(lib.pk_session_load(model._handle(), os.fsencode(path), _lib.byref(opts),
                                   _lib.byref(h)))
         return cls(model, _handle=h)
-
-    def _handle(self):
-        if self._h is None:
-            raise PrimeKVError("the session is closed")
-        return self._h
-
-    def close(self):
-        if getattr(self, "_h", None) is not None:
-            self._lib.pk_session_free(self._h)
-            self._h = None
-
-    __del__ = close
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def feed(self, tokens):
         """Runs tokens through the model into the cache (no compression)."""
