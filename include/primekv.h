@@ -145,9 +145,10 @@ PK_API pk_status pk_session_kv_entries(const pk_session* session, int64_t* out);
 PK_API pk_status pk_session_get_timings(const pk_session* session, pk_timings* out);
 
 /* Writes `dir/<id>.pkvs` in the format of `primekv serve --session-dir`: a server with that
- * directory continues the conversation by its id (no API keys, no cache_salt). */
+ * directory continues the conversation by its id. A new session is written without a tenant
+ * (a server without API keys serves it); a loaded one keeps the tenant and cache_salt it had. */
 PK_API pk_status pk_session_save(const pk_session* session, const char* dir, const char* id);
-/* Opens a session file (written by pk_session_save or by a server without API keys); press,
+/* Opens a session file (written by pk_session_save or by a server); press,
  * ratio, mode and budget come from the file, threads and context size from `options` (NULL =
  * defaults). */
 PK_API pk_status pk_session_load(pk_model* model, const char* path,

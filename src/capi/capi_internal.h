@@ -33,6 +33,8 @@ struct pk_session {
   std::unique_ptr<primekv::Session> session;
   std::vector<primekv::Token> tokens;  // every token in the cache's positions, in order
   int last_prompt_len = 0;             // tokens before the last generation
+  // A loaded server session's owner and isolation salt, written back unchanged by a save.
+  std::string tenant, cache_salt;
   bool has_logits = false;             // a token was fed since the session was made or loaded
   pk_timings timings{};
   int extra_compressions = 0;  // pk_session_compress calls, which bypass the Session's count

@@ -269,6 +269,8 @@ pk_status pk_session_save(const pk_session* s, const char* dir, const char* id) 
                "id must be 1 to 64 characters of [A-Za-z0-9_-]");
     primekv::server::SessionSnapshot snap;
     snap.id = id;
+    snap.tenant = s->tenant;
+    snap.cache_salt = s->cache_salt;
     snap.press = s->press;
     snap.ratio = s->ratio;
     snap.mode = std::string(primekv::CompressionModeName(s->schedule.mode));
@@ -297,6 +299,8 @@ pk_status pk_session_load(pk_model* model, const char* path, const pk_session_op
     if (made != PK_OK) return made;
     s->tokens = std::move(snap->tokens);
     s->last_prompt_len = snap->last_prompt_len;
+    s->tenant = std::move(snap->tenant);
+    s->cache_salt = std::move(snap->cache_salt);
     s->session->set_budget(snap->budget);
     if (s->tokens.size() > static_cast<size_t>(s->ctx_size)) {
       pk_session_free(s);
