@@ -281,6 +281,7 @@ struct TestResult {
   double kv_bytes = 0;         // live KV bytes read per decode step (at the start)
   double kv_bytes_end = 0;     // live KV bytes after a decode run (the most the run holds)
   double kv_allocated = 0;     // KV pool bytes at the fill's peak (free pages included)
+  double workspace_bytes = 0;  // the forward buffers after the test (ForwardWorkspace::Bytes)
   double bytes_per_token = 0;  // weights + KV, decode tests only
   // Per timed decode run: the read bandwidth (the better of the passes just before and just
   // after it) and bytes_per_token * tokens/s over it; the table shows the medians.
@@ -385,6 +386,7 @@ Result<TestResult> BenchPrompt(BenchContext& b, KvCache& cache, int p) {
   PRIMEKV_RETURN_IF_ERROR(TimeReps(
       b.args, r, [&] { return RunPrompt(b, cache, std::min(p, b.args.ubatch)); },
       [&] { return RunPrompt(b, cache, p); }));
+  r.workspace_bytes = static_cast<double>(b.ws.Bytes());
   return r;
 }
 
@@ -402,6 +404,7 @@ Result<TestResult> BenchGen(BenchContext& b, const Compressor& compressor, KvCac
   PRIMEKV_RETURN_IF_ERROR(
       FillDepth(b.model, compressor, FillOptions(b.args), d, cache, b.pool, b.ws, b.rng, &fill));
   r.fill_s = Seconds(fill_start, Clock::now());
+  r.workspace_bytes = static_cast<double>(fill.workspace_peak);
   r.score_s = fill.score_ms / 1000.0;
   r.kept_fraction = fill.kept_fraction;
   r.kv_allocated = static_cast<double>(fill.kv_allocated_peak);
@@ -423,6 +426,7 @@ Result<TestResult> BenchGen(BenchContext& b, const Compressor& compressor, KvCac
       b.args, r, [&] { return RunGen(b, cache, 2); }, paired_run));
   r.bandwidth_median = Summarise(r.bandwidth).median;
   r.bandwidth_share = Summarise(r.shares).median;
+  r.workspace_bytes = std::max(r.workspace_bytes, static_cast<double>(b.ws.Bytes()));
   return r;
 }
 
@@ -463,16 +467,25 @@ Result<std::vector<TestResult>> RunTests(const BenchArgs& a, const Model& model,
 // every tensor) and the largest KV cache a decode test ends with. `loaded` is the RSS right
 // after loading the model, before any weight page is read: the binary, its libraries, the
 // file's header and the model's heap (tokenizer, norms), a fixed cost shown beside the ratio.
+// `workspace` is the forward buffers at their largest (a prefill or a fill chunk's activations:
+// the working set a chunked fill adds beside the KV pages), and `kv_allocated` the KV pool at
+// its largest (free pages included); with those the budget accounts for the whole peak.
 struct RssBudget {
   double weights = 0, kv = 0, loaded = 0, peak = 0;
+  double workspace = 0, kv_allocated = 0;
   double Total() const { return weights + kv; }
+  double Accounted() const { return weights + std::max(kv, kv_allocated) + workspace + loaded; }
 };
 
 RssBudget MakeRssBudget(const Model& model, const std::vector<TestResult>& results,
                         double loaded_rss, double peak_rss) {
   RssBudget r;
   r.weights = static_cast<double>(WeightRegion(model).size());
-  for (const auto& t : results) r.kv = std::max(r.kv, t.kv_bytes_end);
+  for (const auto& t : results) {
+    r.kv = std::max(r.kv, t.kv_bytes_end);
+    r.kv_allocated = std::max(r.kv_allocated, t.kv_allocated);
+    r.workspace = std::max(r.workspace, t.workspace_bytes);
+  }
   r.loaded = loaded_rss;
   r.peak = peak_rss;
   return r;
@@ -499,7 +512,10 @@ void PrintJson(const BenchRun& run) {
       {"kv_bytes", run.rss.kv},
       {"rss_after_load_bytes", run.rss.loaded},
       {"peak_over_budget", run.rss.peak / run.rss.Total()},
-      {"peak_over_budget_and_load", run.rss.peak / (run.rss.Total() + run.rss.loaded)}};
+      {"peak_over_budget_and_load", run.rss.peak / (run.rss.Total() + run.rss.loaded)},
+      {"workspace_bytes", run.rss.workspace},
+      {"kv_allocated_bytes", run.rss.kv_allocated},
+      {"peak_over_accounted", run.rss.peak / run.rss.Accounted()}};
   j["kernels"] = quant::IsaName(quant::BestKernelIsa());
   j["kv_type"] = KvDTypeName(a.kv_type);
   j["press"] = run.press;
@@ -569,6 +585,9 @@ void PrintTable(const BenchRun& run) {
         "resident right after loading (binary, tokenizer, metadata)",
         run.rss.peak / run.rss.Total(), Human(run.rss.weights).c_str(), Human(run.rss.kv).c_str(),
         run.rss.peak / (run.rss.Total() + run.rss.loaded), Human(run.rss.loaded).c_str());
+    std::printf("; %.3fx of all that is accounted for (+ forward buffers %s, KV pool %s)",
+                run.rss.peak / run.rss.Accounted(), Human(run.rss.workspace).c_str(),
+                Human(run.rss.kv_allocated).c_str());
   }
   // The kernel table in use: PRIMEKV_MAX_ISA may cap it below what the CPU has.
   std::printf("; kernels %s\n", quant::IsaName(quant::BestKernelIsa()));

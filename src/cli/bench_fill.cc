@@ -93,6 +93,7 @@ Status FillDepth(const Model& model, const Compressor& compressor, const DepthFi
       // The session runs a chunk larger than the micro-batch in micro-batches (the workspace
       // is sized by the micro-batch); the compression still waits for the whole chunk.
       PRIMEKV_RETURN_IF_ERROR(session.Prefill(tokens));
+      st.workspace_peak = std::max(st.workspace_peak, ws.Bytes());
     } else {
       PRIMEKV_RETURN_IF_ERROR(rows.Append(cache, n));
     }

@@ -34,6 +34,7 @@ struct DepthFillStats {
   double kept_fraction = 1.0;    // entries left / entries filled
   size_t kv_bytes_peak = 0;      // largest BytesInUse() seen, before any compression
   size_t kv_allocated_peak = 0;  // largest BytesAllocated() seen (pool pages, free ones too)
+  size_t workspace_peak = 0;     // largest forward buffers (a piece's activations) seen
   int compressions = 0;
   double score_ms = 0;  // scoring and selection of every compression
 };

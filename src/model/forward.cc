@@ -378,6 +378,14 @@ void Model::OutputLogits(MatView<const float> rows, float* scratch, MatView<floa
          pool);
 }
 
+size_t ForwardWorkspace::Bytes() const {
+  const auto bytes = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
+  return bytes(x) + bytes(h) + bytes(q) + bytes(k) + bytes(v) + bytes(attn) + bytes(gate) +
+         bytes(up) + bytes(positions) + bytes(router_logits) + bytes(choices) +
+         bytes(expert_start) + bytes(expert_rows) + bytes(moe_in) + bytes(moe_out) +
+         attention.HighWaterBytes();
+}
+
 Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const ForwardOptions& opts,
                       MatView<float> logits, ThreadPool& pool, ForwardWorkspace& ws,
                       ForwardTap* tap) const {

@@ -130,6 +130,8 @@ struct ForwardWorkspace {
   std::vector<int32_t> expert_rows;    // [n * K] slots grouped by expert, tokens in order
   std::vector<float> moe_in, moe_out;  // [rows of one expert, D] gathered inputs, outputs
   AttentionWorkspace attention;
+  // Bytes the buffers hold (their capacity): after a prefill, that of its largest piece.
+  size_t Bytes() const;
 };
 
 struct ForwardOptions {
