@@ -12,6 +12,7 @@
 #include "server/http.h"
 #include "server/request.h"
 #include "server/server_internal.h"
+#include "server/session_backend.h"
 
 namespace primekv {
 
@@ -32,6 +33,13 @@ Status ValidateServerOptions(const ServerOptions& o) {
   if (o.default_max_tokens < 1) return Status::Error("--max-tokens must be >= 1");
   for (const std::string& key : o.api_keys)
     if (key.empty()) return Status::Error("--api-key must not be empty");
+  if (!o.session_store.empty()) {
+    if (!o.session_dir.empty())
+      return Status::Error("--session-dir and --session-store are alternatives; give one");
+    if (auto a = server::ParseRedisUrl(o.session_store); !a.ok()) return a.status();
+  }
+  if (o.store_ttl_s < 0) return Status::Error("--store-ttl-s must be >= 0 (0 = no expiry)");
+  if (o.store_max_bytes < 1024) return Status::Error("--store-max-kib must be >= 1");
   if (o.mode != CompressionMode::kMultiTurn && o.mode != CompressionMode::kContext &&
       o.mode != CompressionMode::kDecode)
     return Status::Error("--mode must be multiturn, context or decode");
