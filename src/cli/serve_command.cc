@@ -105,10 +105,14 @@ void AddServe(CLI::App& app, Runner& run) {
                 "Allow --ctx-size above the model's trained context (warns)");
   cmd->add_option("--kv-budget-mib", a->kv_budget_mib, "KV cache budget for all sessions")
       ->capture_default_str();
-  cmd->add_option("--session-dir", o.session_dir, "Directory for evicted and saved sessions");
+  auto* dir = cmd->add_option("--session-dir", o.session_dir,
+                              "Directory for evicted and saved sessions");
   cmd->add_option("--session-store", o.session_store,
                   "redis://HOST[:PORT][/DB]: sessions in Redis, shared by replicas (instead of "
-                  "--session-dir)");
+                  "--session-dir)")
+      ->excludes(dir)
+      ->check(CLI::Validator(
+          [](std::string& url) { return ValidateSessionStoreUrl(url).message(); }, "URL"));
   cmd->add_option("--store-ttl-s", o.store_ttl_s,
                   "Seconds a session stays in Redis after its last turn (0 = no expiry)")
       ->check(IntegerIn(0, 1 << 30))

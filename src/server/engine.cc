@@ -49,7 +49,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ServerOptions& options) {
   }
   if (!options.session_store.empty()) {
     auto address = ParseRedisUrl(options.session_store);
-    if (!address.ok()) return address.status();
+    if (!address.ok()) return Status::Error("--session-store " + address.message());
     e->backend_ = MakeRedisBackend(*address, options.store_ttl_s, options.store_max_bytes,
                                    *e->model_, e->kv_);
     // An unreachable store is not fatal: replicas may start before it, and every load and

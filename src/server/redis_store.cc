@@ -191,7 +191,7 @@ class RedisBackend final : public SessionBackend {
 
 Result<RedisAddress> ParseRedisUrl(const std::string& url) {
   const std::string_view scheme = "redis://";
-  const std::string bad = "--session-store '" + url + "' is not redis://HOST[:PORT][/DB]";
+  const std::string bad = "'" + url + "' is not redis://HOST[:PORT][/DB]";
   if (url.rfind(scheme, 0) != 0) return Status::Error(bad);
   std::string rest = url.substr(scheme.size());
   RedisAddress a;
@@ -225,3 +225,7 @@ std::unique_ptr<SessionBackend> MakeRedisBackend(const RedisAddress& address, in
 }
 
 }  // namespace primekv::server
+
+primekv::Status primekv::ValidateSessionStoreUrl(const std::string& url) {
+  return server::ParseRedisUrl(url).status();
+}

@@ -36,7 +36,8 @@ Status ValidateServerOptions(const ServerOptions& o) {
   if (!o.session_store.empty()) {
     if (!o.session_dir.empty())
       return Status::Error("--session-dir and --session-store are alternatives; give one");
-    if (auto a = server::ParseRedisUrl(o.session_store); !a.ok()) return a.status();
+    if (auto a = server::ParseRedisUrl(o.session_store); !a.ok())
+      return Status::Error("--session-store " + a.message());
   }
   if (o.store_ttl_s < 0) return Status::Error("--store-ttl-s must be >= 0 (0 = no expiry)");
   if (o.store_max_bytes < 1024) return Status::Error("--store-max-kib must be >= 1");

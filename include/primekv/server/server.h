@@ -43,6 +43,9 @@ struct ServerOptions {
   int default_max_tokens = 256;
 };
 
+// Checks a --session-store address, redis://HOST[:PORT][/DB] (a message naming the flag, or OK).
+Status ValidateSessionStoreUrl(const std::string& url);
+
 // Validates the options (a message naming the option, or OK).
 Status ValidateServerOptions(const ServerOptions& options);
 
