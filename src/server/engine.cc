@@ -140,7 +140,7 @@ std::variant<std::unique_ptr<Turn>, HttpError> Engine::Begin(TurnRequest req) {
   }
   // The prompt's last token is always run again, so its logits start the answer.
   size_t keep = std::min(found.keep, req.prompt.size() - 1);
-  if (found.source) CopyPrefix(*s, *found.source, keep);
+  if (found.source) CopyPrefix(*s, *found.source, req.prompt, keep);
   bool restored = false;
   if (auto err = RestoreIfEvicted(*s, restored)) {
     {

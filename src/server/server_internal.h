@@ -205,7 +205,7 @@ class Engine {
   Session* BestPrefixLocked(const TurnRequest& req, size_t& keep);
   // The copy of source's first `keep` tokens into `s`; keep becomes 0 when the source cannot be
   // read back from its file (the request then starts afresh).
-  void CopyPrefix(Session& s, Session& source, size_t& keep);
+  void CopyPrefix(Session& s, Session& source, const std::vector<Token>& prompt, size_t& keep);
   // Reads an evicted session, or one known by id only, back from the store (on failure the
   // session is dropped).
   std::optional<HttpError> RestoreIfEvicted(Session& s, bool& restored);

@@ -1,5 +1,6 @@
 // The session store of `primekv serve`: finding the session a request continues, eviction,
 // and the sessions kept in the backend (--session-dir or --session-store; session_backend.h).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -77,7 +78,9 @@ Session* Engine::BestPrefixLocked(const TurnRequest& req, size_t& keep) {
   Session* best = nullptr;
   keep = 0;
   for (auto& [id, cand] : sessions_) {
-    if (cand->busy || cand->tenant != req.tenant || cand->cache_salt != req.cache_salt ||
+    // (A session to be read from the store has no tokens to match, or stale ones.)
+    if (cand->busy || cand->load || cand->tenant != req.tenant ||
+        cand->cache_salt != req.cache_salt ||
         cand->press != req.press || cand->ratio != req.ratio)
       continue;
     const size_t lcp = CommonPrefix(cand->tokens, req.prompt);
@@ -147,12 +150,15 @@ std::variant<Engine::Found, HttpError> Engine::FindSessionLocked(const TurnReque
   return f;
 }
 
-void Engine::CopyPrefix(Session& s, Session& source, size_t& keep) {
+void Engine::CopyPrefix(Session& s, Session& source, const std::vector<Token>& prompt,
+                        size_t& keep) {
   bool restored = false;
   if (RestoreIfEvicted(source, restored)) {
     keep = 0;  // its file was unreadable (and it is gone): start afresh
     return;
   }
+  // A shared store may hold a later turn than the tokens the match was made on.
+  keep = std::min(keep, CommonPrefix(source.tokens, prompt));
   s.cache = std::make_unique<KvCache>(source.cache->Clone());
   s.cache->TruncateFrom(static_cast<int32_t>(keep));
   s.tokens.assign(source.tokens.begin(), source.tokens.begin() + static_cast<ptrdiff_t>(keep));
