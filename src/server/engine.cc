@@ -7,8 +7,8 @@
 #include <random>
 
 #include "server/request.h"
-#include "server/session_backend.h"
 #include "server/server_internal.h"
+#include "server/session_backend.h"
 
 namespace primekv::server {
 

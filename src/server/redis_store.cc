@@ -55,10 +55,10 @@ class RedisBackend final : public SessionBackend {
     if (image->size() <= max_bytes_) {
       const std::string key = RedisSessionKey(s.tenant, s.id);
       const std::string turn = std::to_string(s.turn), ttl = std::to_string(ttl_s_);
-      const char* argv[] = {"EVAL", kSaveScript, "1", key.c_str(), turn.c_str(), image->data(),
-                            ttl.c_str()};
-      const size_t lens[] = {4,          std::strlen(kSaveScript), 1, key.size(), turn.size(),
-                             image->size(), ttl.size()};
+      const char* argv[] = {"EVAL",       kSaveScript,   "1",        key.c_str(),
+                            turn.c_str(), image->data(), ttl.c_str()};
+      const size_t lens[] = {
+          4, std::strlen(kSaveScript), 1, key.size(), turn.size(), image->size(), ttl.size()};
       auto reply = Command(7, argv, lens);
       if (!reply.ok()) {
         r = reply.status();

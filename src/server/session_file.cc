@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <string_view>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "server/server_internal.h"
 

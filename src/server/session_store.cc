@@ -80,8 +80,7 @@ Session* Engine::BestPrefixLocked(const TurnRequest& req, size_t& keep) {
   for (auto& [id, cand] : sessions_) {
     // (A session to be read from the store has no tokens to match, or stale ones.)
     if (cand->busy || cand->load || cand->tenant != req.tenant ||
-        cand->cache_salt != req.cache_salt ||
-        cand->press != req.press || cand->ratio != req.ratio)
+        cand->cache_salt != req.cache_salt || cand->press != req.press || cand->ratio != req.ratio)
       continue;
     const size_t lcp = CommonPrefix(cand->tokens, req.prompt);
     if (lcp == 0 || lcp < static_cast<size_t>(cand->last_prompt_len)) continue;
@@ -200,8 +199,8 @@ std::optional<HttpError> Engine::RestoreIfEvicted(Session& s, bool& restored) {
       if (loaded->found == SessionBackend::Found::kMissing)
         return HttpError{404, "unknown session '" + id + "'", "session", "not_found_error"};
       // The reason is the operator's (logged above), not the client's.
-      return HttpError{404, "session '" + id + "' could not be restored from the store",
-                       "session", "not_found_error"};
+      return HttpError{404, "session '" + id + "' could not be restored from the store", "session",
+                       "not_found_error"};
     }
     SessionSnapshot& snap = loaded->snapshot;
     if (s.load && (snap.press != s.press || snap.ratio != s.ratio)) {

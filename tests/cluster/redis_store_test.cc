@@ -70,12 +70,11 @@ class RedisStoreTest : public ::testing::Test {
     std::filesystem::create_directories(dir_);
     port_ = FreePort();
     const std::string port = std::to_string(port_), dir = dir_.string();
-    const char* argv[] = {redis.c_str(), "--bind", "127.0.0.1", "--port", port.c_str(),
-                          "--dir", dir.c_str(), "--save", "", "--appendonly", "no",
-                          "--logfile", "redis.log", nullptr};
-    ASSERT_EQ(posix_spawn(&pid_, redis.c_str(), nullptr, nullptr, const_cast<char**>(argv),
-                          environ),
-              0);
+    const char* argv[] = {redis.c_str(), "--bind",    "127.0.0.1", "--port", port.c_str(),
+                          "--dir",       dir.c_str(), "--save",    "",       "--appendonly",
+                          "no",          "--logfile", "redis.log", nullptr};
+    ASSERT_EQ(
+        posix_spawn(&pid_, redis.c_str(), nullptr, nullptr, const_cast<char**>(argv), environ), 0);
     for (int i = 0; i < 200 && !Ping(); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     ASSERT_TRUE(Ping()) << "redis-server did not start on port " << port_;
@@ -242,8 +241,8 @@ TEST_F(RedisStoreTest, TenantsAndDamagedValuesAreRefused) {
   EXPECT_EQ(damaged->found, SessionBackend::Found::kDamaged);
   EXPECT_NE(damaged->why.find("checksum"), std::string::npos) << damaged->why;
   // A turn counter that does not match the value's.
-  Raw({"HSET", key, "turn", "7", "data", Raw({"HGET", RedisSessionKey("tother", "s0123abcd"),
-                                               "data"})});
+  Raw({"HSET", key, "turn", "7", "data",
+       Raw({"HGET", RedisSessionKey("tother", "s0123abcd"), "data"})});
   EXPECT_EQ(store_->Load("tfeedbeef", "s0123abcd")->found, SessionBackend::Found::kDamaged);
   EXPECT_EQ(store_->stats().rejected, 3u);
 }

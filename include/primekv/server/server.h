@@ -28,12 +28,12 @@ struct ServerOptions {
   int ctx_size = 0;          // 0 = the model's context
   bool allow_ctx_overflow = false;  // ctx_size may exceed the trained context (warns)
   size_t kv_budget_bytes = size_t{256} << 20;
-  std::string session_dir;                  // empty = sessions live in memory only
+  std::string session_dir;  // empty = sessions live in memory only
   // redis://HOST[:PORT][/DB]: sessions in Redis, shared by replicas (instead of session_dir).
   std::string session_store;
-  int store_ttl_s = 86400;                     // Redis expiry of a session (0 = none)
-  size_t store_max_bytes = size_t{64} << 20;   // larger sessions are not stored
-  size_t max_body_bytes = size_t{1} << 20;  // decompressed, chunked or not (413 past it)
+  int store_ttl_s = 86400;                    // Redis expiry of a session (0 = none)
+  size_t store_max_bytes = size_t{64} << 20;  // larger sessions are not stored
+  size_t max_body_bytes = size_t{1} << 20;    // decompressed, chunked or not (413 past it)
   // HTTP limits (docs/server.md, Limits).
   int max_connections = 512;    // open connections, each served by its own thread
   int http_timeout_s = 30;      // idle connection: nothing read or written for this long
