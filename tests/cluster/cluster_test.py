@@ -81,19 +81,21 @@ class Redis:
     """redis-server on a free loopback port, with an append-only file fsynced on every write
     (as deploy/cluster.sh runs it), so a restart keeps every completed write."""
 
-    def __init__(self, work):
+    def __init__(self, work, durable=True):
         self.dir = os.path.join(work, "redis")
         os.makedirs(self.dir, exist_ok=True)
         self.port = free_port()
         self.proc = None
+        self.durable = durable  # False: no persistence at all (measure only)
         self.start()
 
     def start(self):
         self.log = open(os.path.join(self.dir, "redis.log"), "a")
+        persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.durable else [
+            "--appendonly", "no"]
         self.proc = subprocess.Popen(
             ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--dir", self.dir,
-             "--save", "", "--appendonly", "yes", "--appendfsync", "always"],
-            stdout=self.log, stderr=subprocess.STDOUT)
+             "--save", ""] + persistence, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 20
         while True:
             try:
@@ -439,51 +441,66 @@ def turn_ms(server, sid, prompt, max_tokens):
     return (time.monotonic() - t0) * 1000, j if code == 200 else None
 
 
-def case_measure(work):
-    """Store latency per turn, bytes per session, a turn on a replica without the session."""
-    context = st.demo_prompt() * 4  # about 2K tokens, as the issue's example
-    redis = Redis(work)
+def measure_press(work, redis, press, ratio, context):
+    """One conversation of 13 turns over two replicas: the first turn on A, then 6 alternating
+    (each lands where the session is a turn behind: a store load), then 6 on A (local)."""
+    flags = ("--session-store", redis.url(), "--press", press, "--ratio", str(ratio), "-c",
+             "4096", "--allow-ctx-overflow")
+    a, b = Server(work, *flags), Server(work, *flags)
     try:
-        rows = []
-        for press, ratio in (("none", 0), ("primekv", 0.75), ("primekv", 0.9)):
-            a = Server(work, "--session-store", redis.url(), "--press", press, "--ratio",
-                       str(ratio), "-c", "4096", "--allow-ctx-overflow")
-            b = Server(work, "--session-store", redis.url(), "--press", press, "--ratio",
-                       str(ratio), "-c", "4096", "--allow-ctx-overflow")
-            try:
-                answers, local, remote = [], [], []
+        answers, local, remote = [], [], []
+        last = {}
 
-                def turn(server, sid, into):
-                    ms, j = turn_ms(server, sid, prompt_for(0, answers, context), 8)
-                    if j is None:
-                        raise RuntimeError("a turn failed on %s %s" % (press, ratio))
-                    if into is not None:
-                        into.append(ms)
-                    answers.append(j["choices"][0]["text"])
-                    return j["session"]
+        def turn(server, sid, into):
+            ms, j = turn_ms(server, sid, prompt_for(0, answers, context), 8)
+            if j is None:
+                raise RuntimeError("a turn failed on %s %s" % (press, ratio))
+            if into is not None:
+                into.append(ms)
+            answers.append(j["choices"][0]["text"])
+            last.update(tokens=j["usage"]["prompt_tokens"] + j["usage"]["completion_tokens"])
+            return j["session"]
 
-                sid = turn(a, None, None)
-                # Alternating replicas: every turn lands where the session is a turn behind.
-                for t in range(6):
-                    sid = turn(b if t % 2 == 0 else a, sid, remote)
-                for t in range(6):  # then on the replica that holds it
-                    sid = turn(a, sid, local)
-                ma, mb = a.metrics(), b.metrics()
-                g = lambda n: ma.get("primekv_" + n, 0) + mb.get("primekv_" + n, 0)  # noqa
-                rows.append((press, ratio, g("store_bytes_saved_total") / g("store_saves_total"),
-                             1000 * g("store_load_seconds_total") / g("store_loads_total"),
-                             1000 * g("store_save_seconds_total") / g("store_saves_total"),
-                             sorted(local)[len(local) // 2], sorted(remote)[len(remote) // 2]))
-            finally:
-                a.stop()
-                b.stop()
-        print("| press | ratio | bytes per session | load (ms) | save (ms) | turn, same replica "
-              "(ms) | turn, other replica (ms) |")
-        print("|---|---|---|---|---|---|---|")
-        for r in rows:
-            print("| %s | %.2f | %.0f | %.2f | %.2f | %.1f | %.1f |" % r)
+        sid = turn(a, None, None)
+        first_tokens = last["tokens"]
+        for t in range(6):
+            sid = turn(b if t % 2 == 0 else a, sid, remote)
+        for _ in range(6):
+            sid = turn(a, sid, local)
+        ma, mb = a.metrics(), b.metrics()
+
+        def total(n):
+            return ma.get("primekv_" + n, 0) + mb.get("primekv_" + n, 0)
+
+        median = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
+        return (press, ratio, first_tokens, last["tokens"],
+                total("store_bytes_saved_total") / total("store_saves_total") / 1024,
+                1000 * total("store_load_seconds_total") / total("store_loads_total"),
+                1000 * total("store_save_seconds_total") / total("store_saves_total"),
+                median(local), median(remote))
     finally:
-        redis.stop()
+        a.stop()
+        b.stop()
+
+
+def case_measure(work):
+    """Store latency per turn (load, save) against the turn time, bytes per session for none and
+    primekv at 0.75 / 0.9, a turn on a replica that does not hold the session's last turn against
+    one that does. Redis with an append-only file fsynced on every write, then without
+    persistence."""
+    context = st.demo_prompt() * 4  # a conversation of about 2K tokens
+    print("| Redis | press | ratio | tokens (first turn / last) | KiB per session (mean of saves) "
+          "| load ms | save ms | turn ms, same replica | turn ms, other replica |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for durable in (True, False):
+        redis = Redis(work, durable=durable)
+        try:
+            for press, ratio in (("none", 0), ("primekv", 0.75), ("primekv", 0.9)):
+                r = measure_press(work, redis, press, ratio, context)
+                print("| %s | %s | %.2f | %d / %d | %.0f | %.1f | %.1f | %.1f | %.1f |" % (
+                    ("AOF always" if durable else "no persistence",) + r), flush=True)
+        finally:
+            redis.stop()
 
 
 def main():
