@@ -182,11 +182,19 @@ std::optional<HttpError> Engine::RestoreIfEvicted(Session& s, bool& restored) {
     auto loaded = backend_->Load(s.tenant, s.id);
     std::lock_guard lock(store_mu_);
     const std::string id = s.id;
+    // On an error below, a session known by id only is forgotten (the next request asks the
+    // store again, with its own tenant and press); one with tokens waits for a later request.
+    const auto give_up = [&] {
+      if (s.tokens.empty()) {
+        sessions_.erase(id);
+      } else {
+        s.busy = false;
+        store_cv_.notify_all();
+      }
+    };
     if (!loaded.ok()) {
-      // The store is unreachable: the session stays as it is for a later request.
       std::fprintf(stderr, "primekv serve: %s\n", loaded.message().c_str());
-      s.busy = false;
-      store_cv_.notify_all();
+      give_up();
       return HttpError{503, "the session store is unavailable", "", "server_overloaded"};
     }
     if (loaded->found != SessionBackend::Found::kFound) {
@@ -205,8 +213,7 @@ std::optional<HttpError> Engine::RestoreIfEvicted(Session& s, bool& restored) {
     SessionSnapshot& snap = loaded->snapshot;
     if (s.load && (snap.press != s.press || snap.ratio != s.ratio)) {
       // Known by id only, so the request's press was not checked against it yet.
-      s.busy = false;
-      store_cv_.notify_all();
+      give_up();
       return HttpError{400,
                        "session '" + id + "' was created with press " + snap.press + " ratio " +
                            std::to_string(snap.ratio),

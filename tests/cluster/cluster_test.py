@@ -399,6 +399,13 @@ def case_store(work):
         check(code == 404 and metric(c, "store_loads_total") == 0 and
               metric(c, "store_misses_total") == 1,
               "another key's request for the session is 404, nothing loaded (%s)" % code)
+        # The same key with another press: read from the store, then refused as on the replica
+        # that made it (400); the next turn on C with the right press still finds it.
+        code, j, _ = post(c.port, {"prompt": prompt_for(0, answers, context), "max_tokens": 1,
+                                   "primekv": {"press": "snapkv", "ratio": 0.5}}, sid=sid,
+                          key="alpha")
+        check(code == 400 and j["error"]["param"] == "primekv",
+              "a session read from the store keeps its press: another one is 400 (%s)" % code)
         sid = step(b, sid, "on replica B, which read it from Redis")
         check(metric(b, "store_loads_total") == 1, "replica B loaded it once")
         sid = step(a, sid, "back on A, whose copy is a turn behind: it reads the newer one")
