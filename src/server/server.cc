@@ -148,11 +148,29 @@ class HttpServer {
     return Error({404, "no such endpoint", "", "invalid_request_error"});
   }
 
+  // Behind the proxy a client may name its session only in the header the proxy routes on
+  // (deploy/haproxy.cfg); naming two different sessions is an error.
+  static std::optional<HttpError> SessionFromHeader(const std::string& header,
+                                                    std::string& session_id) {
+    if (header.empty()) return std::nullopt;
+    if (!ValidSessionId(header))
+      return HttpError{400, "X-PrimeKV-Session is not a session id", "X-PrimeKV-Session"};
+    if (session_id.empty()) {
+      session_id = header;
+    } else if (session_id != header) {
+      return HttpError{400, "the session field and the X-PrimeKV-Session header differ",
+                       "session"};
+    }
+    return std::nullopt;
+  }
+
   HttpResponse Handle(const HttpRequest& req, bool chat) {
     Parse parsed = ParseRequest(req.body, engine_.request_context(), chat);
     if (auto* err = std::get_if<HttpError>(&parsed)) return Error(*err);
     Reply r;
     r.p = std::make_shared<ParsedRequest>(std::move(std::get<ParsedRequest>(parsed)));
+    if (auto err = SessionFromHeader(req.header("X-PrimeKV-Session"), r.p->turn.session_id))
+      return Error(*err);
     // CheckAuth let only a known key (or any request, without keys) this far.
     r.p->turn.tenant =
         TenantOfAuthorization(req.header("Authorization"), engine_.options().api_keys)

@@ -174,12 +174,15 @@ class Proxy:
         self.log.close()
 
 
-def post(port, body, sid=None, key=None, timeout=120):
-    """A completion; returns (status, json, the replica HAProxy names or None)."""
+def post(port, body, sid=None, key=None, timeout=120, header_only=False):
+    """A completion; returns (status, json, the replica HAProxy names or None). The session is
+    sent as the `session` field and mirrored in the header the proxy routes on (header_only:
+    in the header alone)."""
     headers = {"Content-Type": "application/json"}
     if sid:
-        body = dict(body, session=sid)
-        headers["X-PrimeKV-Session"] = sid  # what the proxy routes on
+        if not header_only:
+            body = dict(body, session=sid)
+        headers["X-PrimeKV-Session"] = sid
     if key:
         headers["Authorization"] = "Bearer " + key
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
@@ -367,16 +370,17 @@ def case_store(work):
         servers = [a, b, c]
         for s in servers:
             s.key = "alpha"  # for /metrics
-        ref = reference(work, [0], 6, 6, context)[0]
+        ref = reference(work, [0], 7, 6, context)[0]
         answers, turn = [], [0]
 
-        def ask(server, sid, key="alpha"):
+        def ask(server, sid, key="alpha", header_only=False):
             code, j, _ = post(server.port, {"prompt": prompt_for(0, answers, context),
-                                            "temperature": 0, "max_tokens": 6}, sid=sid, key=key)
+                                            "temperature": 0, "max_tokens": 6}, sid=sid, key=key,
+                              header_only=header_only)
             return code, j
 
-        def step(server, sid, what):
-            code, j = ask(server, sid)
+        def step(server, sid, what, header_only=False):
+            code, j = ask(server, sid, header_only=header_only)
             good = code == 200 and j["session"] == (sid or j["session"])
             text = j["choices"][0]["text"] if good else None
             check(good and text == ref[len(answers)] and (sid is None or cached(j) > 0),
@@ -420,6 +424,11 @@ def case_store(work):
         redis.start()
         sid = step(c, sid, "on C with Redis back")
         check(redis.cmd("HGET", key, "turn") == b"6", "Redis holds turn 6")
+        sid = step(b, sid, "on B, the session named in the X-PrimeKV-Session header only",
+                   header_only=True)
+        code, j, _ = post(b.port, {"prompt": "x", "max_tokens": 1, "session": sid},
+                          sid="s" + "0" * 32, key="alpha", header_only=True)
+        check(code == 400, "a header naming another session than the field is 400 (%s)" % code)
 
         # A damaged value: one byte of the cache flipped. A replica whose copy is behind reads
         # it, refuses it, and the conversation starts afresh.
