@@ -158,8 +158,7 @@ class HttpServer {
     if (session_id.empty()) {
       session_id = header;
     } else if (session_id != header) {
-      return HttpError{400, "the session field and the X-PrimeKV-Session header differ",
-                       "session"};
+      return HttpError{400, "the session field and the X-PrimeKV-Session header differ", "session"};
     }
     return std::nullopt;
   }
