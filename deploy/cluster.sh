@@ -36,6 +36,9 @@ start() {
     command -v "$tool" > /dev/null || { echo "cluster: $tool not found (bash scripts/setup.sh --cluster)" >&2; exit 1; }
   done
   [ -x "$bin" ] || { echo "cluster: $bin not found (build first, or set PRIMEKV_BIN)" >&2; exit 1; }
+  for p in redis r1 r2 r3 haproxy; do
+    if alive "$p"; then echo "cluster: already running in $state (deploy/cluster.sh stop)" >&2; exit 1; fi
+  done
   mkdir -p "$state/redis"
   # appendfsync always: a Redis restart loses no completed turn (docs/server.md, Cluster).
   redis-server --bind 127.0.0.1 --port "$redis_port" --dir "$state/redis" --save "" \
@@ -54,7 +57,7 @@ start() {
     haproxy -db -f "$root/deploy/haproxy.cfg" > "$state/haproxy.log" 2>&1 &
   echo $! > "$state/haproxy.pid"
   for _ in $(seq 100); do
-    if curl -sf "http://127.0.0.1:$base/health" > /dev/null 2>&1; then
+    if python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$base/health', timeout=1)" 2> /dev/null; then
       echo "cluster: http://127.0.0.1:$base (replicas $((base + 1))-$((base + 3)), redis $redis_port, logs in $state)"
       return 0
     fi
