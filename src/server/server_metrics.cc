@@ -50,10 +50,10 @@ std::string Engine::MetricsText() {
   metric("kv_budget_bytes", "gauge", "The --kv-budget-mib budget", options_.kv_budget_bytes);
   metric("compressions_total", "counter", "Cache compressions", c.compressions);
   metric("sessions_in_memory", "gauge", "Sessions whose cache is in memory", live);
-  metric("sessions_on_disk", "gauge", "Sessions evicted to --session-dir", on_disk);
+  metric("sessions_on_disk", "gauge", "Sessions evicted to the session store", on_disk);
   metric("evictions_total", "counter", "Sessions evicted (least recently used)", c.evictions);
-  metric("restores_total", "counter", "Sessions restored from --session-dir", c.restores);
-  metric("session_files_rejected_total", "counter", "Corrupt or truncated session files skipped",
+  metric("restores_total", "counter", "Sessions restored from the session store", c.restores);
+  metric("session_files_rejected_total", "counter", "Corrupt or truncated sessions refused",
          c.session_files_rejected);
   if (backend_) {
     const StoreStats st = backend_->stats();
