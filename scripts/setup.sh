@@ -1,14 +1,26 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages the build, tests and tools need (idempotent).
+# Usage: scripts/setup.sh [--cluster]
+#   --cluster: also redis-server and haproxy, which the local cluster (deploy/cluster.sh) and
+#   the `cluster` tests run; CI asks for them (scripts/test.sh under CI=true).
 set -euo pipefail
+cluster=0
+for arg in "$@"; do
+  case "$arg" in
+    --cluster) cluster=1 ;;
+    *) echo "setup: unknown option '$arg' (usage: scripts/setup.sh [--cluster])" >&2; exit 2 ;;
+  esac
+done
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libopenblas-dev libopenblas0-pthread nlohmann-json3-dev libcli11-dev libmicrohttpd-dev libssl-dev
+  libhiredis-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   python3 python3-numpy python3-torch gnuplot-nox
   zlib1g-dev time
 )
+if [ "$cluster" = 1 ]; then PACKAGES+=(redis-server haproxy); fi
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

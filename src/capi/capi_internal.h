@@ -35,6 +35,7 @@ struct pk_session {
   int last_prompt_len = 0;             // tokens before the last generation
   // A loaded server session's owner and isolation salt, written back unchanged by a save.
   std::string tenant, cache_salt;
+  uint64_t turn = 0;  // completed turns (end_turn calls, and those of a loaded session)
   bool has_logits = false;             // a token was fed since the session was made or loaded
   pk_timings timings{};
   int extra_compressions = 0;  // pk_session_compress calls, which bypass the Session's count

@@ -221,7 +221,9 @@ pk_status pk_session_generate(pk_session* s, const pk_generate_options* options,
 pk_status pk_session_end_turn(pk_session* s) {
   return Guard("pk_session_end_turn", [&] {
     PK_REQUIRE(s != nullptr, "pk_session_end_turn", "session is NULL");
-    return FromStatus("pk_session_end_turn", s->session->EndTurn(), PK_ERR_STATE);
+    const pk_status st = FromStatus("pk_session_end_turn", s->session->EndTurn(), PK_ERR_STATE);
+    if (st == PK_OK) ++s->turn;
+    return st;
   });
 }
 
@@ -271,6 +273,7 @@ pk_status pk_session_save(const pk_session* s, const char* dir, const char* id) 
     snap.id = id;
     snap.tenant = s->tenant;
     snap.cache_salt = s->cache_salt;
+    snap.turn = s->turn;
     snap.press = s->press;
     snap.ratio = s->ratio;
     snap.mode = std::string(primekv::CompressionModeName(s->schedule.mode));
@@ -301,6 +304,7 @@ pk_status pk_session_load(pk_model* model, const char* path, const pk_session_op
     s->last_prompt_len = snap->last_prompt_len;
     s->tenant = std::move(snap->tenant);
     s->cache_salt = std::move(snap->cache_salt);
+    s->turn = snap->turn;
     s->session->set_budget(snap->budget);
     if (s->tokens.size() > static_cast<size_t>(s->ctx_size)) {
       pk_session_free(s);

@@ -19,6 +19,7 @@ struct ServeArgs {
   std::string api_key_file;
   bool no_prefix_reuse = false;
   int max_header_kib = 32;
+  int store_max_kib = 64 << 10;
 };
 
 // One key per line; blank lines and lines starting with '#' are skipped, spaces around a key
@@ -55,8 +56,30 @@ int RunServe(ServeArgs& a) {
     if (Status s = ReadApiKeys(a.api_key_file, a.o.api_keys); !s.ok()) return Fail(s.message());
   }
   a.o.max_header_bytes = static_cast<size_t>(a.max_header_kib) * 1024;
+  a.o.store_max_bytes = static_cast<size_t>(a.store_max_kib) * 1024;
   if (Status s = ValidateServerOptions(a.o); !s.ok()) return Fail(s.message());
   return RunServer(a.o);
+}
+
+// Where sessions are kept between turns: a directory, or Redis shared by replicas.
+void AddStoreOptions(CLI::App* cmd, ServeArgs& a) {
+  ServerOptions& o = a.o;
+  auto* dir =
+      cmd->add_option("--session-dir", o.session_dir, "Directory for evicted and saved sessions");
+  cmd->add_option("--session-store", o.session_store,
+                  "redis://HOST[:PORT][/DB]: sessions in Redis, shared by replicas (instead of "
+                  "--session-dir)")
+      ->excludes(dir)
+      ->check(CLI::Validator(
+          [](std::string& url) { return ValidateSessionStoreUrl(url).message(); }, "URL"));
+  cmd->add_option("--store-ttl-s", o.store_ttl_s,
+                  "Seconds a session stays in Redis after its last turn (0 = no expiry)")
+      ->check(IntegerIn(0, 1 << 30))
+      ->capture_default_str();
+  cmd->add_option("--store-max-kib", a.store_max_kib,
+                  "Largest session written to Redis (larger ones stay on their replica)")
+      ->check(IntegerIn(1, 1 << 22))
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -103,7 +126,7 @@ void AddServe(CLI::App& app, Runner& run) {
                 "Allow --ctx-size above the model's trained context (warns)");
   cmd->add_option("--kv-budget-mib", a->kv_budget_mib, "KV cache budget for all sessions")
       ->capture_default_str();
-  cmd->add_option("--session-dir", o.session_dir, "Directory for evicted and saved sessions");
+  AddStoreOptions(cmd, *a);
   cmd->add_option("--max-body-kib", a->max_body_kib,
                   "Largest request body (decompressed; 413 past it)")
       ->capture_default_str();

@@ -8,6 +8,7 @@
 
 #include "server/request.h"
 #include "server/server_internal.h"
+#include "server/session_backend.h"
 
 namespace primekv::server {
 
@@ -46,10 +47,20 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ServerOptions& options) {
   if (auto err = e->CheckPress(options.press, options.ratio, "--press")) {
     return Status::Error(err->message);
   }
-  if (!options.session_dir.empty()) {
+  if (!options.session_store.empty()) {
+    auto address = ParseRedisUrl(options.session_store);
+    if (!address.ok()) return Status::Error("--session-store " + address.message());
+    e->backend_ = MakeRedisBackend(*address, options.store_ttl_s, options.store_max_bytes,
+                                   *e->model_, e->kv_);
+    // An unreachable store is not fatal: replicas may start before it, and every load and
+    // save connects again.
+    if (auto probe = e->backend_->StoredTurn("", "probe"); !probe.ok())
+      std::fprintf(stderr, "primekv serve: warning: %s\n", probe.message().c_str());
+  } else if (!options.session_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(options.session_dir, ec);
     if (ec) return Status::Error("cannot create --session-dir '" + options.session_dir + "'");
+    e->backend_ = MakeDirBackend(options.session_dir, *e->model_, e->kv_);
     e->IndexSessionDir();
   }
   return e;
@@ -122,9 +133,14 @@ std::variant<std::unique_ptr<Turn>, HttpError> Engine::Begin(TurnRequest req) {
     ++beginning_;
   }
   Session* s = found.session;
+  // A named session is continued as far as its (possibly reloaded) tokens match the prompt.
+  if (!req.session_id.empty()) {
+    DropIfBehind(*s);
+    found.keep = req.prompt.size();
+  }
   // The prompt's last token is always run again, so its logits start the answer.
   size_t keep = std::min(found.keep, req.prompt.size() - 1);
-  if (found.source) CopyPrefix(*s, *found.source, keep);
+  if (found.source) CopyPrefix(*s, *found.source, req.prompt, keep);
   bool restored = false;
   if (auto err = RestoreIfEvicted(*s, restored)) {
     {
@@ -157,6 +173,14 @@ void Engine::Finish(Session* s, size_t reserved, bool ok, bool modified) {
     s->bytes = now;
     s->busy = false;
     s->last_used = ++clock_;
+    if (s->load && s->cache) {
+      // The shared store refused this turn (another replica wrote a newer one): the next
+      // turn reads that one.
+      s->cache.reset();
+      s->capture.reset();
+      bytes_used_ -= s->bytes;
+      s->bytes = 0;
+    }
     if (!ok && modified && s->persisted) {
       // A failed turn leaves the cache suspect: fall back to the last completed turn's file.
       s->cache.reset();

@@ -12,6 +12,7 @@
 #include "server/http.h"
 #include "server/request.h"
 #include "server/server_internal.h"
+#include "server/session_backend.h"
 
 namespace primekv {
 
@@ -32,6 +33,14 @@ Status ValidateServerOptions(const ServerOptions& o) {
   if (o.default_max_tokens < 1) return Status::Error("--max-tokens must be >= 1");
   for (const std::string& key : o.api_keys)
     if (key.empty()) return Status::Error("--api-key must not be empty");
+  if (!o.session_store.empty()) {
+    if (!o.session_dir.empty())
+      return Status::Error("--session-dir and --session-store are alternatives; give one");
+    if (auto a = server::ParseRedisUrl(o.session_store); !a.ok())
+      return Status::Error("--session-store " + a.message());
+  }
+  if (o.store_ttl_s < 0) return Status::Error("--store-ttl-s must be >= 0 (0 = no expiry)");
+  if (o.store_max_bytes < 1024) return Status::Error("--store-max-kib must be >= 1");
   if (o.mode != CompressionMode::kMultiTurn && o.mode != CompressionMode::kContext &&
       o.mode != CompressionMode::kDecode)
     return Status::Error("--mode must be multiturn, context or decode");
@@ -139,11 +148,28 @@ class HttpServer {
     return Error({404, "no such endpoint", "", "invalid_request_error"});
   }
 
+  // Behind the proxy a client may name its session only in the header the proxy routes on
+  // (deploy/haproxy.cfg); naming two different sessions is an error.
+  static std::optional<HttpError> SessionFromHeader(const std::string& header,
+                                                    std::string& session_id) {
+    if (header.empty()) return std::nullopt;
+    if (!ValidSessionId(header))
+      return HttpError{400, "X-PrimeKV-Session is not a session id", "X-PrimeKV-Session"};
+    if (session_id.empty()) {
+      session_id = header;
+    } else if (session_id != header) {
+      return HttpError{400, "the session field and the X-PrimeKV-Session header differ", "session"};
+    }
+    return std::nullopt;
+  }
+
   HttpResponse Handle(const HttpRequest& req, bool chat) {
     Parse parsed = ParseRequest(req.body, engine_.request_context(), chat);
     if (auto* err = std::get_if<HttpError>(&parsed)) return Error(*err);
     Reply r;
     r.p = std::make_shared<ParsedRequest>(std::move(std::get<ParsedRequest>(parsed)));
+    if (auto err = SessionFromHeader(req.header("X-PrimeKV-Session"), r.p->turn.session_id))
+      return Error(*err);
     // CheckAuth let only a known key (or any request, without keys) this far.
     r.p->turn.tenant =
         TenantOfAuthorization(req.header("Authorization"), engine_.options().api_keys)

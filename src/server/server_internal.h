@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -47,6 +48,11 @@ std::string TenantId(const std::string& api_key);
 // (each compared in constant time), or nullopt when it names none.
 std::optional<std::string> TenantOfAuthorization(const std::string& header,
                                                  const std::vector<std::string>& keys);
+
+// The bytes of a session file (what the Redis store keeps as the value), and their check.
+Result<std::string> SerializeSession(const SessionSnapshot& s, const KvCache& c);
+Result<SessionSnapshot> ParseSessionImage(std::string_view image, const Model& model,
+                                          const KvCacheOptions& kv);
 
 // False once the peer of socket `fd` has closed its end or the connection failed; never blocks.
 bool PeerConnected(int fd);
@@ -82,6 +88,7 @@ using TextSink = std::function<bool(const std::string& delta)>;
 using AliveCheck = std::function<bool()>;
 
 class Engine;
+class SessionBackend;   // server/session_backend.h
 struct RequestContext;  // server/request.h
 struct Session;         // a stored conversation, below (not primekv::Session)
 
@@ -127,8 +134,10 @@ struct Session {
   std::vector<Token> tokens;       // every token whose K/V went into the cache, in order
   std::unique_ptr<KvCache> cache;  // null while evicted to disk
   std::unique_ptr<PressCapture> capture;
+  uint64_t turn = 0;  // completed turns (the store's compare-and-set counter)
   bool busy = false;
-  bool persisted = false;  // its file in --session-dir holds its last completed turn
+  bool persisted = false;  // the store (file or Redis) holds its last completed turn
+  bool load = false;       // known by id only: its tokens and cache are read from the store
   uint64_t last_used = 0;
   size_t bytes = 0;  // accounted against the budget
 };
@@ -174,9 +183,13 @@ class Engine {
   Session* BestPrefixLocked(const TurnRequest& req, size_t& keep);
   // The copy of source's first `keep` tokens into `s`; keep becomes 0 when the source cannot be
   // read back from its file (the request then starts afresh).
-  void CopyPrefix(Session& s, Session& source, size_t& keep);
-  // Reads an evicted session back from --session-dir (on failure the session is dropped).
+  void CopyPrefix(Session& s, Session& source, const std::vector<Token>& prompt, size_t& keep);
+  // Reads an evicted session, or one known by id only, back from the store (on failure the
+  // session is dropped).
   std::optional<HttpError> RestoreIfEvicted(Session& s, bool& restored);
+  // A shared store holds a newer turn of `s` than this replica (another replica served it):
+  // the local copy is dropped and the session is read from the store.
+  void DropIfBehind(Session& s);
   // Makes room for `reserve` more bytes (evicting, waiting for running turns) and takes them.
   std::optional<HttpError> ReserveMemory(Session& s, size_t reserve, bool restored);
   const Compressor& CompressorFor(const std::string& press);  // under store_mu_
@@ -195,6 +208,7 @@ class Engine {
 
   ServerOptions options_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<SessionBackend> backend_;  // null: sessions live in memory only
   std::unique_ptr<ThreadPool> pool_;
   int ctx_size_ = 0;
   ChatFormat chat_format_ = ChatFormat::kNone;

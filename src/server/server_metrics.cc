@@ -2,6 +2,7 @@
 #include <sstream>
 
 #include "server/server_internal.h"
+#include "server/session_backend.h"
 
 namespace primekv::server {
 
@@ -49,11 +50,31 @@ std::string Engine::MetricsText() {
   metric("kv_budget_bytes", "gauge", "The --kv-budget-mib budget", options_.kv_budget_bytes);
   metric("compressions_total", "counter", "Cache compressions", c.compressions);
   metric("sessions_in_memory", "gauge", "Sessions whose cache is in memory", live);
-  metric("sessions_on_disk", "gauge", "Sessions evicted to --session-dir", on_disk);
+  metric("sessions_on_disk", "gauge", "Sessions evicted to the session store", on_disk);
   metric("evictions_total", "counter", "Sessions evicted (least recently used)", c.evictions);
-  metric("restores_total", "counter", "Sessions restored from --session-dir", c.restores);
-  metric("session_files_rejected_total", "counter", "Corrupt or truncated session files skipped",
+  metric("restores_total", "counter", "Sessions restored from the session store", c.restores);
+  metric("session_files_rejected_total", "counter", "Corrupt or truncated sessions refused",
          c.session_files_rejected);
+  if (backend_) {
+    const StoreStats st = backend_->stats();
+    metric("store_loads_total", "counter", "Sessions read from the session store", st.loads);
+    metric("store_misses_total", "counter", "Session reads that found nothing", st.misses);
+    metric("store_rejected_total", "counter",
+           "Session values refused (checksum, shape, another id or tenant)", st.rejected);
+    metric("store_saves_total", "counter", "Sessions written after a turn", st.saves);
+    metric("store_stale_saves_total", "counter",
+           "Writes refused because the store held a newer turn", st.stale_saves);
+    metric("store_too_large_total", "counter", "Sessions over --store-max-kib, not written",
+           st.too_large);
+    metric("store_errors_total", "counter", "Store operations that failed (unreachable)",
+           st.errors);
+    metric("store_bytes_loaded_total", "counter", "Bytes of sessions read", st.bytes_loaded);
+    metric("store_bytes_saved_total", "counter", "Bytes of sessions written", st.bytes_saved);
+    metric("store_load_seconds_total", "counter", "Time reading sessions (with verification)",
+           st.load_seconds);
+    metric("store_save_seconds_total", "counter", "Time writing sessions (with serialising)",
+           st.save_seconds);
+  }
   metric("requests_cancelled_total", "counter", "Streams whose client went away", c.cancelled);
   metric("requests_rejected_memory_total", "counter", "Requests refused with 503 (KV budget)",
          c.rejected_memory);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "server/server_internal.h"
 
@@ -71,7 +72,7 @@ bool ValidSessionId(const std::string& id) {
   return true;
 }
 
-Status WriteSessionFile(const std::string& dir, const SessionSnapshot& s, const KvCache& c) {
+Result<std::string> SerializeSession(const SessionSnapshot& s, const KvCache& c) {
   if (!ValidSessionId(s.id)) return Status::Error("invalid session id");
   nlohmann::json h = {{"id", s.id},
                       {"tenant", s.tenant},
@@ -81,6 +82,7 @@ Status WriteSessionFile(const std::string& dir, const SessionSnapshot& s, const 
                       {"mode", s.mode},
                       {"budget", s.budget},
                       {"last_prompt_len", s.last_prompt_len},
+                      {"turn", s.turn},
                       {"n_tokens", s.tokens.size()},
                       {"n_layers", c.n_layers()},
                       {"n_kv_heads", c.n_kv_heads()},
@@ -107,7 +109,13 @@ Status WriteSessionFile(const std::string& dir, const SessionSnapshot& s, const 
   Put(file, static_cast<uint64_t>(payload.size()));
   file += payload;
   Put(file, Fnv1a(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()));
+  return file;
+}
 
+Status WriteSessionFile(const std::string& dir, const SessionSnapshot& s, const KvCache& c) {
+  auto bytes = SerializeSession(s, c);
+  if (!bytes.ok()) return bytes.status();
+  const std::string& file = *bytes;
   const std::string final_path = dir + "/" + s.id + ".pkvs";
   // A new name, created exclusively and never through a link: whatever sits in the directory
   // under a guessable name (a link to another file, a FIFO) is neither written nor waited on.
@@ -163,9 +171,28 @@ bool ReadFully(int fd, void* data, size_t n) {
   return true;
 }
 
-// The verified payload of a session file (magic, version, size and checksum checked), or why not.
-// Only a regular file is read: the open neither follows a link nor waits on a FIFO.
-Result<std::vector<uint8_t>> ReadPayload(const std::string& path) {
+// The payload of a session image (magic, version, size and checksum verified), or why not.
+Result<std::string_view> VerifyImage(std::string_view image) {
+  if (image.size() < 20 || std::memcmp(image.data(), kMagic, 8) != 0)
+    return Status::Error("bad magic");
+  uint32_t version = 0;
+  uint64_t size = 0;
+  std::memcpy(&version, image.data() + 8, 4);
+  std::memcpy(&size, image.data() + 12, 8);
+  if (version != kVersion) return Status::Error("unsupported version");
+  if (size > kMaxPayload) return Status::Error("bad payload size");
+  if (image.size() != 20 + size + 8) return Status::Error("truncated or oversized");
+  const std::string_view payload = image.substr(20, size);
+  uint64_t sum = 0;
+  std::memcpy(&sum, image.data() + 20 + size, 8);
+  if (Fnv1a(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()) != sum)
+    return Status::Error("checksum mismatch");
+  return payload;
+}
+
+// The bytes of a session file. Only a regular file is read: the open neither follows a link nor
+// waits on a FIFO.
+Result<std::string> ReadImage(const std::string& path) {
   Fd f{::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)};
   if (f.fd < 0) return Status::Error(std::string("cannot open: ") + std::strerror(errno));
   struct stat st {};
@@ -173,22 +200,12 @@ Result<std::vector<uint8_t>> ReadPayload(const std::string& path) {
   const int flags = ::fcntl(f.fd, F_GETFL);
   if (flags < 0 || ::fcntl(f.fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
     return Status::Error("cannot read");
-  char magic[8];
-  uint32_t version = 0;
-  uint64_t size = 0;
-  if (!ReadFully(f.fd, magic, 8) || std::memcmp(magic, kMagic, 8) != 0)
-    return Status::Error("bad magic");
-  if (!ReadFully(f.fd, &version, 4) || version != kVersion)
-    return Status::Error("unsupported version");
-  if (!ReadFully(f.fd, &size, 8) || size > kMaxPayload) return Status::Error("bad payload size");
-  if (static_cast<uint64_t>(st.st_size) != 20 + size + 8)
+  // The size is checked before anything is allocated for it.
+  if (st.st_size < 20 || static_cast<uint64_t>(st.st_size) > 28 + kMaxPayload)
     return Status::Error("truncated or oversized");
-  std::vector<uint8_t> payload(size);
-  uint64_t sum = 0;
-  if (!ReadFully(f.fd, payload.data(), size) || !ReadFully(f.fd, &sum, 8))
-    return Status::Error("truncated");
-  if (Fnv1a(payload.data(), payload.size()) != sum) return Status::Error("checksum mismatch");
-  return payload;
+  std::string image(static_cast<size_t>(st.st_size), '\0');
+  if (!ReadFully(f.fd, image.data(), image.size())) return Status::Error("truncated");
+  return image;
 }
 
 // The JSON header into `s`; the token count and next position come back separately.
@@ -207,6 +224,7 @@ Status ReadHeader(Reader& r, const ModelConfig& mc, SessionSnapshot& s, size_t& 
     s.mode = h.at("mode").get<std::string>();
     s.budget = h.at("budget").get<int>();
     s.last_prompt_len = h.at("last_prompt_len").get<int>();
+    s.turn = h.value("turn", uint64_t{0});  // absent in files written before the turn counter
     n_tokens = h.at("n_tokens").get<size_t>();
     next_position = h.at("next_position").get<int32_t>();
     if (h.at("n_layers").get<int>() != mc.n_layers ||
@@ -244,18 +262,17 @@ Result<KvCache> ReadCache(Reader& r, const Model& model, const KvCacheOptions& k
   return cache;
 }
 
-Result<SessionSnapshot> ParseSessionFile(const std::string& path, const Model& model,
-                                         const KvCacheOptions& kv, bool header_only) {
-  auto payload = ReadPayload(path);
+Result<SessionSnapshot> ParseImage(std::string_view image, const Model& model,
+                                   const KvCacheOptions& kv, bool header_only) {
+  auto payload = VerifyImage(image);
   if (!payload.ok()) return payload.status();
-  Reader r{payload->data(), payload->size()};
+  Reader r{reinterpret_cast<const uint8_t*>(payload->data()), payload->size()};
   SessionSnapshot s;
   const ModelConfig& mc = model.config();
   int32_t next_position = 0;
   size_t n_tokens = 0;
   if (Status st = ReadHeader(r, mc, s, n_tokens, next_position); !st.ok()) return st;
-  if (!ValidSessionId(s.id) || std::filesystem::path(path).filename().string() != s.id + ".pkvs")
-    return Status::Error("id does not match the file name");
+  if (!ValidSessionId(s.id)) return Status::Error("bad session id");
   if (!r.GetVec(n_tokens, &s.tokens)) return Status::Error("truncated tokens");
   if (s.last_prompt_len < 0 || static_cast<size_t>(s.last_prompt_len) > s.tokens.size() ||
       next_position != static_cast<int32_t>(s.tokens.size()))
@@ -270,6 +287,17 @@ Result<SessionSnapshot> ParseSessionFile(const std::string& path, const Model& m
   return s;
 }
 
+Result<SessionSnapshot> ParseSessionFile(const std::string& path, const Model& model,
+                                         const KvCacheOptions& kv, bool header_only) {
+  auto image = ReadImage(path);
+  if (!image.ok()) return image.status();
+  auto s = ParseImage(*image, model, kv, header_only);
+  if (!s.ok()) return s.status();
+  if (std::filesystem::path(path).filename().string() != s->id + ".pkvs")
+    return Status::Error("id does not match the file name");
+  return s;
+}
+
 }  // namespace
 
 Result<SessionSnapshot> ReadSessionFile(const std::string& path, const Model& model,
@@ -277,6 +305,11 @@ Result<SessionSnapshot> ReadSessionFile(const std::string& path, const Model& mo
   auto s = ParseSessionFile(path, model, kv, header_only);
   if (!s.ok()) return Status::Error("session file '" + path + "': " + s.message());
   return s;
+}
+
+Result<SessionSnapshot> ParseSessionImage(std::string_view image, const Model& model,
+                                          const KvCacheOptions& kv) {
+  return ParseImage(image, model, kv, /*header_only=*/false);
 }
 
 }  // namespace primekv::server

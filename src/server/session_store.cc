@@ -1,9 +1,11 @@
 // The session store of `primekv serve`: finding the session a request continues, eviction,
-// and the sessions kept in --session-dir.
+// and the sessions kept in the backend (--session-dir or --session-store; session_backend.h).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include "server/server_internal.h"
+#include "server/session_backend.h"
 
 namespace primekv::server {
 
@@ -39,6 +41,7 @@ void Engine::IndexSessionDir() {
     s->ratio = snap->ratio;
     s->budget = snap->budget;
     s->last_prompt_len = snap->last_prompt_len;
+    s->turn = snap->turn;
     s->tokens = std::move(snap->tokens);
     s->persisted = true;
     sessions_[s->id] = std::move(s);
@@ -75,8 +78,9 @@ Session* Engine::BestPrefixLocked(const TurnRequest& req, size_t& keep) {
   Session* best = nullptr;
   keep = 0;
   for (auto& [id, cand] : sessions_) {
-    if (cand->busy || cand->tenant != req.tenant || cand->cache_salt != req.cache_salt ||
-        cand->press != req.press || cand->ratio != req.ratio)
+    // (A session to be read from the store has no tokens to match, or stale ones.)
+    if (cand->busy || cand->load || cand->tenant != req.tenant ||
+        cand->cache_salt != req.cache_salt || cand->press != req.press || cand->ratio != req.ratio)
       continue;
     const size_t lcp = CommonPrefix(cand->tokens, req.prompt);
     if (lcp == 0 || lcp < static_cast<size_t>(cand->last_prompt_len)) continue;
@@ -92,6 +96,18 @@ std::variant<Engine::Found, HttpError> Engine::FindSessionLocked(const TurnReque
   Found f;
   if (!req.session_id.empty()) {
     auto it = sessions_.find(req.session_id);
+    if (it == sessions_.end() && backend_ && backend_->shared()) {
+      // Perhaps served by another replica: known by id only until it is read from the store
+      // under this request's tenant (RestoreIfEvicted), so another tenant's is never read.
+      auto remote = std::make_unique<Session>();
+      remote->id = req.session_id;
+      remote->tenant = req.tenant;
+      remote->press = req.press;
+      remote->ratio = req.ratio;
+      remote->persisted = true;
+      remote->load = true;
+      it = sessions_.emplace(remote->id, std::move(remote)).first;
+    }
     // Another tenant's session is answered exactly as one that does not exist.
     if (it == sessions_.end() || it->second->tenant != req.tenant) {
       return HttpError{404, "unknown session '" + req.session_id + "'", "session",
@@ -133,12 +149,15 @@ std::variant<Engine::Found, HttpError> Engine::FindSessionLocked(const TurnReque
   return f;
 }
 
-void Engine::CopyPrefix(Session& s, Session& source, size_t& keep) {
+void Engine::CopyPrefix(Session& s, Session& source, const std::vector<Token>& prompt,
+                        size_t& keep) {
   bool restored = false;
   if (RestoreIfEvicted(source, restored)) {
     keep = 0;  // its file was unreadable (and it is gone): start afresh
     return;
   }
+  // A shared store may hold a later turn than the tokens the match was made on.
+  keep = std::min(keep, CommonPrefix(source.tokens, prompt));
   s.cache = std::make_unique<KvCache>(source.cache->Clone());
   s.cache->TruncateFrom(static_cast<int32_t>(keep));
   s.tokens.assign(source.tokens.begin(), source.tokens.begin() + static_cast<ptrdiff_t>(keep));
@@ -158,23 +177,56 @@ void Engine::CopyPrefix(Session& s, Session& source, size_t& keep) {
 
 std::optional<HttpError> Engine::RestoreIfEvicted(Session& s, bool& restored) {
   restored = false;
-  if (!s.cache && !s.tokens.empty()) {
-    // File I/O outside the store lock; the session is busy, so no one else touches it.
-    auto snap = ReadSessionFile(options_.session_dir + "/" + s.id + ".pkvs", *model_, kv_, false);
+  if (s.load || (!s.cache && !s.tokens.empty())) {
+    // Store I/O outside the store lock; the session is busy, so no one else touches it.
+    auto loaded = backend_->Load(s.tenant, s.id);
     std::lock_guard lock(store_mu_);
-    if (!snap.ok()) {
-      std::fprintf(stderr, "primekv serve: %s\n", snap.message().c_str());
-      ++counters_.session_files_rejected;
-      const std::string id = s.id;
+    const std::string id = s.id;
+    // On an error below, a session known by id only is forgotten (the next request asks the
+    // store again, with its own tenant and press); one with tokens waits for a later request.
+    const auto give_up = [&] {
+      if (s.tokens.empty()) {
+        sessions_.erase(id);
+      } else {
+        s.busy = false;
+        store_cv_.notify_all();
+      }
+    };
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "primekv serve: %s\n", loaded.message().c_str());
+      give_up();
+      return HttpError{503, "the session store is unavailable", "", "server_overloaded"};
+    }
+    if (loaded->found != SessionBackend::Found::kFound) {
+      if (loaded->found == SessionBackend::Found::kDamaged) {
+        std::fprintf(stderr, "primekv serve: refusing session %s from the %s store: %s\n",
+                     id.c_str(), backend_->name(), loaded->why.c_str());
+        ++counters_.session_files_rejected;
+      }
       sessions_.erase(id);
-      // The reason, with the file's path, is the operator's (logged above), not the client's.
-      return HttpError{404, "session '" + id + "' could not be restored from its file", "session",
+      if (loaded->found == SessionBackend::Found::kMissing)
+        return HttpError{404, "unknown session '" + id + "'", "session", "not_found_error"};
+      // The reason is the operator's (logged above), not the client's.
+      return HttpError{404, "session '" + id + "' could not be restored from the store", "session",
                        "not_found_error"};
     }
-    s.cache = std::make_unique<KvCache>(std::move(*snap->cache));
-    s.tokens = std::move(snap->tokens);
-    s.budget = snap->budget;
-    s.last_prompt_len = snap->last_prompt_len;
+    SessionSnapshot& snap = loaded->snapshot;
+    if (s.load && (snap.press != s.press || snap.ratio != s.ratio)) {
+      // Known by id only, so the request's press was not checked against it yet.
+      give_up();
+      return HttpError{400,
+                       "session '" + id + "' was created with press " + snap.press + " ratio " +
+                           std::to_string(snap.ratio),
+                       "primekv"};
+    }
+    s.cache = std::make_unique<KvCache>(std::move(*snap.cache));
+    s.cache_salt = snap.cache_salt;
+    s.tokens = std::move(snap.tokens);
+    s.budget = snap.budget;
+    s.last_prompt_len = snap.last_prompt_len;
+    s.turn = snap.turn;
+    s.capture.reset();  // a restored session starts with an empty query window
+    s.load = false;
     restored = true;
     ++counters_.restores;
   }
@@ -187,8 +239,25 @@ std::optional<HttpError> Engine::RestoreIfEvicted(Session& s, bool& restored) {
   return std::nullopt;
 }
 
+void Engine::DropIfBehind(Session& s) {
+  if (!backend_ || !backend_->shared() || !s.cache || s.load) return;
+  auto stored = backend_->StoredTurn(s.tenant, s.id);
+  if (!stored.ok()) {
+    // Unreachable store: this replica's copy is the best there is.
+    std::fprintf(stderr, "primekv serve: %s\n", stored.message().c_str());
+    return;
+  }
+  if (!*stored || **stored <= s.turn) return;
+  std::lock_guard lock(store_mu_);
+  bytes_used_ -= s.bytes;
+  s.bytes = 0;
+  s.cache.reset();
+  s.capture.reset();
+  s.load = true;
+}
+
 Status Engine::Persist(Session& s) {
-  if (options_.session_dir.empty()) return Status::Ok();
+  if (!backend_) return Status::Ok();
   SessionSnapshot snap;
   snap.id = s.id;
   snap.tenant = s.tenant;
@@ -198,8 +267,21 @@ Status Engine::Persist(Session& s) {
   snap.mode = std::string(CompressionModeName(options_.mode));
   snap.budget = s.budget;
   snap.last_prompt_len = s.last_prompt_len;
+  snap.turn = s.turn;
   snap.tokens = s.tokens;
-  return WriteSessionFile(options_.session_dir, snap, *s.cache);
+  auto saved = backend_->Save(snap, *s.cache);
+  std::lock_guard lock(store_mu_);
+  if (!saved.ok()) {
+    s.persisted = false;
+    return saved.status();
+  }
+  s.persisted = *saved != SessionBackend::Saved::kTooLarge;
+  // Another replica stored this turn number or a later one first: that one is the session
+  // now (Finish drops this copy).
+  if (*saved == SessionBackend::Saved::kStale) s.load = true;
+  if (*saved == SessionBackend::Saved::kTooLarge)
+    return Status::Error("session " + s.id + " exceeds --store-max-kib: not stored");
+  return Status::Ok();
 }
 
 }  // namespace primekv::server

@@ -28,8 +28,12 @@ struct ServerOptions {
   int ctx_size = 0;          // 0 = the model's context
   bool allow_ctx_overflow = false;  // ctx_size may exceed the trained context (warns)
   size_t kv_budget_bytes = size_t{256} << 20;
-  std::string session_dir;                  // empty = sessions live in memory only
-  size_t max_body_bytes = size_t{1} << 20;  // decompressed, chunked or not (413 past it)
+  std::string session_dir;  // empty = sessions live in memory only
+  // redis://HOST[:PORT][/DB]: sessions in Redis, shared by replicas (instead of session_dir).
+  std::string session_store;
+  int store_ttl_s = 86400;                    // Redis expiry of a session (0 = none)
+  size_t store_max_bytes = size_t{64} << 20;  // larger sessions are not stored
+  size_t max_body_bytes = size_t{1} << 20;    // decompressed, chunked or not (413 past it)
   // HTTP limits (docs/server.md, Limits).
   int max_connections = 512;    // open connections, each served by its own thread
   int http_timeout_s = 30;      // idle connection: nothing read or written for this long
@@ -38,6 +42,9 @@ struct ServerOptions {
   int threads = 0;
   int default_max_tokens = 256;
 };
+
+// Checks a --session-store address, redis://HOST[:PORT][/DB] (a message naming the flag, or OK).
+Status ValidateSessionStoreUrl(const std::string& url);
 
 // Validates the options (a message naming the option, or OK).
 Status ValidateServerOptions(const ServerOptions& options);

@@ -4,6 +4,7 @@
 // server continues, and read the files a server wrote. Format: docs/server.md.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ struct SessionSnapshot {
   std::string mode;
   int budget = 0;           // entries per head kept after each turn (multiturn), 0 = none yet
   int last_prompt_len = 0;  // tokens before the last answer: a request must contain them
+  uint64_t turn = 0;        // completed turns: a shared store keeps only the newest
   std::vector<Token> tokens;
   std::optional<KvCache> cache;  // filled by ReadSessionFile
 };

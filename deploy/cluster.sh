@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# A local PrimeKV cluster on loopback: Redis (the shared session store), three `primekv serve`
+# replicas and HAProxy in front (deploy/haproxy.cfg). Everything comes from Debian packages
+# (`bash scripts/setup.sh --cluster` installs redis-server and haproxy).
+#
+# Usage: deploy/cluster.sh start|stop|status
+# Environment (defaults in brackets):
+#   PRIMEKV_BIN   [build/release/src/cli/primekv]   MODEL  [models/primekv-retrieval.gguf]
+#   BASE_PORT     [8080]: HAProxy on BASE_PORT, replicas on BASE_PORT+1..3, Redis on BASE_PORT+9
+#   STATE_DIR     [/tmp/primekv-cluster]: pids, logs, Redis data, the admin socket
+#   SERVE_ARGS    extra flags for every replica (e.g. "--api-key-file keys.txt --slots 4")
+# `stop` drains each replica in HAProxy (no new requests; its requests in progress finish, for
+# up to 30 s), stops it, then HAProxy and Redis.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+bin="${PRIMEKV_BIN:-$root/build/release/src/cli/primekv}"
+model="${MODEL:-$root/models/primekv-retrieval.gguf}"
+base="${BASE_PORT:-8080}"
+state="${STATE_DIR:-/tmp/primekv-cluster}"
+redis_port=$((base + 9))
+
+admin() {  # one command on HAProxy's admin socket
+  python3 - "$state/haproxy.sock" "$1" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode() + b"\n")
+print(s.makefile().read(), end="")
+PY
+}
+
+alive() { [ -f "$state/$1.pid" ] && kill -0 "$(cat "$state/$1.pid")" 2> /dev/null; }
+
+start() {
+  for tool in redis-server haproxy; do
+    command -v "$tool" > /dev/null || { echo "cluster: $tool not found (bash scripts/setup.sh --cluster)" >&2; exit 1; }
+  done
+  [ -x "$bin" ] || { echo "cluster: $bin not found (build first, or set PRIMEKV_BIN)" >&2; exit 1; }
+  for p in redis r1 r2 r3 haproxy; do
+    if alive "$p"; then echo "cluster: already running in $state (deploy/cluster.sh stop)" >&2; exit 1; fi
+  done
+  mkdir -p "$state/redis"
+  # appendfsync always: a Redis restart loses no completed turn (docs/server.md, Cluster).
+  redis-server --bind 127.0.0.1 --port "$redis_port" --dir "$state/redis" --save "" \
+    --appendonly yes --appendfsync always --maxmemory 1gb --maxmemory-policy volatile-lru \
+    --daemonize no > "$state/redis.log" 2>&1 &
+  echo $! > "$state/redis.pid"
+  for i in 1 2 3; do
+    # shellcheck disable=SC2086
+    "$bin" serve -m "$model" --port $((base + i)) -t 1 \
+      --session-store "redis://127.0.0.1:$redis_port/0" ${SERVE_ARGS:-} > "$state/r$i.log" 2>&1 &
+    echo $! > "$state/r$i.pid"
+  done
+  PRIMEKV_PROXY="127.0.0.1:$base" PRIMEKV_ADMIN="$state/haproxy.sock" \
+    PRIMEKV_R1="127.0.0.1:$((base + 1))" PRIMEKV_R2="127.0.0.1:$((base + 2))" \
+    PRIMEKV_R3="127.0.0.1:$((base + 3))" \
+    haproxy -db -f "$root/deploy/haproxy.cfg" > "$state/haproxy.log" 2>&1 &
+  echo $! > "$state/haproxy.pid"
+  for _ in $(seq 100); do
+    if python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$base/health', timeout=1)" 2> /dev/null; then
+      echo "cluster: http://127.0.0.1:$base (replicas $((base + 1))-$((base + 3)), redis $redis_port, logs in $state)"
+      return 0
+    fi
+    sleep 0.2
+  done
+  echo "cluster: the proxy does not answer /health; logs in $state" >&2
+  exit 1
+}
+
+stop() {
+  for i in 1 2 3; do
+    if alive "r$i" && [ -S "$state/haproxy.sock" ]; then
+      admin "set server replicas/r$i state drain" > /dev/null || true
+      for _ in $(seq 150); do  # up to 30 s for its requests in progress
+        cur=$(admin "show stat" 2> /dev/null | awk -F, -v s="r$i" '$1 == "replicas" && $2 == s {print $5}')
+        [ "${cur:-0}" = 0 ] && break
+        sleep 0.2
+      done
+    fi
+    alive "r$i" && kill "$(cat "$state/r$i.pid")" || true
+  done
+  for p in haproxy redis; do alive "$p" && kill "$(cat "$state/$p.pid")" || true; done
+  rm -f "$state"/*.pid
+  echo "cluster: stopped"
+}
+
+status() {
+  for p in redis r1 r2 r3 haproxy; do
+    if alive "$p"; then echo "$p: running (pid $(cat "$state/$p.pid"))"; else echo "$p: stopped"; fi
+  done
+  if [ -S "$state/haproxy.sock" ] && alive haproxy; then  # HAProxy's view: UP, DOWN, DRAIN
+    admin "show stat" | awk -F, '$1 == "replicas" && $2 ~ /^r[0-9]/ {print "haproxy: " $2 " " $18}'
+  fi
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  status) status ;;
+  *) echo "usage: deploy/cluster.sh start|stop|status" >&2; exit 2 ;;
+esac

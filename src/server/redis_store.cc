@@ -1,0 +1,231 @@
+// The Redis session backend (--session-store redis://HOST:PORT/DB), through hiredis: one hash per
+// session, key primekv:session:<tenant id>:<session id>, fields `turn` (the turn counter) and
+// `data` (the session file image, checksum included). A write is a Lua script that replaces the
+// value only when its turn is newer than the stored one, so a replica that is behind never
+// overwrites a turn another replica already served.
+#include <hiredis/hiredis.h>
+
+#include <charconv>
+#include <cstring>
+
+#include "server/session_backend.h"
+
+namespace primekv::server {
+
+namespace {
+
+// KEYS[1] the session; ARGV: turn, image, ttl seconds (0 = none). 1 = written, 0 = stale.
+constexpr const char* kSaveScript = R"(
+local cur = tonumber(redis.call('HGET', KEYS[1], 'turn') or '-1')
+if cur >= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'turn', ARGV[1], 'data', ARGV[2])
+if tonumber(ARGV[3]) > 0 then redis.call('EXPIRE', KEYS[1], ARGV[3])
+else redis.call('PERSIST', KEYS[1]) end
+return 1
+)";
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+struct ContextDeleter {
+  void operator()(redisContext* c) const { redisFree(c); }
+};
+
+std::optional<uint64_t> ParseU64(const char* p, size_t n) {
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(p, p + n, v);
+  if (ec != std::errc() || end != p + n) return std::nullopt;
+  return v;
+}
+
+class RedisBackend final : public SessionBackend {
+ public:
+  RedisBackend(const RedisAddress& a, int ttl_s, size_t max_bytes, const Model& model,
+               const KvCacheOptions& kv)
+      : address_(a), ttl_s_(ttl_s), max_bytes_(max_bytes), model_(model), kv_(kv) {}
+  const char* name() const override { return "redis"; }
+  bool shared() const override { return true; }
+
+  Result<Saved> Save(const SessionSnapshot& s, const KvCache& cache) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto image = SerializeSession(s, cache);
+    if (!image.ok()) return image.status();
+    Result<Saved> r = Saved::kTooLarge;
+    if (image->size() <= max_bytes_) {
+      const std::string key = RedisSessionKey(s.tenant, s.id);
+      const std::string turn = std::to_string(s.turn), ttl = std::to_string(ttl_s_);
+      const char* argv[] = {"EVAL",       kSaveScript,   "1",        key.c_str(),
+                            turn.c_str(), image->data(), ttl.c_str()};
+      const size_t lens[] = {
+          4, std::strlen(kSaveScript), 1, key.size(), turn.size(), image->size(), ttl.size()};
+      auto reply = Command(7, argv, lens);
+      if (!reply.ok()) {
+        r = reply.status();
+      } else if ((*reply)->type != REDIS_REPLY_INTEGER) {
+        r = Status::Error("redis: unexpected answer to the save script");
+      } else {
+        r = (*reply)->integer == 1 ? Saved::kSaved : Saved::kStale;
+      }
+    }
+    CountSave(r, t0, image->size());
+    return r;
+  }
+
+  Result<Loaded> Load(const std::string& tenant, const std::string& id) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string key = RedisSessionKey(tenant, id);
+    const char* argv[] = {"HMGET", key.c_str(), "turn", "data"};
+    const size_t lens[] = {5, key.size(), 4, 4};
+    auto reply = Command(4, argv, lens);
+    size_t bytes = 0;
+    Result<Loaded> r = reply.ok() ? Decode(**reply, tenant, id, bytes) : reply.status();
+    CountLoad(r, t0, bytes);
+    return r;
+  }
+
+  Result<std::optional<uint64_t>> StoredTurn(const std::string& tenant,
+                                             const std::string& id) override {
+    const std::string key = RedisSessionKey(tenant, id);
+    const char* argv[] = {"HGET", key.c_str(), "turn"};
+    const size_t lens[] = {4, key.size(), 4};
+    auto reply = Command(3, argv, lens);
+    if (!reply.ok()) return reply.status();
+    const redisReply& rep = **reply;
+    if (rep.type == REDIS_REPLY_NIL) return std::optional<uint64_t>();
+    if (rep.type != REDIS_REPLY_STRING) return Status::Error("redis: unexpected answer to HGET");
+    // A counter that does not parse is taken as the newest: the value is loaded and refused.
+    return std::optional<uint64_t>(ParseU64(rep.str, rep.len).value_or(UINT64_MAX));
+  }
+
+ private:
+  // The session in a HMGET turn data answer, verified as a session file is.
+  Result<Loaded> Decode(const redisReply& rep, const std::string& tenant, const std::string& id,
+                        size_t& bytes) {
+    if (rep.type != REDIS_REPLY_ARRAY || rep.elements != 2)
+      return Status::Error("redis: unexpected answer to HMGET");
+    const redisReply* turn = rep.element[0];
+    const redisReply* data = rep.element[1];
+    Loaded out;
+    if (data->type == REDIS_REPLY_NIL) return out;  // kMissing
+    out.found = Found::kDamaged;
+    if (data->type != REDIS_REPLY_STRING || turn->type != REDIS_REPLY_STRING) {
+      out.why = "not a session value";
+      return out;
+    }
+    bytes = data->len;
+    auto snap = ParseSessionImage(std::string_view(data->str, data->len), model_, kv_);
+    if (!snap.ok()) {
+      out.why = snap.message();
+      return out;
+    }
+    // The image must be this key's: a value copied under another id or tenant is refused.
+    if (snap->id != id || snap->tenant != tenant) {
+      out.why = "the value holds another session or tenant";
+      return out;
+    }
+    if (ParseU64(turn->str, turn->len) != snap->turn) {
+      out.why = "the turn counter does not match the value";
+      return out;
+    }
+    out.found = Found::kFound;
+    out.snapshot = std::move(snap).value();
+    return out;
+  }
+
+  // One command on the shared connection (connecting first when there is none). A connection
+  // that fails is dropped and the command is sent once more on a new one: after a Redis restart
+  // the old connection fails at its first use. (Both commands may be repeated: a load reads, and
+  // a save of the same turn is refused the second time.)
+  Result<Reply> Command(int argc, const char** argv, const size_t* lens) {
+    std::lock_guard lock(mu_);
+    Reply reply;
+    for (int attempt = 0; attempt < 2 && !reply; ++attempt) {
+      const bool fresh = !ctx_;
+      if (fresh) {
+        if (Status st = ConnectLocked(); !st.ok()) return st;
+      }
+      reply.reset(static_cast<redisReply*>(redisCommandArgv(ctx_.get(), argc, argv, lens)));
+      if (!reply) {
+        const std::string why = ctx_->errstr;
+        ctx_.reset();  // unusable after an I/O error
+        if (fresh) return Status::Error("redis " + Where() + ": " + why);
+      }
+    }
+    if (!reply) return Status::Error("redis " + Where() + ": no answer");
+    if (reply->type == REDIS_REPLY_ERROR)
+      return Status::Error("redis " + Where() + ": " + std::string(reply->str, reply->len));
+    return reply;
+  }
+
+  Status ConnectLocked() {
+    const timeval timeout{2, 0};  // a dead store fails a turn's save or load, not the server
+    std::unique_ptr<redisContext, ContextDeleter> c(
+        redisConnectWithTimeout(address_.host.c_str(), address_.port, timeout));
+    if (!c) return Status::Error("redis " + Where() + ": out of memory");
+    if (c->err) return Status::Error("redis " + Where() + ": " + c->errstr);
+    if (redisSetTimeout(c.get(), timeout) != REDIS_OK)
+      return Status::Error("redis " + Where() + ": cannot set the timeout");
+    if (address_.db != 0) {
+      Reply r(static_cast<redisReply*>(redisCommand(c.get(), "SELECT %d", address_.db)));
+      if (!r || r->type == REDIS_REPLY_ERROR)
+        return Status::Error("redis " + Where() + ": cannot select database " +
+                             std::to_string(address_.db));
+    }
+    ctx_ = std::move(c);
+    return Status::Ok();
+  }
+
+  std::string Where() const { return address_.host + ":" + std::to_string(address_.port); }
+
+  RedisAddress address_;
+  int ttl_s_;
+  size_t max_bytes_;
+  const Model& model_;
+  KvCacheOptions kv_;
+  std::mutex mu_;  // the connection: hiredis contexts are not thread-safe
+  std::unique_ptr<redisContext, ContextDeleter> ctx_;
+};
+
+}  // namespace
+
+Result<RedisAddress> ParseRedisUrl(const std::string& url) {
+  const std::string_view scheme = "redis://";
+  const std::string bad = "'" + url + "' is not redis://HOST[:PORT][/DB]";
+  if (url.rfind(scheme, 0) != 0) return Status::Error(bad);
+  std::string rest = url.substr(scheme.size());
+  RedisAddress a;
+  if (const size_t slash = rest.find('/'); slash != std::string::npos) {
+    const std::string db = rest.substr(slash + 1);
+    rest.resize(slash);
+    const auto v = ParseU64(db.data(), db.size());
+    if (!db.empty() && (!v || *v > 1000)) return Status::Error(bad + " (DB: 0..1000)");
+    a.db = static_cast<int>(v.value_or(0));
+  }
+  if (const size_t colon = rest.rfind(':'); colon != std::string::npos) {
+    const std::string port = rest.substr(colon + 1);
+    const auto v = ParseU64(port.data(), port.size());
+    if (!v || *v < 1 || *v > 65535) return Status::Error(bad + " (PORT: 1..65535)");
+    a.port = static_cast<int>(*v);
+    rest.resize(colon);
+  }
+  if (rest.empty() || rest.find_first_of("@?#") != std::string::npos) return Status::Error(bad);
+  a.host = rest;
+  return a;
+}
+
+std::string RedisSessionKey(const std::string& tenant, const std::string& id) {
+  return "primekv:session:" + (tenant.empty() ? std::string("-") : tenant) + ":" + id;
+}
+
+std::unique_ptr<SessionBackend> MakeRedisBackend(const RedisAddress& address, int ttl_s,
+                                                 size_t max_bytes, const Model& model,
+                                                 const KvCacheOptions& kv) {
+  return std::make_unique<RedisBackend>(address, ttl_s, max_bytes, model, kv);
+}
+
+}  // namespace primekv::server
+
+primekv::Status primekv::ValidateSessionStoreUrl(const std::string& url) {
+  return server::ParseRedisUrl(url).status();
+}

@@ -1,0 +1,78 @@
+// Where `primekv serve` keeps sessions between turns: a directory of session files
+// (--session-dir, one replica) or Redis (--session-store redis://..., shared by replicas). Both
+// hold the same bytes, the session file image of session_file.cc with its checksum.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "server/server_internal.h"
+
+namespace primekv::server {
+
+// Counters of one backend, for /metrics.
+struct StoreStats {
+  uint64_t loads = 0, saves = 0, misses = 0, rejected = 0, stale_saves = 0, too_large = 0;
+  uint64_t errors = 0;  // the store could not be reached or answered an error
+  uint64_t bytes_loaded = 0, bytes_saved = 0;
+  double load_seconds = 0, save_seconds = 0;
+};
+
+class SessionBackend {
+ public:
+  enum class Saved { kSaved, kStale, kTooLarge };
+  enum class Found { kFound, kMissing, kDamaged };
+  struct Loaded {
+    Found found = Found::kMissing;
+    SessionSnapshot snapshot;  // kFound: with its cache
+    std::string why;           // kDamaged: what was wrong, for the log
+  };
+
+  virtual ~SessionBackend() = default;
+  virtual const char* name() const = 0;
+  // True when other replicas write to the same store (a local copy may then be behind).
+  virtual bool shared() const = 0;
+  // Writes turn s.turn; kStale (nothing written) when the store holds that turn or a newer one.
+  // An error means the store is unreachable.
+  virtual Result<Saved> Save(const SessionSnapshot& s, const KvCache& cache) = 0;
+  // The session `id` of `tenant`. kDamaged: refused (checksum, shape, another id or tenant).
+  virtual Result<Loaded> Load(const std::string& tenant, const std::string& id) = 0;
+  // The turn the store holds (nullopt: none); only asked of shared stores.
+  virtual Result<std::optional<uint64_t>> StoredTurn(const std::string& tenant,
+                                                     const std::string& id) = 0;
+  StoreStats stats() const;
+
+ protected:
+  void CountLoad(const Result<Loaded>& r, std::chrono::steady_clock::time_point t0, size_t bytes);
+  void CountSave(const Result<Saved>& r, std::chrono::steady_clock::time_point t0, size_t bytes);
+  void CountError();
+
+ private:
+  mutable std::mutex stats_mu_;
+  StoreStats stats_;
+};
+
+// --session-dir: <dir>/<id>.pkvs, written atomically (session_file.cc).
+std::unique_ptr<SessionBackend> MakeDirBackend(std::string dir, const Model& model,
+                                               const KvCacheOptions& kv);
+
+// redis://HOST[:PORT][/DB]
+struct RedisAddress {
+  std::string host;
+  int port = 6379;
+  int db = 0;
+};
+Result<RedisAddress> ParseRedisUrl(const std::string& url);
+// The key of a session: namespaced by the tenant id (never the API key itself).
+std::string RedisSessionKey(const std::string& tenant, const std::string& id);
+// Connects lazily (and again after an error); `ttl_s` 0 = no expiry; values over `max_bytes`
+// are not written.
+std::unique_ptr<SessionBackend> MakeRedisBackend(const RedisAddress& address, int ttl_s,
+                                                 size_t max_bytes, const Model& model,
+                                                 const KvCacheOptions& kv);
+
+}  // namespace primekv::server
