@@ -11,11 +11,10 @@ The module is imported from PYTHONPATH (ctest sets it to the build tree's python
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
+from contextlib import suppress
 import time
 
 import numpy as np
@@ -27,15 +26,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "server"))
 import server_test  # noqa: E402  (the loopback server harness)
 
 ARGS = None
-FAILS = []
+check = server_test.check
 DOC = ("The archive lists three keys. The key for the north gate is 8812. The key for the east "
        "gate is 3307. The key for the river gate is 5590. ") * 6
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILS.append(what)
 
 
 def cli_generate(prompt, n, press, ratio, mode="context", extra=()):
@@ -420,20 +413,12 @@ def main():
              "example": case_example}
     ap.add_argument("case", choices=sorted(cases))
     ARGS = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="primekv-capi-test-")
     model = primekv.Model(ARGS.model)
     try:
-        cases[ARGS.case](model, work)
+        return server_test.run_checks("primekv-capi-test-", lambda work: cases[ARGS.case](model, work))
     finally:
-        model.close()
-        if not FAILS:
-            shutil.rmtree(work, ignore_errors=True)
-    if FAILS:
-        print(f"{len(FAILS)} check(s) failed (files in {work})")
-        return 1
-    print("all checks passed")
-    return 0
-
+        with suppress(primekv.PrimeKVError):  # a failed case may leave a session open
+            model.close()
 
 if __name__ == "__main__":
     sys.exit(main())

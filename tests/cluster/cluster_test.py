@@ -25,11 +25,9 @@ import http.client
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -108,13 +106,7 @@ class Redis:
             time.sleep(0.05)
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        st.stop_process(self.proc)
         self.log.close()
 
     def url(self):
@@ -371,7 +363,7 @@ def case_store(work):
         for s in servers:
             s.key = "alpha"  # for /metrics
         ref = reference(work, [0], 7, 6, context)[0]
-        answers, turn = [], [0]
+        answers = []
 
         def ask(server, sid, key="alpha", header_only=False):
             code, j, _ = post(server.port, {"prompt": prompt_for(0, answers, context),
@@ -535,20 +527,8 @@ def main():
             return 1
         print("SKIPPED: " + msg)
         return SKIP
-    work = tempfile.mkdtemp(prefix="primekv-cluster-test-")
-    try:
-        {"failover": case_failover, "store": case_store, "measure": case_measure}[
-            st.ARGS.case](work)
-    except Exception as e:  # noqa: BLE001 - reported as a failure, processes already stopped
-        check(False, "%s: %s" % (type(e).__name__, e))
-    finally:
-        if not st.FAILS:
-            shutil.rmtree(work, ignore_errors=True)
-    if st.FAILS:
-        print("%d check(s) failed (logs in %s)" % (len(st.FAILS), work))
-        return 1
-    print("all checks passed")
-    return 0
+    cases = {"failover": case_failover, "store": case_store, "measure": case_measure}
+    return st.run_checks("primekv-cluster-test-", cases[st.ARGS.case])
 
 
 if __name__ == "__main__":

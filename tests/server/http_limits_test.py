@@ -12,10 +12,8 @@ import argparse
 import http.client
 import json
 import os
-import shutil
 import socket
 import sys
-import tempfile
 import threading
 import time
 import zlib
@@ -261,30 +259,24 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--sanitized", action="store_true")
     server_test.ARGS = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="primekv-http-limits-")
+    return server_test.run_checks("primekv-http-limits-", checks)
+
+
+def checks(work):
+    s = Server(work, "--slots", "4")
     try:
-        s = Server(work, "--slots", "4")
-        try:
-            case_starvation(s)
-            base = peak_rss_mib(s)
-            print("     peak RSS before the floods: %.1f MiB" % base)
-            case_bodies(s, base)
-            case_headers(s, base)
-        finally:
-            s.stop()
-        case_deadline(work)
-        logs = "".join(open(os.path.join(work, f)).read() for f in os.listdir(work)
-                       if f.endswith(".log"))
-        check(not any(w in logs for w in ("Sanitizer", "runtime error", "terminate called")),
-              "no sanitizer or terminate report in the server logs")
+        case_starvation(s)
+        base = peak_rss_mib(s)
+        print("     peak RSS before the floods: %.1f MiB" % base)
+        case_bodies(s, base)
+        case_headers(s, base)
     finally:
-        if not server_test.FAILS:
-            shutil.rmtree(work, ignore_errors=True)
-    if server_test.FAILS:
-        print("%d check(s) failed (logs in %s)" % (len(server_test.FAILS), work))
-        return 1
-    print("all checks passed")
-    return 0
+        s.stop()
+    case_deadline(work)
+    logs = "".join(open(os.path.join(work, f)).read() for f in os.listdir(work)
+                   if f.endswith(".log"))
+    check(not any(w in logs for w in ("Sanitizer", "runtime error", "terminate called")),
+          "no sanitizer or terminate report in the server logs")
 
 
 if __name__ == "__main__":

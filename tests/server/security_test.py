@@ -9,9 +9,7 @@ Usage: security_test.py --primekv BIN --model GGUF [--sanitized]
 """
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
 
@@ -230,27 +228,21 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--sanitized", action="store_true")
     st.ARGS = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="primekv-security-test-")
+    return st.run_checks("primekv-security-test-", checks)
+
+
+def checks(work):
+    s = Server(work, "--api-key", "alpha", "--api-key", "beta")
     try:
-        s = Server(work, "--api-key", "alpha", "--api-key", "beta")
-        try:
-            ids_are_random(s)
-            tenants(s)
-            prefix_never_changes_session(s)
-            statuses(s)
-        finally:
-            s.stop()
-        no_prefix_reuse(work)
-        session_files(work)
-        budget_waits(work)
+        ids_are_random(s)
+        tenants(s)
+        prefix_never_changes_session(s)
+        statuses(s)
     finally:
-        if not st.FAILS:
-            shutil.rmtree(work, ignore_errors=True)
-    if st.FAILS:
-        print("%d check(s) failed (logs in %s)" % (len(st.FAILS), work))
-        return 1
-    print("all checks passed")
-    return 0
+        s.stop()
+    no_prefix_reuse(work)
+    session_files(work)
+    budget_waits(work)
 
 
 if __name__ == "__main__":

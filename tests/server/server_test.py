@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 ARGS = None
 FAILS = []
@@ -26,6 +27,39 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what, flush=True)
     if not cond:
         FAILS.append(what)
+
+
+def stop_process(proc, kill=False):
+    """SIGTERM (or SIGKILL), then SIGKILL after 20 s; returns once the process is gone."""
+    if proc is None or proc.poll() is not None:
+        return
+    if kill:
+        proc.kill()
+    else:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def run_checks(prefix, body):
+    """Runs body(work) in a fresh temporary folder, kept when a check failed; the exit status."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    try:
+        body(work)
+    except Exception as e:  # noqa: BLE001 - reported as a failure; servers are stopped by body
+        traceback.print_exc()
+        check(False, "%s: %s" % (type(e).__name__, e))
+    finally:
+        if not FAILS:
+            shutil.rmtree(work, ignore_errors=True)
+    if FAILS:
+        print("%d check(s) failed (logs in %s)" % (len(FAILS), work))
+        return 1
+    print("all checks passed")
+    return 0
 
 
 class Server:
@@ -81,16 +115,7 @@ class Server:
         return out
 
     def stop(self, kill=False):
-        if self.proc.poll() is None:
-            if kill:
-                self.proc.kill()
-            else:
-                self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, kill)
         self.log.close()
 
 
@@ -712,18 +737,9 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("case", choices=["api", "bad", "sessions", "multiturn", "kill", "eval"])
     ARGS = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="primekv-server-test-")
-    try:
-        {"api": case_api, "bad": case_bad, "sessions": case_sessions,
-         "multiturn": case_multiturn, "kill": case_kill, "eval": case_eval}[ARGS.case](work)
-    finally:
-        if not FAILS:
-            shutil.rmtree(work, ignore_errors=True)
-    if FAILS:
-        print("%d check(s) failed (logs in %s)" % (len(FAILS), work))
-        return 1
-    print("all checks passed")
-    return 0
+    cases = {"api": case_api, "bad": case_bad, "sessions": case_sessions,
+             "multiturn": case_multiturn, "kill": case_kill, "eval": case_eval}[ARGS.case]
+    return run_checks("primekv-server-test-", cases)
 
 
 if __name__ == "__main__":
