@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "common/random_models.h"
 #include "primekv/model/random_model.h"
 #include "server/session_backend.h"
 
@@ -79,14 +80,7 @@ class RedisStoreTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     ASSERT_TRUE(Ping()) << "redis-server did not start on port " << port_;
 
-    RandomModelSpec ms;
-    ms.n_layers = 2;
-    ms.d_model = 64;
-    ms.n_heads = 2;
-    ms.n_kv_heads = 2;
-    ms.head_dim = 32;
-    ms.d_ff = 128;
-    ms.vocab_size = 512;
+    RandomModelSpec ms = SessionFileSpec();
     ASSERT_TRUE(WriteRandomModel(ms, dir_ / "m.gguf").ok());
     auto model = Model::Load(dir_ / "m.gguf");
     ASSERT_TRUE(model.ok()) << model.message();

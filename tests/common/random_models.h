@@ -30,6 +30,20 @@ inline RandomModelSpec TinyLlamaSpec(int n_layers = 1, uint64_t seed = 1) {
   return s;
 }
 
+// Two blocks of 2 heads with a KV head each (32 wide), d_model 64, FFN 128, a synthetic
+// vocabulary of 512: the session-file tests' model (every KV head its own query head).
+inline RandomModelSpec SessionFileSpec(int n_layers = 2) {
+  RandomModelSpec s;
+  s.n_layers = n_layers;
+  s.d_model = 64;
+  s.n_heads = 2;
+  s.n_kv_heads = 2;
+  s.head_dim = 32;
+  s.d_ff = 128;
+  s.vocab_size = 512;
+  return s;
+}
+
 // A two-block llama with grouped heads (4 query heads sharing 2 KV heads of 32), d_model 128,
 // FFN 256, a synthetic vocabulary of 512: every press and compression mode has work to do.
 inline RandomModelSpec SmallLlamaSpec(uint64_t seed = 1) {

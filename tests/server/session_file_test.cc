@@ -6,6 +6,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "common/random_models.h"
 #include "primekv/press/compressor.h"
 #include "primekv/model/random_model.h"
 #include "server/server_internal.h"
@@ -19,14 +20,7 @@ class SessionFileTest : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() / "primekv_session_file_test";
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
-    RandomModelSpec ms;
-    ms.n_layers = 2;
-    ms.d_model = 64;
-    ms.n_heads = 2;
-    ms.n_kv_heads = 2;
-    ms.head_dim = 32;
-    ms.d_ff = 128;
-    ms.vocab_size = 512;
+    RandomModelSpec ms = SessionFileSpec();
     ASSERT_TRUE(WriteRandomModel(ms, dir_ / "m.gguf").ok());
     ms.n_layers = 3;
     ASSERT_TRUE(WriteRandomModel(ms, dir_ / "other.gguf").ok());
