@@ -105,14 +105,11 @@ class HttpServer {
     return res;
   }
 
-  // The API key, on every endpoint but /health; `authorization` is that header's value.
-  std::optional<HttpError> CheckAuth(const std::string& path,
-                                     const std::string& authorization) const {
-    if (path == "/health") return std::nullopt;
-    if (!TenantOfAuthorization(authorization, engine_.options().api_keys))
-      return HttpError{401, "missing or wrong API key (Authorization: Bearer KEY)", "",
-                       "authentication_error"};
-    return std::nullopt;
+  // The tenant of the request's API key (empty without keys), hashed once per request; nullopt
+  // when the key is missing or wrong. /health needs no key.
+  std::optional<std::string> TenantOf(const HttpRequest& req) const {
+    if (req.path == "/health") return std::string();
+    return TenantOfAuthorization(req.header("Authorization"), engine_.options().api_keys);
   }
 
   json ModelJson() const {
@@ -125,7 +122,10 @@ class HttpServer {
 
   HttpResponse Route(const HttpRequest& req) {
     if (req.refused) return Error(*req.refused);
-    if (auto err = CheckAuth(req.path, req.header("Authorization"))) return Error(*err);
+    const std::optional<std::string> tenant = TenantOf(req);
+    if (!tenant)
+      return Error({401, "missing or wrong API key (Authorization: Bearer KEY)", "",
+                    "authentication_error"});
     const bool get = req.method == "GET" || req.method == "HEAD";
     const bool post = req.method == "POST";
     if (req.path == "/health" && get) return Content(R"({"status":"ok"})");
@@ -140,8 +140,8 @@ class HttpServer {
         return Error({404, "no model '" + id + "' here", "model", "model_not_found"});
       return Content(Dump(ModelJson()));
     }
-    if (req.path == "/v1/chat/completions" && post) return Handle(req, true);
-    if (req.path == "/v1/completions" && post) return Handle(req, false);
+    if (req.path == "/v1/chat/completions" && post) return Handle(req, true, *tenant);
+    if (req.path == "/v1/completions" && post) return Handle(req, false, *tenant);
     for (const char* path :
          {"/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions"})
       if (req.path == path) return Error({405, "method not allowed", "", "invalid_request_error"});
@@ -163,17 +163,14 @@ class HttpServer {
     return std::nullopt;
   }
 
-  HttpResponse Handle(const HttpRequest& req, bool chat) {
+  HttpResponse Handle(const HttpRequest& req, bool chat, const std::string& tenant) {
     Parse parsed = ParseRequest(req.body, engine_.request_context(), chat);
     if (auto* err = std::get_if<HttpError>(&parsed)) return Error(*err);
     Reply r;
     r.p = std::make_shared<ParsedRequest>(std::move(std::get<ParsedRequest>(parsed)));
     if (auto err = SessionFromHeader(req.header("X-PrimeKV-Session"), r.p->turn.session_id))
       return Error(*err);
-    // CheckAuth let only a known key (or any request, without keys) this far.
-    r.p->turn.tenant =
-        TenantOfAuthorization(req.header("Authorization"), engine_.options().api_keys)
-            .value_or(std::string());
+    r.p->turn.tenant = tenant;
     auto begun = engine_.Begin(r.p->turn);
     if (auto* err = std::get_if<HttpError>(&begun)) return Error(*err);
     r.turn = std::move(std::get<std::unique_ptr<Turn>>(begun));
