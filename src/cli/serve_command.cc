@@ -126,6 +126,10 @@ void AddServe(CLI::App& app, Runner& run) {
                 "Allow --ctx-size above the model's trained context (warns)");
   cmd->add_option("--kv-budget-mib", a->kv_budget_mib, "KV cache budget for all sessions")
       ->capture_default_str();
+  cmd->add_option("--memory-wait-s", o.memory_wait_s,
+                  "How long a request over the KV budget waits for running turns (then 503)")
+      ->check(IntegerIn(0, 1 << 20))
+      ->capture_default_str();
   AddStoreOptions(cmd, *a);
   cmd->add_option("--max-body-kib", a->max_body_kib,
                   "Largest request body (decompressed; 413 past it)")

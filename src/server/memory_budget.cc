@@ -15,7 +15,8 @@ std::optional<HttpError> Engine::ReserveMemory(Session& s, size_t reserve, bool 
   // Evict idle sessions; while other turns hold the rest (running, or about to run with their
   // session held), wait for them to settle (bounded). Only a request that is alone and still
   // does not fit is refused.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(options_.memory_wait_s);
   for (;;) {
     while (bytes_used_ + reserve > options_.kv_budget_bytes && EvictOneLocked(&s)) {
     }

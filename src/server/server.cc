@@ -25,6 +25,7 @@ Status ValidateServerOptions(const ServerOptions& o) {
   if (o.ctx_size < 0) return Status::Error("--ctx-size must be >= 0 (0 = the model's)");
   if (o.interval < 1) return Status::Error("--interval must be >= 1");
   if (o.kv_budget_bytes < (size_t{1} << 20)) return Status::Error("--kv-budget-mib must be >= 1");
+  if (o.memory_wait_s < 0) return Status::Error("--memory-wait-s must be >= 0");
   if (o.max_body_bytes < 1024) return Status::Error("--max-body-kib must be >= 1");
   if (o.max_connections < 1) return Status::Error("--max-connections must be >= 1");
   if (o.http_timeout_s < 1) return Status::Error("--http-timeout-s must be >= 1");

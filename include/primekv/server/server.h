@@ -28,6 +28,9 @@ struct ServerOptions {
   int ctx_size = 0;          // 0 = the model's context
   bool allow_ctx_overflow = false;  // ctx_size may exceed the trained context (warns)
   size_t kv_budget_bytes = size_t{256} << 20;
+  // How long a request that does not fit the budget waits for running turns to release theirs
+  // before it is answered 503 (a request alone that cannot fit is answered at once).
+  int memory_wait_s = 60;
   std::string session_dir;  // empty = sessions live in memory only
   // redis://HOST[:PORT][/DB]: sessions in Redis, shared by replicas (instead of session_dir).
   std::string session_store;
