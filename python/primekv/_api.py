@@ -187,7 +187,8 @@ class Session(_Handle):
 
     def compress(self, ratio=None):
         """Compresses the whole cache now (by the session's ratio when none is given)."""
-        check(self._lib.pk_session_compress(self._handle(), -1.0 if ratio is None else float(ratio)))
+        r = -1.0 if ratio is None else float(ratio)
+        check(self._lib.pk_session_compress(self._handle(), r))
 
     def generate(self, max_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=0,
                  feed_last=False):
@@ -286,8 +287,8 @@ def _rows(q, name):
 
 
 def score(press, keys, values, queries=None, *, positions=None, window_positions=None, wo=None,
-          context_queries=None, context_positions=None, future_queries=None, next_position=None, rope_base=10000.0,
-          rope_half=False, layer=0, n_layers=1, **params):
+          context_queries=None, context_positions=None, future_queries=None, next_position=None,
+          rope_base=10000.0, rope_half=False, layer=0, n_layers=1, **params):
     """Scores of `press` for every cached entry, as the engine scores one layer.
 
     keys, values: (batch, kv_heads, tokens, head_dim), keys after RoPE (kvpress's shapes; numpy

@@ -104,7 +104,8 @@ def case_score(model, work):
     folder = os.path.join(work, "layer")
     write_layer(layer, folder)
     specs = [p for p in primekv.presses() if p not in ("none", "kvzip", "adakv:<press>")]
-    specs += ["adakv:primekv", "adakv:snapkv", "snapkv:window=8", "primekv:key=selfexact,value=wo_self"]
+    specs += ["adakv:primekv", "adakv:snapkv", "snapkv:window=8",
+              "primekv:key=selfexact,value=wo_self"]
     m = layer["meta"]
     for spec in specs:
         proc = subprocess.run([ARGS.primekv, "press-scores", folder, "--press", spec],
@@ -415,7 +416,8 @@ def main():
     ARGS = ap.parse_args()
     model = primekv.Model(ARGS.model)
     try:
-        return server_test.run_checks("primekv-capi-test-", lambda work: cases[ARGS.case](model, work))
+        return server_test.run_checks("primekv-capi-test-",
+                                      lambda work: cases[ARGS.case](model, work))
     finally:
         with suppress(primekv.PrimeKVError):  # a failed case may leave a session open
             model.close()
