@@ -280,7 +280,7 @@ def _ints(x, name, length):
     return np.ascontiguousarray(arr, dtype=np.int32)
 
 
-def _rows(q, name):
+def _rows(q):
     """(heads, t, d) -> (t, heads * d): one row per token, the engine's query layout."""
     h, t, d = q.shape
     return np.ascontiguousarray(q.transpose(1, 0, 2).reshape(t, h * d))
@@ -350,19 +350,19 @@ def score(press, keys, values, queries=None, *, positions=None, window_positions
         x.rope_half = int(bool(rope_half))
         x.layer, x.n_layers = int(layer), int(n_layers)
         if q is not None:
-            rows = _rows(q[i], "queries")
+            rows = _rows(q[i])
             keep.append(rows)
             x.window_queries, x.window_positions, x.n_window = (
                 _lib.float_ptr(rows), _lib.int_ptr(wpos), rows.shape[0])
         if w is not None:
             x.wo, x.d_model = _lib.float_ptr(w), w.shape[0]
         if cq is not None:
-            rows = _rows(cq[i], "context_queries")
+            rows = _rows(cq[i])
             keep.append(rows)
             x.context_queries, x.context_positions, x.n_context = (
                 _lib.float_ptr(rows), _lib.int_ptr(cpos), rows.shape[0])
         if fq is not None:
-            rows = _rows(fq[i], "future_queries")
+            rows = _rows(fq[i])
             keep.append(rows)
             x.future_queries, x.n_future = _lib.float_ptr(rows), rows.shape[0]
         check(lib.pk_score(spec.encode(), _lib.byref(x), _lib.float_ptr(out[i]), hkv * n))

@@ -23,8 +23,7 @@ struct pk_model {
 struct pk_session {
   pk_model* owner = nullptr;
   std::string press;
-  double ratio = 0;
-  primekv::Schedule schedule;
+  primekv::Schedule schedule;  // the ratio and mode the session was made with
   int ctx_size = 0;
   std::unique_ptr<primekv::Compressor> compressor;
   std::unique_ptr<primekv::ThreadPool> pool;
@@ -35,8 +34,8 @@ struct pk_session {
   int last_prompt_len = 0;             // tokens before the last generation
   // A loaded server session's owner and isolation salt, written back unchanged by a save.
   std::string tenant, cache_salt;
-  uint64_t turn = 0;  // completed turns (end_turn calls, and those of a loaded session)
-  bool has_logits = false;             // a token was fed since the session was made or loaded
+  uint64_t turn = 0;        // completed turns (end_turn calls, and those of a loaded session)
+  bool has_logits = false;  // a token was fed since the session was made or loaded
   pk_timings timings{};
   int extra_compressions = 0;  // pk_session_compress calls, which bypass the Session's count
   double extra_score_ms = 0;

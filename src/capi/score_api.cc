@@ -27,20 +27,14 @@ Result<LayerTensors> Tensors(const pk_score_input& x, std::vector<int32_t>& defa
   LayerTensors t;
   ModelConfig& c = t.config;
   // Each dimension is bounded before any product of them is formed.
-  const auto bounded = [](const char* what, int64_t v, int64_t lo, int64_t hi) {
-    return v < lo || v > hi
-               ? Status::Error(std::string(what) + " is " + std::to_string(v) + ", outside [" +
-                               std::to_string(lo) + ", " + std::to_string(hi) + "]")
-               : Status::Ok();
-  };
-  PRIMEKV_RETURN_IF_ERROR(bounded("n", x.n, 1, Limits::kMaxEntries));
-  PRIMEKV_RETURN_IF_ERROR(bounded("n_heads", x.n_heads, 1, Limits::kMaxHeads));
-  PRIMEKV_RETURN_IF_ERROR(bounded("n_kv_heads", x.n_kv_heads, 1, Limits::kMaxHeads));
-  PRIMEKV_RETURN_IF_ERROR(bounded("head_dim", x.head_dim, 2, Limits::kMaxHeadDim));
-  PRIMEKV_RETURN_IF_ERROR(bounded("d_model", x.d_model, 0, Limits::kMaxDModel));
-  PRIMEKV_RETURN_IF_ERROR(bounded("n_window", x.n_window, 0, Limits::kMaxEntries));
-  PRIMEKV_RETURN_IF_ERROR(bounded("n_context", x.n_context, 0, Limits::kMaxEntries));
-  PRIMEKV_RETURN_IF_ERROR(bounded("n_future", x.n_future, 0, Limits::kMaxEntries));
+  PRIMEKV_RETURN_IF_ERROR(CheckDimension("n", x.n, 1, Limits::kMaxEntries));
+  PRIMEKV_RETURN_IF_ERROR(CheckDimension("n_heads", x.n_heads, 1, Limits::kMaxHeads));
+  PRIMEKV_RETURN_IF_ERROR(CheckDimension("n_kv_heads", x.n_kv_heads, 1, Limits::kMaxHeads));
+  PRIMEKV_RETURN_IF_ERROR(CheckDimension("head_dim", x.head_dim, 2, Limits::kMaxHeadDim));
+  PRIMEKV_RETURN_IF_ERROR(CheckDimension("d_model", x.d_model, 0, Limits::kMaxDModel));
+  PRIMEKV_RETURN_IF_ERROR(CheckDimension("n_window", x.n_window, 0, Limits::kMaxEntries));
+  PRIMEKV_RETURN_IF_ERROR(CheckDimension("n_context", x.n_context, 0, Limits::kMaxEntries));
+  PRIMEKV_RETURN_IF_ERROR(CheckDimension("n_future", x.n_future, 0, Limits::kMaxEntries));
   c.n_heads = x.n_heads;
   c.n_kv_heads = x.n_kv_heads;
   c.head_dim = x.head_dim;

@@ -44,7 +44,6 @@ pk_status MakeSession(pk_model* model, const pk_session_options& o, const std::s
   auto s = std::make_unique<pk_session>();
   s->owner = model;
   s->press = press;
-  s->ratio = ratio;
   s->ctx_size = *ctx;
   s->schedule = {.ratio = ratio, .mode = *mode, .chunk = o.chunk, .interval = o.interval};
   s->compressor = std::make_unique<Compressor>(m, std::move(made).value());
@@ -194,7 +193,7 @@ pk_status pk_session_feed_context(pk_session* s, const int32_t* tokens, size_t n
 pk_status pk_session_compress(pk_session* s, double ratio) {
   return Guard("pk_session_compress", [&] {
     PK_REQUIRE(s != nullptr, "pk_session_compress", "session is NULL");
-    if (ratio < 0) ratio = s->ratio;
+    if (ratio < 0) ratio = s->schedule.ratio;
     PK_REQUIRE(ratio < 1, "pk_session_compress", "ratio must be in [0, 1)");
     if (!s->compressor->enabled() || ratio == 0) return PK_OK;
     primekv::CompressStats st;
@@ -275,7 +274,7 @@ pk_status pk_session_save(const pk_session* s, const char* dir, const char* id) 
     snap.cache_salt = s->cache_salt;
     snap.turn = s->turn;
     snap.press = s->press;
-    snap.ratio = s->ratio;
+    snap.ratio = s->schedule.ratio;
     snap.mode = std::string(primekv::CompressionModeName(s->schedule.mode));
     snap.budget = s->session->budget();
     snap.last_prompt_len = s->last_prompt_len;

@@ -14,15 +14,6 @@ namespace {
 
 using Limits = LayerTensorLimits;
 
-Status OutOfRange(const char* what, int64_t v, int64_t lo, int64_t hi) {
-  return Status::Error(std::string(what) + " is " + std::to_string(v) + ", outside [" +
-                       std::to_string(lo) + ", " + std::to_string(hi) + "]");
-}
-
-Status CheckRange(const char* what, int64_t v, int64_t lo, int64_t hi) {
-  return v < lo || v > hi ? OutOfRange(what, v, lo, hi) : Status::Ok();
-}
-
 // A tensor's element count against its shape; an optional one may be empty.
 Status CheckSize(const char* what, size_t got, size_t expected, bool optional) {
   if (optional && got == 0) return Status::Ok();
@@ -47,20 +38,21 @@ Status CheckRows(const char* what, size_t elements, size_t positions, int64_t wi
 }
 
 Status CheckShape(ModelConfig& c, const LayerTensors& t) {
-  PRIMEKV_RETURN_IF_ERROR(CheckRange("n", t.n, 1, Limits::kMaxEntries));
-  PRIMEKV_RETURN_IF_ERROR(CheckRange("n_heads", c.n_heads, 1, Limits::kMaxHeads));
-  PRIMEKV_RETURN_IF_ERROR(CheckRange("n_kv_heads", c.n_kv_heads, 1, c.n_heads));
+  PRIMEKV_RETURN_IF_ERROR(CheckDimension("n", t.n, 1, Limits::kMaxEntries));
+  PRIMEKV_RETURN_IF_ERROR(CheckDimension("n_heads", c.n_heads, 1, Limits::kMaxHeads));
+  PRIMEKV_RETURN_IF_ERROR(CheckDimension("n_kv_heads", c.n_kv_heads, 1, c.n_heads));
   if (c.n_heads % c.n_kv_heads != 0)
     return Status::Error("n_heads " + std::to_string(c.n_heads) + " is not a multiple of " +
                          "n_kv_heads " + std::to_string(c.n_kv_heads));
-  PRIMEKV_RETURN_IF_ERROR(CheckRange("head_dim", c.head_dim, 2, Limits::kMaxHeadDim));
+  PRIMEKV_RETURN_IF_ERROR(CheckDimension("head_dim", c.head_dim, 2, Limits::kMaxHeadDim));
   if (c.head_dim % 2 != 0)
     return Status::Error("head_dim " + std::to_string(c.head_dim) + " is odd (RoPE rotates pairs)");
-  PRIMEKV_RETURN_IF_ERROR(CheckRange("d_model", c.d_model, 0, Limits::kMaxDModel));
+  PRIMEKV_RETURN_IF_ERROR(CheckDimension("d_model", c.d_model, 0, Limits::kMaxDModel));
   if (c.d_model == 0) c.d_model = c.q_width();
-  PRIMEKV_RETURN_IF_ERROR(CheckRange("n_layers", c.n_layers, 1, Limits::kMaxLayers));
-  PRIMEKV_RETURN_IF_ERROR(CheckRange("layer", t.layer, 0, c.n_layers - 1));
-  PRIMEKV_RETURN_IF_ERROR(CheckRange("next_position", t.next_position, 0, Limits::kMaxPosition));
+  PRIMEKV_RETURN_IF_ERROR(CheckDimension("n_layers", c.n_layers, 1, Limits::kMaxLayers));
+  PRIMEKV_RETURN_IF_ERROR(CheckDimension("layer", t.layer, 0, c.n_layers - 1));
+  PRIMEKV_RETURN_IF_ERROR(
+      CheckDimension("next_position", t.next_position, 0, Limits::kMaxPosition));
   if (!(c.rope_base > 0) || !std::isfinite(c.rope_base))
     return Status::Error("rope_base must be a finite float > 0");
   return Status::Ok();
@@ -194,6 +186,12 @@ void FillInput(const LayerTensors& t, const Press& press, Inputs& x, LayerInput&
 }
 
 }  // namespace
+
+Status CheckDimension(const char* what, int64_t v, int64_t lo, int64_t hi) {
+  if (v >= lo && v <= hi) return Status::Ok();
+  return Status::Error(std::string(what) + " is " + std::to_string(v) + ", outside [" +
+                       std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
 
 Status CheckLayerTensors(LayerTensors& t) {
   PRIMEKV_RETURN_IF_ERROR(CheckShape(t.config, t));

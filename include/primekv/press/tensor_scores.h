@@ -42,6 +42,10 @@ struct LayerTensorLimits {
   static constexpr int64_t kMaxPosition = int64_t{1} << 30;
 };
 
+// An error naming `what` when v is outside [lo, hi]; a caller bounds each dimension with it
+// before forming products of them.
+Status CheckDimension(const char* what, int64_t v, int64_t lo, int64_t hi);
+
 // The shape checks of `t.config` and every tensor's size against it, with a message naming the
 // tensor; fills d_model when 0.
 Status CheckLayerTensors(LayerTensors& t);
