@@ -75,6 +75,7 @@ struct Q8KBlock {
 // Rounds n (a multiple of 256) activations as llama.cpp's quantize_row_q8_K: the element of
 // largest magnitude maps to -127 (d = max / -127), the others round to nearest, ties to even.
 void QuantizeQ8K(const float* x, Q8KBlock* out, int64_t n);
+using QuantizeQ8KFn = void (*)(const float* x, Q8KBlock* out, int64_t n);
 // sum_i w[i] * d * qs[i] for one encoded weight row and n / 256 activation blocks.
 using DotQ8KFn = float (*)(const void* row, const Q8KBlock* x, int64_t n);
 using DequantizeFn = void (*)(const void* src, float* dst, int64_t n);
@@ -100,6 +101,9 @@ struct KernelTable {
   TypeKernels f32, f16, bf16, q8_0, q4_0;
   // kquants.h: the K-quants, IQ4 and the older 32-element formats.
   TypeKernels q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs;
+  // The activations of the dot_q8k kernels; every table's gives QuantizeQ8K's bits. It runs on
+  // the calling thread before a decode product fans out, so a scalar one idles the other cores.
+  QuantizeQ8KFn quantize_q8k = QuantizeQ8K;
   GemmTileFn gemm_tile = nullptr;
   int gemm_group = 0;  // tokens per packed activation block
   int gemm_rows = 0;   // most weight rows per tile

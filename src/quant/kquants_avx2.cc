@@ -2,6 +2,7 @@
 // kernels of kquants_simd.inc, 8 wide, on the unpacked form, and the packed-form int8 dots of
 // Q4_K and Q6_K (kquants_int8_x86.inc). Target
 // pragma and run-time choice as kernels_avx2.cc.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -34,13 +35,14 @@ namespace {
 
 namespace primekv::quant::internal {
 
-// Outside the target region, like Avx2Kernels(). Quantisation stays scalar.
+// Outside the target region, like Avx2Kernels(). The weights' quantisation stays scalar.
 void AddAvx2BlockKernels(KernelTable& t) {
   AddBlockKernels<simd::Avx2>(t);
   t.q4_k.dot_q8k = K4Avx2<false>;
   t.q5_k.dot_q8k = K4Avx2<true>;
   t.q6_k.dot_q8k = K6Avx2;
   t.iq4_xs.dot_q8k = Iq4XsAvx2;
+  t.quantize_q8k = QuantizeQ8KAvx2;
 }
 
 // For the kernel tests: this table's unpacker of `type`'s quants.

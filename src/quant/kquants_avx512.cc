@@ -2,6 +2,7 @@
 // kernels of kquants_simd.inc, 16 wide (one vector per group of 16); the int8 dots of Q4_K, Q5_K
 // and Q6_K on the packed blocks (kquants_int8_x86.inc). Target pragma and run-time
 // choice as kernels_avx512.cc.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -36,13 +37,14 @@ namespace {
 
 namespace primekv::quant::internal {
 
-// Outside the target region, like Avx512Kernels(). Quantisation stays scalar.
+// Outside the target region, like Avx512Kernels(). The weights' quantisation stays scalar.
 void AddAvx512BlockKernels(KernelTable& t) {
   AddBlockKernels<simd::Avx512>(t);
   t.q4_k.dot_q8k = K4Avx512<false, false>;
   t.q5_k.dot_q8k = K4Avx512<false, true>;
   t.q6_k.dot_q8k = K6Avx512<false>;
   t.iq4_xs.dot_q8k = Iq4XsAvx512<false>;
+  t.quantize_q8k = QuantizeQ8KAvx512;
 }
 
 }  // namespace primekv::quant::internal

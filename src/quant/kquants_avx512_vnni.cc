@@ -2,6 +2,7 @@
 // 256-element formats done by vpdpbusd (one instruction for maddubs + madd), and those of Q4_K,
 // Q5_K and Q6_K by vpdpwssd on the packed blocks (kquants_int8_x86.inc). A separate file so that
 // nothing else is compiled with the VNNI target.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 

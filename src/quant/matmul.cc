@@ -65,31 +65,83 @@ const quant::internal::KernelTable& TableFor(const MatMulTiling& tiling) {
 // Q8_K blocks of activations MatVecQ8K keeps on the stack: 64 KiB, a 57,344-wide row.
 constexpr int64_t kQ8KBufferBlocks = 224;
 
-// MatVec with int8 activations: x rows quantised into a stack buffer (no allocation per decode
-// step), as many rows at a time as fit.
-void MatVecQ8K(const WeightView& w, MatView<const float> x, MatView<float> y, ThreadPool& pool,
-               quant::internal::DotQ8KFn dot) {
-  const int64_t blocks = w.cols / 256;
+// The most weights MatVecQ8K takes at once (q, k, v).
+constexpr size_t kMaxSameInput = 4;
+
+// MatVec with int8 activations for one or more weights that read the same x (q/k/v, gate/up): x
+// rows quantised once into a stack buffer (no allocation per decode step), as many rows at a time
+// as fit, then one ParallelFor over all the weights' rows numbered one weight after the other, so
+// the threads meet once per input rather than once per weight. Every output is the one dot it
+// would be alone.
+void MatVecQ8K(std::span<const WeightView* const> ws, MatView<const float> x,
+               std::span<const MatView<float>> ys, ThreadPool& pool,
+               quant::internal::QuantizeQ8KFn quantize,
+               std::span<const quant::internal::DotQ8KFn> dots) {
+  const int64_t cols = ws[0]->cols;
+  const int64_t blocks = cols / 256;
   std::array<quant::internal::Q8KBlock, kQ8KBufferBlocks> buffer;
   const int64_t rows_per_pass = kQ8KBufferBlocks / blocks;
-  const int64_t min_rows =
-      std::max<int64_t>(1, (int64_t{1} << 16) / std::max<size_t>(1, w.row_bytes));
+  std::array<int64_t, kMaxSameInput + 1> first{};  // weight i's rows: [first[i], first[i + 1])
+  size_t widest = 1;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    first[i + 1] = first[i] + ws[i]->rows;
+    widest = std::max(widest, ws[i]->row_bytes);
+  }
+  const int64_t min_rows = std::max<int64_t>(1, (int64_t{1} << 16) / static_cast<int64_t>(widest));
   for (int64_t i0 = 0; i0 < x.rows; i0 += rows_per_pass) {
     const int64_t m = std::min(rows_per_pass, x.rows - i0);
-    for (int64_t i = 0; i < m; ++i) {
-      quant::internal::QuantizeQ8K(x.Row(i0 + i), buffer.data() + i * blocks, w.cols);
-    }
+    for (int64_t i = 0; i < m; ++i) quantize(x.Row(i0 + i), buffer.data() + i * blocks, cols);
     pool.ParallelFor(
-        w.rows,
+        first[ws.size()],
         [&](int64_t begin, int64_t end, int) {
-          for (int64_t r = begin; r < end; ++r) {
-            const uint8_t* row = w.Row(r);
-            for (int64_t i = 0; i < m; ++i)
-              y(i0 + i, r) = dot(row, buffer.data() + i * blocks, w.cols);
+          for (size_t k = 0; k < ws.size(); ++k) {
+            const WeightView& w = *ws[k];
+            const MatView<float>& y = ys[k];
+            for (int64_t r = std::max(begin, first[k]) - first[k],
+                         r_end = std::min(end, first[k + 1]) - first[k];
+                 r < r_end; ++r) {
+              const uint8_t* row = w.Row(r);
+              for (int64_t i = 0; i < m; ++i)
+                y(i0 + i, r) = dots[k](row, buffer.data() + i * blocks, cols);
+            }
           }
         },
         min_rows);
   }
+}
+
+// Whether MatVec takes w's integer path under `tiling` (and with which dot).
+quant::internal::DotQ8KFn Q8KDotFor(const WeightView& w, const MatMulTiling& tiling) {
+  const quant::internal::TypeKernels* kernels = quant::internal::Find(TableFor(tiling), w.type);
+  if (!tiling.int8_activations || kernels == nullptr || w.cols % 256 != 0 ||
+      w.cols / 256 > kQ8KBufferBlocks) {
+    return nullptr;
+  }
+  return kernels->dot_q8k;
+}
+
+// MatVecQ8K over weights that share x, when it is the path MatMulTiled gives each of them alone
+// (a decode step's K-quant projections); false, doing nothing, otherwise.
+bool MatVecQ8KSameInput(std::span<const WeightView* const> ws, MatView<const float> x,
+                        std::span<const MatView<float>> ys, ThreadPool& pool,
+                        const MatMulTiling& tiling) {
+  if (ws.empty() || ws.size() > kMaxSameInput || ws.size() != ys.size() || x.rows == 0 ||
+      x.rows >= tiling.small_batch) {
+    return false;
+  }
+  std::array<quant::internal::DotQ8KFn, kMaxSameInput> dots{};
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const WeightView& w = *ws[i];
+    if (w.rows == 0 || w.cols != ws[0]->cols) return false;
+    if (tiling.int8 != nullptr && quant::internal::FindQ8Gemm(*tiling.int8, w.type) != nullptr) {
+      return false;
+    }
+    dots[i] = Q8KDotFor(w, tiling);
+    if (dots[i] == nullptr) return false;
+  }
+  MatVecQ8K(ws, x, ys, pool, TableFor(tiling).quantize_q8k,
+            std::span<const quant::internal::DotQ8KFn>(dots.data(), ws.size()));
+  return true;
 }
 
 // x copied to a per-thread buffer whose rows start on 64-byte lines, so that the multi-row
@@ -110,9 +162,11 @@ void MatVec(const WeightView& w, MatView<const float> x, MatView<float> y, Threa
             const MatMulTiling& tiling) {
   const quant::internal::TypeKernels* kernels = quant::internal::Find(TableFor(tiling), w.type);
   Check(kernels != nullptr, "MatMul: element type is not computable");
-  if (tiling.int8_activations && kernels->dot_q8k != nullptr && w.cols % 256 == 0 &&
-      w.cols / 256 <= kQ8KBufferBlocks) {
-    MatVecQ8K(w, x, y, pool, kernels->dot_q8k);
+  if (const quant::internal::DotQ8KFn dot = Q8KDotFor(w, tiling); dot != nullptr) {
+    const WeightView* const ws[] = {&w};
+    const MatView<float> ys[] = {y};
+    const quant::internal::DotQ8KFn dots[] = {dot};
+    MatVecQ8K(ws, x, ys, pool, TableFor(tiling).quantize_q8k, dots);
     return;
   }
   const quant::internal::DotFn dot = kernels->dot;
@@ -317,6 +371,9 @@ void MatMulSameInput(std::span<const WeightView* const> w, MatView<const float> 
   }
   if (fuse && internal::MatMulInt8SameInput(w, x, y, pool, quant::internal::BestInt8Kernels()))
     return;
+  internal::MatMulTiling tiling;
+  tiling.int8 = &quant::internal::BestInt8Kernels();
+  if (fuse && internal::MatVecQ8KSameInput(w, x, y, pool, tiling)) return;
   for (size_t i = 0; i < w.size(); ++i) MatMul(*w[i], x, y[i], pool);
 }
 

@@ -210,6 +210,44 @@ TEST(KQuantKernelsTest, QuantizeQ8KAsLlamaCpp) {
   EXPECT_EQ(q[2].qs[600 - 512], -127);
 }
 
+// Every table's activation quantiser gives the scalar one's bits. Blocks: random; all zero; a
+// NaN among finite values (skipped by the maximum, rounded to 0); an infinity (an all-zero
+// block); +m and -m as the largest magnitude (the first one's sign wins); halves that the scale
+// leaves on rounding ties; a negative maximum.
+TEST(KQuantKernelsTest, QuantizeQ8KEveryTableMatchesScalarBitForBit) {
+  constexpr int kBlocks = 7;
+  std::mt19937_64 rng(21);
+  std::vector<float> x = RandomFloats(rng, 256 * kBlocks);
+  const auto at = [&](int block, int i) -> float& {
+    return x[static_cast<size_t>(block * 256 + i)];
+  };
+  for (int j = 0; j < 256; ++j) at(1, j) = 0.0f;
+  at(2, 17) = std::numeric_limits<float>::quiet_NaN();
+  at(3, 200) = -std::numeric_limits<float>::infinity();
+  at(4, 40) = 3.0f;
+  at(4, 9) = -3.0f;
+  for (int j = 0; j < 256; ++j) at(5, j) = static_cast<float>(j % 253 - 126) + 0.5f;
+  at(5, 3) = 127.0f;
+  at(6, 255) = -50.0f;
+  std::vector<internal::Q8KBlock> expected(kBlocks);
+  internal::QuantizeQ8K(x.data(), expected.data(), 256 * kBlocks);
+  EXPECT_EQ(expected[3].d, 0.0f);
+  EXPECT_EQ(expected[2].qs[17], 0);
+  EXPECT_LT(expected[4].d, 0.0f);  // -3 came first: d = -3 / -127
+  for (const KernelTable* table : internal::SupportedKernels()) {
+    SCOPED_TRACE(internal::IsaName(table->isa));
+    std::vector<internal::Q8KBlock> got(kBlocks);
+    std::memset(got.data(), 0x5A, got.size() * sizeof(got[0]));
+    table->quantize_q8k(x.data(), got.data(), 256 * kBlocks);
+    for (int b = 0; b < kBlocks; ++b) {
+      EXPECT_EQ(std::memcmp(&got[static_cast<size_t>(b)], &expected[static_cast<size_t>(b)],
+                            sizeof(got[0])),
+                0)
+          << "block " << b;
+    }
+  }
+}
+
 TEST(KQuantKernelsTest, Q8KDotsScalar) { CheckQ8KDots(internal::ScalarKernels()); }
 
 TEST(KQuantKernelsTest, Q8KDotsAvx2) {

@@ -38,6 +38,23 @@ struct TestWeight {
 TestWeight MakeWeight(std::mt19937_64& rng, GgmlType type, int64_t rows, int64_t cols,
                       size_t pad = 0) {
   TestWeight w;
+  if (RefRowBytes(type, cols) == 0) {
+    // A type the reference does not encode (the K-quants): random values through QuantizeRow,
+    // for the tests that compare two paths of MatMul with each other.
+    const size_t row_bytes = quant::RowBytes(type, cols) + pad;
+    w.bytes.resize(row_bytes * rows);
+    std::normal_distribution<float> dist(0.0f, 0.5f);
+    std::vector<float> values(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (float& v : values) v = dist(rng);
+      quant::QuantizeRow(type, values.data(), w.bytes.data() + r * row_bytes, cols);
+      std::vector<float> decoded(static_cast<size_t>(cols));
+      quant::DequantizeRow(type, w.bytes.data() + r * row_bytes, decoded.data(), cols);
+      w.decoded.emplace_back(decoded.begin(), decoded.end());
+    }
+    w.view = WeightView{type, rows, cols, row_bytes, w.bytes.data()};
+    return w;
+  }
   const size_t row_bytes = RefRowBytes(type, cols) + pad;
   w.bytes.resize(row_bytes * rows);
   for (int64_t r = 0; r < rows; ++r) {
@@ -168,15 +185,24 @@ std::vector<float> OneCall(const WeightView& w, MatView<const float> x, int64_t 
 
 // Weights that share their input (q/k/v, gate/up), multiplied together: each output the bits of
 // its weight's product in one call, nothing written past y.cols; on the integer path (Q8_0 and
-// Q4_0, mixed) and on the fallback (one F16 weight among them), decode and batch sizes, row
-// counts off the tiles, one and two threads.
+// Q4_0, mixed), on the K-quant decode path (Q4_K, Q5_K and Q6_K, mixed as in a Q4_K_M file) and
+// on the fallback (one F16 or Q8_0 weight among them), decode and batch sizes, row counts off
+// the tiles, one and two threads.
 TEST(MatMulTest, SameInputEqualsOneCallPerWeight) {
   std::mt19937_64 rng(47);
-  const int64_t cols = 320, y_stride = 90;
-  for (const std::vector<GgmlType>& types :
-       {std::vector<GgmlType>{GgmlType::kQ8_0, GgmlType::kQ8_0, GgmlType::kQ4_0},
-        std::vector<GgmlType>{GgmlType::kQ4_0, GgmlType::kQ8_0},
-        std::vector<GgmlType>{GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kQ8_0}}) {
+  const int64_t y_stride = 90;
+  struct Weights {
+    int64_t cols;
+    std::vector<GgmlType> types;
+  };
+  for (const auto& [cols, types] :
+       {Weights{320, {GgmlType::kQ8_0, GgmlType::kQ8_0, GgmlType::kQ4_0}},
+        Weights{320, {GgmlType::kQ4_0, GgmlType::kQ8_0}},
+        Weights{320, {GgmlType::kQ8_0, GgmlType::kF16, GgmlType::kQ8_0}},
+        Weights{512, {GgmlType::kQ4_K, GgmlType::kQ4_K, GgmlType::kQ6_K}},
+        Weights{512, {GgmlType::kQ6_K, GgmlType::kQ5_K}},
+        Weights{512, {GgmlType::kQ4_K, GgmlType::kQ8_0}},
+        Weights{512, {GgmlType::kQ4_K, GgmlType::kF16, GgmlType::kQ4_K}}}) {
     std::vector<TestWeight> w;
     std::vector<const WeightView*> views;
     for (size_t i = 0; i < types.size(); ++i) {
