@@ -178,7 +178,9 @@ def mib(b):
 rows, llama_commit = [], os.environ.get("LLAMA_COMMIT") or "?"
 if short:
     for t in threads:
-        pp, llama_commit = llama_bench(f"pp512_t{t}")
+        pp, reported = llama_bench(f"pp512_t{t}")
+        # A source tree without .git reports "unknown": the label given outranks it.
+        llama_commit = os.environ.get("LLAMA_COMMIT") or reported
         rows.append((f"prefill 512, {t} thread{'s' if t != '1' else ''}", pp, primekv(f"pp512_t{t}", "pp512")))
         tg, _ = llama_bench(f"tg128_t{t}")
         rows.append((f"decode 128, {t} thread{'s' if t != '1' else ''}", tg, primekv(f"tg128_t{t}", "tg128")))
@@ -208,7 +210,8 @@ for L in lengths:
     memory.append((f"{L}, primekv {ratio} + q8_0 vs llama.cpp f16", llama_kv_bytes(base), rss(f"llama_{base}"),
                    press["kv_bytes_end"], rss(f"primekv_L{L}_press")))
 
-print(f"llama.cpp build {llama_commit}")
+kernels = sorted({load_json(f).get("kernels", "?") for f in out.glob("primekv_*.json")})
+print(f"llama.cpp build {llama_commit}; primekv kernels {', '.join(kernels)}")
 print()
 print("| tokens/s | llama.cpp | primekv | ratio |")
 print("|---|---:|---:|---:|")
