@@ -210,7 +210,8 @@ for L in lengths:
     memory.append((f"{L}, primekv {ratio} + q8_0 vs llama.cpp f16", llama_kv_bytes(base), rss(f"llama_{base}"),
                    press["kv_bytes_end"], rss(f"primekv_L{L}_press")))
 
-kernels = sorted({load_json(f).get("kernels", "?") for f in out.glob("primekv_*.json")})
+kernels = sorted({f'{j.get("kernels", "?")} (int8 {j.get("int8_kernels", "?")})'
+                  for j in map(load_json, out.glob("primekv_*.json"))})
 print(f"llama.cpp build {llama_commit}; primekv kernels {', '.join(kernels)}")
 print()
 print("| tokens/s | llama.cpp | primekv | ratio |")

@@ -517,6 +517,7 @@ void PrintJson(const BenchRun& run) {
       {"kv_allocated_bytes", run.rss.kv_allocated},
       {"peak_over_accounted", run.rss.peak / run.rss.Accounted()}};
   j["kernels"] = quant::IsaName(quant::BestKernelIsa());
+  j["int8_kernels"] = quant::IsaName(quant::BestInt8Isa());
   j["kv_type"] = KvDTypeName(a.kv_type);
   j["press"] = run.press;
   j["ratio"] = a.ratio;
@@ -590,7 +591,8 @@ void PrintTable(const BenchRun& run) {
                 Human(run.rss.kv_allocated).c_str());
   }
   // The kernel table in use: PRIMEKV_MAX_ISA may cap it below what the CPU has.
-  std::printf("; kernels %s\n", quant::IsaName(quant::BestKernelIsa()));
+  std::printf("; kernels %s, int8 %s\n", quant::IsaName(quant::BestKernelIsa()),
+              quant::IsaName(quant::BestInt8Isa()));
   if (run.args.fill == "synthetic" && run.press != "none" && run.args.ratio > 0) {
     std::printf("(the press scored synthetic N(0,1) K/V rows; --fill prefill scores real ones)\n");
   }

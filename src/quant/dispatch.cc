@@ -7,6 +7,10 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "quant/int8_gemm.h"
 #include "quant/kernels.h"
@@ -15,13 +19,13 @@
 namespace primekv::quant {
 
 const char* IsaName(Isa isa) {
-  static constexpr const char* kNames[] = {"scalar", "avx2", "avx512", "avx512vnni"};
+  static constexpr const char* kNames[] = {"scalar", "avx2", "avx512", "avx512vnni", "amx"};
   return kNames[static_cast<int>(isa)];
 }
 
 namespace {
 
-// PRIMEKV_MAX_ISA=scalar|avx2|avx512|avx512vnni caps what the kernels may use, so one machine
+// PRIMEKV_MAX_ISA=scalar|avx2|avx512|avx512vnni|amx caps what the kernels may use, so one machine
 // can run and time the paths of older CPUs (an AVX2-only Zen 3 on an AVX-512 one). An unknown
 // value ends the process with status 2.
 CpuFeatures CapToEnvironment(CpuFeatures f) {
@@ -31,11 +35,26 @@ CpuFeatures CapToEnvironment(CpuFeatures f) {
   if (v == "scalar") return CpuFeatures{};
   if (v == "avx2") return CpuFeatures{.avx2 = f.avx2};
   if (v == "avx512") return CpuFeatures{.avx2 = f.avx2, .avx512 = f.avx512};
-  if (v == "avx512vnni") return f;
+  if (v == "avx512vnni")
+    return CpuFeatures{.avx2 = f.avx2, .avx512 = f.avx512, .avx512vnni = f.avx512vnni};
+  if (v == "amx") return f;
   // A bad value would silently time or test another path than asked: refuse it.
   std::fprintf(stderr,
-               "primekv: PRIMEKV_MAX_ISA=%s is not one of scalar, avx2, avx512, avx512vnni\n", cap);
+               "primekv: PRIMEKV_MAX_ISA=%s is not one of scalar, avx2, avx512, avx512vnni, amx\n",
+               cap);
   std::exit(2);
+}
+
+// Linux hands out AMX tile data per process, on request; without it the first tile instruction
+// faults. The request is idempotent and cheap, so every detection makes it.
+bool OsGrantsAmxTileData() {
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
 }
 
 }  // namespace
@@ -64,6 +83,10 @@ CpuFeatures DetectCpu() {
   f.avx2 = os_ymm && avx2 && fma && f16c;
   f.avx512 = f.avx2 && os_zmm && avx512f && avx512bw && avx512vl;
   f.avx512vnni = f.avx512 && (ecx & (1u << 11));
+  const bool amx_tile = edx & (1u << 24);
+  const bool amx_int8 = edx & (1u << 25);
+  const bool os_tiles = (xcr0_lo & 0x60000u) == 0x60000u;  // XTILECFG and XTILEDATA
+  f.amx_int8 = f.avx512vnni && amx_tile && amx_int8 && os_tiles && OsGrantsAmxTileData();
 #endif
   return CapToEnvironment(f);
 }
@@ -79,6 +102,8 @@ bool CpuHasIsa(Isa isa) {
       return cpu.avx512;
     case Isa::kAvx512Vnni:
       return cpu.avx512vnni;
+    case Isa::kAmxInt8:
+      return cpu.amx_int8;
   }
   return false;
 }
@@ -100,6 +125,8 @@ const KernelTable& BestKernels() {
 }  // namespace internal
 
 Isa BestKernelIsa() { return internal::BestKernels().isa; }
+
+Isa BestInt8Isa() { return internal::BestInt8Kernels().isa; }
 
 namespace internal {
 
@@ -147,6 +174,7 @@ const KernelTable* Avx512VnniKernels() { return nullptr; }
 QuantsFn Avx2Quants(GgmlType) { return nullptr; }
 const Int8Kernels* Avx2Int8Kernels() { return nullptr; }
 const Int8Kernels* Avx512VnniInt8Kernels() { return nullptr; }
+const Int8Kernels* AmxInt8Kernels() { return nullptr; }
 #endif
 
 }  // namespace internal

@@ -539,11 +539,187 @@ void QuantizeQ8(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
 
 #include "primekv/quant/simd/target_end.inc"
 
+// Batches on AMX tiles (the kAmxInt8 table). GemmPacked's 16-row panels are already laid out as
+// a tile's second operand ([block][8][16 rows][4 bytes]); the activations of 16 tokens are packed
+// once per call as the first ([block][16 tokens][32 bytes], with each token's -offset * sum and
+// scale beside them). One tdpbsud (signed activations, unsigned weights) per block then gives the
+// 16 x 16 int32 dot products that PanelTile makes with 128 vpdpbusd, and they are scaled as
+// PanelTile scales them: the bits are PanelTile's (and the panel twins'). Blocks alternate
+// between two sets of tiles so that one block's product runs while the previous one is scaled.
+#include "primekv/quant/simd/target_amx_begin.inc"
+
+namespace primekv::quant::internal {
+namespace {
+
+constexpr int kAmxTokens = 16;
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};  // bytes per row
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+// Tiles 0 and 1: int32 products (16 tokens x 16 rows); 2 and 3: activations (16 tokens x 32
+// bytes); 4 and 5: weights (8 x 64 bytes), for even and odd blocks.
+void ConfigureTiles() {
+  TileConfig c;
+  for (int t : {0, 1}) c.rows[t] = kAmxTokens, c.colsb[t] = kPanelRows * 4;
+  for (int t : {2, 3}) c.rows[t] = kAmxTokens, c.colsb[t] = kQ8Block;
+  for (int t : {4, 5}) c.rows[t] = kQ8Block / 4, c.colsb[t] = kPanelRows * 4;
+  // Not GCC's _tile_loadconfig: its asm names only the first 8 bytes as read, and the stores to
+  // the rest were dropped as dead.
+  __asm__ volatile("ldtilecfg %0" : : "m"(c));
+}
+
+// The tile instructions as asm of our own (GCC's macros name no memory at all). A load says
+// nothing of what it reads: AmxTile starts with a compiler barrier, after which nothing writes
+// its sources. A store names the 1 KiB it writes, so that the scaling reads it afterwards.
+// Tile numbers are immediates of the instructions.
+#define PRIMEKV_TILE_LOAD(tile, base, stride) \
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #tile ::"r"(base), "r"(stride))
+#define PRIMEKV_TILE_STORE_1K(tile, base)                                               \
+  __asm__ volatile("tilestored %%tmm" #tile ", (%1,%2,1)"                               \
+                   : "=m"(*reinterpret_cast<int32_t(*)[kAmxTokens * kPanelRows]>(base)) \
+                   : "r"(base), "r"(int64_t{kPanelRows * 4}))
+#define PRIMEKV_TILE_ZERO(tile) __asm__ volatile("tilezero %%tmm" #tile ::)
+#define PRIMEKV_TILE_DPBSUD(c, a, b) \
+  __asm__ volatile("tdpbsud %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+
+// The activations of every whole group of 16 tokens, group by group and block by block.
+struct AmxActs {
+  std::vector<int8_t> q;     // [group][block][16 tokens][32]
+  std::vector<int32_t> off;  // [group][block][16 tokens]: -(sum << shift), the offset's share
+  std::vector<float> d;      // [group][block][16 tokens]
+};
+
+void PackAmxActs(const Q8Rows& a, int64_t groups, int shift, AmxActs& out) {
+  const int64_t blocks = a.blocks();
+  const auto n = static_cast<size_t>(groups * blocks * kAmxTokens);
+  if (out.q.size() < n * kQ8Block) out.q.resize(n * kQ8Block);
+  if (out.off.size() < n) out.off.resize(n), out.d.resize(n);
+  for (int64_t t = 0; t < groups * kAmxTokens; ++t) {
+    const int8_t* q = a.q + t * a.stride;
+    const float* d = a.d + t * a.block_stride;
+    const int32_t* sum = a.sum + t * a.block_stride;
+    const int64_t base = (t / kAmxTokens) * blocks * kAmxTokens + t % kAmxTokens;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t i = base + b * kAmxTokens;
+      std::memcpy(out.q.data() + i * kQ8Block, q + b * kQ8Block, kQ8Block);
+      out.off[i] = -(sum[b] << shift);
+      out.d[i] = d[b];
+    }
+  }
+}
+
+void AmxTile(const PackedPanel& panel, int64_t blocks, const AmxActs& acts, int64_t g, int rows,
+             float* out, int64_t ldo) {
+  __asm__ volatile("" ::: "memory");
+  const int64_t first = g * blocks * kAmxTokens;
+  const int8_t* q = acts.q.data() + first * kQ8Block;
+  const int32_t* off = acts.off.data() + first;
+  const float* d = acts.d.data() + first;
+  const uint8_t* pq = panel.q.data();
+  const float* pd = panel.d.data();
+  constexpr int64_t kActBytes = kAmxTokens * kQ8Block, kPanelBytes = 512;
+  const int64_t row64 = kPanelRows * 4;
+  __m512 acc[kAmxTokens];
+#pragma GCC unroll 16
+  for (int t = 0; t < kAmxTokens; ++t) acc[t] = _mm512_setzero_ps();
+  alignas(64) int32_t c[kAmxTokens * kPanelRows];
+  PRIMEKV_TILE_LOAD(2, q, int64_t{kQ8Block});
+  PRIMEKV_TILE_LOAD(4, pq, row64);
+  PRIMEKV_TILE_ZERO(0);
+  PRIMEKV_TILE_DPBSUD(0, 2, 4);
+  for (int64_t b = 0; b < blocks; ++b) {
+    // Block b's products out of its tiles, then block b + 1 into the other set.
+    const int8_t* qn = q + (b + 1) * kActBytes;
+    const uint8_t* pn = pq + (b + 1) * kPanelBytes;
+    if (b % 2 == 0) {
+      PRIMEKV_TILE_STORE_1K(0, c);
+      if (b + 1 < blocks) {
+        PRIMEKV_TILE_LOAD(3, qn, int64_t{kQ8Block});
+        PRIMEKV_TILE_LOAD(5, pn, row64);
+        PRIMEKV_TILE_ZERO(1);
+        PRIMEKV_TILE_DPBSUD(1, 3, 5);
+      }
+    } else {
+      PRIMEKV_TILE_STORE_1K(1, c);
+      if (b + 1 < blocks) {
+        PRIMEKV_TILE_LOAD(2, qn, int64_t{kQ8Block});
+        PRIMEKV_TILE_LOAD(4, pn, row64);
+        PRIMEKV_TILE_ZERO(0);
+        PRIMEKV_TILE_DPBSUD(0, 2, 4);
+      }
+    }
+    const __m512 dw = _mm512_loadu_ps(pd + b * kPanelRows);
+    const int32_t* ob = off + b * kAmxTokens;
+    const float* db = d + b * kAmxTokens;
+#pragma GCC unroll 16
+    for (int t = 0; t < kAmxTokens; ++t) {
+      const __m512i dot =
+          _mm512_add_epi32(_mm512_load_si512(c + t * kPanelRows), _mm512_set1_epi32(ob[t]));
+      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(db[t]));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[t]);
+    }
+  }
+  const auto mask = static_cast<__mmask16>((1u << rows) - 1);
+#pragma GCC unroll 16
+  for (int t = 0; t < kAmxTokens; ++t) _mm512_mask_storeu_ps(out + t * ldo, mask, acc[t]);
+}
+
+#undef PRIMEKV_TILE_LOAD
+#undef PRIMEKV_TILE_STORE_1K
+#undef PRIMEKV_TILE_ZERO
+#undef PRIMEKV_TILE_DPBSUD
+
+// Below 16 tokens the AVX-512 VNNI kernels; from 16 on, whole groups of 16 tokens on tiles
+// and the rest as GemmPacked does it.
+template <class W>
+void GemmAmx(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+             int64_t ldo) {
+  if (a.rows < kPackMinTokens) return Gemm<W>(w, row_bytes, rows, a, out, ldo);
+  thread_local PackedPanel panel;
+  thread_local AmxActs acts;
+  const int64_t blocks = a.blocks();
+  const int64_t groups = a.rows / kAmxTokens, tail0 = groups * kAmxTokens;
+  PackAmxActs(a, groups, W::kOffsetShift, acts);
+  for (int64_t r0 = 0; r0 < rows; r0 += kPanelRows) {
+    const int rn = static_cast<int>(rows - r0 < kPanelRows ? rows - r0 : kPanelRows);
+    PackPanel<W>(w + static_cast<size_t>(r0) * row_bytes, row_bytes, rn, blocks, panel);
+    ConfigureTiles();
+    for (int64_t g = 0; g < groups; ++g) {
+      AmxTile(panel, blocks, acts, g, rn, out + g * kAmxTokens * ldo + r0, ldo);
+    }
+    __asm__ volatile("tilerelease" ::);
+    int64_t t0 = tail0;
+    for (; t0 + 4 <= a.rows; t0 += 4) {
+      PanelTile<4>(panel, blocks, W::kOffsetShift, a, t0, rn, out + t0 * ldo + r0, ldo);
+    }
+    for (; t0 < a.rows; ++t0) {
+      PanelTile<1>(panel, blocks, W::kOffsetShift, a, t0, rn, out + t0 * ldo + r0, ldo);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace primekv::quant::internal
+
+#include "primekv/quant/simd/target_end.inc"
+
 namespace primekv::quant::internal {
 
 const Int8Kernels* Avx512VnniInt8Kernels() {
   static const Int8Kernels table{Isa::kAvx512Vnni, QuantizeQ8, Gemm<Q8_0Weights>,
                                  Gemm<Q4_0Weights>};
+  return &table;
+}
+
+const Int8Kernels* AmxInt8Kernels() {
+  static const Int8Kernels table{Isa::kAmxInt8, QuantizeQ8, GemmAmx<Q8_0Weights>,
+                                 GemmAmx<Q4_0Weights>};
   return &table;
 }
 

@@ -100,7 +100,7 @@ void Q4_0PanelTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row
                    int64_t ldo);
 
 struct Int8Kernels {
-  Isa isa = Isa::kScalar;  // kScalar, kAvx2 or kAvx512Vnni (names and CPU check: kernels.h)
+  Isa isa = Isa::kScalar;  // kScalar, kAvx2, kAvx512Vnni or kAmxInt8 (names, CPU check: kernels.h)
   QuantizeQ8Fn quantize = nullptr;
   Q8GemmFn q8_0 = nullptr;
   Q8GemmFn q4_0 = nullptr;
@@ -110,6 +110,7 @@ const Int8Kernels& ScalarInt8Kernels();
 // Null when this build has no such table (non-x86 targets).
 const Int8Kernels* Avx2Int8Kernels();
 const Int8Kernels* Avx512VnniInt8Kernels();
+const Int8Kernels* AmxInt8Kernels();
 
 // Tables usable on this CPU, scalar first and the fastest last.
 std::span<const Int8Kernels* const> SupportedInt8Kernels();

@@ -16,7 +16,7 @@ namespace primekv {
 namespace quant::internal {
 std::span<const Int8Kernels* const> SupportedInt8Kernels() {
   static const std::vector<const Int8Kernels*> tables = UsableTables(
-      ScalarInt8Kernels(), {Avx2Int8Kernels(), Avx512VnniInt8Kernels()},
+      ScalarInt8Kernels(), {Avx2Int8Kernels(), Avx512VnniInt8Kernels(), AmxInt8Kernels()},
       +[](const Int8Kernels& t) { return CpuHasIsa(t.isa); });
   return tables;
 }

@@ -38,7 +38,8 @@ constexpr double kFloatUnit = 1.0 / (1 << 23);  // float epsilon, 2^-23
 std::vector<const Int8Kernels*> AllTables() {
   std::vector<const Int8Kernels*> all = {&quant::internal::ScalarInt8Kernels()};
   for (const Int8Kernels* t :
-       {quant::internal::Avx2Int8Kernels(), quant::internal::Avx512VnniInt8Kernels()}) {
+       {quant::internal::Avx2Int8Kernels(), quant::internal::Avx512VnniInt8Kernels(),
+        quant::internal::AmxInt8Kernels()}) {
     if (t != nullptr) all.push_back(t);
   }
   return all;
@@ -261,7 +262,10 @@ constexpr DecodeTwin kDecodeTwins[] = {
     {GgmlType::kQ8_0, quant::internal::Q8_0DecodeTwin, quant::internal::Avx512VnniInt8Kernels},
     {GgmlType::kQ4_0, quant::internal::Q4_0DecodeTwin, quant::internal::Avx512VnniInt8Kernels},
     {GgmlType::kQ8_0, quant::internal::Q8_0Avx2DecodeTwin, quant::internal::Avx2Int8Kernels},
-    {GgmlType::kQ4_0, quant::internal::Q4_0Avx2DecodeTwin, quant::internal::Avx2Int8Kernels}};
+    {GgmlType::kQ4_0, quant::internal::Q4_0Avx2DecodeTwin, quant::internal::Avx2Int8Kernels},
+    // The AMX table runs the AVX-512 VNNI kernels below 16 tokens.
+    {GgmlType::kQ8_0, quant::internal::Q8_0DecodeTwin, quant::internal::AmxInt8Kernels},
+    {GgmlType::kQ4_0, quant::internal::Q4_0DecodeTwin, quant::internal::AmxInt8Kernels}};
 
 // Each twin is a faithful product: within the float summation bound of the exact sum over the
 // same quantised activations, for every shape and token count.
@@ -350,7 +354,9 @@ constexpr DecodeTwin kPanelTwins[] = {
     {GgmlType::kQ8_0, quant::internal::Q8_0PanelTwin, quant::internal::Avx512VnniInt8Kernels},
     {GgmlType::kQ4_0, quant::internal::Q4_0PanelTwin, quant::internal::Avx512VnniInt8Kernels},
     {GgmlType::kQ8_0, quant::internal::Q8_0PanelTwin, quant::internal::Avx2Int8Kernels},
-    {GgmlType::kQ4_0, quant::internal::Q4_0PanelTwin, quant::internal::Avx2Int8Kernels}};
+    {GgmlType::kQ4_0, quant::internal::Q4_0PanelTwin, quant::internal::Avx2Int8Kernels},
+    {GgmlType::kQ8_0, quant::internal::Q8_0PanelTwin, quant::internal::AmxInt8Kernels},
+    {GgmlType::kQ4_0, quant::internal::Q4_0PanelTwin, quant::internal::AmxInt8Kernels}};
 
 // Row counts around the 8- and 16-row panels, token counts around the tiles.
 constexpr std::pair<int64_t, int64_t> kPanelShapes[] = {{1, 32},  {7, 96},    {8, 64},
@@ -361,9 +367,10 @@ TEST(Int8GemmTest, PanelTwinsMatchDoubleReference) {
   ExpectTwinsMatchReference(kPanelTwins, kPanelShapes, kTokens, 33);
 }
 
-// The AVX-512 VNNI and AVX2 kernels from 16 tokens on give their panel twins' bits.
+// The AMX, AVX-512 VNNI and AVX2 kernels from 16 tokens on give their panel twins' bits (AMX:
+// whole groups of 16 tokens on tiles, the rest in 4s and 1s).
 TEST(Int8GemmTest, BatchEqualsPanelTwinBitForBit) {
-  constexpr int64_t kTokens[] = {16, 17, 18, 19, 33, 70};
+  constexpr int64_t kTokens[] = {16, 17, 18, 19, 32, 33, 70};
   const auto skipped = ExpectKernelsEqualTwins(kPanelTwins, kPanelShapes, kTokens, 34);
   if (!skipped.empty()) GTEST_SKIP() << "not run on this CPU: " << Skipped(skipped);
 }
