@@ -15,6 +15,14 @@
 
 namespace primekv {
 
+// Built with the sanitizers (PRIMEKV_TEST_SANITIZED, tests/CMakeLists.txt): tests whose long
+// workloads repeat the same code paths pick shorter ones there.
+#if defined(PRIMEKV_TEST_SANITIZED)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 // A one-block llama small enough for end-to-end runs: d_model 64, 2 heads sharing 1 KV head of
 // 32, FFN 128, a synthetic vocabulary of 1024, context 2048.
 inline RandomModelSpec TinyLlamaSpec(int n_layers = 1, uint64_t seed = 1) {
