@@ -12,6 +12,7 @@
 // (up to kStreamTokens tokens) has a stream kernel per type, four blocks per step with software
 // prefetch (StreamQ8_0, the same bits as the tiles; StreamQ4_0). From 16 tokens on, both repack
 // 16-row panels (GemmPacked).
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -19,6 +20,7 @@
 
 #include "quant/int8_gemm.h"
 #include "quant/kernels.h"
+#include "quant/kquants.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -539,19 +541,35 @@ void QuantizeQ8(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
 
 #include "primekv/quant/simd/target_end.inc"
 
-// Batches on AMX tiles (the kAmxInt8 table). GemmPacked's 16-row panels are already laid out as
-// a tile's second operand ([block][8][16 rows][4 bytes]); the activations of 16 tokens are packed
-// once per call as the first ([block][16 tokens][32 bytes], with each token's -offset * sum and
-// scale beside them). One tdpbsud (signed activations, unsigned weights) per block then gives the
-// 16 x 16 int32 dot products that PanelTile makes with 128 vpdpbusd, and they are scaled as
-// PanelTile scales them: the bits are PanelTile's (and the panel twins'). Blocks alternate
-// between two sets of tiles so that one block's product runs while the previous one is scaled.
+// Batches on AMX tiles (the kAmxInt8 table). A tile product takes 16 tokens' activations as its
+// first operand ([group][16 tokens][G bytes], packed once per call with each token's scale and,
+// per format, its offset share or its block sum) and a 16-row weight panel as its second
+// ([group][G / 4][16 rows][4 bytes]): GemmPacked's panels for Q8_0 and Q4_0 (unsigned, w +
+// offset, G = 32), and for the K-quants their unpacked signed quants with each row's scale and
+// minimum per group of G (int8_gemm.h's KQuantGroup). One tdpbsud or tdpbssd per group gives
+// 16 x 16 int32 dot products, scaled in the order of PanelTile and of the panel twins, whose
+// bits they are. Groups alternate between two sets of tiles so that one group's product runs
+// while the previous one is scaled.
 #include "primekv/quant/simd/target_amx_begin.inc"
 
 namespace primekv::quant::internal {
 namespace {
 
 constexpr int kAmxTokens = 16;
+
+// G: elements per group (one scale); kUnsigned: weights as unsigned bytes (tdpbsud) or signed
+// (tdpbssd); kOffset: the weights carry an offset, removed as -(sum << shift); kMins: groups
+// have minimums, removed as -min * d * sum.
+template <int kGroup, bool kUnsignedWeights, bool kWithOffset, bool kWithMins>
+struct AmxFormat {
+  static constexpr int kG = kGroup;
+  static constexpr bool kUnsigned = kUnsignedWeights;
+  static constexpr bool kOffset = kWithOffset;
+  static constexpr bool kMins = kWithMins;
+};
+using AmxOffsetFormat = AmxFormat<kQ8Block, true, true, false>;  // Q8_0 and Q4_0
+template <GgmlType kType>
+using AmxKFormat = AmxFormat<KQuantGroup(kType), false, false, KQuantHasMins(kType)>;
 
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
@@ -562,17 +580,20 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64);
 
-// Tiles 0 and 1: int32 products (16 tokens x 16 rows); 2 and 3: activations (16 tokens x 32
-// bytes); 4 and 5: weights (8 x 64 bytes), for even and odd blocks.
+// Tiles 0 and 1: int32 products (16 tokens x 16 rows); 2 and 3: activations (16 tokens x G
+// bytes); 4 and 5: weights (G / 4 x 64 bytes), for even and odd groups.
+template <int kG>
 void ConfigureTiles() {
   TileConfig c;
   for (int t : {0, 1}) c.rows[t] = kAmxTokens, c.colsb[t] = kPanelRows * 4;
-  for (int t : {2, 3}) c.rows[t] = kAmxTokens, c.colsb[t] = kQ8Block;
-  for (int t : {4, 5}) c.rows[t] = kQ8Block / 4, c.colsb[t] = kPanelRows * 4;
+  for (int t : {2, 3}) c.rows[t] = kAmxTokens, c.colsb[t] = kG;
+  for (int t : {4, 5}) c.rows[t] = kG / 4, c.colsb[t] = kPanelRows * 4;
   // Not GCC's _tile_loadconfig: its asm names only the first 8 bytes as read, and the stores to
   // the rest were dropped as dead.
   __asm__ volatile("ldtilecfg %0" : : "m"(c));
 }
+
+void ReleaseTiles() { __asm__ volatile("tilerelease" ::); }
 
 // The tile instructions as asm of our own (GCC's macros name no memory at all). A load says
 // nothing of what it reads: AmxTile starts with a compiler barrier, after which nothing writes
@@ -585,122 +606,224 @@ void ConfigureTiles() {
                    : "=m"(*reinterpret_cast<int32_t(*)[kAmxTokens * kPanelRows]>(base)) \
                    : "r"(base), "r"(int64_t{kPanelRows * 4}))
 #define PRIMEKV_TILE_ZERO(tile) __asm__ volatile("tilezero %%tmm" #tile ::)
-#define PRIMEKV_TILE_DPBSUD(c, a, b) \
-  __asm__ volatile("tdpbsud %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+#define PRIMEKV_TILE_DP(insn, c, a, b) \
+  __asm__ volatile(insn " %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
 
-// The activations of every whole group of 16 tokens, group by group and block by block.
+// Every group of 16 tokens' activations, token group by token group and group by group;
+// tokens past a.rows are zero.
+template <int kG>
 struct AmxActs {
-  std::vector<int8_t> q;     // [group][block][16 tokens][32]
-  std::vector<int32_t> off;  // [group][block][16 tokens]: -(sum << shift), the offset's share
-  std::vector<float> d;      // [group][block][16 tokens]
+  std::vector<int8_t> q;     // [token group][group][16 tokens][kG]
+  std::vector<float> d;      // [token group][group][16 tokens]: the activation block's scale
+  std::vector<int32_t> off;  // the same places: -(sum << shift) (formats with an offset)
+  std::vector<float> ms;     // the same places: d * sum (formats with minimums)
 };
 
-void PackAmxActs(const Q8Rows& a, int64_t groups, int shift, AmxActs& out) {
-  const int64_t blocks = a.blocks();
-  const auto n = static_cast<size_t>(groups * blocks * kAmxTokens);
-  if (out.q.size() < n * kQ8Block) out.q.resize(n * kQ8Block);
-  if (out.off.size() < n) out.off.resize(n), out.d.resize(n);
-  for (int64_t t = 0; t < groups * kAmxTokens; ++t) {
-    const int8_t* q = a.q + t * a.stride;
-    const float* d = a.d + t * a.block_stride;
-    const int32_t* sum = a.sum + t * a.block_stride;
-    const int64_t base = (t / kAmxTokens) * blocks * kAmxTokens + t % kAmxTokens;
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t i = base + b * kAmxTokens;
-      std::memcpy(out.q.data() + i * kQ8Block, q + b * kQ8Block, kQ8Block);
-      out.off[i] = -(sum[b] << shift);
-      out.d[i] = d[b];
+template <class F>
+void PackAmxActs(const Q8Rows& a, int64_t token_groups, int shift, AmxActs<F::kG>& out) {
+  constexpr int kG = F::kG;
+  const int64_t groups = a.cols / kG;
+  const auto n = static_cast<size_t>(token_groups * groups * kAmxTokens);
+  if (out.q.size() < n * kG) out.q.resize(n * kG);
+  if (out.d.size() < n) out.d.resize(n), out.off.resize(n), out.ms.resize(n);
+  for (int64_t t = 0; t < token_groups * kAmxTokens; ++t) {
+    const bool valid = t < a.rows;
+    const int64_t base = (t / kAmxTokens) * groups * kAmxTokens + t % kAmxTokens;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t i = base + g * kAmxTokens;
+      const int64_t block = g * kG / kQ8Block;
+      int8_t* q = out.q.data() + i * kG;
+      if (!valid) {
+        std::memset(q, 0, kG);
+        out.d[i] = out.ms[i] = 0.0f;
+        out.off[i] = 0;
+        continue;
+      }
+      std::memcpy(q, a.q + t * a.stride + g * kG, kG);
+      const float d = a.d[t * a.block_stride + block];
+      const int32_t sum = a.sum[t * a.block_stride + block];
+      out.d[i] = d;
+      if constexpr (F::kOffset) out.off[i] = -(sum << shift);
+      if constexpr (F::kMins) out.ms[i] = d * static_cast<float>(sum);
     }
   }
 }
 
-void AmxTile(const PackedPanel& panel, int64_t blocks, const AmxActs& acts, int64_t g, int rows,
-             float* out, int64_t ldo) {
+// One 16-row panel (quants wq, scales ws, minimums wm) against token group tg; the first
+// `tokens` rows of the product go to out.
+template <class F>
+void AmxTile(const void* wq, const float* ws, const float* wm, int64_t groups,
+             const AmxActs<F::kG>& acts, int64_t tg, int rows, int tokens, float* out,
+             int64_t ldo) {
+  constexpr int kG = F::kG;
+  constexpr int64_t kStep = kAmxTokens * kG;  // bytes per group of either operand
   __asm__ volatile("" ::: "memory");
-  const int64_t first = g * blocks * kAmxTokens;
-  const int8_t* q = acts.q.data() + first * kQ8Block;
-  const int32_t* off = acts.off.data() + first;
+  const int64_t first = tg * groups * kAmxTokens;
+  const int8_t* q = acts.q.data() + first * kG;
   const float* d = acts.d.data() + first;
-  const uint8_t* pq = panel.q.data();
-  const float* pd = panel.d.data();
-  constexpr int64_t kActBytes = kAmxTokens * kQ8Block, kPanelBytes = 512;
-  const int64_t row64 = kPanelRows * 4;
+  const int32_t* off = acts.off.data() + first;
+  const float* ms = acts.ms.data() + first;
+  const auto* pq = static_cast<const uint8_t*>(wq);
+  const int64_t act_stride = kG, row64 = kPanelRows * 4;
   __m512 acc[kAmxTokens];
 #pragma GCC unroll 16
   for (int t = 0; t < kAmxTokens; ++t) acc[t] = _mm512_setzero_ps();
   alignas(64) int32_t c[kAmxTokens * kPanelRows];
-  PRIMEKV_TILE_LOAD(2, q, int64_t{kQ8Block});
+#define PRIMEKV_DP(c, a, b)                \
+  do {                                     \
+    if constexpr (F::kUnsigned)            \
+      PRIMEKV_TILE_DP("tdpbsud", c, a, b); \
+    else                                   \
+      PRIMEKV_TILE_DP("tdpbssd", c, a, b); \
+  } while (0)
+  PRIMEKV_TILE_LOAD(2, q, act_stride);
   PRIMEKV_TILE_LOAD(4, pq, row64);
   PRIMEKV_TILE_ZERO(0);
-  PRIMEKV_TILE_DPBSUD(0, 2, 4);
-  for (int64_t b = 0; b < blocks; ++b) {
-    // Block b's products out of its tiles, then block b + 1 into the other set.
-    const int8_t* qn = q + (b + 1) * kActBytes;
-    const uint8_t* pn = pq + (b + 1) * kPanelBytes;
-    if (b % 2 == 0) {
+  PRIMEKV_DP(0, 2, 4);
+  for (int64_t g = 0; g < groups; ++g) {
+    // Group g's products out of its tiles, then group g + 1 into the other set.
+    const int8_t* qn = q + (g + 1) * kStep;
+    const uint8_t* pn = pq + (g + 1) * kStep;
+    if (g % 2 == 0) {
       PRIMEKV_TILE_STORE_1K(0, c);
-      if (b + 1 < blocks) {
-        PRIMEKV_TILE_LOAD(3, qn, int64_t{kQ8Block});
+      if (g + 1 < groups) {
+        PRIMEKV_TILE_LOAD(3, qn, act_stride);
         PRIMEKV_TILE_LOAD(5, pn, row64);
         PRIMEKV_TILE_ZERO(1);
-        PRIMEKV_TILE_DPBSUD(1, 3, 5);
+        PRIMEKV_DP(1, 3, 5);
       }
     } else {
       PRIMEKV_TILE_STORE_1K(1, c);
-      if (b + 1 < blocks) {
-        PRIMEKV_TILE_LOAD(2, qn, int64_t{kQ8Block});
+      if (g + 1 < groups) {
+        PRIMEKV_TILE_LOAD(2, qn, act_stride);
         PRIMEKV_TILE_LOAD(4, pn, row64);
         PRIMEKV_TILE_ZERO(0);
-        PRIMEKV_TILE_DPBSUD(0, 2, 4);
+        PRIMEKV_DP(0, 2, 4);
       }
     }
-    const __m512 dw = _mm512_loadu_ps(pd + b * kPanelRows);
-    const int32_t* ob = off + b * kAmxTokens;
-    const float* db = d + b * kAmxTokens;
+    const __m512 dw = _mm512_loadu_ps(ws + g * kPanelRows);
+    const __m512 mw = F::kMins ? _mm512_loadu_ps(wm + g * kPanelRows) : _mm512_setzero_ps();
+    const float* dg = d + g * kAmxTokens;
+    const int32_t* og = off + g * kAmxTokens;
+    const float* mg = ms + g * kAmxTokens;
 #pragma GCC unroll 16
     for (int t = 0; t < kAmxTokens; ++t) {
-      const __m512i dot =
-          _mm512_add_epi32(_mm512_load_si512(c + t * kPanelRows), _mm512_set1_epi32(ob[t]));
-      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(db[t]));
+      __m512i dot = _mm512_load_si512(c + t * kPanelRows);
+      if constexpr (F::kOffset) dot = _mm512_add_epi32(dot, _mm512_set1_epi32(og[t]));
+      const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(dg[t]));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[t]);
+      if constexpr (F::kMins) acc[t] = _mm512_fnmadd_ps(mw, _mm512_set1_ps(mg[t]), acc[t]);
     }
   }
+#undef PRIMEKV_DP
   const auto mask = static_cast<__mmask16>((1u << rows) - 1);
 #pragma GCC unroll 16
-  for (int t = 0; t < kAmxTokens; ++t) _mm512_mask_storeu_ps(out + t * ldo, mask, acc[t]);
+  for (int t = 0; t < kAmxTokens; ++t) {
+    if (t < tokens) _mm512_mask_storeu_ps(out + t * ldo, mask, acc[t]);
+  }
 }
 
 #undef PRIMEKV_TILE_LOAD
 #undef PRIMEKV_TILE_STORE_1K
 #undef PRIMEKV_TILE_ZERO
-#undef PRIMEKV_TILE_DPBSUD
+#undef PRIMEKV_TILE_DP
 
-// Below 16 tokens the AVX-512 VNNI kernels; from 16 on, whole groups of 16 tokens on tiles
-// and the rest as GemmPacked does it.
+// Q8_0 and Q4_0: below 16 tokens the AVX-512 VNNI kernels; from 16 on, whole groups of 16
+// tokens on tiles and the rest as GemmPacked does it.
 template <class W>
 void GemmAmx(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
              int64_t ldo) {
   if (a.rows < kPackMinTokens) return Gemm<W>(w, row_bytes, rows, a, out, ldo);
   thread_local PackedPanel panel;
-  thread_local AmxActs acts;
+  thread_local AmxActs<kQ8Block> acts;
   const int64_t blocks = a.blocks();
-  const int64_t groups = a.rows / kAmxTokens, tail0 = groups * kAmxTokens;
-  PackAmxActs(a, groups, W::kOffsetShift, acts);
+  const int64_t token_groups = a.rows / kAmxTokens;
+  PackAmxActs<AmxOffsetFormat>(a, token_groups, W::kOffsetShift, acts);
   for (int64_t r0 = 0; r0 < rows; r0 += kPanelRows) {
     const int rn = static_cast<int>(rows - r0 < kPanelRows ? rows - r0 : kPanelRows);
     PackPanel<W>(w + static_cast<size_t>(r0) * row_bytes, row_bytes, rn, blocks, panel);
-    ConfigureTiles();
-    for (int64_t g = 0; g < groups; ++g) {
-      AmxTile(panel, blocks, acts, g, rn, out + g * kAmxTokens * ldo + r0, ldo);
+    ConfigureTiles<kQ8Block>();
+    for (int64_t tg = 0; tg < token_groups; ++tg) {
+      AmxTile<AmxOffsetFormat>(panel.q.data(), panel.d.data(), nullptr, blocks, acts, tg, rn,
+                               kAmxTokens, out + tg * kAmxTokens * ldo + r0, ldo);
     }
-    __asm__ volatile("tilerelease" ::);
-    int64_t t0 = tail0;
+    ReleaseTiles();
+    int64_t t0 = token_groups * kAmxTokens;
     for (; t0 + 4 <= a.rows; t0 += 4) {
       PanelTile<4>(panel, blocks, W::kOffsetShift, a, t0, rn, out + t0 * ldo + r0, ldo);
     }
     for (; t0 < a.rows; ++t0) {
       PanelTile<1>(panel, blocks, W::kOffsetShift, a, t0, rn, out + t0 * ldo + r0, ldo);
     }
+  }
+}
+
+// A K-quant panel: 16 rows' unpacked quants as a tile's second operand, and per group each row's
+// scale and minimum (0 for missing rows).
+struct KPanel {
+  std::vector<int8_t> q;     // [group][G / 4][16 rows][4]
+  std::vector<float> scale;  // [group][16 rows]
+  std::vector<float> min;    // [group][16 rows]
+};
+
+template <GgmlType kType>
+void PackKPanel(const uint8_t* w, size_t row_bytes, int rows, int64_t cols, KPanel& out) {
+  constexpr int kG = KQuantGroup(kType), kSuper = 256;
+  const QuantsFn quants = Avx2Quants(kType);
+  const UnpackFn scales = ScalarScales(kType), unpack = ScalarUnpack(kType);
+  const int block_bytes = BlockBytes(kType);
+  const int64_t groups = cols / kG;
+  const auto n = static_cast<size_t>(groups * kPanelRows);
+  if (out.q.size() < n * kG) out.q.resize(n * kG);
+  if (out.scale.size() < n) out.scale.resize(n), out.min.resize(n);
+  if (rows < kPanelRows) {
+    std::memset(out.q.data(), 0, n * kG);
+    std::fill_n(out.scale.data(), n, 0.0f);
+    std::fill_n(out.min.data(), n, 0.0f);
+  }
+  Unpacked u;
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+    for (int64_t s = 0; s < cols / kSuper; ++s) {
+      const uint8_t* block = row + s * block_bytes;
+      if (quants != nullptr) {
+        quants(block, u.q);
+        scales(block, u);
+      } else {
+        unpack(block, u);
+      }
+      for (int j = 0; j < kSuper / kG; ++j) {
+        const int64_t g = s * (kSuper / kG) + j;
+        int8_t* dst = out.q.data() + g * kPanelRows * kG + r * 4;
+        for (int k = 0; k < kG / 4; ++k) std::memcpy(dst + k * 64, u.q + j * kG + 4 * k, 4);
+        out.scale[g * kPanelRows + r] = u.scale[j * kG / 16];
+        out.min[g * kPanelRows + r] = u.min[j * kG / 16];
+      }
+    }
+  }
+}
+
+// K-quants from 16 tokens on (FindBatchQ8Gemm): every token on tiles, the last group padded with
+// zero activations.
+template <GgmlType kType>
+void GemmAmxK(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+              int64_t ldo) {
+  using F = AmxKFormat<kType>;
+  thread_local KPanel panel;
+  thread_local AmxActs<F::kG> acts;
+  const int64_t groups = a.cols / F::kG;
+  const int64_t token_groups = (a.rows + kAmxTokens - 1) / kAmxTokens;
+  PackAmxActs<F>(a, token_groups, 0, acts);
+  for (int64_t r0 = 0; r0 < rows; r0 += kPanelRows) {
+    const int rn = static_cast<int>(rows - r0 < kPanelRows ? rows - r0 : kPanelRows);
+    PackKPanel<kType>(w + static_cast<size_t>(r0) * row_bytes, row_bytes, rn, a.cols, panel);
+    ConfigureTiles<F::kG>();
+    for (int64_t tg = 0; tg < token_groups; ++tg) {
+      const auto tokens = static_cast<int>(std::min<int64_t>(kAmxTokens, a.rows - tg * kAmxTokens));
+      AmxTile<F>(panel.q.data(), panel.scale.data(), panel.min.data(), groups, acts, tg, rn, tokens,
+                 out + tg * kAmxTokens * ldo + r0, ldo);
+    }
+    ReleaseTiles();
   }
 }
 
@@ -718,8 +841,15 @@ const Int8Kernels* Avx512VnniInt8Kernels() {
 }
 
 const Int8Kernels* AmxInt8Kernels() {
-  static const Int8Kernels table{Isa::kAmxInt8, QuantizeQ8, GemmAmx<Q8_0Weights>,
-                                 GemmAmx<Q4_0Weights>};
+  static const Int8Kernels table{Isa::kAmxInt8,
+                                 QuantizeQ8,
+                                 GemmAmx<Q8_0Weights>,
+                                 GemmAmx<Q4_0Weights>,
+                                 GemmAmxK<GgmlType::kQ3_K>,
+                                 GemmAmxK<GgmlType::kQ4_K>,
+                                 GemmAmxK<GgmlType::kQ5_K>,
+                                 GemmAmxK<GgmlType::kQ6_K>,
+                                 GemmAmxK<GgmlType::kIQ4_XS>};
   return &table;
 }
 

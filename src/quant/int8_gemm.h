@@ -99,11 +99,22 @@ void Q8_0PanelTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row
 void Q4_0PanelTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
                    int64_t ldo);
 
+// From this many tokens on the batch kernels of the K-quants below run (they unpack a weight
+// panel once per call and need whole groups of 16 tokens to pay for it).
+inline constexpr int kBatchMinTokens = 16;
+
 struct Int8Kernels {
   Isa isa = Isa::kScalar;  // kScalar, kAvx2, kAvx512Vnni or kAmxInt8 (names, CPU check: kernels.h)
   QuantizeQ8Fn quantize = nullptr;
   Q8GemmFn q8_0 = nullptr;
   Q8GemmFn q4_0 = nullptr;
+  // Batches only (a.rows >= kBatchMinTokens, cols a multiple of 256): null where decode's dot_q8k
+  // and the float panels serve these types.
+  Q8GemmFn batch_q3_k = nullptr;
+  Q8GemmFn batch_q4_k = nullptr;
+  Q8GemmFn batch_q5_k = nullptr;
+  Q8GemmFn batch_q6_k = nullptr;
+  Q8GemmFn batch_iq4_xs = nullptr;
 };
 
 const Int8Kernels& ScalarInt8Kernels();
@@ -118,5 +129,24 @@ const Int8Kernels& BestInt8Kernels();
 
 // The table's kernel for weights of `type`, or null when the type has no integer path.
 Q8GemmFn FindQ8Gemm(const Int8Kernels& table, GgmlType type);
+// The table's batch-only kernel for `type` (K-quants), or null.
+Q8GemmFn FindBatchQ8Gemm(const Int8Kernels& table, GgmlType type);
+
+// The scalar twins of the AMX K-quant batch kernels: per row and token, over the row's groups g
+// of G elements (G = 32 for Q4_K, Q5_K and IQ4_XS, whose scales come in pairs; 16 for Q3_K and
+// Q6_K), dot the exact int32 sum of the unpacked quants times the activation quants, da the
+// scale of the activation block holding g, acc = fma(float(dot), scale_g * da, acc) and, for
+// formats with minimums (KQuantHasMins), acc = fma(-min_g, da * float(sum of that activation
+// block), acc).
+template <GgmlType kType>
+void KQuantPanelTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                     int64_t ldo);
+// The group size of a K-quant's batch kernel, and whether its groups have minimums.
+constexpr int KQuantGroup(GgmlType type) {
+  return type == GgmlType::kQ3_K || type == GgmlType::kQ6_K ? 16 : 32;
+}
+constexpr bool KQuantHasMins(GgmlType type) {
+  return type == GgmlType::kQ4_K || type == GgmlType::kQ5_K;
+}
 
 }  // namespace primekv::quant::internal

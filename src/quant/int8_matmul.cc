@@ -37,6 +37,23 @@ Q8GemmFn FindQ8Gemm(const Int8Kernels& table, GgmlType type) {
   }
 }
 
+Q8GemmFn FindBatchQ8Gemm(const Int8Kernels& table, GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ3_K:
+      return table.batch_q3_k;
+    case GgmlType::kQ4_K:
+      return table.batch_q4_k;
+    case GgmlType::kQ5_K:
+      return table.batch_q5_k;
+    case GgmlType::kQ6_K:
+      return table.batch_q6_k;
+    case GgmlType::kIQ4_XS:
+      return table.batch_iq4_xs;
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace quant::internal
 
 namespace internal {
@@ -107,6 +124,10 @@ bool MatMulInt8SameInput(std::span<const WeightView* const> ws, MatView<const fl
   std::array<quant::internal::Q8GemmFn, kMaxWeights> gemms{};
   for (size_t i = 0; i < ws.size(); ++i) {
     gemms[i] = quant::internal::FindQ8Gemm(kernels, ws[i]->type);
+    if (gemms[i] == nullptr && x.rows >= quant::internal::kBatchMinTokens &&
+        ws[i]->cols % 256 == 0) {
+      gemms[i] = quant::internal::FindBatchQ8Gemm(kernels, ws[i]->type);
+    }
     if (gemms[i] == nullptr || ws[i]->cols % quant::internal::kQ8Block != 0) return false;
   }
   thread_local Q8Scratch scratch;

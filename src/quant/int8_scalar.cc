@@ -2,10 +2,12 @@
 // every SIMD version is tested against (tests/quant/int8_gemm_test.cc).
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "primekv/quant/quant.h"
 #include "quant/int8_gemm.h"
 #include "quant/kernels.h"
+#include "quant/kquants.h"
 
 namespace primekv::quant::internal {
 namespace {
@@ -242,6 +244,55 @@ void Q4_0PanelTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Row
                    int64_t ldo) {
   PanelTwin<kQ4_0BlockBytes, Q4_0Weight>(w, row_bytes, rows, a, out, ldo);
 }
+
+template <GgmlType kType>
+void KQuantPanelTwin(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& a, float* out,
+                     int64_t ldo) {
+  constexpr int kG = KQuantGroup(kType);
+  constexpr int kBlock = 256;
+  const UnpackFn unpack = ScalarUnpack(kType);
+  const int block_bytes = BlockBytes(kType);
+  const int64_t supers = a.cols / kBlock;
+  Unpacked u;
+  std::vector<int8_t> q(static_cast<size_t>(a.cols));
+  std::vector<float> scale(static_cast<size_t>(a.cols / kG)), min(scale.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t s = 0; s < supers; ++s) {
+      unpack(w + static_cast<size_t>(r) * row_bytes + s * block_bytes, u);
+      std::memcpy(q.data() + s * kBlock, u.q, kBlock);
+      for (int g = 0; g < kBlock / kG; ++g) {
+        scale[s * (kBlock / kG) + g] = u.scale[g * kG / 16];
+        min[s * (kBlock / kG) + g] = u.min[g * kG / 16];
+      }
+    }
+    for (int64_t t = 0; t < a.rows; ++t) {
+      const int8_t* qa = a.q + t * a.stride;
+      float acc = 0.0f;
+      for (int64_t g = 0; g < a.cols / kG; ++g) {
+        int32_t dot = 0;
+        for (int k = 0; k < kG; ++k) dot += int32_t{q[g * kG + k]} * qa[g * kG + k];
+        const int64_t block = g * kG / kQ8Block;
+        const float da = a.d[t * a.block_stride + block];
+        acc = std::fma(static_cast<float>(dot), scale[g] * da, acc);
+        if constexpr (KQuantHasMins(kType)) {
+          acc = std::fma(-min[g], da * static_cast<float>(a.sum[t * a.block_stride + block]), acc);
+        }
+      }
+      out[t * ldo + r] = acc;
+    }
+  }
+}
+
+template void KQuantPanelTwin<GgmlType::kQ3_K>(const uint8_t*, size_t, int64_t, const Q8Rows&,
+                                               float*, int64_t);
+template void KQuantPanelTwin<GgmlType::kQ4_K>(const uint8_t*, size_t, int64_t, const Q8Rows&,
+                                               float*, int64_t);
+template void KQuantPanelTwin<GgmlType::kQ5_K>(const uint8_t*, size_t, int64_t, const Q8Rows&,
+                                               float*, int64_t);
+template void KQuantPanelTwin<GgmlType::kQ6_K>(const uint8_t*, size_t, int64_t, const Q8Rows&,
+                                               float*, int64_t);
+template void KQuantPanelTwin<GgmlType::kIQ4_XS>(const uint8_t*, size_t, int64_t, const Q8Rows&,
+                                                 float*, int64_t);
 
 const Int8Kernels& ScalarInt8Kernels() {
   static const Int8Kernels table{Isa::kScalar, QuantizeQ8, Gemm<kQ8_0BlockBytes, Q8_0Weight>,

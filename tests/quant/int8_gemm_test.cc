@@ -1,7 +1,8 @@
 // The integer-dot path: the activation quantiser of every table against its definition and
 // bit for bit against the scalar one, and every table's Q8_0 / Q4_0 product against an
-// independent double-precision sum over the same quantised activations. Tables for an
-// instruction set this CPU lacks are built but reported as skipped.
+// independent double-precision sum over the same quantised activations, and the K-quant batch
+// kernels (AMX) against their twins and the same sums. Tables for an instruction set this CPU
+// lacks are built but reported as skipped.
 #include "quant/int8_gemm.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "primekv/quant/matmul.h"
+#include "primekv/quant/quant.h"
 #include "quant/int8_matmul.h"
 #include "quant/quant_reference.h"
 
@@ -415,6 +417,114 @@ TEST(Int8GemmTest, MatMulStaysWithinActivationRounding) {
             ASSERT_NEAR(y[t * rows + r], exact, tol) << TypeName(type) << " threads=" << threads
                                                      << " n=" << n << " t=" << t << " r=" << r;
           }
+        }
+      }
+    }
+  }
+}
+
+std::string KName(GgmlType type) { return std::string(TypeInfo(type)->name); }
+
+// K-quant weights made by the engine's own encoder from random floats, with their decoded values
+// and, per element, the largest magnitude of its group of 32 (a bound on the group's minimum:
+// w = scale * q - min with q >= 0 makes |min| <= max |w|).
+struct KQuantMatrix {
+  size_t row_bytes = 0;
+  std::vector<uint8_t> bytes;
+  std::vector<std::vector<double>> decoded;
+  std::vector<std::vector<double>> group_max;
+};
+KQuantMatrix RandomKQuantMatrix(std::mt19937_64& rng, GgmlType type, int64_t rows, int64_t cols) {
+  KQuantMatrix m;
+  m.row_bytes = quant::RowBytes(type, cols);
+  m.bytes.resize(m.row_bytes * rows);
+  std::vector<float> dec(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<float> x = RandomFloats(rng, cols, 0.5f);
+    quant::QuantizeRow(type, x.data(), m.bytes.data() + r * m.row_bytes, cols);
+    quant::DequantizeRow(type, m.bytes.data() + r * m.row_bytes, dec.data(), cols);
+    m.decoded.emplace_back(dec.begin(), dec.end());
+    std::vector<double> gmax(cols);
+    for (int64_t g = 0; g < cols / 32; ++g) {
+      double v = 0;
+      for (int k = 0; k < 32; ++k) v = std::max(v, std::fabs(double{dec[g * 32 + k]}));
+      std::fill_n(gmax.begin() + g * 32, 32, v);
+    }
+    m.group_max.push_back(std::move(gmax));
+  }
+  return m;
+}
+
+struct KQuantTwin {
+  GgmlType type;
+  quant::internal::Q8GemmFn twin;
+};
+constexpr KQuantTwin kKQuantTwins[] = {
+    {GgmlType::kQ3_K, quant::internal::KQuantPanelTwin<GgmlType::kQ3_K>},
+    {GgmlType::kQ4_K, quant::internal::KQuantPanelTwin<GgmlType::kQ4_K>},
+    {GgmlType::kQ5_K, quant::internal::KQuantPanelTwin<GgmlType::kQ5_K>},
+    {GgmlType::kQ6_K, quant::internal::KQuantPanelTwin<GgmlType::kQ6_K>},
+    {GgmlType::kIQ4_XS, quant::internal::KQuantPanelTwin<GgmlType::kIQ4_XS>}};
+constexpr std::pair<int64_t, int64_t> kKQuantShapes[] = {{1, 256}, {7, 512}, {16, 256}, {37, 768}};
+
+// Each twin is a faithful product of the decoded weights with the quantised activations: within
+// the float bound of its terms (scaled quant and minimum, each group's minimum bounded by the
+// group's largest weight).
+TEST(Int8GemmTest, KQuantBatchTwinsMatchDoubleReference) {
+  std::mt19937_64 rng(35);
+  ThreadPool pool(1);
+  for (const KQuantTwin& twin : kKQuantTwins) {
+    for (auto [rows, cols] : kKQuantShapes) {
+      const KQuantMatrix w = RandomKQuantMatrix(rng, twin.type, rows, cols);
+      const int64_t n = 17;
+      const std::vector<float> x = RandomFloats(rng, n * cols);
+      const Activations act(x, n, cols, quant::internal::ScalarInt8Kernels(), pool);
+      std::vector<float> out(n * rows);
+      twin.twin(w.bytes.data(), w.row_bytes, rows, act.a, out.data(), rows);
+      for (int64_t t = 0; t < n; ++t) {
+        for (int64_t r = 0; r < rows; ++r) {
+          double exact = 0, magnitude = 0;
+          for (int64_t k = 0; k < cols; ++k) {
+            const double xa =
+                act.a.d[t * act.a.block_stride + k / 32] * act.a.q[t * act.a.stride + k];
+            exact += w.decoded[r][k] * xa;
+            magnitude += (std::fabs(w.decoded[r][k]) + 2 * w.group_max[r][k]) * std::fabs(xa);
+          }
+          ASSERT_NEAR(out[t * rows + r], exact,
+                      (cols / 16.0 + 4) * 4 * kFloatUnit * magnitude + 1e-30)
+              << KName(twin.type) << " rows=" << rows << " cols=" << cols << " t=" << t
+              << " r=" << r;
+        }
+      }
+    }
+  }
+}
+
+// The AMX K-quant batch kernels give their twins' bits for every shape and token count (whole
+// and padded groups of 16 tokens), writing nothing past the rows or the tokens.
+TEST(Int8GemmTest, KQuantBatchEqualsTwinBitForBit) {
+  const Int8Kernels* table = quant::internal::AmxInt8Kernels();
+  if (table == nullptr || !quant::internal::CpuHasIsa(table->isa)) {
+    GTEST_SKIP() << "not run on this CPU: amx";
+  }
+  std::mt19937_64 rng(36);
+  ThreadPool pool(1);
+  for (const KQuantTwin& twin : kKQuantTwins) {
+    const quant::internal::Q8GemmFn gemm = quant::internal::FindBatchQ8Gemm(*table, twin.type);
+    ASSERT_NE(gemm, nullptr) << KName(twin.type);
+    for (auto [rows, cols] : kKQuantShapes) {
+      const KQuantMatrix w = RandomKQuantMatrix(rng, twin.type, rows, cols);
+      for (int64_t n : {16, 17, 31, 33, 70}) {
+        const std::vector<float> x = RandomFloats(rng, n * cols);
+        const Activations act(x, n, cols, *table, pool);
+        const int64_t ldo = rows + 2;
+        std::vector<float> got((n + 1) * ldo, -7.0f), want((n + 1) * ldo, -7.0f);
+        gemm(w.bytes.data(), w.row_bytes, rows, act.a, got.data(), ldo);
+        twin.twin(w.bytes.data(), w.row_bytes, rows, act.a, want.data(), ldo);
+        for (int64_t i = 0; i < (n + 1) * ldo; ++i) {
+          ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+              << KName(twin.type) << " rows=" << rows << " cols=" << cols << " n=" << n
+              << " t=" << i / ldo << " r=" << i % ldo << ": " << got[i] << " vs " << want[i];
         }
       }
     }
