@@ -21,7 +21,8 @@
 #
 # Environment: REPS (timed runs per short test, default 3), LONG_REPS (runs of the 4096-token
 # tests, default 1), SHORT=0 skips the 512- and 4096-token tests, LONG, LONG_RATIO,
-# THREADS (default "1 2"), LLAMA_ARGS (extra flags for both llama.cpp tools, e.g.
+# LONG_KV (the cache types of the full-cache long pairs, default "f16 q8_0"; f16 is always run,
+# since the PrimeKV row is set against it), THREADS (default "1 2"), LLAMA_ARGS (extra flags for both llama.cpp tools, e.g.
 # "--poll 0"), LLAMA_COMMIT / PRIMEKV_COMMIT (labels, e.g. for a binary copied elsewhere), KEEP=1 keeps the raw JSON (its folder is printed).
 set -euo pipefail
 
@@ -40,6 +41,11 @@ LLAMA_ARGS=${LLAMA_ARGS:-}
 SHORT=${SHORT:-1}
 LONG=${LONG:-}
 LONG_RATIO=${LONG_RATIO:-0.9}
+LONG_KV=${LONG_KV:-"f16 q8_0"}
+[[ " $LONG_KV " == *" f16 "* ]] || LONG_KV="f16 $LONG_KV"
+for kv in $LONG_KV; do
+  [[ $kv == f16 || $kv == q8_0 ]] || { echo "LONG_KV: '$kv' is not f16 or q8_0" >&2; exit 2; }
+done
 [[ -x /usr/bin/time ]] || { echo "GNU time is needed for peak RSS: apt-get install time" >&2; exit 1; }
 find_bin() {
   for c in "$LLAMA_DIR/bin/$1" "$LLAMA_DIR/$1"; do
@@ -111,7 +117,7 @@ fi
 # reads a depth of synthetic rows (the same bytes a prefill leaves); the compressed run fills
 # its depth with a real prefill, so its scores see real keys.
 for L in ${LONG//,/ }; do
-  for kv in f16 q8_0; do
+  for kv in $LONG_KV; do
     kv_flags=()
     [[ $kv == q8_0 ]] && kv_flags=(-ctk q8_0 -ctv q8_0)
     # shellcheck disable=SC2086
@@ -137,10 +143,11 @@ FLAGS=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
   grep -xE 'avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx_vnni|avx512_bf16|amx_tile|amx_int8|amx_bf16' |
   tr '\n' ' ')
 
-python3 - "$OUT" "$THREADS" "$MAX_T" "$SHORT" "$LONG" "$LONG_RATIO" <<'PY'
+python3 - "$OUT" "$THREADS" "$MAX_T" "$SHORT" "$LONG" "$LONG_RATIO" "$LONG_KV" <<'PY'
 import json, os, re, statistics, sys, pathlib
 out, threads, max_t = pathlib.Path(sys.argv[1]), sys.argv[2].split(), sys.argv[3]
 short, lengths, ratio = sys.argv[4] == "1", [int(l) for l in sys.argv[5].split(",") if l], sys.argv[6]
+long_kv = sys.argv[7].split()
 
 def load_json(path):
     text = path.read_text()
@@ -190,7 +197,7 @@ if short:
                  primekv(f"long_t{max_t}", "tg128 @ d4096")))
 memory, e2e = [], []
 for L in lengths:
-    for kv in ("f16", "q8_0"):
+    for kv in long_kv:
         name = f"L{L}_{kv}"
         rows.append((f"prefill {L}, {kv} cache, {max_t} threads", batched(name, "speed_pp"),
                      primekv(name, f"pp{L}")))
