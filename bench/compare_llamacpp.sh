@@ -24,6 +24,10 @@
 # LONG_KV (the cache types of the full-cache long pairs, default "f16 q8_0"; f16 is always run,
 # since the PrimeKV row is set against it), THREADS (default "1 2"), LLAMA_ARGS (extra flags for both llama.cpp tools, e.g.
 # "--poll 0"), LLAMA_COMMIT / PRIMEKV_COMMIT (labels, e.g. for a binary copied elsewhere), KEEP=1 keeps the raw JSON (its folder is printed).
+# MAX_STEAL (percent, default 5): a short pair run while the hypervisor took more CPU time than
+# that from this VM (/proc/stat's steal) is run again, up to STEAL_TRIES times in all (default 3;
+# LONG_STEAL_TRIES, default 1, for the long pairs), and the least disturbed pair is kept. Every
+# row prints the steal of both runs, so a ratio made under a busy host shows it.
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
@@ -42,6 +46,10 @@ SHORT=${SHORT:-1}
 LONG=${LONG:-}
 LONG_RATIO=${LONG_RATIO:-0.9}
 LONG_KV=${LONG_KV:-"f16 q8_0"}
+MAX_STEAL=${MAX_STEAL:-5}
+STEAL_TRIES=${STEAL_TRIES:-3}
+LONG_STEAL_TRIES=${LONG_STEAL_TRIES:-1}
+pair_tries=$STEAL_TRIES
 [[ " $LONG_KV " == *" f16 "* ]] || LONG_KV="f16 $LONG_KV"
 for kv in $LONG_KV; do
   [[ $kv == f16 || $kv == q8_0 ]] || { echo "LONG_KV: '$kv' is not f16 or q8_0" >&2; exit 2; }
@@ -67,6 +75,9 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 START=$(date +%s)
 
 order=0
+# CPU steal (time the hypervisor gave this VM's vCPUs to others) over a command, in percent of
+# all CPU time: on a shared VM it reached 30-40% for minutes and halved a 2-thread decode.
+cpu_ticks() { awk '/^cpu /{print $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
 run_pair() {  # name, llama command..., --, primekv command...
   local name=$1
   shift
@@ -74,24 +85,45 @@ run_pair() {  # name, llama command..., --, primekv command...
   while [[ $1 != -- ]]; do llama+=("$1"); shift; done
   shift
   prime=("$@")
-  echo "[$(date +%T)] $name (load $(cut -d' ' -f1 /proc/loadavg))" >&2
-  if ((order % 2 == 0)); then
-    run_one "llama_$name" "${llama[@]}"
-    run_one "primekv_$name" "${prime[@]}"
-  else
-    run_one "primekv_$name" "${prime[@]}"
-    run_one "llama_$name" "${llama[@]}"
-  fi
-  order=$((order + 1))
+  # A pair whose runs saw more than MAX_STEAL % steal is run again (pair_tries in all: STEAL_TRIES
+  # for the short tests, LONG_STEAL_TRIES for the long ones); the pair with the least steal is
+  # kept, and the table prints its steal.
+  local try best=101 worst
+  for ((try = 1; try <= pair_tries; try++)); do
+    echo "[$(date +%T)] $name (load $(cut -d' ' -f1 /proc/loadavg)$( ((try > 1)) && echo ", try $try"))" >&2
+    if ((order % 2 == 0)); then
+      run_one "llama_$name" "${llama[@]}"
+      run_one "primekv_$name" "${prime[@]}"
+    else
+      run_one "primekv_$name" "${prime[@]}"
+      run_one "llama_$name" "${llama[@]}"
+    fi
+    order=$((order + 1))
+    worst=$(cat "$OUT/llama_$name.steal" "$OUT/primekv_$name.steal" | sort -n | tail -1)
+    if ((worst < best)); then
+      best=$worst
+      for side in llama primekv; do
+        for ext in json log rss steal; do cp "$OUT/${side}_$name.$ext" "$OUT/${side}_$name.best.$ext"; done
+      done
+    fi
+    ((worst > MAX_STEAL)) || break
+    echo "  steal $worst% > MAX_STEAL=$MAX_STEAL%" >&2
+  done
+  for side in llama primekv; do
+    for ext in json log rss steal; do mv "$OUT/${side}_$name.best.$ext" "$OUT/${side}_$name.$ext"; done
+  done
 }
-run_one() {  # label, command...: JSON to $OUT/label.json, log, peak RSS in KiB
-  local label=$1
+run_one() {  # label, command...: JSON to $OUT/label.json, log, peak RSS in KiB, steal in %
+  local label=$1 s0 t0 s1 t1
   shift
+  read -r s0 t0 < <(cpu_ticks)
   if ! /usr/bin/time -f %M -o "$OUT/$label.rss" "$@" >"$OUT/$label.json" 2>"$OUT/$label.log"; then
     echo "failed: $*" >&2
     tail -n 5 "$OUT/$label.log" >&2
     exit 1
   fi
+  read -r s1 t1 < <(cpu_ticks)
+  echo $(((100 * (s1 - s0) + (t1 - t0) / 2) / (t1 - t0 > 0 ? t1 - t0 : 1))) >"$OUT/$label.steal"
 }
 
 for t in $THREADS; do
@@ -116,6 +148,7 @@ fi
 # Long contexts: one process per engine, cache type and length. primekv's full-cache decode
 # reads a depth of synthetic rows (the same bytes a prefill leaves); the compressed run fills
 # its depth with a real prefill, so its scores see real keys.
+pair_tries=$LONG_STEAL_TRIES
 for L in ${LONG//,/ }; do
   for kv in $LONG_KV; do
     kv_flags=()
@@ -179,6 +212,11 @@ def llama_kv_bytes(name):  # "KV self size  =  X MiB" in llama.cpp's log
     m = re.search(r"KV self size\s*=\s*([0-9.]+) MiB", (out / f"llama_{name}.log").read_text())
     return float(m.group(1)) * 2**20 if m else float("nan")
 
+def steal(names):  # "llama.cpp / primekv" steal in percent over each side's run
+    a, b = (names, names) if isinstance(names, str) else names
+    return "%s / %s" % ((out / f"llama_{a}.steal").read_text().strip(),
+                        (out / f"primekv_{b}.steal").read_text().strip())
+
 def mib(b):
     return f"{b / 2**20:.1f} MiB"
 
@@ -188,28 +226,28 @@ if short:
         pp, reported = llama_bench(f"pp512_t{t}")
         # A source tree without .git reports "unknown": the label given outranks it.
         llama_commit = os.environ.get("LLAMA_COMMIT") or reported
-        rows.append((f"prefill 512, {t} thread{'s' if t != '1' else ''}", pp, primekv(f"pp512_t{t}", "pp512")))
+        rows.append((f"prefill 512, {t} thread{'s' if t != '1' else ''}", pp, primekv(f"pp512_t{t}", "pp512"), f"pp512_t{t}"))
         tg, _ = llama_bench(f"tg128_t{t}")
-        rows.append((f"decode 128, {t} thread{'s' if t != '1' else ''}", tg, primekv(f"tg128_t{t}", "tg128")))
+        rows.append((f"decode 128, {t} thread{'s' if t != '1' else ''}", tg, primekv(f"tg128_t{t}", "tg128"), f"tg128_t{t}"))
     rows.append((f"prefill 4096, {max_t} threads", batched(f"long_t{max_t}", "speed_pp"),
-                 primekv(f"long_t{max_t}", "pp4096")))
+                 primekv(f"long_t{max_t}", "pp4096"), f"long_t{max_t}"))
     rows.append((f"decode at depth 4096, {max_t} threads", batched(f"long_t{max_t}", "speed_tg"),
-                 primekv(f"long_t{max_t}", "tg128 @ d4096")))
+                 primekv(f"long_t{max_t}", "tg128 @ d4096"), f"long_t{max_t}"))
 memory, e2e = [], []
 for L in lengths:
     for kv in long_kv:
         name = f"L{L}_{kv}"
         rows.append((f"prefill {L}, {kv} cache, {max_t} threads", batched(name, "speed_pp"),
-                     primekv(name, f"pp{L}")))
+                     primekv(name, f"pp{L}"), name))
         rows.append((f"decode at depth {L}, {kv} cache", batched(name, "speed_tg"),
-                     primekv(name, f"tg128 @ d{L}")))
+                     primekv(name, f"tg128 @ d{L}"), name))
         memory.append((f"{L}, {kv} cache, full", llama_kv_bytes(name), rss(f"llama_{name}"),
                        primekv_test(name, f"tg128 @ d{L}")["kv_bytes_end"], rss(f"primekv_{name}")))
     # PrimeKV over a q8_0 cache against llama.cpp's f16 cache with flash attention.
     press = primekv_test(f"L{L}_press", f"tg128 @ d{L}")
     base = f"L{L}_f16"
     rows.append((f"decode at depth {L}: primekv {ratio} + q8_0 vs llama.cpp f16", batched(base, "speed_tg"),
-                 press["median"]))
+                 press["median"], (base, f"L{L}_press")))
     # Prefill (and, for primekv, every compression) then 128 decoded tokens.
     e2e.append((f"{L} + 128 tokens: primekv {ratio} + q8_0 vs llama.cpp f16",
                 batched(base, "t_pp") + batched(base, "t_tg"),
@@ -221,10 +259,10 @@ kernels = sorted({f'{j.get("kernels", "?")} (int8 {j.get("int8_kernels", "?")})'
                   for j in map(load_json, out.glob("primekv_*.json"))})
 print(f"llama.cpp build {llama_commit}; primekv kernels {', '.join(kernels)}")
 print()
-print("| tokens/s | llama.cpp | primekv | ratio |")
-print("|---|---:|---:|---:|")
-for name, a, b in rows:
-    print(f"| {name} | {a:.2f} | {b:.2f} | {b / a:.2f} |")
+print("| tokens/s | llama.cpp | primekv | ratio | steal %, llama.cpp / primekv |")
+print("|---|---:|---:|---:|---:|")
+for name, a, b, runs in rows:
+    print(f"| {name} | {a:.2f} | {b:.2f} | {b / a:.2f} | {steal(runs)} |")
 if e2e:
     print()
     print("| end to end, seconds | llama.cpp | primekv (scoring) | llama.cpp / primekv |")

@@ -8,7 +8,9 @@
 // For decode tests it also shows the bytes one step reads (every weight matrix, one embedding
 // row, and the live KV cache) and what share of the read bandwidth that is at the measured
 // speed: the bandwidth is measured right before and after each timed run over the model's own
-// mapped weights, so both figures see the same memory at the same moment.
+// mapped weights, so both figures see the same memory at the same moment. Every test also
+// gives the CPU steal over its timed runs (Linux's /proc/stat): on a shared virtual machine the
+// hypervisor can take a third of the CPU time for minutes, and a figure made then says so.
 #include <sys/resource.h>
 
 #if defined(__x86_64__)
@@ -94,6 +96,32 @@ double CurrentRssBytes() {
 struct Summary {
   double median = 0, stddev = 0, min = 0, max = 0;
 };
+
+// Cumulative CPU time of all CPUs, in clock ticks, and the part of it stolen by the hypervisor.
+struct CpuTicks {
+  uint64_t steal = 0, total = 0;
+};
+
+std::optional<CpuTicks> ReadCpuTicks() {
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  // user nice system idle iowait irq softirq steal (guest time is counted in user already).
+  uint64_t v[8] = {};
+  if (!(f >> cpu) || cpu != "cpu") return std::nullopt;
+  for (uint64_t& x : v) {
+    if (!(f >> x)) return std::nullopt;
+  }
+  CpuTicks t;
+  t.steal = v[7];
+  for (uint64_t x : v) t.total += x;
+  return t;
+}
+
+// Stolen share of the CPU time between two readings; negative when unknown.
+double StealShare(const std::optional<CpuTicks>& a, const std::optional<CpuTicks>& b) {
+  if (!a || !b || b->total <= a->total) return -1;
+  return static_cast<double>(b->steal - a->steal) / static_cast<double>(b->total - a->total);
+}
 
 Summary Summarise(std::vector<double> v) {
   Summary s;
@@ -290,6 +318,7 @@ struct TestResult {
   double kept_fraction = 1.0;  // entries kept by the press
   // Decode tests: the depth fill (prefill or synthetic rows, and every compression), once.
   double fill_s = 0, score_s = 0;
+  double steal_share = -1;  // CPU time stolen by the hypervisor over the timed runs; -1 unknown
 };
 
 // One prefill run: tokens/s.
@@ -366,10 +395,12 @@ int RunBandwidthOnly(const BenchArgs& a) {
 template <typename Run, typename WarmUp>
 Status TimeReps(const BenchArgs& a, TestResult& r, WarmUp warm_up, Run run) {
   PRIMEKV_RETURN_IF_ERROR(warm_up());
+  const std::optional<CpuTicks> before = ReadCpuTicks();
   for (int rep = 0; rep < a.reps; ++rep) {
     PRIMEKV_ASSIGN_OR_RETURN(const double tps, run());
     r.tokens_per_s.push_back(tps);
   }
+  r.steal_share = StealShare(before, ReadCpuTicks());
   r.summary = Summarise(r.tokens_per_s);
   if (!a.json)
     std::fprintf(stderr, "  %s t=%d: %.2f tok/s\n", r.name.c_str(), r.threads, r.summary.median);
@@ -537,6 +568,7 @@ void PrintJson(const BenchRun& run) {
                         {"stddev", r.summary.stddev},
                         {"min", r.summary.min},
                         {"max", r.summary.max}};
+    e["cpu_steal_share"] = r.steal_share >= 0 ? nlohmann::json(r.steal_share) : nlohmann::json();
     if (r.gen > 0) {
       e["kv_bytes"] = r.kv_bytes;
       e["kv_bytes_end"] = r.kv_bytes_end;
@@ -563,10 +595,16 @@ void PrintTable(const BenchRun& run) {
                                             (run.args.mode == "chunked" ? " chunked" : "")
                                       : "none";
   std::printf(
-      "| model | threads | press | test | t/s | bytes/token | read GB/s | of bandwidth |\n");
-  std::printf("|---|---:|---|---|---:|---:|---:|---:|\n");
+      "| model | threads | press | test | t/s | bytes/token | read GB/s | of bandwidth | steal "
+      "|\n");
+  std::printf("|---|---:|---|---|---:|---:|---:|---:|---:|\n");
   for (const auto& r : run.results) {
-    std::string bytes = "", bw = "", share = "";
+    std::string bytes = "", bw = "", share = "", steal = "?";
+    if (r.steal_share >= 0) {
+      char buf[16];
+      std::snprintf(buf, sizeof(buf), "%.0f%%", 100.0 * r.steal_share);
+      steal = buf;
+    }
     if (r.gen > 0) {
       bytes = Human(r.bytes_per_token);
       char buf[32];
@@ -575,9 +613,10 @@ void PrintTable(const BenchRun& run) {
       std::snprintf(buf, sizeof(buf), "%.0f%%", 100.0 * r.bandwidth_share);
       share = buf;
     }
-    std::printf("| %s | %d | %s | %s | %.2f ± %.2f | %s | %s | %s |\n", run.config.name.c_str(),
-                r.threads, press_label.c_str(), r.name.c_str(), r.summary.median, r.summary.stddev,
-                bytes.c_str(), bw.c_str(), share.c_str());
+    std::printf("| %s | %d | %s | %s | %.2f ± %.2f | %s | %s | %s | %s |\n",
+                run.config.name.c_str(), r.threads, press_label.c_str(), r.name.c_str(),
+                r.summary.median, r.summary.stddev, bytes.c_str(), bw.c_str(), share.c_str(),
+                steal.c_str());
   }
   std::printf("\npeak RSS %s", Human(run.rss.peak).c_str());
   if (run.rss.kv > 0) {
