@@ -8,9 +8,12 @@ preset="${1:-ci}"
 # elsewhere they report skipped when those are missing.
 setup_args=()
 if [[ "${CI:-}" == true || "${PRIMEKV_CLUSTER:-}" == 1 ]]; then setup_args=(--cluster); fi
+t0=$(date +%s)
 bash scripts/setup.sh "${setup_args[@]}"
+t1=$(date +%s)
 cmake --preset "$preset" -G Ninja >/dev/null
 cmake --build "build/$preset" -j "$(nproc)"
+t2=$(date +%s)
 # Under ASan, ref_presses_K (every press's scores against numpy, 600+ s there) is left out: it
 # checks numbers, which the release run does, and every press's code runs under ASan in the
 # Compression and Pipeline tests. So are the tests that run no code of ours (the Python
@@ -21,3 +24,4 @@ exclude=()
 [ "$preset" = asan ] &&
   exclude=(-E '^(ref_presses_[0-9]+|ref_presses_selftest|train_long_selftest|train_tokenizer_selftest|analysis_scripts_selftest)$' -LE no_asan)
 ctest --test-dir "build/$preset" --output-on-failure -j "$(nproc)" "${exclude[@]}"
+echo "-- $preset: setup $((t1 - t0)) s, build $((t2 - t1)) s, tests $(($(date +%s) - t2)) s"
