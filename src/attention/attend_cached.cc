@@ -3,8 +3,8 @@
 #include <cmath>
 #include <limits>
 
-#include "primekv/attention/softmax_kernels.h"
 #include "primekv/attention/attention.h"
+#include "primekv/attention/softmax_kernels.h"
 #include "primekv/quant/dense.h"
 
 namespace primekv {
@@ -130,6 +130,16 @@ bool AttendPage(const TileTask& t, const KvPage& page, int count, TileScratch& t
                 const attention_internal::SoftmaxKernels& softmax) {
   const int pt = t.cache.page_tokens();
   const int d = t.shape.head_dim;
+  if (t.rows() <= kDirectScoreRows && t.cache.dtype() == KvDType::kF16 &&
+      softmax.scores_f16 != nullptr) {
+    // Decode over an f16 cache: the page is read in place, once.
+    softmax.scores_f16(ts.q, t.rows(), static_cast<const uint16_t*>(page.keys), count, d,
+                       t.shape.scale, ts.scores, pt);
+    const bool finite = OnlineSoftmaxRows(t, page, count, ts, softmax);
+    softmax.pv_f16(ts.scores, t.rows(), pt, static_cast<const uint16_t*>(page.values), count, d,
+                   ts.acc);
+    return finite;
+  }
   float* key_rows = ts.values + static_cast<size_t>(pt) * d;
   t.cache.PageKeysToFloat(page, count, key_rows);
   t.cache.PageValuesToFloat(page, count, ts.values);

@@ -10,6 +10,7 @@
 #endif
 
 #include "primekv/quant/cpu.h"
+#include "primekv/quant/quant.h"
 
 namespace primekv::attention_internal {
 namespace {
@@ -58,6 +59,27 @@ void ScalarScores(const float* q, int rows, const float* k, int count, int d, fl
   }
 }
 
+void ScalarScoresF16(const float* q, int rows, const uint16_t* k, int count, int d, float alpha,
+                     float* s, int lds) {
+  for (int r = 0; r < rows; ++r) {
+    for (int j = 0; j < count; ++j) {
+      float dot = 0.0f;
+      for (int c = 0; c < d; ++c) dot += q[r * d + c] * quant::F16ToF32(k[j * d + c]);
+      s[r * lds + j] = alpha * dot;
+    }
+  }
+}
+
+void ScalarPvF16(const float* p, int rows, int ldp, const uint16_t* v, int count, int d,
+                 float* acc) {
+  for (int j = 0; j < count; ++j) {
+    for (int c = 0; c < d; ++c) {
+      const float x = quant::F16ToF32(v[j * d + c]);
+      for (int r = 0; r < rows; ++r) acc[r * d + c] += p[r * ldp + j] * x;
+    }
+  }
+}
+
 }  // namespace
 
 float ExpApprox(float x) {
@@ -82,7 +104,8 @@ float ExpApprox(float x) {
 }
 
 const SoftmaxKernels& ScalarSoftmax() {
-  static const SoftmaxKernels k{"scalar", ScalarRowMax, ScalarExpSum, ScalarScale, ScalarScores};
+  static const SoftmaxKernels k{"scalar",     ScalarRowMax,    ScalarExpSum, ScalarScale,
+                                ScalarScores, ScalarScoresF16, ScalarPvF16};
   return k;
 }
 
@@ -205,6 +228,79 @@ void Scores(const float* q, int rows, const float* k, int count, int d, float al
   }
 }
 
+__m512 LoadHalf16(const uint16_t* h) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h)));
+}
+
+// Scores over f16 keys, 4 query rows by 4 keys at a time: each 16-wide piece of a key is
+// converted once for the 4 rows, the 16 sums stay in registers (every bound is a constant) and
+// are reduced together. A short last group repeats its last row or key and stores only its own.
+void ScoresF16(const float* q, int rows, const uint16_t* k, int count, int d, float alpha, float* s,
+               int lds) {
+  if (d % 16 != 0) return ScalarScoresF16(q, rows, k, count, d, alpha, s, lds);
+  const __m512 va = _mm512_set1_ps(alpha);
+  for (int r0 = 0; r0 < rows; r0 += 4) {
+    const int nr = rows - r0 < 4 ? rows - r0 : 4;
+    const float* qr[4];
+    for (int r = 0; r < 4; ++r) qr[r] = q + static_cast<int64_t>(r0 + (r < nr ? r : nr - 1)) * d;
+    for (int j0 = 0; j0 < count; j0 += 4) {
+      const int nj = count - j0 < 4 ? count - j0 : 4;
+      const uint16_t* kj[4];
+      for (int jj = 0; jj < 4; ++jj)
+        kj[jj] = k + static_cast<int64_t>(j0 + (jj < nj ? jj : nj - 1)) * d;
+      __m512 acc[16];  // acc[4 * r + jj]
+      for (auto& a : acc) a = _mm512_setzero_ps();
+      for (int c = 0; c < d; c += 16) {
+        __m512 kx[4];
+        for (int jj = 0; jj < 4; ++jj) kx[jj] = LoadHalf16(kj[jj] + c);
+        for (int r = 0; r < 4; ++r) {
+          const __m512 qv = _mm512_loadu_ps(qr[r] + c);
+          for (int jj = 0; jj < 4; ++jj)
+            acc[4 * r + jj] = _mm512_fmadd_ps(qv, kx[jj], acc[4 * r + jj]);
+        }
+      }
+      alignas(64) float sums[16];
+      _mm512_store_ps(sums, _mm512_mul_ps(va, SumEach16(acc)));
+      for (int r = 0; r < nr; ++r)
+        for (int jj = 0; jj < nj; ++jj)
+          s[static_cast<int64_t>(r0 + r) * lds + j0 + jj] = sums[4 * r + jj];
+    }
+  }
+}
+
+// P V over f16 values, 4 rows by 64 columns of the accumulator in registers: each value row is
+// converted once and added with each row's weight. A short last group of rows repeats its last
+// row into an accumulator that is not stored.
+void PvF16(const float* p, int rows, int ldp, const uint16_t* v, int count, int d, float* acc) {
+  if (d % 64 != 0) return ScalarPvF16(p, rows, ldp, v, count, d, acc);
+  for (int c0 = 0; c0 < d; c0 += 64) {
+    for (int r0 = 0; r0 < rows; r0 += 4) {
+      const int nr = rows - r0 < 4 ? rows - r0 : 4;
+      const float* pr[4];
+      for (int r = 0; r < 4; ++r)
+        pr[r] = p + static_cast<int64_t>(r0 + (r < nr ? r : nr - 1)) * ldp;
+      __m512 a[16];  // a[4 * r + t]
+      for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < 4; ++t)
+          a[4 * r + t] = r < nr
+                             ? _mm512_loadu_ps(acc + static_cast<int64_t>(r0 + r) * d + c0 + 16 * t)
+                             : _mm512_setzero_ps();
+      for (int j = 0; j < count; ++j) {
+        __m512 x[4];
+        for (int t = 0; t < 4; ++t)
+          x[t] = LoadHalf16(v + static_cast<int64_t>(j) * d + c0 + 16 * t);
+        for (int r = 0; r < 4; ++r) {
+          const __m512 w = _mm512_set1_ps(pr[r][j]);
+          for (int t = 0; t < 4; ++t) a[4 * r + t] = _mm512_fmadd_ps(w, x[t], a[4 * r + t]);
+        }
+      }
+      for (int r = 0; r < nr; ++r)
+        for (int t = 0; t < 4; ++t)
+          _mm512_storeu_ps(acc + static_cast<int64_t>(r0 + r) * d + c0 + 16 * t, a[4 * r + t]);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace primekv::attention_internal::avx512
 
@@ -221,8 +317,9 @@ const SoftmaxKernels* Avx2Softmax() {
 }
 const SoftmaxKernels* Avx512Softmax() {
   using V = simd::Avx512;
-  static const SoftmaxKernels k{"avx512", avx512::RowMax<V>, avx512::ExpSum<V>, avx512::Scale<V>,
-                                avx512::Scores};
+  static const SoftmaxKernels k{"avx512",         avx512::RowMax<V>, avx512::ExpSum<V>,
+                                avx512::Scale<V>, avx512::Scores,    avx512::ScoresF16,
+                                avx512::PvF16};
   return &k;
 }
 // The quant kernels' CPU reading: each table's target needs what DetectCpu checks for it.

@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "primekv/quant/quant.h"
 
 namespace primekv::attention_internal {
 namespace {
@@ -101,6 +104,75 @@ TEST(SoftmaxKernels, EveryTableMatchesScalar) {
     for (const auto& n : skipped) names += n + " ";
     GTEST_SKIP() << "not run on this CPU: " << names;
   }
+}
+
+// The decode kernels over an f16 page (scores and P V), against double sums over the same halves
+// widened exactly: every table that has them (the scalar twin included), every tail of rows,
+// keys and columns, nothing written outside the output.
+TEST(SoftmaxKernels, F16DecodeKernelsMatchDoubleSums) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<const SoftmaxKernels*> all = {&ScalarSoftmax()};
+  for (const SoftmaxKernels* k : {Avx2Softmax(), Avx512Softmax()})
+    if (k != nullptr && CpuRunsSoftmax(*k) && k->scores_f16 != nullptr) all.push_back(k);
+  ASSERT_NE(ScalarSoftmax().scores_f16, nullptr);
+  for (const SoftmaxKernels* k : all) {
+    for (int d : {64, 128, 48, 40}) {
+      for (int rows : {1, 3, 4, 5, 8}) {
+        for (int count : {1, 3, 4, 5, 16, 17, 63}) {
+          const std::string what = std::string(k->isa) + " d=" + std::to_string(d) +
+                                   " rows=" + std::to_string(rows) +
+                                   " count=" + std::to_string(count);
+          std::vector<float> q(rows * d);
+          for (auto& v : q) v = dist(rng);
+          std::vector<uint16_t> kh(count * d), vh(count * d);
+          for (auto& h : kh) h = quant::F32ToF16(dist(rng));
+          for (auto& h : vh) h = quant::F32ToF16(dist(rng));
+          const int lds = count + 3;
+          std::vector<float> s(rows * lds, -7.0f);
+          k->scores_f16(q.data(), rows, kh.data(), count, d, 0.125f, s.data(), lds);
+          for (int r = 0; r < rows; ++r) {
+            for (int j = 0; j < lds; ++j) {
+              if (j >= count) {
+                ASSERT_EQ(s[r * lds + j], -7.0f) << what << ": wrote past count";
+                continue;
+              }
+              double exact = 0, mag = 0;
+              for (int c = 0; c < d; ++c) {
+                const double x = double{q[r * d + c]} * quant::F16ToF32(kh[j * d + c]);
+                exact += x;
+                mag += std::fabs(x);
+              }
+              ASSERT_NEAR(s[r * lds + j], 0.125 * exact, 0.125 * (d + 2) * 1.2e-7 * mag)
+                  << what << " r=" << r << " j=" << j;
+            }
+          }
+          // acc += P V, with P the scores' layout (ldp = lds) and a non-zero accumulator.
+          std::vector<float> p(rows * lds), acc(rows * d + 5, 0.0f);
+          for (auto& v : p) v = std::fabs(dist(rng));
+          for (int i = 0; i < rows * d; ++i) acc[i] = dist(rng);
+          const std::vector<float> start = acc;
+          for (int i = rows * d; i < rows * d + 5; ++i) acc[i] = -9.0f;
+          k->pv_f16(p.data(), rows, lds, vh.data(), count, d, acc.data());
+          for (int i = rows * d; i < rows * d + 5; ++i)
+            ASSERT_EQ(acc[i], -9.0f) << what << ": wrote past the accumulator";
+          for (int r = 0; r < rows; ++r) {
+            for (int c = 0; c < d; ++c) {
+              double exact = start[r * d + c], mag = std::fabs(exact);
+              for (int j = 0; j < count; ++j) {
+                const double x = double{p[r * lds + j]} * quant::F16ToF32(vh[j * d + c]);
+                exact += x;
+                mag += std::fabs(x);
+              }
+              ASSERT_NEAR(acc[r * d + c], exact, (count + 2) * 1.2e-7 * mag)
+                  << what << " r=" << r << " c=" << c;
+            }
+          }
+        }
+      }
+    }
+  }
+  if (all.size() == 1) GTEST_SKIP() << "only the scalar twin runs on this CPU";
 }
 
 }  // namespace

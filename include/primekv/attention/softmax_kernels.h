@@ -3,6 +3,8 @@
 // as a vector polynomial rather than one libm call each.
 #pragma once
 
+#include <cstdint>
+
 namespace primekv::attention_internal {
 
 // exp(x) for x <= 88: Cody-Waite reduction to 2^n * e^r with |r| <= ln2 / 2 and a degree-6
@@ -23,6 +25,14 @@ struct SoftmaxKernels {
   // rows meet each page once and a transpose would cost more than the products.
   void (*scores)(const float* q, int rows, const float* k, int count, int d, float alpha, float* s,
                  int lds) = nullptr;
+  // The decode step over an f16 cache, reading the page in place (IEEE half, converted in
+  // registers) rather than through a float copy of it: `scores` with f16 key rows, and
+  // acc[r * d + c] += sum over j < count of p[r * ldp + j] * v[j * d + c] for r < rows.
+  // Null where the table has none (the caller converts the page and uses the float kernels).
+  void (*scores_f16)(const float* q, int rows, const uint16_t* k, int count, int d, float alpha,
+                     float* s, int lds) = nullptr;
+  void (*pv_f16)(const float* p, int rows, int ldp, const uint16_t* v, int count, int d,
+                 float* acc) = nullptr;
 };
 
 const SoftmaxKernels& ScalarSoftmax();
