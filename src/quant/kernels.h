@@ -66,12 +66,19 @@ using DotRowsFn = void (*)(const void* w, size_t row_bytes, int64_t w_rows, cons
                            int64_t x_stride, int rows, int64_t n, float* out, int64_t out_stride);
 
 // 256 activations rounded to 8 bits, as llama.cpp's Q8_K: x[i] ~ d * qs[i], with the sums of
-// each 16 quants. The int8-activation dot products of the 256-element weight formats read it.
+// each 16 quants and of each 32 (Q4_K's and Q5_K's sub-blocks, whose offset terms then take one
+// vpmaddwd). The int8-activation dot products of the 256-element weight formats read it.
 struct Q8KBlock {
   float d;
   int8_t qs[256];
   int16_t bsums[16];
+  int16_t bsum32[8];  // bsums[2j] + bsums[2j + 1]: the sums of the 32-element sub-blocks
 };
+// Sets bsum32 from bsums; every quantiser calls it last.
+inline void FillBsum32(Q8KBlock& b) {
+  for (int j = 0; j < 8; ++j)
+    b.bsum32[j] = static_cast<int16_t>(b.bsums[2 * j] + b.bsums[2 * j + 1]);
+}
 // Rounds n (a multiple of 256) activations as llama.cpp's quantize_row_q8_K: the element of
 // largest magnitude maps to -127 (d = max / -127), the others round to nearest, ties to even.
 void QuantizeQ8K(const float* x, Q8KBlock* out, int64_t n);

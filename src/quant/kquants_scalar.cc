@@ -533,6 +533,7 @@ void QuantizeQ8K(const float* x, Q8KBlock* out, int64_t n) {
   for (int64_t b = 0; b < n / kSuperBlock; ++b, x += kSuperBlock, ++out) {
     const float max = SignedMax(x, kSuperBlock);
     std::memset(out->bsums, 0, sizeof(out->bsums));
+    std::memset(out->bsum32, 0, sizeof(out->bsum32));
     if (max == 0.0f || !std::isfinite(max)) {
       out->d = 0.0f;
       std::memset(out->qs, 0, sizeof(out->qs));
@@ -545,6 +546,7 @@ void QuantizeQ8K(const float* x, Q8KBlock* out, int64_t n) {
       out->qs[j] = static_cast<int8_t>(q);
       out->bsums[j / kGroup16] = static_cast<int16_t>(out->bsums[j / kGroup16] + q);
     }
+    FillBsum32(*out);
     out->d = 1.0f / iscale;
   }
 }

@@ -62,7 +62,7 @@ const quant::internal::KernelTable& TableFor(const MatMulTiling& tiling) {
   return tiling.kernels != nullptr ? *tiling.kernels : quant::internal::BestKernels();
 }
 
-// Q8_K blocks of activations MatVecQ8K keeps on the stack: 64 KiB, a 57,344-wide row.
+// Q8_K blocks of activations MatVecQ8K keeps on the stack: 67 KiB, a 57,344-wide row.
 constexpr int64_t kQ8KBufferBlocks = 224;
 
 // The most weights MatVecQ8K takes at once (q, k, v).

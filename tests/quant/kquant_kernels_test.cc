@@ -206,6 +206,11 @@ TEST(KQuantKernelsTest, QuantizeQ8KAsLlamaCpp) {
       }
       EXPECT_EQ(q[static_cast<size_t>(b)].bsums[g], sum);
     }
+    for (int j = 0; j < 8; ++j) {
+      int sum = 0;
+      for (int i = 32 * j; i < 32 * j + 32; ++i) sum += q[static_cast<size_t>(b)].qs[i];
+      EXPECT_EQ(q[static_cast<size_t>(b)].bsum32[j], sum) << b << " " << j;
+    }
   }
   EXPECT_EQ(q[2].qs[600 - 512], -127);
 }
