@@ -27,7 +27,8 @@
 # MAX_STEAL (percent, default 5): a short pair run while the hypervisor took more CPU time than
 # that from this VM (/proc/stat's steal) is run again, up to STEAL_TRIES times in all (default 3;
 # LONG_STEAL_TRIES, default 1, for the long pairs), and the least disturbed pair is kept. Every
-# row prints the steal of both runs, so a ratio made under a busy host shows it.
+# row prints the steal of both runs, so a ratio made under a busy host shows it; with KEEP=1 the
+# tries not kept stay in the folder as NAME.TRY.json (.log, .rss, .steal).
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
@@ -88,29 +89,28 @@ run_pair() {  # name, llama command..., --, primekv command...
   # A pair whose runs saw more than MAX_STEAL % steal is run again (pair_tries in all: STEAL_TRIES
   # for the short tests, LONG_STEAL_TRIES for the long ones); the pair with the least steal is
   # kept, and the table prints its steal.
-  local try best=101 worst
+  local try best=101 best_try=1 worst
   for ((try = 1; try <= pair_tries; try++)); do
     echo "[$(date +%T)] $name (load $(cut -d' ' -f1 /proc/loadavg)$( ((try > 1)) && echo ", try $try"))" >&2
     if ((order % 2 == 0)); then
-      run_one "llama_$name" "${llama[@]}"
-      run_one "primekv_$name" "${prime[@]}"
+      run_one "llama_$name.$try" "${llama[@]}"
+      run_one "primekv_$name.$try" "${prime[@]}"
     else
-      run_one "primekv_$name" "${prime[@]}"
-      run_one "llama_$name" "${llama[@]}"
+      run_one "primekv_$name.$try" "${prime[@]}"
+      run_one "llama_$name.$try" "${llama[@]}"
     fi
     order=$((order + 1))
-    worst=$(cat "$OUT/llama_$name.steal" "$OUT/primekv_$name.steal" | sort -n | tail -1)
+    worst=$(cat "$OUT/llama_$name.$try.steal" "$OUT/primekv_$name.$try.steal" | sort -n | tail -1)
     if ((worst < best)); then
       best=$worst
-      for side in llama primekv; do
-        for ext in json log rss steal; do cp "$OUT/${side}_$name.$ext" "$OUT/${side}_$name.best.$ext"; done
-      done
+      best_try=$try
     fi
     ((worst > MAX_STEAL)) || break
     echo "  steal $worst% > MAX_STEAL=$MAX_STEAL%" >&2
   done
+  # The kept try's files lose their try number; the others stay beside them (KEEP=1).
   for side in llama primekv; do
-    for ext in json log rss steal; do mv "$OUT/${side}_$name.best.$ext" "$OUT/${side}_$name.$ext"; done
+    for ext in json log rss steal; do mv "$OUT/${side}_$name.$best_try.$ext" "$OUT/${side}_$name.$ext"; done
   done
 }
 run_one() {  # label, command...: JSON to $OUT/label.json, log, peak RSS in KiB, steal in %
