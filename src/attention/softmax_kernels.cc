@@ -48,26 +48,29 @@ void ScalarScale(float* a, int n, float f) {
   for (int j = 0; j < n; ++j) a[j] *= f;
 }
 
-void ScalarScores(const float* q, int rows, const float* k, int count, int d, float alpha, float* s,
+float Widen(float x) { return x; }
+float Widen(uint16_t h) { return quant::F16ToF32(h); }
+
+// alpha * q K^T over keys stored as float or as f16 halves: every ISA's Scores and ScoresF16
+// fall back to it.
+template <typename Key>
+void ScalarScores(const float* q, int rows, const Key* k, int count, int d, float alpha, float* s,
                   int lds) {
   for (int r = 0; r < rows; ++r) {
     for (int j = 0; j < count; ++j) {
       float dot = 0.0f;
-      for (int c = 0; c < d; ++c) dot += q[r * d + c] * k[j * d + c];
+      for (int c = 0; c < d; ++c) dot += q[r * d + c] * Widen(k[j * d + c]);
       s[r * lds + j] = alpha * dot;
     }
   }
 }
 
-void ScalarScoresF16(const float* q, int rows, const uint16_t* k, int count, int d, float alpha,
-                     float* s, int lds) {
-  for (int r = 0; r < rows; ++r) {
-    for (int j = 0; j < count; ++j) {
-      float dot = 0.0f;
-      for (int c = 0; c < d; ++c) dot += q[r * d + c] * quant::F16ToF32(k[j * d + c]);
-      s[r * lds + j] = alpha * dot;
-    }
-  }
+// Rows first .. first + kGroup - 1 of `base`, `stride` apart; a group cut short at n < kGroup
+// rows repeats its last row, so that a kernel's loops keep constant bounds (it stores only its
+// own n results).
+template <int kGroup, typename T>
+void GroupRows(const T* base, int first, int n, int64_t stride, const T* (&rows)[kGroup]) {
+  for (int i = 0; i < kGroup; ++i) rows[i] = base + (first + (i < n ? i : n - 1)) * stride;
 }
 
 void ScalarPvF16(const float* p, int rows, int ldp, const uint16_t* v, int count, int d,
@@ -104,8 +107,9 @@ float ExpApprox(float x) {
 }
 
 const SoftmaxKernels& ScalarSoftmax() {
-  static const SoftmaxKernels k{"scalar",     ScalarRowMax,    ScalarExpSum, ScalarScale,
-                                ScalarScores, ScalarScoresF16, ScalarPvF16};
+  static const SoftmaxKernels k{"scalar",    ScalarRowMax,        ScalarExpSum,
+                                ScalarScale, ScalarScores<float>, ScalarScores<uint16_t>,
+                                ScalarPvF16};
   return k;
 }
 
@@ -145,8 +149,7 @@ void Scores(const float* q, int rows, const float* k, int count, int d, float al
   for (int j0 = 0; j0 < count; j0 += 8) {
     const int n = count - j0 < 8 ? count - j0 : 8;
     const float* kj[8];
-    for (int jj = 0; jj < 8; ++jj)
-      kj[jj] = k + static_cast<int64_t>(j0 + (jj < n ? jj : n - 1)) * d;
+    GroupRows(k, j0, n, d, kj);
     for (int r = 0; r < rows; ++r) {
       const float* qr = q + static_cast<int64_t>(r) * d;
       __m256 acc[8];
@@ -237,17 +240,16 @@ __m512 LoadHalf16(const uint16_t* h) {
 // are reduced together. A short last group repeats its last row or key and stores only its own.
 void ScoresF16(const float* q, int rows, const uint16_t* k, int count, int d, float alpha, float* s,
                int lds) {
-  if (d % 16 != 0) return ScalarScoresF16(q, rows, k, count, d, alpha, s, lds);
+  if (d % 16 != 0) return ScalarScores(q, rows, k, count, d, alpha, s, lds);
   const __m512 va = _mm512_set1_ps(alpha);
   for (int r0 = 0; r0 < rows; r0 += 4) {
     const int nr = rows - r0 < 4 ? rows - r0 : 4;
     const float* qr[4];
-    for (int r = 0; r < 4; ++r) qr[r] = q + static_cast<int64_t>(r0 + (r < nr ? r : nr - 1)) * d;
+    GroupRows(q, r0, nr, d, qr);
     for (int j0 = 0; j0 < count; j0 += 4) {
       const int nj = count - j0 < 4 ? count - j0 : 4;
       const uint16_t* kj[4];
-      for (int jj = 0; jj < 4; ++jj)
-        kj[jj] = k + static_cast<int64_t>(j0 + (jj < nj ? jj : nj - 1)) * d;
+      GroupRows(k, j0, nj, d, kj);
       __m512 acc[16];  // acc[4 * r + jj]
       for (auto& a : acc) a = _mm512_setzero_ps();
       for (int c = 0; c < d; c += 16) {
@@ -277,8 +279,7 @@ void PvF16(const float* p, int rows, int ldp, const uint16_t* v, int count, int 
     for (int r0 = 0; r0 < rows; r0 += 4) {
       const int nr = rows - r0 < 4 ? rows - r0 : 4;
       const float* pr[4];
-      for (int r = 0; r < 4; ++r)
-        pr[r] = p + static_cast<int64_t>(r0 + (r < nr ? r : nr - 1)) * ldp;
+      GroupRows(p, r0, nr, ldp, pr);
       __m512 a[16];  // a[4 * r + t]
       for (int r = 0; r < 4; ++r)
         for (int t = 0; t < 4; ++t)
