@@ -46,11 +46,20 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+// Guided chunks: each claim takes 1/(2 * threads) of what is left, at least job_chunk_. The first
+// chunks are large (few claims), and the last ones small, so the threads finish within a small
+// chunk of each other. With equal shares of n/(4 * threads), a decode matvec over 1 GiB of Q4_K
+// at 2 threads waited on one thread's last 1/8 and read 16-18 GB/s of a probe's 19-20.
 void ThreadPool::RunShare(int index) {
+  const int64_t parts = 2 * static_cast<int64_t>(n_threads_);
+  int64_t begin = next_index_.load(std::memory_order_relaxed);
   for (;;) {
-    const int64_t begin = next_chunk_.fetch_add(1, std::memory_order_relaxed) * job_chunk_;
     if (begin >= job_n_) return;
-    job_(begin, std::min(job_n_, begin + job_chunk_), index);
+    const int64_t size = std::max(job_chunk_, (job_n_ - begin) / parts);
+    const int64_t end = std::min(job_n_, begin + size);
+    if (!next_index_.compare_exchange_weak(begin, end, std::memory_order_relaxed)) continue;
+    job_(begin, end, index);
+    begin = next_index_.load(std::memory_order_relaxed);
   }
 }
 
@@ -83,11 +92,10 @@ void ThreadPool::Run(int64_t n, RangeFn fn, int64_t min_chunk) {
     fn(0, n, 0);
     return;
   }
-  // A few chunks per thread balances uneven work; chunks are handed out by one atomic add.
   job_ = fn;
   job_n_ = n;
-  job_chunk_ = std::max(min_chunk, (n + 4 * n_threads_ - 1) / (4 * n_threads_));
-  next_chunk_.store(0, std::memory_order_relaxed);
+  job_chunk_ = min_chunk;
+  next_index_.store(0, std::memory_order_relaxed);
   pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
     // Under the mutex, so a worker between its check and its wait cannot miss the new job.

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 namespace primekv {
@@ -32,6 +35,35 @@ TEST(ThreadPool, ReusableManyTimes) {
     });
   }
   EXPECT_EQ(sum.load(), 200 * (63 * 64 / 2));
+}
+
+// Chunks shrink as the range is used up: each claim takes 1/(2 * threads) of what is left, never
+// less than min_chunk, so whichever thread claims them the sequence of chunks is the same.
+TEST(ThreadPool, GuidedChunksShrinkToTheMinimum) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    constexpr int64_t kN = 1000, kMin = 10;
+    std::mutex mu;
+    std::vector<std::pair<int64_t, int64_t>> chunks;
+    pool.ParallelFor(
+        kN,
+        [&](int64_t b, int64_t e, int) {
+          std::lock_guard<std::mutex> lock(mu);
+          chunks.emplace_back(b, e);
+        },
+        kMin);
+    std::sort(chunks.begin(), chunks.end());
+    int64_t begin = 0;
+    for (const auto& [b, e] : chunks) {
+      ASSERT_EQ(b, begin);
+      EXPECT_EQ(e - b, std::min(kN - b, std::max(kMin, (kN - b) / (2 * threads)))) << "at " << b;
+      begin = e;
+    }
+    EXPECT_EQ(begin, kN);
+    EXPECT_EQ(chunks.front().second, kN / (2 * threads));
+    EXPECT_LE(chunks.back().second - chunks.back().first, kMin);
+    EXPECT_EQ(chunks[chunks.size() - 2].second - chunks[chunks.size() - 2].first, kMin);
+  }
 }
 
 }  // namespace
