@@ -46,6 +46,7 @@ namespace {
 
 struct BenchArgs {
   std::string model;
+  WeightMemory weight_memory = WeightMemory::kMapped;
   std::vector<int> prompt = {512};
   std::vector<int> gen = {128};
   std::vector<int> depth = {0};
@@ -372,7 +373,7 @@ std::string Human(double bytes) {
 int RunBandwidthOnly(const BenchArgs& a) {
   std::optional<Model> model;
   if (!a.model.empty()) {
-    auto m = Model::Load(a.model);
+    auto m = Model::Load(a.model, a.weight_memory);
     if (!m.ok()) return Fail(m.message());
     model.emplace(std::move(m).value());
   }
@@ -550,6 +551,7 @@ void PrintJson(const BenchRun& run) {
   j["kernels"] = quant::IsaName(quant::BestKernelIsa());
   j["int8_kernels"] = quant::IsaName(quant::BestInt8Isa());
   j["kv_type"] = KvDTypeName(a.kv_type);
+  j["weights"] = a.weight_memory == WeightMemory::kCopied ? "copied (--no-mmap)" : "mapped";
   j["press"] = run.press;
   j["ratio"] = a.ratio;
   j["fill"] = a.fill;
@@ -669,7 +671,7 @@ int RunBench(const BenchArgs& a) {
   if (!spec.ok()) return Fail(spec.message());
   auto press = MakePress(*spec);
   if (!press.ok()) return Fail(press.message());
-  auto model = Model::Load(a.model);
+  auto model = Model::Load(a.model, a.weight_memory);
   if (!model.ok()) return Fail(model.message());
   if (Status s = CheckKvDType(a.kv_type, model->config().head_dim); !s.ok())
     return Fail(s.message());
@@ -709,6 +711,7 @@ void AddBench(CLI::App& app, Runner& run) {
   auto a = std::make_shared<BenchArgs>();
   auto* cmd = app.add_subcommand("bench", "Prefill and decode throughput (llama-bench style)");
   cmd->add_option("-m,--model", a->model, "GGUF model file");
+  AddNoMmap(*cmd, a->weight_memory);
   struct ListOption {
     const char* flags;
     std::vector<int>* values;

@@ -1,5 +1,3 @@
-#include "primekv/eval/eval.h"
-
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -17,10 +15,11 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "primekv/eval/eval.h"
 #include "primekv/eval/eval_runner.h"
 #include "primekv/eval/eval_stats.h"
-#include "primekv/util/file_io.h"
 #include "primekv/press/press.h"
+#include "primekv/util/file_io.h"
 
 namespace primekv::cli {
 namespace {
@@ -100,6 +99,7 @@ int Compare(const std::string& dir, const std::string& a, const std::string& b) 
 
 struct EvalArgs {
   std::string model;
+  WeightMemory weight_memory = WeightMemory::kMapped;
   EvalRunSpec spec;
   std::string out;
   std::string dump;
@@ -176,7 +176,7 @@ int RunEval(EvalArgs& a) {
   a.spec.on_warning = [](const std::string& w) {
     std::fprintf(stderr, "primekv: warning: %s\n", w.c_str());
   };
-  auto model = Model::Load(a.model);
+  auto model = Model::Load(a.model, a.weight_memory);
   if (!model.ok()) return Fail(model.message());
   if (!a.dump.empty()) return DumpTasks(*model, a.spec, a.dump);
   auto summary = RunEvaluation(*model, a.spec);
@@ -193,6 +193,7 @@ int RunEval(EvalArgs& a) {
 
 void AddEvalOptions(CLI::App& cmd, EvalArgs& a) {
   cmd.add_option("-m,--model", a.model)->required();
+  AddNoMmap(cmd, a.weight_memory);
   cmd.add_option("--tasks", a.spec.tasks,
                  "Task names, jsonl:PATH, longbench:PATH, aime:PATH, separated by ','; a PATH "
                  "may hold commas: it ends at the next ',' followed by a task name or PREFIX:")

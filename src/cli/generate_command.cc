@@ -18,6 +18,7 @@ namespace {
 
 struct GenerateArgs {
   std::string model;
+  WeightMemory weight_memory = WeightMemory::kMapped;
   std::string prompt;
   std::string prompt_file;
   std::string context_file;
@@ -209,7 +210,7 @@ int RunGenerate(const GenerateArgs& a) {
   if (!spec.ok()) return Fail(spec.message());
   auto press = MakePress(*spec);
   if (!press.ok()) return Fail(press.message());
-  auto model = Model::Load(a.model);
+  auto model = Model::Load(a.model, a.weight_memory);
   if (!model.ok()) return Fail(model.message());
   if (Status s = CheckKvDType(a.kv_type, model->config().head_dim); !s.ok())
     return Fail(s.message());
@@ -271,6 +272,7 @@ void AddGenerate(CLI::App& app, Runner& run) {
   auto* cmd =
       app.add_subcommand("generate", "Generate text, optionally over a compressed KV cache");
   cmd->add_option("-m,--model", a->model, "GGUF model file")->required();
+  AddNoMmap(*cmd, a->weight_memory);
   auto* p = cmd->add_option("-p,--prompt", a->prompt, "Prompt (the context when compressing)");
   auto* pf = cmd->add_option("-f,--prompt-file", a->prompt_file, "Read the prompt from a file")
                  ->excludes(p);

@@ -188,6 +188,13 @@ CLI::Option* AddKvType(CLI::App& cmd, KvDType& out) {
   return opt;
 }
 
+CLI::Option* AddNoMmap(CLI::App& cmd, WeightMemory& out) {
+  return cmd.add_flag_callback(
+      "--no-mmap", [&out] { out = WeightMemory::kCopied; },
+      "Read the weights into memory instead of mapping the file: a longer load, and on some "
+      "virtual machines a faster decode (docs/performance.md)");
+}
+
 Status CheckTextFitsContext(uint64_t bytes, int ctx_size, size_t max_token_bytes,
                             std::string_view what) {
   if (bytes <= static_cast<uint64_t>(ctx_size) * max_token_bytes) return Status::Ok();

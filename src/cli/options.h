@@ -9,8 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "primekv/util/file_io.h"
+#include "primekv/gguf/gguf.h"
 #include "primekv/kv/kv_cache.h"
+#include "primekv/util/file_io.h"
 #include "primekv/util/status.h"
 #include "primekv/util/text.h"
 
@@ -42,6 +43,9 @@ CLI::Validator PressList(bool single);
 
 // Adds --kv-type (f16 | f32) writing into `out`; `out` holds the default.
 CLI::Option* AddKvType(CLI::App& cmd, KvDType& out);
+
+// Adds --no-mmap, which sets `out` to WeightMemory::kCopied (primekv/gguf/gguf.h).
+CLI::Option* AddNoMmap(CLI::App& cmd, WeightMemory& out);
 
 // Refuses, before tokenizing it, `bytes` of text that cannot fit `ctx_size` tokens however it
 // tokenizes (no token covers more than `max_token_bytes`, Tokenizer::MaxTokenBytes()): a 50 MB

@@ -90,6 +90,7 @@ void AddServe(CLI::App& app, Runner& run) {
       "serve", "OpenAI-compatible HTTP server; conversations keep compressed KV caches");
   ServerOptions& o = a->o;
   cmd->add_option("-m,--model", o.model_path, "GGUF model file")->required();
+  AddNoMmap(*cmd, o.weight_memory);
   cmd->add_option("--host", o.host, "Address to bind (loopback by default)")->capture_default_str();
   cmd->add_option("--port", o.port, "Port (0 = any free port)")
       ->check(IntegerIn(0, 65535))

@@ -449,7 +449,28 @@ GgufFile::GgufFile(GgufFile&&) noexcept = default;
 GgufFile& GgufFile::operator=(GgufFile&&) noexcept = default;
 GgufFile::~GgufFile() = default;
 
-Result<GgufFile> GgufFile::Open(const std::filesystem::path& path) {
+namespace {
+
+// Reads the whole of fd into dst (WeightMemory::kCopied).
+Status ReadWhole(int fd, uint8_t* dst, size_t size, const std::string& name) {
+  size_t done = 0;
+  while (done < size) {
+    const size_t want = std::min<size_t>(size - done, size_t{1} << 30);
+    const ssize_t got = ::pread(fd, dst + done, want, static_cast<off_t>(done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return Status::Error(name + ": cannot read: " + ErrnoMessage(errno));
+    if (got == 0) {
+      return Status::Error(name + ": file shrank while being read (" + std::to_string(done) +
+                           " of " + std::to_string(size) + " bytes)");
+    }
+    done += static_cast<size_t>(got);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<GgufFile> GgufFile::Open(const std::filesystem::path& path, WeightMemory memory) {
   std::string name = path.string();
   // O_NONBLOCK: opening a FIFO would otherwise wait for a writer before the type check below.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -462,11 +483,26 @@ Result<GgufFile> GgufFile::Open(const std::filesystem::path& path) {
   std::unique_ptr<Impl> impl;
   if (size == 0) {
     impl = std::make_unique<Impl>(std::move(name), std::span<const uint8_t>());
-  } else {
+  } else if (memory == WeightMemory::kMapped) {
     // Read-only private mapping: weights are paged in on demand and never copied.
     void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (addr == MAP_FAILED) return Status::Error(name + ": cannot mmap: " + ErrnoMessage(errno));
     impl = std::make_unique<Impl>(std::move(name), addr, size);
+  } else {
+    // A private anonymous mapping, made read-only once filled (a stray write faults, as on the
+    // file mapping); huge pages are asked for, and the kernel may decline.
+    void* addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (addr == MAP_FAILED) {
+      return Status::Error(name + ": cannot allocate " + std::to_string(size) +
+                           " bytes for the weights: " + ErrnoMessage(errno));
+    }
+    ::madvise(addr, size, MADV_HUGEPAGE);
+    impl = std::make_unique<Impl>(std::move(name), addr, size);  // owns the mapping from here
+    PRIMEKV_RETURN_IF_ERROR(ReadWhole(fd, static_cast<uint8_t*>(addr), size, impl->display_name));
+    if (::mprotect(addr, size, PROT_READ) != 0) {
+      return Status::Error(impl->display_name +
+                           ": cannot protect the weights: " + ErrnoMessage(errno));
+    }
   }
   if (Status s = impl->Parse(); !s.ok()) return s;
   return GgufFile(std::move(impl));

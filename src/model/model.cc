@@ -426,8 +426,8 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
-Result<Model> Model::Load(const std::filesystem::path& path) {
-  PRIMEKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path));
+Result<Model> Model::Load(const std::filesystem::path& path, WeightMemory memory) {
+  PRIMEKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path, memory));
   Model m;
   m.file_ = std::make_unique<GgufFile>(std::move(file));
   const GgufFile& f = *m.file_;

@@ -28,7 +28,7 @@ Engine::~Engine() = default;
 Result<std::unique_ptr<Engine>> Engine::Create(const ServerOptions& options) {
   if (Status s = ValidateServerOptions(options); !s.ok()) return s;
   std::unique_ptr<Engine> e(new Engine(options));
-  auto model = Model::Load(options.model_path);
+  auto model = Model::Load(options.model_path, options.weight_memory);
   if (!model.ok()) return model.status();
   e->model_ = std::make_unique<Model>(std::move(model).value());
   std::string ctx_note;

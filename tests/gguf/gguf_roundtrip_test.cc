@@ -375,6 +375,37 @@ TEST(GgufFileIo, WriteFileThenOpenMapsTheSameBytes) {
   EXPECT_EQ(moved.TensorData(*moved.FindTensor("q")).size(), 68u);
 }
 
+// --no-mmap: the file read into anonymous memory holds the same bytes, parses the same and stays
+// read-only, as the mapping does.
+TEST(GgufFileIo, CopiedHoldsTheMappedBytesReadOnly) {
+  TempDir dir;
+  GgufWriter w;
+  w.SetAlignment(64);
+  w.Add("general.name", GgufValue::String("copied"));
+  ASSERT_TRUE(w.AddTensor("q", GgmlType::kQ8_0, {32, 3}, PatternBytes(102, 5)).ok());
+  ASSERT_TRUE(w.AddTensor("f", GgmlType::kF32, {2}, FloatBytes({3.5f, -0.25f})).ok());
+  const std::filesystem::path path = dir.path() / "copied.gguf";
+  ASSERT_TRUE(w.WriteFile(path).ok());
+
+  Result<GgufFile> mapped = GgufFile::Open(path, WeightMemory::kMapped);
+  Result<GgufFile> copied = GgufFile::Open(path, WeightMemory::kCopied);
+  ASSERT_TRUE(mapped.ok()) << mapped.message();
+  ASSERT_TRUE(copied.ok()) << copied.message();
+  EXPECT_EQ(copied->display_name(), path.string());
+  EXPECT_EQ(copied->file_size(), w.Serialize().size());
+  EXPECT_EQ(copied->GetString("general.name"), "copied");
+  ASSERT_EQ(copied->tensors().size(), 2u);
+  for (const char* name : {"q", "f"}) {
+    const std::span<const uint8_t> a = mapped->TensorData(*mapped->FindTensor(name));
+    const std::span<const uint8_t> b = copied->TensorData(*copied->FindTensor(name));
+    ASSERT_EQ(a.size(), b.size()) << name;
+    EXPECT_NE(a.data(), b.data()) << name;  // a copy, not the mapping
+    EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin())) << name;
+  }
+  const uint8_t* q = copied->TensorData(*copied->FindTensor("q")).data();
+  EXPECT_DEATH(*const_cast<volatile uint8_t*>(q) = 1, "") << "the copy must be read-only";
+}
+
 TEST(GgufFileIo, ErrorsNameThePath) {
   TempDir dir;
   const std::filesystem::path missing = dir.path() / "missing.gguf";
@@ -382,16 +413,23 @@ TEST(GgufFileIo, ErrorsNameThePath) {
   ASSERT_FALSE(f.ok());
   EXPECT_NE(f.message().find(missing.string() + ": cannot open"), std::string::npos) << f.message();
 
+  Result<GgufFile> fc = GgufFile::Open(missing, WeightMemory::kCopied);
+  ASSERT_FALSE(fc.ok());
+  EXPECT_NE(fc.message().find(missing.string() + ": cannot open"), std::string::npos)
+      << fc.message();
+
   Result<GgufFile> d = GgufFile::Open(dir.path());
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.message().find("not a regular file"), std::string::npos) << d.message();
 
   const std::filesystem::path empty = dir.path() / "empty.gguf";
   std::ofstream(empty).close();
-  Result<GgufFile> e = GgufFile::Open(empty);
-  ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.message().find(empty.string() + ": file truncated"), std::string::npos)
-      << e.message();
+  for (WeightMemory memory : {WeightMemory::kMapped, WeightMemory::kCopied}) {
+    Result<GgufFile> e = GgufFile::Open(empty, memory);
+    ASSERT_FALSE(e.ok());
+    EXPECT_NE(e.message().find(empty.string() + ": file truncated"), std::string::npos)
+        << e.message();
+  }
 
   GgufWriter w;
   const std::filesystem::path bad = dir.path() / "no_such_dir" / "out.gguf";

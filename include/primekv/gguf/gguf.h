@@ -99,10 +99,17 @@ struct GgufTensorInfo {
   uint64_t n_bytes = 0;
 };
 
+// How GgufFile::Open holds a file's bytes. kMapped: a read-only private mapping, paged in on
+// demand and shared with the page cache. kCopied: read once into anonymous memory (llama.cpp's
+// --no-mmap); the load costs a read of the whole file, and on some virtual machines decode
+// streams such memory faster than file pages (docs/performance.md).
+enum class WeightMemory { kMapped, kCopied };
+
 class GgufFile {
  public:
-  // Memory-maps `path`; every count, size and offset is checked against the file.
-  static Result<GgufFile> Open(const std::filesystem::path& path);
+  // Opens `path` held as `memory` says; every count, size and offset is checked against the file.
+  static Result<GgufFile> Open(const std::filesystem::path& path,
+                               WeightMemory memory = WeightMemory::kMapped);
   // Parses bytes owned by the caller, who keeps them alive as long as the GgufFile (fuzzing,
   // tests). Same checks and messages as Open.
   static Result<GgufFile> FromMemory(std::span<const uint8_t> bytes, std::string display_name);

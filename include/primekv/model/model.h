@@ -14,10 +14,10 @@
 #include "primekv/attention/attention.h"
 #include "primekv/gguf/gguf.h"
 #include "primekv/kv/kv_cache.h"
+#include "primekv/tokenizer/tokenizer.h"
 #include "primekv/util/status.h"
 #include "primekv/util/tensor.h"
 #include "primekv/util/thread_pool.h"
-#include "primekv/tokenizer/tokenizer.h"
 
 namespace primekv {
 
@@ -153,7 +153,9 @@ inline constexpr int kDecodeBatchRows = 5;
 
 class Model {
  public:
-  static Result<Model> Load(const std::filesystem::path& path);
+  // `memory`: how the file's bytes are held (GgufFile::Open).
+  static Result<Model> Load(const std::filesystem::path& path,
+                            WeightMemory memory = WeightMemory::kMapped);
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
   ~Model();

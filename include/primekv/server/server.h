@@ -6,12 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "primekv/gguf/gguf.h"
 #include "primekv/session/session.h"
 
 namespace primekv {
 
 struct ServerOptions {
   std::string model_path;
+  WeightMemory weight_memory = WeightMemory::kMapped;
   std::string host = "127.0.0.1";
   int port = 8080;  // 0 = any free port (printed, and written to port_file)
   std::string port_file;
