@@ -23,7 +23,9 @@
 # tests, default 1), SHORT=0 skips the 512- and 4096-token tests, LONG, LONG_RATIO,
 # LONG_KV (the cache types of the full-cache long pairs, default "f16 q8_0"; f16 is always run,
 # since the PrimeKV row is set against it), THREADS (default "1 2"), LLAMA_ARGS (extra flags for both llama.cpp tools, e.g.
-# "--poll 0"), LLAMA_COMMIT / PRIMEKV_COMMIT (labels, e.g. for a binary copied elsewhere), KEEP=1 keeps the raw JSON (its folder is printed).
+# "--poll 0"), PRIMEKV_ARGS (extra flags for every primekv run, e.g. "--no-mmap"),
+# LLAMA_COMMIT / PRIMEKV_COMMIT (labels, e.g. for a binary copied elsewhere), KEEP=1 keeps the
+# raw JSON (its folder is printed).
 # MAX_STEAL (percent, default 5): a short pair run while the hypervisor took more CPU time than
 # that from this VM (/proc/stat's steal) is run again, up to STEAL_TRIES times in all (default 3;
 # LONG_STEAL_TRIES, default 1, for the long pairs), and the least disturbed pair is kept. Every
@@ -43,6 +45,7 @@ REPS=${REPS:-3}
 LONG_REPS=${LONG_REPS:-1}
 THREADS=${THREADS:-"1 2"}
 LLAMA_ARGS=${LLAMA_ARGS:-}
+PRIMEKV_ARGS=${PRIMEKV_ARGS:-}
 SHORT=${SHORT:-1}
 LONG=${LONG:-}
 LONG_RATIO=${LONG_RATIO:-0.9}
@@ -130,10 +133,10 @@ for t in $THREADS; do
   ((SHORT)) || break
   # shellcheck disable=SC2086
   run_pair "pp512_t$t" "$LLAMA_BENCH" -m "$MODEL" -p 512 -n 0 -t "$t" -r "$REPS" -o json $LLAMA_ARGS \
-    -- "$PRIMEKV" bench -m "$MODEL" -p 512 -n 0 -t "$t" -r "$REPS" --json
+    -- "$PRIMEKV" bench -m "$MODEL" -p 512 -n 0 -t "$t" -r "$REPS" --json $PRIMEKV_ARGS
   # shellcheck disable=SC2086
   run_pair "tg128_t$t" "$LLAMA_BENCH" -m "$MODEL" -p 0 -n 128 -t "$t" -r "$REPS" -o json $LLAMA_ARGS \
-    -- "$PRIMEKV" bench -m "$MODEL" -p 0 -n 128 -t "$t" -r "$REPS" --json
+    -- "$PRIMEKV" bench -m "$MODEL" -p 0 -n 128 -t "$t" -r "$REPS" --json $PRIMEKV_ARGS
 done
 # Prefill 4096 and decode at depth 4096: batched-bench times one prefill of 4096 tokens (in
 # micro-batches of 512) and the 128 decode steps after it; primekv bench times the same
@@ -142,8 +145,9 @@ done
 long_llama=(bash -c "for i in \$(seq $LONG_REPS); do '$LLAMA_BATCHED' -m '$MODEL' -c 4352 -b 2048 \
   -ub 512 -npp 4096 -ntg 128 -npl 1 -t $MAX_T $LLAMA_ARGS --output-format jsonl 2>/dev/null | grep '^{'; done")
 if ((SHORT)); then
+  # shellcheck disable=SC2086
   run_pair "long_t$MAX_T" "${long_llama[@]}" \
-    -- "$PRIMEKV" bench -m "$MODEL" -p 4096 -n 128 -d 4096 -t "$MAX_T" -r "$LONG_REPS" --json
+    -- "$PRIMEKV" bench -m "$MODEL" -p 4096 -n 128 -d 4096 -t "$MAX_T" -r "$LONG_REPS" --json $PRIMEKV_ARGS
 fi
 # Long contexts: one process per engine, cache type and length. primekv's full-cache decode
 # reads a depth of synthetic rows (the same bytes a prefill leaves); the compressed run fills
@@ -157,11 +161,12 @@ for L in ${LONG//,/ }; do
     run_pair "L${L}_$kv" "$LLAMA_BATCHED" -m "$MODEL" -c $((L + 128)) -b 2048 -ub 512 -npp "$L" \
       -ntg 128 -npl 1 -t "$MAX_T" -fa "${kv_flags[@]}" $LLAMA_ARGS --output-format jsonl \
       -- "$PRIMEKV" bench -m "$MODEL" -p "$L" -n 128 -d "$L" -t "$MAX_T" -r 1 --kv-type "$kv" \
-      -c $((L + 128)) --json
+      -c $((L + 128)) --json $PRIMEKV_ARGS
   done
   echo "[$(date +%T)] L${L}_press (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+  # shellcheck disable=SC2086
   run_one "primekv_L${L}_press" "$PRIMEKV" bench -m "$MODEL" -p 0 -n 128 -d "$L" -t "$MAX_T" -r 1 \
-    --kv-type q8_0 --fill prefill --press primekv --ratio "$LONG_RATIO" -c $((L + 128)) --json
+    --kv-type q8_0 --fill prefill --press primekv --ratio "$LONG_RATIO" -c $((L + 128)) --json $PRIMEKV_ARGS
 done
 
 ELAPSED=$(($(date +%s) - START))
@@ -278,7 +283,7 @@ if memory:
 PY
 echo
 echo "CPU: $CPU (family $FAMILY, model $MODELNO); flags: $FLAGS"
-echo "primekv $COMMIT; model $(basename "$MODEL"); reps $REPS (4096-token tests $LONG_REPS; long tests ${LONG:-none}, 1 run)"
+echo "primekv $COMMIT${PRIMEKV_ARGS:+ ($PRIMEKV_ARGS)}; model $(basename "$MODEL"); reps $REPS (4096-token tests $LONG_REPS; long tests ${LONG:-none}, 1 run)"
 echo "load average before: $LOAD_BEFORE, after: $LOAD_AFTER; ${ELAPSED}s"
 [[ ${KEEP:-0} == 1 ]] && echo "raw results: $OUT"
 exit 0
