@@ -46,16 +46,16 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-// Guided chunks: each claim takes 1/(2 * threads) of what is left, at least job_chunk_. The first
-// chunks are large (few claims), and the last ones small, so the threads finish within a small
-// chunk of each other. With equal shares of n/(4 * threads), a decode matvec over 1 GiB of Q4_K
-// at 2 threads waited on one thread's last 1/8 and read 16-18 GB/s of a probe's 19-20.
+// Guided chunks: each claim takes 1/(2 * threads) of what is left, at least job_min_chunk_. The
+// first chunks are large (few claims) and the last ones small, so the threads finish within a
+// small chunk of each other: with equal shares, a thread one share behind leaves the others idle
+// for a whole share, an eighth of the work at 2 threads (docs/performance.md).
 void ThreadPool::RunShare(int index) {
   const int64_t parts = 2 * static_cast<int64_t>(n_threads_);
   int64_t begin = next_index_.load(std::memory_order_relaxed);
   for (;;) {
     if (begin >= job_n_) return;
-    const int64_t size = std::max(job_chunk_, (job_n_ - begin) / parts);
+    const int64_t size = std::max(job_min_chunk_, (job_n_ - begin) / parts);
     const int64_t end = std::min(job_n_, begin + size);
     if (!next_index_.compare_exchange_weak(begin, end, std::memory_order_relaxed)) continue;
     job_(begin, end, index);
@@ -94,7 +94,7 @@ void ThreadPool::Run(int64_t n, RangeFn fn, int64_t min_chunk) {
   }
   job_ = fn;
   job_n_ = n;
-  job_chunk_ = min_chunk;
+  job_min_chunk_ = min_chunk;
   next_index_.store(0, std::memory_order_relaxed);
   pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {

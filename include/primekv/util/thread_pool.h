@@ -24,8 +24,7 @@ class ThreadPool {
 
   // Calls fn(begin, end, thread_index) over disjoint chunks covering [0, n); blocks until done.
   // Chunks shrink as the range is used up (thread_pool.cc), none shorter than min_chunk but the
-  // last.
-  // thread_index is in [0, size()) and lets callers use per-thread scratch. `fn` is borrowed,
+  // last. thread_index is in [0, size()) and lets callers use per-thread scratch. `fn` is borrowed,
   // not copied, so a call allocates nothing (the decode loop relies on that).
   template <typename Fn>
   void ParallelFor(int64_t n, Fn&& fn, int64_t min_chunk = 1) {
@@ -58,7 +57,7 @@ class ThreadPool {
   // workers after they see it (acquire).
   RangeFn job_{nullptr, nullptr};
   int64_t job_n_ = 0;
-  int64_t job_chunk_ = 1;               // the smallest chunk a claim takes
+  int64_t job_min_chunk_ = 1;           // the smallest chunk a claim takes
   std::atomic<int64_t> next_index_{0};  // the first index not yet claimed
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
