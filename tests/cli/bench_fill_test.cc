@@ -4,9 +4,7 @@
 #include "cli/bench_fill.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <string>
 
 #include "common/random_models.h"
@@ -24,10 +22,7 @@ class BenchFill : public ::testing::Test {
   static void SetUpTestSuite() {
     RandomModelSpec spec = SmallGqaSpec(7);
     spec.max_context = 2 * kDepth;
-    const auto path = std::filesystem::temp_directory_path() /
-                      (std::to_string(::getpid()) + "_primekv_bench_fill.gguf");
-    model_ = new Model(WriteAndLoad(spec, path));
-    std::filesystem::remove(path);
+    model_ = new Model(WriteLoadAndRemove(spec, "primekv_bench_fill.gguf"));
   }
   static void TearDownTestSuite() {
     delete model_;

@@ -2,6 +2,8 @@
 // loading in one step.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <random>
@@ -117,6 +119,16 @@ inline Model WriteAndLoad(const RandomModelSpec& spec, const std::filesystem::pa
   auto model = Model::Load(path);
   Check(model.ok(), model.ok() ? "" : model.message().c_str());
   return std::move(model).value();
+}
+
+// The same through a file of this process's own (`name` behind the pid in the temp directory),
+// removed once it is mapped: the mapping outlives the name, and no run leaves a file behind.
+inline Model WriteLoadAndRemove(const RandomModelSpec& spec, const std::string& name) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name);
+  Model model = WriteAndLoad(spec, path);
+  std::filesystem::remove(path);
+  return model;
 }
 
 }  // namespace primekv

@@ -3,15 +3,13 @@
 #include "primekv/eval/fidelity.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
 #include <random>
 
 #include "common/random_models.h"
-#include "primekv/press/compressor.h"
 #include "primekv/model/random_model.h"
+#include "primekv/press/compressor.h"
 
 namespace primekv {
 namespace {
@@ -20,10 +18,7 @@ const Model& FidelityModel() {
   static const Model* model = [] {
     RandomModelSpec spec = SmallGqaSpec(21);
     spec.max_context = 1024;
-    const auto path = std::filesystem::temp_directory_path() /
-                      (std::to_string(::getpid()) + "_primekv_fidelity.gguf");
-    Model m = WriteAndLoad(spec, path);
-    std::filesystem::remove(path);  // the mapping stays valid
+    Model m = WriteLoadAndRemove(spec, "primekv_fidelity.gguf");
     return new Model(std::move(m));
   }();
   return *model;

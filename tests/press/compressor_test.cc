@@ -5,10 +5,8 @@
 #include "primekv/press/compressor.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <filesystem>
 #include <numeric>
 
 #include "common/random_models.h"
@@ -72,10 +70,7 @@ std::vector<std::vector<int32_t>> KeptPositions(const KvCache& cache, int layers
 }
 
 TEST(Compressor, HeadScorersSeeOneHeadAndKeepWhatWholeLayerScoringKeeps) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    (std::to_string(::getpid()) + "_primekv_compressor_test.gguf");
-  const Model model = WriteAndLoad(SmallGqaSpec(11), path);
-  std::filesystem::remove(path);
+  const Model model = WriteLoadAndRemove(SmallGqaSpec(11), "primekv_compressor_test.gguf");
   std::vector<Token> tokens(120);
   std::iota(tokens.begin(), tokens.end(), 5);
   std::vector<float> logits(300);
@@ -104,10 +99,7 @@ TEST(Compressor, HeadScorersSeeOneHeadAndKeepWhatWholeLayerScoringKeeps) {
 }
 
 TEST(Compressor, SharedBudgetKeepsOnePositionSetAndRefusesHeadsThatDiffer) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    (std::to_string(::getpid()) + "_primekv_compressor_shared.gguf");
-  const Model model = WriteAndLoad(SmallGqaSpec(12), path);
-  std::filesystem::remove(path);
+  const Model model = WriteLoadAndRemove(SmallGqaSpec(12), "primekv_compressor_shared.gguf");
   std::vector<Token> tokens(100);
   std::iota(tokens.begin(), tokens.end(), 7);
   std::vector<float> logits(300);

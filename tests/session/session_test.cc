@@ -4,9 +4,7 @@
 #include "primekv/session/session.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <limits>
 #include <random>
 #include <string>
@@ -18,16 +16,9 @@
 namespace primekv {
 namespace {
 
-// Each test runs in its own process, so the file is per process; the mapping outlives the
-// name, which is removed at once so no run leaves a file behind.
 const Model& TestModel() {
-  static const Model& model = []() -> const Model& {
-    const std::filesystem::path path = std::filesystem::temp_directory_path() /
-                                       (std::to_string(::getpid()) + "_primekv_session_test.gguf");
-    const Model& loaded = *new Model(WriteAndLoad(SmallGqaSpec(7), path));
-    std::filesystem::remove(path);
-    return loaded;
-  }();
+  static const Model& model =
+      *new Model(WriteLoadAndRemove(SmallGqaSpec(7), "primekv_session_test.gguf"));
   return model;
 }
 
