@@ -24,6 +24,10 @@
 # LONG_KV (the cache types of the full-cache long pairs, default "f16 q8_0"; f16 is always run,
 # since the PrimeKV row is set against it), THREADS (default "1 2"), LLAMA_ARGS (extra flags for both llama.cpp tools, e.g.
 # "--poll 0"), PRIMEKV_ARGS (extra flags for every primekv run, e.g. "--no-mmap"),
+# NO_MMAP=1 makes both engines read a private copy of the weights instead of the file's mapping
+# (llama-bench -mmp 0, llama-batched-bench --no-mmap, primekv --no-mmap): on some VMs mapped
+# page-cache pages read at a fraction of the speed of fresh memory, and then the mapping, not the
+# kernels, sets the decode figures (docs/performance.md).
 # LLAMA_COMMIT / PRIMEKV_COMMIT (labels, e.g. for a binary copied elsewhere), KEEP=1 keeps the
 # raw JSON (its folder is printed).
 # MAX_STEAL (percent, default 5): a short pair run while the hypervisor took more CPU time than
@@ -46,6 +50,17 @@ LONG_REPS=${LONG_REPS:-1}
 THREADS=${THREADS:-"1 2"}
 LLAMA_ARGS=${LLAMA_ARGS:-}
 PRIMEKV_ARGS=${PRIMEKV_ARGS:-}
+NO_MMAP=${NO_MMAP:-0}
+BENCH_MMAP=()
+BATCHED_MMAP=()
+if [[ $NO_MMAP == 1 ]]; then
+  BENCH_MMAP=(-mmp 0)
+  BATCHED_MMAP=(--no-mmap)
+  PRIMEKV_ARGS="$PRIMEKV_ARGS --no-mmap"
+elif [[ $NO_MMAP != 0 ]]; then
+  echo "NO_MMAP: '$NO_MMAP' is not 0 or 1" >&2
+  exit 2
+fi
 SHORT=${SHORT:-1}
 LONG=${LONG:-}
 LONG_RATIO=${LONG_RATIO:-0.9}
@@ -132,10 +147,10 @@ run_one() {  # label, command...: JSON to $OUT/label.json, log, peak RSS in KiB,
 for t in $THREADS; do
   ((SHORT)) || break
   # shellcheck disable=SC2086
-  run_pair "pp512_t$t" "$LLAMA_BENCH" -m "$MODEL" -p 512 -n 0 -t "$t" -r "$REPS" -o json $LLAMA_ARGS \
+  run_pair "pp512_t$t" "$LLAMA_BENCH" -m "$MODEL" -p 512 -n 0 -t "$t" -r "$REPS" -o json "${BENCH_MMAP[@]}" $LLAMA_ARGS \
     -- "$PRIMEKV" bench -m "$MODEL" -p 512 -n 0 -t "$t" -r "$REPS" --json $PRIMEKV_ARGS
   # shellcheck disable=SC2086
-  run_pair "tg128_t$t" "$LLAMA_BENCH" -m "$MODEL" -p 0 -n 128 -t "$t" -r "$REPS" -o json $LLAMA_ARGS \
+  run_pair "tg128_t$t" "$LLAMA_BENCH" -m "$MODEL" -p 0 -n 128 -t "$t" -r "$REPS" -o json "${BENCH_MMAP[@]}" $LLAMA_ARGS \
     -- "$PRIMEKV" bench -m "$MODEL" -p 0 -n 128 -t "$t" -r "$REPS" --json $PRIMEKV_ARGS
 done
 # Prefill 4096 and decode at depth 4096: batched-bench times one prefill of 4096 tokens (in
@@ -143,7 +158,7 @@ done
 # prefill and then decodes from a cache of 4096 entries per head (synthetic rows: the decode
 # step reads the same bytes).
 long_llama=(bash -c "for i in \$(seq $LONG_REPS); do '$LLAMA_BATCHED' -m '$MODEL' -c 4352 -b 2048 \
-  -ub 512 -npp 4096 -ntg 128 -npl 1 -t $MAX_T $LLAMA_ARGS --output-format jsonl 2>/dev/null | grep '^{'; done")
+  -ub 512 -npp 4096 -ntg 128 -npl 1 -t $MAX_T ${BATCHED_MMAP[*]} $LLAMA_ARGS --output-format jsonl 2>/dev/null | grep '^{'; done")
 if ((SHORT)); then
   # shellcheck disable=SC2086
   run_pair "long_t$MAX_T" "${long_llama[@]}" \
@@ -159,7 +174,7 @@ for L in ${LONG//,/ }; do
     [[ $kv == q8_0 ]] && kv_flags=(-ctk q8_0 -ctv q8_0)
     # shellcheck disable=SC2086
     run_pair "L${L}_$kv" "$LLAMA_BATCHED" -m "$MODEL" -c $((L + 128)) -b 2048 -ub 512 -npp "$L" \
-      -ntg 128 -npl 1 -t "$MAX_T" -fa "${kv_flags[@]}" $LLAMA_ARGS --output-format jsonl \
+      -ntg 128 -npl 1 -t "$MAX_T" -fa "${kv_flags[@]}" "${BATCHED_MMAP[@]}" $LLAMA_ARGS --output-format jsonl \
       -- "$PRIMEKV" bench -m "$MODEL" -p "$L" -n 128 -d "$L" -t "$MAX_T" -r 1 --kv-type "$kv" \
       -c $((L + 128)) --json $PRIMEKV_ARGS
   done
@@ -181,7 +196,7 @@ FLAGS=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
   grep -xE 'avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx_vnni|avx512_bf16|amx_tile|amx_int8|amx_bf16' |
   tr '\n' ' ')
 
-python3 - "$OUT" "$THREADS" "$MAX_T" "$SHORT" "$LONG" "$LONG_RATIO" "$LONG_KV" <<'PY'
+NO_MMAP=$NO_MMAP python3 - "$OUT" "$THREADS" "$MAX_T" "$SHORT" "$LONG" "$LONG_RATIO" "$LONG_KV" <<'PY'
 import json, os, re, statistics, sys, pathlib
 out, threads, max_t = pathlib.Path(sys.argv[1]), sys.argv[2].split(), sys.argv[3]
 short, lengths, ratio = sys.argv[4] == "1", [int(l) for l in sys.argv[5].split(",") if l], sys.argv[6]
@@ -268,6 +283,19 @@ print("| tokens/s | llama.cpp | primekv | ratio | steal %, llama.cpp / primekv |
 print("|---|---:|---:|---:|---:|")
 for name, a, b, runs in rows:
     print(f"| {name} | {a:.2f} | {b:.2f} | {b / a:.2f} | {steal(runs)} |")
+if short:
+    # The decode rows' share of the read bandwidth the probe measured on this machine (primekv
+    # bench's bandwidth_share: median run; every run's in brackets).
+    shares = []
+    for t in threads:
+        test = primekv_test(f"tg128_t{t}", "tg128")
+        if "bandwidth_share" in test:
+            runs = ", ".join(f"{100 * s:.1f}" for s in test.get("bandwidth_shares", []))
+            shares.append(f"{t} thread{'s' if t != '1' else ''} {100 * test['bandwidth_share']:.0f}% ({runs})")
+    if shares:
+        weights = "a private copy" if os.environ.get("NO_MMAP") == "1" else "the file's mapping"
+        print()
+        print(f"primekv decode at depth 0, share of the measured read bandwidth ({weights}): {'; '.join(shares)}")
 if e2e:
     print()
     print("| end to end, seconds | llama.cpp | primekv (scoring) | llama.cpp / primekv |")
