@@ -56,7 +56,7 @@ BATCHED_MMAP=()
 if [[ $NO_MMAP == 1 ]]; then
   BENCH_MMAP=(-mmp 0)
   BATCHED_MMAP=(--no-mmap)
-  PRIMEKV_ARGS="$PRIMEKV_ARGS --no-mmap"
+  PRIMEKV_ARGS="${PRIMEKV_ARGS:+$PRIMEKV_ARGS }--no-mmap"
 elif [[ $NO_MMAP != 0 ]]; then
   echo "NO_MMAP: '$NO_MMAP' is not 0 or 1" >&2
   exit 2
