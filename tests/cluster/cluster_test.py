@@ -57,13 +57,17 @@ def redis_key(tenant, sid):  # src/server/redis_store.cc RedisSessionKey
     return "primekv:session:%s:%s" % (tenant or "-", sid)
 
 
+class RedisError(RuntimeError):
+    """An error reply ("-CODE message")."""
+
+
 def read_reply(f):
     line = f.readline()
     kind, rest = line[:1], line[1:-2]
     if kind == b"+":
         return rest.decode()
     if kind == b"-":
-        raise RuntimeError("redis: " + rest.decode())
+        raise RedisError("redis: " + rest.decode())
     if kind == b":":
         return int(rest)
     if kind == b"$":
@@ -101,6 +105,10 @@ class Redis:
                     return
             except OSError:
                 pass
+            except RedisError as e:
+                # A restart answers LOADING until it has replayed the append-only file.
+                if "LOADING" not in str(e):
+                    raise
             if self.proc.poll() is not None or time.time() > deadline:
                 raise RuntimeError("redis-server did not start (%s)" % self.dir)
             time.sleep(0.05)
