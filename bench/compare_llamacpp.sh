@@ -21,8 +21,8 @@
 #
 # Environment: REPS (timed runs per short test, default 3), LONG_REPS (runs of the 4096-token
 # tests, default 1), SHORT=0 skips the 512- and 4096-token tests, LONG, LONG_RATIO,
-# LONG_KV (the cache types of the full-cache long pairs, default "f16 q8_0"; f16 is always run,
-# since the PrimeKV row is set against it), THREADS (default "1 2"), LLAMA_ARGS (extra flags for both llama.cpp tools, e.g.
+# LONG_KV (the cache types of the full-cache long pairs, default "f16 q8_0"; f16 is always run
+# while the PrimeKV row, which is set against it, is), LONG_PRESS=0 skips the PrimeKV row, THREADS (default "1 2"), LLAMA_ARGS (extra flags for both llama.cpp tools, e.g.
 # "--poll 0"), PRIMEKV_ARGS (extra flags for every primekv run, e.g. "--no-mmap"),
 # NO_MMAP=1 makes both engines read a private copy of the weights instead of the file's mapping
 # (llama-bench -mmp 0, llama-batched-bench --no-mmap, primekv --no-mmap): on some VMs mapped
@@ -65,11 +65,13 @@ SHORT=${SHORT:-1}
 LONG=${LONG:-}
 LONG_RATIO=${LONG_RATIO:-0.9}
 LONG_KV=${LONG_KV:-"f16 q8_0"}
+LONG_PRESS=${LONG_PRESS:-1}
+[[ $LONG_PRESS == 0 || $LONG_PRESS == 1 ]] || { echo "LONG_PRESS: '$LONG_PRESS' is not 0 or 1" >&2; exit 2; }
 MAX_STEAL=${MAX_STEAL:-5}
 STEAL_TRIES=${STEAL_TRIES:-3}
 LONG_STEAL_TRIES=${LONG_STEAL_TRIES:-1}
 pair_tries=$STEAL_TRIES
-[[ " $LONG_KV " == *" f16 "* ]] || LONG_KV="f16 $LONG_KV"
+((LONG_PRESS == 0)) || [[ " $LONG_KV " == *" f16 "* ]] || LONG_KV="f16 $LONG_KV"
 for kv in $LONG_KV; do
   [[ $kv == f16 || $kv == q8_0 ]] || { echo "LONG_KV: '$kv' is not f16 or q8_0" >&2; exit 2; }
 done
@@ -180,6 +182,7 @@ for L in ${LONG//,/ }; do
       -- "$PRIMEKV" bench -m "$MODEL" -p "$L" -n 128 -d "$L" -t "$MAX_T" -r 1 --kv-type "$kv" \
       -c $((L + 128)) --allow-ctx-overflow --json $PRIMEKV_ARGS
   done
+  ((LONG_PRESS)) || continue
   echo "[$(date +%T)] L${L}_press (load $(cut -d' ' -f1 /proc/loadavg))" >&2
   # shellcheck disable=SC2086
   run_one "primekv_L${L}_press" "$PRIMEKV" bench -m "$MODEL" -p 0 -n 128 -d "$L" -t "$MAX_T" -r 1 \
@@ -198,11 +201,11 @@ FLAGS=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
   grep -xE 'avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx_vnni|avx512_bf16|amx_tile|amx_int8|amx_bf16' |
   tr '\n' ' ')
 
-NO_MMAP=$NO_MMAP python3 - "$OUT" "$THREADS" "$MAX_T" "$SHORT" "$LONG" "$LONG_RATIO" "$LONG_KV" <<'PY'
+NO_MMAP=$NO_MMAP python3 - "$OUT" "$THREADS" "$MAX_T" "$SHORT" "$LONG" "$LONG_RATIO" "$LONG_KV" "$LONG_PRESS" <<'PY'
 import json, os, re, statistics, sys, pathlib
 out, threads, max_t = pathlib.Path(sys.argv[1]), sys.argv[2].split(), sys.argv[3]
 short, lengths, ratio = sys.argv[4] == "1", [int(l) for l in sys.argv[5].split(",") if l], sys.argv[6]
-long_kv = sys.argv[7].split()
+long_kv, long_press = sys.argv[7].split(), sys.argv[8] == "1"
 
 def load_json(path):
     text = path.read_text()
@@ -265,6 +268,8 @@ for L in lengths:
                      primekv(name, f"tg128 @ d{L}"), name))
         memory.append((f"{L}, {kv} cache, full", llama_kv_bytes(name), rss(f"llama_{name}"),
                        primekv_test(name, f"tg128 @ d{L}")["kv_bytes_end"], rss(f"primekv_{name}")))
+    if not long_press:
+        continue
     # PrimeKV over a q8_0 cache against llama.cpp's f16 cache with flash attention.
     press = primekv_test(f"L{L}_press", f"tg128 @ d{L}")
     base = f"L{L}_f16"
