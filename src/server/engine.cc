@@ -121,47 +121,58 @@ void Engine::GiveSlot() {
 std::variant<std::unique_ptr<Turn>, HttpError> Engine::Begin(TurnRequest req) {
   if (auto err = CheckFits(req)) return *err;
   TakeSlot();  // waits while --slots requests are running
-  Found found;
-  {
-    std::lock_guard lock(store_mu_);
-    auto f = FindSessionLocked(req);
-    if (auto* err = std::get_if<HttpError>(&f)) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(options_.memory_wait_s);
+  for (;;) {
+    Found found;
+    {
+      std::lock_guard lock(store_mu_);
+      auto f = FindSessionLocked(req);
+      if (auto* err = std::get_if<HttpError>(&f)) {
+        GiveSlot();
+        return *err;
+      }
+      found = std::get<Found>(f);
+      ++beginning_;
+    }
+    Session* s = found.session;
+    // A named session is continued as far as its (possibly reloaded) tokens match the prompt.
+    if (!req.session_id.empty()) {
+      DropIfBehind(*s);
+      found.keep = req.prompt.size();
+    }
+    // The prompt's last token is always run again, so its logits start the answer.
+    size_t keep = std::min(found.keep, req.prompt.size() - 1);
+    if (found.source) CopyPrefix(*s, *found.source, req.prompt, keep);
+    bool restored = false;
+    if (auto err = RestoreIfEvicted(*s, restored)) {
+      {
+        std::lock_guard lock(store_mu_);
+        --beginning_;
+      }
+      store_cv_.notify_all();
       GiveSlot();
       return *err;
     }
-    found = std::get<Found>(f);
-    ++beginning_;
-  }
-  Session* s = found.session;
-  // A named session is continued as far as its (possibly reloaded) tokens match the prompt.
-  if (!req.session_id.empty()) {
-    DropIfBehind(*s);
-    found.keep = req.prompt.size();
-  }
-  // The prompt's last token is always run again, so its logits start the answer.
-  size_t keep = std::min(found.keep, req.prompt.size() - 1);
-  if (found.source) CopyPrefix(*s, *found.source, req.prompt, keep);
-  bool restored = false;
-  if (auto err = RestoreIfEvicted(*s, restored)) {
-    {
-      std::lock_guard lock(store_mu_);
-      --beginning_;
+    keep = std::min(keep, CommonPrefix(s->tokens, req.prompt));
+    // Memory: what this turn may add (prefill + answer + page slack), then make room.
+    // (Exact for the pool's page and chunk sizes: the decode loop calls Reserve the same way.)
+    const size_t new_tokens = req.prompt.size() - keep + static_cast<size_t>(req.max_tokens) + 1;
+    const size_t reserve = s->cache->BytesAllocatedAfterReserve(static_cast<int>(new_tokens)) -
+                           s->cache->BytesAllocated();
+    // How it can give way (ReserveMemory): a new session can be made again, a stored one's
+    // file holds all its cache does.
+    const GiveWay give_way = req.session_id.empty() ? GiveWay::kForget
+                             : s->persisted         ? GiveWay::kDropCache
+                                                    : GiveWay::kNo;
+    auto reserved = ReserveMemory(*s, reserve, restored, give_way, deadline);
+    if (std::holds_alternative<Retry>(reserved)) continue;
+    if (auto* err = std::get_if<HttpError>(&reserved)) {
+      GiveSlot();
+      return *err;
     }
-    store_cv_.notify_all();
-    GiveSlot();
-    return *err;
+    return std::make_unique<Turn>(this, s, reserve, std::move(req), static_cast<int>(keep));
   }
-  keep = std::min(keep, CommonPrefix(s->tokens, req.prompt));
-  // Memory: what this turn may add (prefill + answer + page slack), then make room.
-  // (Exact for the pool's page and chunk sizes: the decode loop calls Reserve the same way.)
-  const size_t new_tokens = req.prompt.size() - keep + static_cast<size_t>(req.max_tokens) + 1;
-  const size_t reserve = s->cache->BytesAllocatedAfterReserve(static_cast<int>(new_tokens)) -
-                         s->cache->BytesAllocated();
-  if (auto err = ReserveMemory(*s, reserve, restored)) {
-    GiveSlot();
-    return *err;
-  }
-  return std::make_unique<Turn>(this, s, reserve, std::move(req), static_cast<int>(keep));
 }
 
 void Engine::Finish(Session* s, size_t reserved, bool ok, bool modified) {
@@ -193,6 +204,7 @@ void Engine::Finish(Session* s, size_t reserved, bool ok, bool modified) {
       sessions_.erase(id);
     }
     --running_turns_;
+    ++turns_finished_;
   }
   store_cv_.notify_all();
   std::lock_guard lock(slot_mu_);

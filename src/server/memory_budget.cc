@@ -6,27 +6,72 @@
 
 namespace primekv::server {
 
-std::optional<HttpError> Engine::ReserveMemory(Session& s, size_t reserve, bool restored) {
+std::variant<std::monostate, Engine::Retry, HttpError> Engine::ReserveMemory(
+    Session& s, size_t reserve, bool restored, GiveWay give_way,
+    std::chrono::steady_clock::time_point deadline) {
   std::unique_lock lock(store_mu_);
   const size_t now = s.cache->BytesAllocated();
   if (restored) s.bytes = 0;
   bytes_used_ = bytes_used_ - s.bytes + now;
   s.bytes = now;
+  const uint64_t ticket = ++memory_tickets_;
+  memory_waiters_.emplace(ticket, give_way);
+  store_cv_.notify_all();  // the others may now all be waiting (below)
   // Evict idle sessions; while other turns hold the rest (running, or about to run with their
   // session held), wait for them to settle (bounded). Only a request that is alone and still
   // does not fit is refused.
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(options_.memory_wait_s);
+  bool gave_way = false;
   for (;;) {
     while (bytes_used_ + reserve > options_.kv_budget_bytes && EvictOneLocked(&s)) {
     }
     if (bytes_used_ + reserve <= options_.kv_budget_bytes ||
         (running_turns_ == 0 && beginning_ == 1))
       break;
+    if (running_turns_ == 0 && memory_waiters_.size() == static_cast<size_t>(beginning_)) {
+      // Every beginning request waits for memory the others hold, and no turn runs to free
+      // any: waiting would only run out the clock. One goes on (the oldest that cannot give
+      // way, else the oldest); the others give way, or are refused now if they cannot.
+      uint64_t chosen = memory_waiters_.begin()->first;
+      for (const auto& [t, way] : memory_waiters_) {
+        if (way == GiveWay::kNo) {
+          chosen = t;
+          break;
+        }
+      }
+      if (ticket != chosen) {
+        gave_way = give_way != GiveWay::kNo;
+        break;
+      }
+    }
     if (store_cv_.wait_until(lock, deadline) == std::cv_status::timeout) break;
   }
+  memory_waiters_.erase(ticket);
   --beginning_;
   store_cv_.notify_all();  // a request waiting on this one's session may go on
+  if (gave_way) {
+    ++counters_.gave_way;
+    bytes_used_ -= s.bytes;
+    s.bytes = 0;
+    if (give_way == GiveWay::kForget) {
+      const std::string id = s.id;
+      sessions_.erase(id);
+    } else {
+      s.cache.reset();
+      s.capture.reset();
+      s.busy = false;
+    }
+    // Begin again once the request that went on (or any other turn) has finished.
+    const uint64_t seen = turns_finished_;
+    if (store_cv_.wait_until(lock, deadline, [&] {
+          return turns_finished_ != seen || (running_turns_ == 0 && beginning_ == 0);
+        }))
+      return Retry{};
+    ++counters_.rejected_memory;
+    return HttpError{503,
+                     "the KV budget (" + std::to_string(options_.kv_budget_bytes) +
+                         " bytes) did not free room for this request within --memory-wait-s",
+                     "", "server_overloaded"};
+  }
   if (bytes_used_ + reserve > options_.kv_budget_bytes) {
     ++counters_.rejected_memory;
     s.busy = false;
@@ -48,7 +93,7 @@ std::optional<HttpError> Engine::ReserveMemory(Session& s, size_t reserve, bool 
   }
   bytes_used_ += reserve;
   ++running_turns_;
-  return std::nullopt;
+  return std::monostate{};
 }
 
 }  // namespace primekv::server

@@ -190,8 +190,16 @@ class Engine {
   // A shared store holds a newer turn of `s` than this replica (another replica served it):
   // the local copy is dropped and the session is read from the store.
   void DropIfBehind(Session& s);
-  // Makes room for `reserve` more bytes (evicting, waiting for running turns) and takes them.
-  std::optional<HttpError> ReserveMemory(Session& s, size_t reserve, bool restored);
+  // How a request waiting for memory can give way when every beginning request waits on the
+  // others and no turn runs: a new session is forgotten (the request begins again from the
+  // store), a stored one drops its cache (its file is current); otherwise it cannot.
+  enum class GiveWay { kNo, kForget, kDropCache };
+  struct Retry {};  // the request gave way: it begins again once a turn has finished
+  // Makes room for `reserve` more bytes (evicting, waiting for running turns and for the other
+  // beginning requests) and takes them, by `deadline`.
+  std::variant<std::monostate, Retry, HttpError> ReserveMemory(
+      Session& s, size_t reserve, bool restored, GiveWay give_way,
+      std::chrono::steady_clock::time_point deadline);
   const Compressor& CompressorFor(const std::string& press);  // under store_mu_
   void IndexSessionDir();
   bool EvictOneLocked(const Session* except);
@@ -239,6 +247,9 @@ class Engine {
   size_t bytes_used_ = 0;             // sessions' bytes plus reservations of running turns
   int running_turns_ = 0;
   int beginning_ = 0;  // requests holding their session between finding it and running
+  uint64_t turns_finished_ = 0;
+  uint64_t memory_tickets_ = 0;
+  std::map<uint64_t, GiveWay> memory_waiters_;  // beginning requests waiting in ReserveMemory
   uint64_t clock_ = 0;
 
   struct Counters {
@@ -246,7 +257,7 @@ class Engine {
     uint64_t prompt_tokens = 0, completion_tokens = 0, prefill_tokens = 0, cached_tokens = 0;
     double prefill_seconds = 0, decode_seconds = 0;
     uint64_t compressions = 0, evictions = 0, restores = 0, session_files_rejected = 0;
-    uint64_t cancelled = 0, rejected_memory = 0;
+    uint64_t cancelled = 0, rejected_memory = 0, gave_way = 0;
   } counters_;
 };
 

@@ -78,6 +78,10 @@ std::string Engine::MetricsText() {
   metric("requests_cancelled_total", "counter", "Streams whose client went away", c.cancelled);
   metric("requests_rejected_memory_total", "counter", "Requests refused with 503 (KV budget)",
          c.rejected_memory);
+  metric("requests_waiting_memory", "gauge", "Requests waiting for KV budget to come free",
+         memory_waiters_.size());
+  metric("memory_gave_way_total", "counter",
+         "Requests that let another go first when all waited on each other's memory", c.gave_way);
   std::lock_guard batch_lock(batch_mu_);
   metric("decode_batches_total", "counter", "Batched decode forward passes", decode_batches_);
   metric("decode_batch_rows_total", "counter",

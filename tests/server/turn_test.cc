@@ -2,9 +2,13 @@
 // schedule's (after the first prompt, every --interval tokens, back to the budget after a turn),
 // counted in /metrics.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "server/server_internal.h"
 
@@ -35,8 +39,8 @@ TurnRequest Request(std::vector<Token> prompt, int max_tokens) {
   return r;
 }
 
-std::vector<Token> RandomPrompt(const Model& m, int n) {
-  std::mt19937 rng(5);
+std::vector<Token> RandomPrompt(const Model& m, int n, unsigned seed = 5) {
+  std::mt19937 rng(seed);
   std::uniform_int_distribution<int> d(3, m.config().vocab_size - 1);
   std::vector<Token> t(static_cast<size_t>(n));
   for (auto& x : t) x = d(rng);
@@ -49,13 +53,15 @@ Result<TurnOutcome> RunTurn(Engine& e, TurnRequest req) {
   return std::get<std::unique_ptr<Turn>>(begun)->Run(nullptr);
 }
 
-uint64_t Compressions(Engine& e) {
+double Metric(Engine& e, const std::string& name) {
   const std::string text = e.MetricsText();
-  const std::string key = "\nprimekv_compressions_total ";
+  const std::string key = "\nprimekv_" + name + " ";
   const size_t at = text.find(key);
-  Check(at != std::string::npos, "compressions_total");
-  return std::stoull(text.substr(at + key.size()));
+  Check(at != std::string::npos, name.c_str());
+  return std::stod(text.substr(at + key.size()));
 }
+
+uint64_t Compressions(Engine& e) { return static_cast<uint64_t>(Metric(e, "compressions_total")); }
 
 TEST(ServerTurn, DecodeModeCompressesAfterThePromptAndEveryIntervalTokens) {
   auto e = MakeEngine(CompressionMode::kDecode, 4);
@@ -83,6 +89,79 @@ TEST(ServerTurn, MultiTurnComesBackToTheFirstPromptsBudgetAfterEachTurn) {
   ASSERT_TRUE(two.ok()) << two.message();
   EXPECT_EQ(two->cached_tokens, static_cast<int>(first.size() + one->appended.size()));
   EXPECT_EQ(Compressions(*e), 3u);  // only the end of the second turn: its prompt continued
+}
+
+// Two requests continue two stored sessions while a third turn holds the memory; when it ends,
+// each restored cache leaves too little room for the other's, and no turn runs to free any.
+// Waiting would only run out --memory-wait-s and refuse one with 503: instead one goes on and
+// the other drops its cache (its file is current), then reads it back when that turn is done.
+TEST(ServerTurn, RequestsThatWaitOnEachOthersMemoryAreAllAnswered) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("primekv_turn_test_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ServerOptions o;
+  o.model_path = kModel;
+  o.press = "knorm";
+  o.ratio = 0;
+  o.threads = 2;
+  o.slots = 3;
+  o.session_dir = dir.string();
+  const int n = 300;
+  std::vector<std::vector<Token>> next(2);
+  std::vector<std::string> ids(2);
+  double one_session = 0;
+  {
+    auto e = Engine::Create(o);
+    ASSERT_TRUE(e.ok()) << e.message();
+    for (int i = 0; i < 2; ++i) {
+      TurnRequest req = Request(RandomPrompt((*e)->model(), n, 10 + i), 2);
+      req.ratio = 0;
+      next[i] = req.prompt;
+      auto out = RunTurn(**e, std::move(req));
+      ASSERT_TRUE(out.ok()) << out.message();
+      ids[i] = out->session_id;
+      next[i].insert(next[i].end(), out->appended.begin(), out->appended.end());
+      next[i].insert(next[i].end(), {40, 41});
+    }
+    one_session = Metric(**e, "kv_bytes_held") / 2;
+  }
+  ASSERT_GT(one_session, 0);
+  // Either stored session fits with its turn; both do not.
+  o.kv_budget_bytes = static_cast<size_t>(1.5 * one_session);
+  o.memory_wait_s = 30;
+  auto created = Engine::Create(o);
+  ASSERT_TRUE(created.ok()) << created.message();
+  Engine& e = **created;
+  TurnRequest big = Request(RandomPrompt(e.model(), n, 20), 4);
+  big.ratio = 0;
+  auto holder = e.Begin(std::move(big));
+  ASSERT_TRUE(std::holds_alternative<std::unique_ptr<Turn>>(holder));
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> results(2);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      TurnRequest req = Request(next[i], 2);
+      req.ratio = 0;
+      req.session_id = ids[i];
+      auto out = RunTurn(e, std::move(req));
+      results[i] = out.ok() ? "ok" : out.message();
+    });
+  }
+  for (int tries = 0; Metric(e, "requests_waiting_memory") < 2 && tries < 2000; ++tries)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(Metric(e, "requests_waiting_memory"), 2);
+  std::get<std::unique_ptr<Turn>>(holder).reset();  // the third turn ends without running
+  for (auto& t : threads) t.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(results[0], "ok");
+  EXPECT_EQ(results[1], "ok");
+  EXPECT_EQ(Metric(e, "memory_gave_way_total"), 1);
+  EXPECT_EQ(Metric(e, "requests_rejected_memory_total"), 0);
+  EXPECT_LT(seconds, 20) << "a request waited out --memory-wait-s";
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
