@@ -187,21 +187,13 @@ void Engine::Finish(Session* s, size_t reserved, bool ok, bool modified) {
     if (s->load && s->cache) {
       // The shared store refused this turn (another replica wrote a newer one): the next
       // turn reads that one.
-      s->cache.reset();
-      s->capture.reset();
-      bytes_used_ -= s->bytes;
-      s->bytes = 0;
+      DropCacheLocked(*s);
     }
     if (!ok && modified && s->persisted) {
       // A failed turn leaves the cache suspect: fall back to the last completed turn's file.
-      s->cache.reset();
-      s->capture.reset();
-      bytes_used_ -= s->bytes;
-      s->bytes = 0;
+      DropCacheLocked(*s);
     } else if (!ok && (modified || s->tokens.empty())) {
-      bytes_used_ -= s->bytes;
-      const std::string id = s->id;
-      sessions_.erase(id);
+      ForgetLocked(*s);
     }
     --running_turns_;
     ++turns_finished_;

@@ -1,4 +1,5 @@
 // The KV budget of `primekv serve`: what a turn may add is reserved before it runs.
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -31,14 +32,10 @@ std::variant<std::monostate, Engine::Retry, HttpError> Engine::ReserveMemory(
       // Every beginning request waits for memory the others hold, and no turn runs to free
       // any: waiting would only run out the clock. One goes on (the oldest that cannot give
       // way, else the oldest); the others give way, or are refused now if they cannot.
-      uint64_t chosen = memory_waiters_.begin()->first;
-      for (const auto& [t, way] : memory_waiters_) {
-        if (way == GiveWay::kNo) {
-          chosen = t;
-          break;
-        }
-      }
-      if (ticket != chosen) {
+      auto chosen = std::find_if(memory_waiters_.begin(), memory_waiters_.end(),
+                                 [](const auto& w) { return w.second == GiveWay::kNo; });
+      if (chosen == memory_waiters_.end()) chosen = memory_waiters_.begin();
+      if (ticket != chosen->first) {
         gave_way = give_way != GiveWay::kNo;
         break;
       }
@@ -50,14 +47,10 @@ std::variant<std::monostate, Engine::Retry, HttpError> Engine::ReserveMemory(
   store_cv_.notify_all();  // a request waiting on this one's session may go on
   if (gave_way) {
     ++counters_.gave_way;
-    bytes_used_ -= s.bytes;
-    s.bytes = 0;
     if (give_way == GiveWay::kForget) {
-      const std::string id = s.id;
-      sessions_.erase(id);
+      ForgetLocked(s);
     } else {
-      s.cache.reset();
-      s.capture.reset();
+      DropCacheLocked(s);
       s.busy = false;
     }
     // Begin again once the request that went on (or any other turn) has finished.
@@ -77,14 +70,9 @@ std::variant<std::monostate, Engine::Retry, HttpError> Engine::ReserveMemory(
     s.busy = false;
     const size_t need = s.bytes + reserve;
     if (s.tokens.empty()) {
-      bytes_used_ -= s.bytes;
-      const std::string id = s.id;
-      sessions_.erase(id);
+      ForgetLocked(s);
     } else if (restored && s.persisted) {
-      bytes_used_ -= s.bytes;  // back to disk: it was only read for this request
-      s.bytes = 0;
-      s.cache.reset();
-      s.capture.reset();
+      DropCacheLocked(s);  // back to disk: it was only read for this request
     }
     return HttpError{503,
                      "the KV budget (" + std::to_string(options_.kv_budget_bytes) +

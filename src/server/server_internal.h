@@ -203,6 +203,11 @@ class Engine {
   const Compressor& CompressorFor(const std::string& press);  // under store_mu_
   void IndexSessionDir();
   bool EvictOneLocked(const Session* except);
+  // Frees a session's cache and its bytes in the budget; its tokens stay, so the next request
+  // reads it back from the store.
+  void DropCacheLocked(Session& s);
+  // Removes a session and its bytes from the budget (`s` is destroyed).
+  void ForgetLocked(Session& s);
   Status Persist(Session& s);
   void Finish(Session* s, size_t reserved, bool ok, bool modified);
 

@@ -57,19 +57,28 @@ bool Engine::EvictOneLocked(const Session* except) {
     if (!victim || s->last_used < victim->last_used) victim = s.get();
   }
   if (!victim) return false;
-  bytes_used_ -= victim->bytes;
   ++counters_.evictions;
   if (!victim->persisted) {
-    const std::string id = victim->id;
-    sessions_.erase(id);  // nowhere to keep it: the conversation is forgotten
+    ForgetLocked(*victim);  // nowhere to keep it: the conversation is forgotten
   } else {
     // Its file is current (written after every completed turn): dropping the cache loses
     // nothing.
-    victim->cache.reset();
-    victim->capture.reset();
-    victim->bytes = 0;
+    DropCacheLocked(*victim);
   }
   return true;
+}
+
+void Engine::DropCacheLocked(Session& s) {
+  bytes_used_ -= s.bytes;
+  s.bytes = 0;
+  s.cache.reset();
+  s.capture.reset();
+}
+
+void Engine::ForgetLocked(Session& s) {
+  bytes_used_ -= s.bytes;
+  const std::string id = s.id;  // erasing destroys `s`, and with it s.id
+  sessions_.erase(id);
 }
 
 Session* Engine::BestPrefixLocked(const TurnRequest& req, size_t& keep) {
@@ -249,10 +258,7 @@ void Engine::DropIfBehind(Session& s) {
   }
   if (!*stored || **stored <= s.turn) return;
   std::lock_guard lock(store_mu_);
-  bytes_used_ -= s.bytes;
-  s.bytes = 0;
-  s.cache.reset();
-  s.capture.reset();
+  DropCacheLocked(s);
   s.load = true;
 }
 
