@@ -85,6 +85,10 @@ void QuantizeQ8K(const float* x, Q8KBlock* out, int64_t n);
 using QuantizeQ8KFn = void (*)(const float* x, Q8KBlock* out, int64_t n);
 // sum_i w[i] * d * qs[i] for one encoded weight row and n / 256 activation blocks.
 using DotQ8KFn = float (*)(const void* row, const Q8KBlock* x, int64_t n);
+// out[r] = dot_q8k(first_row + r * row_bytes, x, n) for r < rows, with the same bits: consecutive
+// rows of one matrix in one call, so a decode product sets its constants up once per share.
+using DotQ8KRowsFn = void (*)(const void* first_row, size_t row_bytes, int64_t rows,
+                              const Q8KBlock* x, int64_t n, float* out);
 using DequantizeFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
 
@@ -92,8 +96,9 @@ struct TypeKernels {
   DotFn dot = nullptr;
   DequantizeFn dequantize = nullptr;
   QuantizeFn quantize = nullptr;
-  DotQ8KFn dot_q8k = nullptr;    // int8 activations; only the 256-element block formats
-  DotRowsFn dot_rows = nullptr;  // several activation rows at once; F32, F16 and BF16
+  DotQ8KFn dot_q8k = nullptr;           // int8 activations; only the 256-element block formats
+  DotRowsFn dot_rows = nullptr;         // several activation rows at once; F32, F16 and BF16
+  DotQ8KRowsFn dot_q8k_rows = nullptr;  // dot_q8k over consecutive rows, where it pays
 };
 
 // One tile of the prefill GEMM: acc[j][t] (+)= sum_k w[j * ldw + k] * xp[k * group + t] for

@@ -38,10 +38,14 @@ namespace primekv::quant::internal {
 // Outside the target region, like Avx2Kernels(). The weights' quantisation stays scalar.
 void AddAvx2BlockKernels(KernelTable& t) {
   AddBlockKernels<simd::Avx2>(t);
-  t.q4_k.dot_q8k = K4Avx2<false>;
-  t.q5_k.dot_q8k = K4Avx2<true>;
-  t.q6_k.dot_q8k = K6Avx2;
-  t.iq4_xs.dot_q8k = Iq4XsAvx2;
+  t.q4_k.dot_q8k = DotQ8KOne<K4Avx2<false>>;
+  t.q4_k.dot_q8k_rows = DotQ8KRows<K4Avx2<false>>;
+  t.q5_k.dot_q8k = DotQ8KOne<K4Avx2<true>>;
+  t.q5_k.dot_q8k_rows = DotQ8KRows<K4Avx2<true>>;
+  t.q6_k.dot_q8k = DotQ8KOne<K6Avx2>;
+  t.q6_k.dot_q8k_rows = DotQ8KRows<K6Avx2>;
+  t.iq4_xs.dot_q8k = DotQ8KOne<Iq4XsAvx2>;
+  t.iq4_xs.dot_q8k_rows = DotQ8KRows<Iq4XsAvx2>;
   t.quantize_q8k = QuantizeQ8KAvx2;
 }
 

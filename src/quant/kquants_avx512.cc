@@ -40,10 +40,14 @@ namespace primekv::quant::internal {
 // Outside the target region, like Avx512Kernels(). The weights' quantisation stays scalar.
 void AddAvx512BlockKernels(KernelTable& t) {
   AddBlockKernels<simd::Avx512>(t);
-  t.q4_k.dot_q8k = K4Avx512<false, false>;
-  t.q5_k.dot_q8k = K4Avx512<false, true>;
-  t.q6_k.dot_q8k = K6Avx512<false>;
-  t.iq4_xs.dot_q8k = Iq4XsAvx512<false>;
+  t.q4_k.dot_q8k = DotQ8KOne<K4Avx512<false, false>>;
+  t.q4_k.dot_q8k_rows = DotQ8KRows<K4Avx512<false, false>>;
+  t.q5_k.dot_q8k = DotQ8KOne<K4Avx512<false, true>>;
+  t.q5_k.dot_q8k_rows = DotQ8KRows<K4Avx512<false, true>>;
+  t.q6_k.dot_q8k = DotQ8KOne<K6Avx512<false>>;
+  t.q6_k.dot_q8k_rows = DotQ8KRows<K6Avx512<false>>;
+  t.iq4_xs.dot_q8k = DotQ8KOne<Iq4XsAvx512<false>>;
+  t.iq4_xs.dot_q8k_rows = DotQ8KRows<Iq4XsAvx512<false>>;
   t.quantize_q8k = QuantizeQ8KAvx512;
 }
 

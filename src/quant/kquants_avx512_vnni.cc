@@ -55,12 +55,17 @@ const KernelTable* Avx512VnniKernels() {
     ForEachBlockFormat(t, []<QuantsFn kQ, KBlock kL, GgmlType kT, UnpackFn kS>(TypeKernels& k) {
       if constexpr (kL.elements == kSuperBlock) {
         k.dot_q8k = DotQ8K<Avx512Vnni, kQ, kT, kS>;
+        k.dot_q8k_rows = nullptr;  // only beside a dot_q8k of the same arithmetic
       }
     });
-    t.q4_k.dot_q8k = K4Avx512<true, false>;
-    t.q5_k.dot_q8k = K4Avx512<true, true>;
-    t.q6_k.dot_q8k = K6Avx512<true>;
-    t.iq4_xs.dot_q8k = Iq4XsAvx512<true>;
+    t.q4_k.dot_q8k = DotQ8KOne<K4Avx512<true, false>>;
+    t.q4_k.dot_q8k_rows = DotQ8KRows<K4Avx512<true, false>>;
+    t.q5_k.dot_q8k = DotQ8KOne<K4Avx512<true, true>>;
+    t.q5_k.dot_q8k_rows = DotQ8KRows<K4Avx512<true, true>>;
+    t.q6_k.dot_q8k = DotQ8KOne<K6Avx512<true>>;
+    t.q6_k.dot_q8k_rows = DotQ8KRows<K6Avx512<true>>;
+    t.iq4_xs.dot_q8k = DotQ8KOne<Iq4XsAvx512<true>>;
+    t.iq4_xs.dot_q8k_rows = DotQ8KRows<Iq4XsAvx512<true>>;
     return t;
   }();
   return &table;

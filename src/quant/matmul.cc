@@ -71,12 +71,14 @@ constexpr size_t kMaxSameInput = 4;
 // MatVec with int8 activations for one or more weights that read the same x (q/k/v, gate/up): x
 // rows quantised once into a stack buffer (no allocation per decode step), as many rows at a time
 // as fit, then one ParallelFor over all the weights' rows numbered one weight after the other, so
-// the threads meet once per input rather than once per weight. Every output is the one dot it
-// would be alone.
+// the threads meet once per input rather than once per weight. With one x row, a thread's run of
+// a weight's rows goes to the kernel's rows entry where it has one. Every output is the one dot
+// it would be alone.
 void MatVecQ8K(std::span<const WeightView* const> ws, MatView<const float> x,
                std::span<const MatView<float>> ys, ThreadPool& pool,
                quant::internal::QuantizeQ8KFn quantize,
-               std::span<const quant::internal::DotQ8KFn> dots) {
+               std::span<const quant::internal::DotQ8KFn> dots,
+               std::span<const quant::internal::DotQ8KRowsFn> dot_rows) {
   const int64_t cols = ws[0]->cols;
   const int64_t blocks = cols / 256;
   std::array<quant::internal::Q8KBlock, kQ8KBufferBlocks> buffer;
@@ -97,9 +99,13 @@ void MatVecQ8K(std::span<const WeightView* const> ws, MatView<const float> x,
           for (size_t k = 0; k < ws.size(); ++k) {
             const WeightView& w = *ws[k];
             const MatView<float>& y = ys[k];
-            for (int64_t r = std::max(begin, first[k]) - first[k],
-                         r_end = std::min(end, first[k + 1]) - first[k];
-                 r < r_end; ++r) {
+            const int64_t r0 = std::max(begin, first[k]) - first[k];
+            const int64_t r1 = std::min(end, first[k + 1]) - first[k];
+            if (m == 1 && dot_rows[k] != nullptr && r1 > r0) {
+              dot_rows[k](w.Row(r0), w.row_bytes, r1 - r0, buffer.data(), cols, &y(i0, r0));
+              continue;
+            }
+            for (int64_t r = r0; r < r1; ++r) {
               const uint8_t* row = w.Row(r);
               for (int64_t i = 0; i < m; ++i)
                 y(i0 + i, r) = dots[k](row, buffer.data() + i * blocks, cols);
@@ -119,6 +125,11 @@ quant::internal::DotQ8KFn Q8KDotFor(const WeightView& w, const MatMulTiling& til
   }
   return kernels->dot_q8k;
 }
+// Its rows entry, when the table has one beside that dot (null otherwise).
+quant::internal::DotQ8KRowsFn Q8KDotRowsFor(const WeightView& w, const MatMulTiling& tiling) {
+  if (Q8KDotFor(w, tiling) == nullptr) return nullptr;
+  return quant::internal::Find(TableFor(tiling), w.type)->dot_q8k_rows;
+}
 
 // MatVecQ8K over weights that share x, when it is the path MatMulTiled gives each of them alone
 // (a decode step's K-quant projections); false, doing nothing, otherwise.
@@ -130,6 +141,7 @@ bool MatVecQ8KSameInput(std::span<const WeightView* const> ws, MatView<const flo
     return false;
   }
   std::array<quant::internal::DotQ8KFn, kMaxSameInput> dots{};
+  std::array<quant::internal::DotQ8KRowsFn, kMaxSameInput> dot_rows{};
   for (size_t i = 0; i < ws.size(); ++i) {
     const WeightView& w = *ws[i];
     if (w.rows == 0 || w.cols != ws[0]->cols) return false;
@@ -138,9 +150,11 @@ bool MatVecQ8KSameInput(std::span<const WeightView* const> ws, MatView<const flo
     }
     dots[i] = Q8KDotFor(w, tiling);
     if (dots[i] == nullptr) return false;
+    dot_rows[i] = Q8KDotRowsFor(w, tiling);
   }
   MatVecQ8K(ws, x, ys, pool, TableFor(tiling).quantize_q8k,
-            std::span<const quant::internal::DotQ8KFn>(dots.data(), ws.size()));
+            std::span<const quant::internal::DotQ8KFn>(dots.data(), ws.size()),
+            std::span<const quant::internal::DotQ8KRowsFn>(dot_rows.data(), ws.size()));
   return true;
 }
 
@@ -166,7 +180,8 @@ void MatVec(const WeightView& w, MatView<const float> x, MatView<float> y, Threa
     const WeightView* const ws[] = {&w};
     const MatView<float> ys[] = {y};
     const quant::internal::DotQ8KFn dots[] = {dot};
-    MatVecQ8K(ws, x, ys, pool, TableFor(tiling).quantize_q8k, dots);
+    const quant::internal::DotQ8KRowsFn dot_rows[] = {Q8KDotRowsFor(w, tiling)};
+    MatVecQ8K(ws, x, ys, pool, TableFor(tiling).quantize_q8k, dots, dot_rows);
     return;
   }
   const quant::internal::DotFn dot = kernels->dot;

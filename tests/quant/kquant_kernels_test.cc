@@ -3,7 +3,10 @@
 // unpackers read ggml's layouts is shown against ggml itself in kquant_fixture_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -171,6 +174,31 @@ void CheckQ8KDots(const KernelTable& table) {
       }
       const double tolerance = (static_cast<double>(n) + 4) * 0x1p-24 * magnitude;
       EXPECT_NEAR(k->dot_q8k(encoded.data(), xq.data(), n), exact, tolerance);
+      if (k->dot_q8k_rows == nullptr || blocks == 0) continue;
+      // Several rows through the rows entry: each the single dot's bits. The rows sit 64 bytes
+      // apart beyond their length, so a kernel that ignored row_bytes would read the wrong ones.
+      constexpr int kRows = 5;
+      const size_t row_bytes = encoded.size() + 64;
+      std::vector<uint8_t> rows(row_bytes * kRows);
+      for (int r = 0; r < kRows; ++r) {
+        const std::vector<uint8_t> row = RandomBlocks(rng, t, blocks);
+        std::copy(row.begin(), row.end(),
+                  rows.begin() + static_cast<std::ptrdiff_t>(r * row_bytes));
+      }
+      for (int count : {1, 2, kRows}) {
+        std::vector<float> out(kRows, -1.0f);
+        k->dot_q8k_rows(rows.data(), row_bytes, count, xq.data(), n, out.data());
+        for (int r = 0; r < kRows; ++r) {
+          const float single = k->dot_q8k(rows.data() + r * row_bytes, xq.data(), n);
+          if (r < count) {
+            EXPECT_EQ(std::bit_cast<uint32_t>(out[static_cast<size_t>(r)]),
+                      std::bit_cast<uint32_t>(single))
+                << "row " << r << " of " << count;
+          } else {
+            EXPECT_EQ(out[static_cast<size_t>(r)], -1.0f) << "row " << r << " of " << count;
+          }
+        }
+      }
     }
   }
 }
