@@ -77,8 +77,7 @@ constexpr size_t kMaxSameInput = 4;
 void MatVecQ8K(std::span<const WeightView* const> ws, MatView<const float> x,
                std::span<const MatView<float>> ys, ThreadPool& pool,
                quant::internal::QuantizeQ8KFn quantize,
-               std::span<const quant::internal::DotQ8KFn> dots,
-               std::span<const quant::internal::DotQ8KRowsFn> dot_rows) {
+               std::span<const quant::internal::TypeKernels* const> kernels) {
   const int64_t cols = ws[0]->cols;
   const int64_t blocks = cols / 256;
   std::array<quant::internal::Q8KBlock, kQ8KBufferBlocks> buffer;
@@ -101,14 +100,15 @@ void MatVecQ8K(std::span<const WeightView* const> ws, MatView<const float> x,
             const MatView<float>& y = ys[k];
             const int64_t r0 = std::max(begin, first[k]) - first[k];
             const int64_t r1 = std::min(end, first[k + 1]) - first[k];
-            if (m == 1 && dot_rows[k] != nullptr && r1 > r0) {
-              dot_rows[k](w.Row(r0), w.row_bytes, r1 - r0, buffer.data(), cols, &y(i0, r0));
+            const quant::internal::TypeKernels& kernel = *kernels[k];
+            if (m == 1 && kernel.dot_q8k_rows != nullptr && r1 > r0) {
+              kernel.dot_q8k_rows(w.Row(r0), w.row_bytes, r1 - r0, buffer.data(), cols, &y(i0, r0));
               continue;
             }
             for (int64_t r = r0; r < r1; ++r) {
               const uint8_t* row = w.Row(r);
               for (int64_t i = 0; i < m; ++i)
-                y(i0 + i, r) = dots[k](row, buffer.data() + i * blocks, cols);
+                y(i0 + i, r) = kernel.dot_q8k(row, buffer.data() + i * blocks, cols);
             }
           }
         },
@@ -116,19 +116,15 @@ void MatVecQ8K(std::span<const WeightView* const> ws, MatView<const float> x,
   }
 }
 
-// Whether MatVec takes w's integer path under `tiling` (and with which dot).
-quant::internal::DotQ8KFn Q8KDotFor(const WeightView& w, const MatMulTiling& tiling) {
+// Whether MatVec takes w's integer path under `tiling`: the kernels whose dot_q8k (and
+// dot_q8k_rows, where set) it runs, or null.
+const quant::internal::TypeKernels* Q8KKernelsFor(const WeightView& w, const MatMulTiling& tiling) {
   const quant::internal::TypeKernels* kernels = quant::internal::Find(TableFor(tiling), w.type);
-  if (!tiling.int8_activations || kernels == nullptr || w.cols % 256 != 0 ||
-      w.cols / 256 > kQ8KBufferBlocks) {
+  if (!tiling.int8_activations || kernels == nullptr || kernels->dot_q8k == nullptr ||
+      w.cols % 256 != 0 || w.cols / 256 > kQ8KBufferBlocks) {
     return nullptr;
   }
-  return kernels->dot_q8k;
-}
-// Its rows entry, when the table has one beside that dot (null otherwise).
-quant::internal::DotQ8KRowsFn Q8KDotRowsFor(const WeightView& w, const MatMulTiling& tiling) {
-  if (Q8KDotFor(w, tiling) == nullptr) return nullptr;
-  return quant::internal::Find(TableFor(tiling), w.type)->dot_q8k_rows;
+  return kernels;
 }
 
 // MatVecQ8K over weights that share x, when it is the path MatMulTiled gives each of them alone
@@ -140,21 +136,18 @@ bool MatVecQ8KSameInput(std::span<const WeightView* const> ws, MatView<const flo
       x.rows >= tiling.small_batch) {
     return false;
   }
-  std::array<quant::internal::DotQ8KFn, kMaxSameInput> dots{};
-  std::array<quant::internal::DotQ8KRowsFn, kMaxSameInput> dot_rows{};
+  std::array<const quant::internal::TypeKernels*, kMaxSameInput> kernels{};
   for (size_t i = 0; i < ws.size(); ++i) {
     const WeightView& w = *ws[i];
     if (w.rows == 0 || w.cols != ws[0]->cols) return false;
     if (tiling.int8 != nullptr && quant::internal::FindQ8Gemm(*tiling.int8, w.type) != nullptr) {
       return false;
     }
-    dots[i] = Q8KDotFor(w, tiling);
-    if (dots[i] == nullptr) return false;
-    dot_rows[i] = Q8KDotRowsFor(w, tiling);
+    kernels[i] = Q8KKernelsFor(w, tiling);
+    if (kernels[i] == nullptr) return false;
   }
   MatVecQ8K(ws, x, ys, pool, TableFor(tiling).quantize_q8k,
-            std::span<const quant::internal::DotQ8KFn>(dots.data(), ws.size()),
-            std::span<const quant::internal::DotQ8KRowsFn>(dot_rows.data(), ws.size()));
+            std::span<const quant::internal::TypeKernels* const>(kernels.data(), ws.size()));
   return true;
 }
 
@@ -176,12 +169,11 @@ void MatVec(const WeightView& w, MatView<const float> x, MatView<float> y, Threa
             const MatMulTiling& tiling) {
   const quant::internal::TypeKernels* kernels = quant::internal::Find(TableFor(tiling), w.type);
   Check(kernels != nullptr, "MatMul: element type is not computable");
-  if (const quant::internal::DotQ8KFn dot = Q8KDotFor(w, tiling); dot != nullptr) {
+  if (const quant::internal::TypeKernels* q8k = Q8KKernelsFor(w, tiling); q8k != nullptr) {
     const WeightView* const ws[] = {&w};
     const MatView<float> ys[] = {y};
-    const quant::internal::DotQ8KFn dots[] = {dot};
-    const quant::internal::DotQ8KRowsFn dot_rows[] = {Q8KDotRowsFor(w, tiling)};
-    MatVecQ8K(ws, x, ys, pool, TableFor(tiling).quantize_q8k, dots, dot_rows);
+    const quant::internal::TypeKernels* const q8k_kernels[] = {q8k};
+    MatVecQ8K(ws, x, ys, pool, TableFor(tiling).quantize_q8k, q8k_kernels);
     return;
   }
   const quant::internal::DotFn dot = kernels->dot;
