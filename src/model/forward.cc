@@ -7,8 +7,9 @@
 #include <limits>
 #include <span>
 
-#include "primekv/quant/matmul.h"
+#include "primekv/attention/softmax_kernels.h"
 #include "primekv/model/model.h"
+#include "primekv/quant/matmul.h"
 
 namespace primekv {
 
@@ -40,6 +41,29 @@ void RmsNormRows(MatView<const float> x, const std::vector<float>& w, float eps,
   ForRows(pool, x.rows, x.cols, [&](int64_t r) {
     RmsNorm(x.Row(r), w.data(), static_cast<int>(x.cols), eps, out.Row(r));
   });
+}
+
+// gate[i] = silu(gate[i]) * up[i] = gate[i] / (1 + e^-gate[i]) * up[i] over n contiguous
+// values. The exponentials go through the attention module's vector exp (ExpApprox, relative
+// error below 3e-7) a block at a time; one libm call per value took about 2% of a 1B decode
+// step. The blocks are split over the pool even for a single token row, since at decode this
+// is otherwise a serial section between two matmuls.
+void SwiGluInPlace(float* gate, const float* up, int64_t n, ThreadPool& pool) {
+  constexpr int64_t kBlock = 512;
+  const attention_internal::SoftmaxKernels& k = attention_internal::BestSoftmax();
+  pool.ParallelFor(
+      (n + kBlock - 1) / kBlock,
+      [&](int64_t begin, int64_t end, int) {
+        float e[kBlock];
+        for (int64_t b = begin; b < end; ++b) {
+          const int64_t lo = b * kBlock;
+          const int m = static_cast<int>(std::min(kBlock, n - lo));
+          for (int j = 0; j < m; ++j) e[j] = -gate[lo + j];
+          k.exp_sum(e, m, 0.0f);
+          for (int j = 0; j < m; ++j) gate[lo + j] = gate[lo + j] / (1.0f + e[j]) * up[lo + j];
+        }
+      },
+      4);
 }
 
 template <typename T>
@@ -106,10 +130,7 @@ void AddExpertFfn(const ModelConfig& c, const LayerWeights& L, MatView<const flo
     MatView<float> gate(ws.gate.data(), m, F), up(ws.up.data(), m, F);
     MatMul(L.gate_exps.Expert(e), in, gate, pool);
     MatMul(L.up_exps.Expert(e), in, up, pool);
-    for (size_t i = 0; i < static_cast<size_t>(m) * F; ++i) {
-      const float g = ws.gate[i];
-      ws.gate[i] = g / (1.0f + std::exp(-g)) * ws.up[i];
-    }
+    SwiGluInPlace(ws.gate.data(), ws.up.data(), static_cast<int64_t>(m) * F, pool);
     MatView<float> out(ws.moe_out.data(), m, D);
     MatMul(L.down_exps.Expert(e), gate, out, pool);
     for (int r = 0; r < m; ++r) {
@@ -338,13 +359,7 @@ void AddDenseFfn(const ModelConfig& c, const LayerWeights& L, const RowViews& r,
   const WeightView* const w[] = {&L.w_gate, &L.w_up};
   const MatView<float> out[] = {gate, up};
   MatMulSameInput(w, r.h, out, pool);
-  const size_t F = static_cast<size_t>(c.d_ff);
-  ForRows(pool, n, c.d_ff, [&](int64_t row) {
-    for (size_t i = row * F; i < (row + 1) * F; ++i) {
-      const float g = ws.gate[i];
-      ws.gate[i] = g / (1.0f + std::exp(-g)) * ws.up[i];
-    }
-  });
+  SwiGluInPlace(ws.gate.data(), ws.up.data(), n * c.d_ff, pool);
   MatMul(L.w_down, gate, r.h, pool);
   AddResidual(pool, r);
 }
