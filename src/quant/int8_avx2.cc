@@ -282,7 +282,7 @@ void StreamQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t blocks
     int64_t p = 0;
     for (; p + 2 <= full; p += 2) {  // 72 bytes: one prefetch
       _mm_prefetch(reinterpret_cast<const char*>(row + 2 * p * kQ4_0BlockBytes + kPrefetchAhead),
-                   _MM_HINT_T0);
+                   _MM_HINT_NTA);
       full_step(kEven, p);
       full_step(kOdd, p + 1);
     }
@@ -346,7 +346,7 @@ void StreamDecode(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows
     constexpr std::integral_constant<int, 1> kOdd{};
     int64_t b = 0;
     for (; b + D::kStep <= blocks; b += D::kStep) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + b * D::kBytes + kPrefetchAhead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p + b * D::kBytes + kPrefetchAhead), _MM_HINT_NTA);
       [&]<int... kI>(std::integer_sequence<int, kI...>) {
         ((kI % 2 == 0 ? step(kEven, b + kI) : step(kOdd, b + kI)), ...);
       }

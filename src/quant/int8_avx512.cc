@@ -362,8 +362,8 @@ void StreamQ4_0(const uint8_t* w, size_t row_bytes, int64_t rows, int64_t blocks
     const auto full_step = [&](auto k, int64_t g) {
       const uint8_t* pg = p + g * kQ4_0GroupBlocks * kQ4_0BlockBytes;
       // Both lines of the 72 bytes, so that no line of the stream is left to a demand miss.
-      _mm_prefetch(reinterpret_cast<const char*>(pg + kPrefetchAhead), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(pg + kPrefetchAhead + 64), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(pg + kPrefetchAhead), _MM_HINT_NTA);
+      _mm_prefetch(reinterpret_cast<const char*>(pg + kPrefetchAhead + 64), _MM_HINT_NTA);
       step(k, g, _mm512_loadu_si512(pg),
            _mm512_zextsi128_si512(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pg + 64))));
     };
@@ -444,7 +444,7 @@ void StreamQ8_0(const uint8_t* w, size_t row_bytes, int64_t rows, const Q8Rows& 
       // Three lines per 136 bytes: prefetches 64 bytes apart reach every line of the stream
       // (two, 68 apart, left one line in 17 to a demand miss).
       for (int line = 0; line < 4 * kB; line += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(pb + kPrefetchAhead + line), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(pb + kPrefetchAhead + line), _MM_HINT_NTA);
       }
       const __m512i s =
           _mm512_permutex2var_epi16(_mm512_loadu_si512(pb), scale_idx, _mm512_loadu_si512(pb + 64));
