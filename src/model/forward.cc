@@ -51,19 +51,19 @@ void RmsNormRows(MatView<const float> x, const std::vector<float>& w, float eps,
 void SwiGluInPlace(float* gate, const float* up, int64_t n, ThreadPool& pool) {
   constexpr int64_t kBlock = 512;
   const attention_internal::SoftmaxKernels& k = attention_internal::BestSoftmax();
-  pool.ParallelFor(
-      (n + kBlock - 1) / kBlock,
-      [&](int64_t begin, int64_t end, int) {
-        float e[kBlock];
-        for (int64_t b = begin; b < end; ++b) {
-          const int64_t lo = b * kBlock;
-          const int m = static_cast<int>(std::min(kBlock, n - lo));
-          for (int j = 0; j < m; ++j) e[j] = -gate[lo + j];
-          k.exp_sum(e, m, 0.0f);
-          for (int j = 0; j < m; ++j) gate[lo + j] = gate[lo + j] / (1.0f + e[j]) * up[lo + j];
-        }
-      },
-      4);
+  pool.ParallelFor((n + kBlock - 1) / kBlock,
+                   [&](int64_t begin, int64_t end, int) {
+                     float e[kBlock];
+                     for (int64_t b = begin; b < end; ++b) {
+                       const int64_t lo = b * kBlock;
+                       const int m = static_cast<int>(std::min(kBlock, n - lo));
+                       for (int j = 0; j < m; ++j) e[j] = -gate[lo + j];
+                       k.exp_sum(e, m, 0.0f);
+                       for (int j = 0; j < m; ++j)
+                         gate[lo + j] = gate[lo + j] / (1.0f + e[j]) * up[lo + j];
+                     }
+                   },
+                   4);
 }
 
 template <typename T>
