@@ -159,10 +159,17 @@ class Llama(nn.Module):
             self._mask_cache[key] = m
         return m
 
-    def hidden(self, ids):
-        """Final-normed hidden states (B, T, d) for a full causal pass (training)."""
+    def hidden(self, ids, positions=None):
+        """Final-normed hidden states (B, T, d) for a full causal pass (training).  positions
+        (B, T), increasing along each row, replaces 0..T-1: PoSE's skipped position ids, so a
+        short window sees the relative distances of a longer context."""
         T = ids.shape[1]
-        cos, sin = rope_tables(self.cfg, torch.arange(T))
+        if positions is None:
+            cos, sin = rope_tables(self.cfg, torch.arange(T))
+        else:
+            B = ids.shape[0]
+            cos, sin = rope_tables(self.cfg, positions.reshape(-1).cpu())
+            cos, sin = cos.view(B, 1, T, -1), sin.view(B, 1, T, -1)
         cos, sin = cos.to(ids.device), sin.to(ids.device)
         # On a GPU the blocks use the fused causal kernel (mask None); on the CPU an additive mask.
         mask = None if ids.is_cuda else self.causal_mask(T, T, ids.device)

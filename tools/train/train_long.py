@@ -64,6 +64,10 @@ PROCESS_START = time.time()
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.dirname(os.path.dirname(_HERE))
 sys.path.insert(0, _HERE)
+if __name__ == "__main__":
+    import runtime_env  # noqa: E402  (allocator and OpenBLAS kernels for the CPU path)
+
+    runtime_env.reexec()
 sys.path.insert(0, os.path.join(_REPO, "tests", "reference"))
 
 import torch  # noqa: E402
@@ -99,6 +103,58 @@ def pick_stage(frac, rng):
     if cur > 0 and rng.random() < 0.25:
         cur = rng.randrange(cur)
     return STAGES[cur]
+
+
+# ---------------------------------------------------------------------------- PoSE positions
+def pose_positions(rng, T, span, chunks=(2, 3)):
+    """Position ids for a T-token window that spans `span` positions (PoSE, Zhu et al. 2024):
+    the window is cut into 2-3 chunks at uniform points and the span - T skipped positions are
+    shared out over the gaps, so relative distances up to span - 1 occur within a short window.
+    Position 0 (BOS) stays at 0; RoPE only sees differences, so no chunk needs an absolute offset."""
+    if span <= T:
+        return list(range(T))
+    k = min(rng.choice(chunks), T)
+    cuts = sorted(rng.sample(range(1, T), k - 1))
+    extra = span - T
+    shares = sorted(rng.randint(0, extra) for _ in range(k - 2)) + [extra]
+    skips = [b - a for a, b in zip([0] + shares[:-1], shares)]
+    pos, off, ci = [], 0, 0
+    for t in range(T):
+        if ci < len(cuts) and t == cuts[ci]:
+            off += skips[ci]
+            ci += 1
+        pos.append(t + off)
+    return pos
+
+
+def far_positions(doc, T, span):
+    """Deterministic evaluation positions: everything from just before the first question on
+    is moved span - T positions later, so every fact sits at least that far from its question."""
+    if span <= T:
+        return list(range(T))
+    cut = max(1, doc.answers[0]["start"] - 48)
+    return [t if t < cut else t + span - T for t in range(T)]
+
+
+def teacher_forced_positions(model, docs, positions, device, batch):
+    """train_ref2.teacher_forced_accuracy with explicit position ids per document."""
+    model.eval()
+    ok = tot = 0
+    with torch.no_grad():
+        for i in range(0, len(docs), batch):
+            chunk = docs[i:i + batch]
+            x = torch.tensor([d.ids[:-1] for d in chunk], dtype=torch.long, device=device)
+            p = torch.tensor(positions[i:i + batch], dtype=torch.long)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                h = model.hidden(x, p)
+                pred = F.linear(h, model.output_weight().to(h.dtype)).argmax(-1).cpu()
+            for b, d in enumerate(chunk):
+                for a in d.answers:
+                    s, e = a["start"], a["end"]
+                    ok += int((pred[b, s - 1:e - 1] == torch.tensor(d.ids[s:e])).all())
+                    tot += 1
+    model.train()
+    return ok / max(1, tot)
 
 
 # ---------------------------------------------------------------------------- data workers
@@ -192,6 +248,17 @@ def main():
     ap.add_argument("--eval-every", type=float, default=3.0, help="minutes between evaluations")
     ap.add_argument("--eval-n", type=int, default=8, help="documents per family and length")
     ap.add_argument("--eval-families", nargs="+", default=["single", "multikey", "near_key", "drift", "vt", "multihop"])
+    ap.add_argument("--pose-window", type=int, default=0,
+                    help="CPU recipe: train on windows of this many tokens whose position ids skip (PoSE) to "
+                         "span up to --ctx; the curriculum's long documents are replaced by these windows")
+    ap.add_argument("--pose-plain", type=float, default=0.2, help="share of PoSE rows with plain positions")
+    ap.add_argument("--long-share", type=float, default=0.0,
+                    help="with --pose-window: share of steps on real documents of --long-len tokens "
+                         "(plain positions), so attention over many distractors is trained too")
+    ap.add_argument("--long-len", type=int, default=4096)
+    ap.add_argument("--pose-eval-spans", type=int, nargs="*", default=None,
+                    help="spans for the far-question evaluation of --pose-window documents (default ctx/4, ctx/2, ctx)")
+    ap.add_argument("--threads", type=int, default=0, help="CPU intra-op threads (0: up to 2)")
     ap.add_argument("--resume", default=None, help="a last.pt or carry.pt of this script")
     ap.add_argument("--float-copy", nargs=2, metavar=("SRC", "DST"), default=None,
                     help="only write DST, a float32 weights file ({model, state}, as export.py and "
@@ -229,7 +296,7 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     else:
-        torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+        torch.set_num_threads(args.threads or max(1, min(2, os.cpu_count() or 1)))
     tok = load_tokenizer(args.tokenizer)
     feeder = Feeder(tok, args.workers, depth=2 * max(1, args.workers),  # fork before CUDA starts
                     make_batch=make_batch)
@@ -278,9 +345,16 @@ def main():
     if device.type != "cuda":  # the CPU path builds a (T x T) mask: keep its evaluation short
         eval_lengths = sorted({min(L, 2048) for L in eval_lengths})
     erng = random.Random("long-train-eval-%d" % args.seed)
+    if args.pose_window:
+        eval_lengths = [args.pose_window]
     eval_set = {(L, fam): [d for d in (data_long.eval_doc_long(tok, erng, fam, L) for _ in range(args.eval_n))
                            if d is not None]
                 for L in eval_lengths for fam in args.eval_families}
+    pose_spans = []
+    if args.pose_window:
+        pose_spans = args.pose_eval_spans if args.pose_eval_spans is not None else sorted(
+            {args.ctx // 4, args.ctx // 2, args.ctx})
+    prng = random.Random("pose-%d-%d" % (args.seed, state["step"]))
     sched_rng = random.Random("%d-%d" % (args.seed, state["step"]))
     job_seed = [(args.seed * 1000003 + state["step"] * 7919) & 0xFFFFFFFF]
     t_start = time.time() - state["elapsed"]
@@ -291,6 +365,8 @@ def main():
         frac = (time.time() - t_start) / budget
         _, div, diff = pick_stage(frac, sched_rng)
         length = stage_length(args.ctx, div)
+        if args.pose_window:
+            length = args.long_len if sched_rng.random() < args.long_share else args.pose_window
         job_seed[0] += 1
         return (job_seed[0], length, max(1, args.batch_tokens // length), diff[0], diff[1], args.value_first)
 
@@ -299,6 +375,10 @@ def main():
         res = {}
         for (L, fam), docs in eval_set.items():
             res["%s@%d" % (fam, L)] = round(teacher_forced_accuracy(model, docs, device, max(1, 16384 // L)), 3)
+            for S in pose_spans:
+                pos = [far_positions(d, L, S) for d in docs]
+                res["%s@far%d" % (fam, S)] = round(
+                    teacher_forced_positions(model, docs, pos, device, max(1, 16384 // L)), 3)
         state["evals"].append({"step": state["step"], "tokens": state["tokens"],
                                "minutes": round(state["elapsed"] / 60, 2), "acc": res})
         log("eval[%s] step %d (%.1fs) exact: %s" % (tag, state["step"], time.time() - t0,
@@ -333,12 +413,18 @@ def main():
         x = torch.from_numpy(ids).to(device, non_blocking=True).long()
         w = torch.from_numpy(w).to(device, non_blocking=True)[:, 1:]
         inp, tgt = x[:, :-1], x[:, 1:]
+        positions = None
+        if args.pose_window and inp.shape[1] == args.pose_window:
+            T = inp.shape[1]
+            positions = torch.tensor([pose_positions(prng, T, T if prng.random() < args.pose_plain
+                                                     else prng.randint(T + 1, args.ctx)) for _ in range(inp.shape[0])],
+                                     dtype=torch.long)
         ans = w >= 0.5
         ctx = (w > 0) & ~ans & (torch.rand(w.shape, device=device) < args.ctx_sample)
         sel = ans | ctx
         wt = torch.where(ctx, w / args.ctx_sample, w)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            h = model.hidden(inp)
+            h = model.hidden(inp, positions)
             hs = h[sel]
             logits = F.linear(hs, model.output_weight().to(hs.dtype)).float()
         ce = F.cross_entropy(logits, tgt[sel], reduction="none")
