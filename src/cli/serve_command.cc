@@ -15,6 +15,8 @@ struct ServeArgs {
   ServerOptions o;
   std::string mode = "multiturn";
   double kv_budget_mib = 256;
+  double tenant_kv_mib = 0;
+  bool session_dir_given = false;
   double max_body_kib = 1024;
   std::string api_key_file;
   bool no_prefix_reuse = false;
@@ -49,7 +51,13 @@ int RunServe(ServeArgs& a) {
     return Fail("--kv-budget-mib must be in [1, 16777216]");
   if (!(a.max_body_kib >= 1 && a.max_body_kib <= 1 << 20))
     return Fail("--max-body-kib must be in [1, 1048576]");
+  if (!(a.tenant_kv_mib == 0 || (a.tenant_kv_mib >= 1 && a.tenant_kv_mib <= a.kv_budget_mib)))
+    return Fail("--tenant-kv-mib must be 0 (an equal share) or in [1, --kv-budget-mib]");
+  // An empty directory would put session files at the file system's root.
+  if (a.session_dir_given && a.o.session_dir.empty())
+    return Fail("--session-dir must not be empty (leave it out to keep sessions in memory)");
   a.o.kv_budget_bytes = static_cast<size_t>(a.kv_budget_mib * 1024 * 1024);
+  a.o.tenant_kv_bytes = static_cast<size_t>(a.tenant_kv_mib * 1024 * 1024);
   a.o.max_body_bytes = static_cast<size_t>(a.max_body_kib * 1024);
   a.o.prefix_reuse = !a.no_prefix_reuse;
   if (!a.api_key_file.empty()) {
@@ -64,8 +72,9 @@ int RunServe(ServeArgs& a) {
 // Where sessions are kept between turns: a directory, or Redis shared by replicas.
 void AddStoreOptions(CLI::App* cmd, ServeArgs& a) {
   ServerOptions& o = a.o;
-  auto* dir =
-      cmd->add_option("--session-dir", o.session_dir, "Directory for evicted and saved sessions");
+  auto* dir = cmd->add_option("--session-dir", o.session_dir,
+                              "Directory for evicted and saved sessions (must be writable)")
+                  ->each([&a](const std::string&) { a.session_dir_given = true; });
   cmd->add_option("--session-store", o.session_store,
                   "redis://HOST[:PORT][/DB]: sessions in Redis, shared by replicas (instead of "
                   "--session-dir)")
@@ -117,6 +126,9 @@ void AddServe(CLI::App& app, Runner& run) {
                   "Require Authorization: Bearer KEY (not on /health); each key is a tenant "
                   "whose sessions no other key sees (repeatable)");
   cmd->add_option("--api-key-file", a->api_key_file, "Keys, one per line, as --api-key");
+  cmd->add_option("--metrics-key", o.metrics_key,
+                  "Key for GET /metrics, which shows every tenant's activity (with --api-key, "
+                  "/metrics needs it; tenant keys get 403)");
   cmd->add_flag("--no-prefix-reuse", a->no_prefix_reuse,
                 "A request that names no session starts afresh (no prefix matching; closes the "
                 "timing channel inside a tenant)");
@@ -126,6 +138,10 @@ void AddServe(CLI::App& app, Runner& run) {
   cmd->add_flag("--allow-ctx-overflow", o.allow_ctx_overflow,
                 "Allow --ctx-size above the model's trained context (warns)");
   cmd->add_option("--kv-budget-mib", a->kv_budget_mib, "KV cache budget for all sessions")
+      ->capture_default_str();
+  cmd->add_option("--tenant-kv-mib", a->tenant_kv_mib,
+                  "KV cache one tenant (API key) may hold (0 = no cap: a tenant over an equal "
+                  "share of the budget is evicted first)")
       ->capture_default_str();
   cmd->add_option("--memory-wait-s", o.memory_wait_s,
                   "How long a request over the KV budget waits for running turns (then 503)")
@@ -142,6 +158,14 @@ void AddServe(CLI::App& app, Runner& run) {
   cmd->add_option("--max-connections", o.max_connections,
                   "Open connections at most (each has its own thread)")
       ->check(IntegerIn(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--max-connections-per-ip", o.max_connections_per_ip,
+                  "Open connections from one client address (0 = a quarter of --max-connections)")
+      ->check(IntegerIn(0, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--header-deadline-s", o.header_deadline_s,
+                  "Drop a connection whose request head is not in by then")
+      ->check(IntegerIn(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--http-timeout-s", o.http_timeout_s,
                   "Close a connection idle (nothing read or written) this long")

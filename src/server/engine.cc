@@ -1,10 +1,16 @@
 // The engine of `primekv serve`: loading, press checks, and a request's way in (a slot, its
 // session, its memory) and out.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 #include "server/request.h"
 #include "server/server_internal.h"
@@ -21,6 +27,27 @@ size_t CommonPrefix(const std::vector<Token>& a, const std::vector<Token>& b) {
   while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
   return i;
 }
+
+namespace {
+
+// Whether a session file can be created in `dir` (permissions, a read-only or full file
+// system): the server would otherwise answer every turn and save none.
+Status ProbeWritable(const std::string& dir) {
+  std::string probe = dir + "/.primekv-probe-XXXXXX";
+  const int fd = mkstemp(probe.data());
+  const auto fail = [&](int err) {
+    return Status::Error("--session-dir '" + dir + "' is not writable: " + std::strerror(err));
+  };
+  if (fd < 0) return fail(errno);
+  const char byte = 0;
+  const bool ok = write(fd, &byte, 1) == 1 && fsync(fd) == 0;
+  const int err = errno;
+  close(fd);
+  unlink(probe.c_str());
+  return ok ? Status::Ok() : fail(err);
+}
+
+}  // namespace
 
 Engine::Engine(const ServerOptions& options) : options_(options) {}
 Engine::~Engine() = default;
@@ -52,14 +79,23 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ServerOptions& options) {
     if (!address.ok()) return Status::Error("--session-store " + address.message());
     e->backend_ = MakeRedisBackend(*address, options.store_ttl_s, options.store_max_bytes,
                                    *e->model_, e->kv_);
-    // An unreachable store is not fatal: replicas may start before it, and every load and
-    // save connects again.
-    if (auto probe = e->backend_->StoredTurn("", "probe"); !probe.ok())
-      std::fprintf(stderr, "primekv serve: warning: %s\n", probe.message().c_str());
+    // A store that cannot be reached at start is refused: no turn could be saved. Replicas
+    // started beside it (deploy/cluster.sh) get kStoreWaitS for it to come up.
+    constexpr int kStoreWaitS = 10;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(kStoreWaitS);
+    for (;;) {
+      auto probe = e->backend_->StoredTurn("", "probe");
+      if (probe.ok()) break;
+      if (std::chrono::steady_clock::now() >= give_up)
+        return Status::Error("cannot reach --session-store " + options.session_store + " (" +
+                             probe.message() + ") within " + std::to_string(kStoreWaitS) + " s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
   } else if (!options.session_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(options.session_dir, ec);
     if (ec) return Status::Error("cannot create --session-dir '" + options.session_dir + "'");
+    if (Status s = ProbeWritable(options.session_dir); !s.ok()) return s;
     e->backend_ = MakeDirBackend(options.session_dir, *e->model_, e->kv_);
     e->IndexSessionDir();
   }
@@ -86,6 +122,10 @@ const Compressor& Engine::CompressorFor(const std::string& press) {
     c = std::make_unique<Compressor>(*model_, std::move(MakePress(*ParsePressSpec(press))).value());
   }
   return *c;
+}
+
+HttpError BusySession(const std::string& id) {
+  return HttpError{409, "session '" + id + "' is answering another request", "session"};
 }
 
 std::optional<HttpError> Engine::CheckFits(const TurnRequest& req) const {
@@ -120,6 +160,18 @@ void Engine::GiveSlot() {
 
 std::variant<std::unique_ptr<Turn>, HttpError> Engine::Begin(TurnRequest req) {
   if (auto err = CheckFits(req)) return *err;
+  // A named session that answers (or waits to answer) another request is refused before this
+  // one waits for a slot: queued behind it, it would run next and cut that turn out.
+  bool claimed = false;
+  if (!req.session_id.empty()) {
+    std::lock_guard lock(store_mu_);
+    auto it = sessions_.find(req.session_id);
+    if (it != sessions_.end() && it->second->tenant == req.tenant) {
+      if (it->second->busy || it->second->claimed) return BusySession(req.session_id);
+      it->second->claimed = true;
+      claimed = true;
+    }
+  }
   TakeSlot();  // waits while --slots requests are running
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(options_.memory_wait_s);
@@ -127,6 +179,11 @@ std::variant<std::unique_ptr<Turn>, HttpError> Engine::Begin(TurnRequest req) {
     Found found;
     {
       std::lock_guard lock(store_mu_);
+      if (claimed) {  // (the session may have been forgotten meanwhile: looked up again)
+        if (auto it = sessions_.find(req.session_id); it != sessions_.end())
+          it->second->claimed = false;
+        claimed = false;
+      }
       auto f = FindSessionLocked(req);
       if (auto* err = std::get_if<HttpError>(&f)) {
         GiveSlot();
@@ -179,6 +236,7 @@ void Engine::Finish(Session* s, size_t reserved, bool ok, bool modified) {
   {
     std::lock_guard lock(store_mu_);
     bytes_used_ -= reserved;
+    s->reserved = 0;
     const size_t now = s->cache ? s->cache->BytesAllocated() : 0;
     bytes_used_ = bytes_used_ - s->bytes + now;
     s->bytes = now;

@@ -1,11 +1,12 @@
 // The HTTP transport of `primekv serve` on GNU libmicrohttpd (docs/server.md, Limits).
 //
 // One thread per connection: a slow client holds only its own thread, never the threads that
-// serve others. MHD bounds the connections (--max-connections), the idle time
-// (--http-timeout-s) and the request head (its per-connection memory pool); this file adds the
-// rest: the request head's size and line count, the body's size counted as it is read (chunked
-// and gzip/deflate bodies included, the decompressed bytes counted), and a deadline for the
-// whole request (a watchdog shuts down the socket of a request that is not complete in time).
+// serve others. MHD bounds the connections (--max-connections, and --max-connections-per-ip
+// from one address), the idle time (--http-timeout-s) and the request head (its per-connection
+// memory pool); this file adds the rest: the request head's size and line count, the body's
+// size counted as it is read (chunked and gzip/deflate bodies included, the decompressed bytes
+// counted), and deadlines for the head (--header-deadline-s) and the whole request (a watchdog
+// shuts down the socket of a request that is not complete in time).
 #include "server/http.h"
 
 #include <microhttpd.h>
@@ -13,6 +14,7 @@
 #include <sys/socket.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
@@ -49,7 +51,9 @@ using ResponsePtr = std::unique_ptr<MHD_Response, ResponseDestroy>;
 struct Connection {
   int fd = -1;
   bool waiting = true;  // its current request is not complete yet
+  bool head = false;    // its current request's head has arrived
   Clock::time_point deadline;
+  Clock::time_point head_deadline;  // (a slow head holds a connection for nothing)
 };
 
 // Incremental gzip/deflate decoding (zlib's automatic header detection).
@@ -209,6 +213,17 @@ struct HttpTransport::Impl {
   Clock::time_point NextDeadline() const {
     return Clock::now() + std::chrono::seconds(options.request_deadline_s);
   }
+  Clock::time_point NextHeadDeadline() const {
+    return Clock::now() +
+           std::chrono::seconds(std::min(options.header_deadline_s, options.request_deadline_s));
+  }
+  // Starts the deadlines of a connection's next request.
+  void Restart(Connection& conn) const {
+    conn.waiting = true;
+    conn.head = false;
+    conn.deadline = NextDeadline();
+    conn.head_deadline = NextHeadDeadline();
+  }
 
   static Impl& Of(void* cls) { return *static_cast<Impl*>(cls); }
   static Connection* ConnectionOf(MHD_Connection* c) {
@@ -228,7 +243,7 @@ struct HttpTransport::Impl {
       const MHD_ConnectionInfo* info =
           MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
       conn->fd = info ? info->connect_fd : -1;
-      conn->deadline = impl.NextDeadline();
+      impl.Restart(*conn);
       *socket_context = conn.get();
       impl.connections.emplace(conn.get(), std::move(conn));
     } else if (*socket_context != nullptr) {
@@ -245,10 +260,12 @@ struct HttpTransport::Impl {
     *con_cls = nullptr;
     Impl& impl = Of(cls);
     std::lock_guard lock(impl.mu);
-    if (Connection* conn = ConnectionOf(c)) {
-      conn->waiting = true;
-      conn->deadline = impl.NextDeadline();
-    }
+    if (Connection* conn = ConnectionOf(c)) impl.Restart(*conn);
+  }
+
+  void MarkHead(MHD_Connection* c) {
+    std::lock_guard lock(mu);
+    if (Connection* conn = ConnectionOf(c)) conn->head = true;
   }
 
   void MarkComplete(MHD_Connection* c) {
@@ -359,6 +376,7 @@ struct HttpTransport::Impl {
                               void** con_cls) {
     Impl& impl = Of(cls);
     if (*con_cls == nullptr) {
+      impl.MarkHead(c);
       std::unique_ptr<RequestState> st = impl.NewRequest(c, url);
       const char* expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Expect");
       *con_cls = st.release();
@@ -427,10 +445,15 @@ Result<std::unique_ptr<HttpTransport>> HttpTransport::Start(const ServerOptions&
                    MHD_USE_ERROR_LOG;
   if (addr.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
   Impl* raw = impl.get();
+  // One address may hold a quarter of the connections by default: a few hundred stalled sockets
+  // from one client cannot fill the cap for everyone else.
+  const int per_ip = options.max_connections_per_ip > 0 ? options.max_connections_per_ip
+                                                        : std::max(1, options.max_connections / 4);
   impl->daemon.reset(MHD_start_daemon(
       flags, static_cast<uint16_t>(options.port), nullptr, nullptr, &Impl::OnRequest, raw,
       MHD_OPTION_SOCK_ADDR, reinterpret_cast<sockaddr*>(&addr), MHD_OPTION_CONNECTION_LIMIT,
-      static_cast<unsigned>(options.max_connections), MHD_OPTION_CONNECTION_TIMEOUT,
+      static_cast<unsigned>(options.max_connections), MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      static_cast<unsigned>(per_ip), MHD_OPTION_CONNECTION_TIMEOUT,
       static_cast<unsigned>(options.http_timeout_s), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
       static_cast<size_t>(options.max_header_bytes + kPoolSlack), MHD_OPTION_LISTEN_BACKLOG_SIZE,
       kListenBacklog, MHD_OPTION_NOTIFY_CONNECTION, &Impl::OnConnection, raw,
@@ -453,7 +476,8 @@ void HttpTransport::RunWatchdog() {
     const Clock::time_point now = Clock::now();
     std::lock_guard lock(impl_->mu);
     for (auto& [key, conn] : impl_->connections) {
-      if (!conn->waiting || now < conn->deadline || conn->fd < 0) continue;
+      if (!conn->waiting || conn->fd < 0) continue;
+      if (now < conn->deadline && (conn->head || now < conn->head_deadline)) continue;
       // Not close: MHD owns the descriptor. Its thread sees the end of stream and drops it.
       shutdown(conn->fd, SHUT_RDWR);
       conn->waiting = false;

@@ -22,12 +22,14 @@ std::variant<std::monostate, Engine::Retry, HttpError> Engine::ReserveMemory(
   // session held), wait for them to settle (bounded). Only a request that is alone and still
   // does not fit is refused.
   bool gave_way = false;
+  // The budget, and the tenant's cap (--tenant-kv-mib), which only its own sessions can free.
+  const auto fits = [&] {
+    return bytes_used_ + reserve <= options_.kv_budget_bytes && TenantFitsLocked(s.tenant, reserve);
+  };
   for (;;) {
-    while (bytes_used_ + reserve > options_.kv_budget_bytes && EvictOneLocked(&s)) {
+    while (!fits() && EvictOneLocked(&s, s.tenant, !TenantFitsLocked(s.tenant, reserve))) {
     }
-    if (bytes_used_ + reserve <= options_.kv_budget_bytes ||
-        (running_turns_ == 0 && beginning_ == 1))
-      break;
+    if (fits() || (running_turns_ == 0 && beginning_ == 1)) break;
     if (running_turns_ == 0 && memory_waiters_.size() == static_cast<size_t>(beginning_)) {
       // Every beginning request waits for memory the others hold, and no turn runs to free
       // any: waiting would only run out the clock. One goes on (the oldest that cannot give
@@ -65,21 +67,25 @@ std::variant<std::monostate, Engine::Retry, HttpError> Engine::ReserveMemory(
                          " bytes) did not free room for this request within --memory-wait-s",
                      "", "server_overloaded"};
   }
-  if (bytes_used_ + reserve > options_.kv_budget_bytes) {
+  if (!fits()) {
     ++counters_.rejected_memory;
     s.busy = false;
     const size_t need = s.bytes + reserve;
+    const bool tenant_cap = !TenantFitsLocked(s.tenant, reserve);
     if (s.tokens.empty()) {
       ForgetLocked(s);
     } else if (restored && s.persisted) {
       DropCacheLocked(s);  // back to disk: it was only read for this request
     }
-    return HttpError{503,
-                     "the KV budget (" + std::to_string(options_.kv_budget_bytes) +
-                         " bytes) cannot hold this request (" + std::to_string(need) + " bytes)",
+    const std::string limit =
+        tenant_cap ? "the tenant's KV share (--tenant-kv-mib, " +
+                         std::to_string(options_.tenant_kv_bytes) + " bytes)"
+                   : "the KV budget (" + std::to_string(options_.kv_budget_bytes) + " bytes)";
+    return HttpError{503, limit + " cannot hold this request (" + std::to_string(need) + " bytes)",
                      "", "server_overloaded"};
   }
   bytes_used_ += reserve;
+  s.reserved = reserve;
   ++running_turns_;
   return std::monostate{};
 }

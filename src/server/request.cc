@@ -35,7 +35,7 @@ HttpError Bad(const std::string& param, const std::string& why) {
   return HttpError{400, param + ": " + why, param};
 }
 
-// temperature, top_p, seed.
+// temperature, top_k, top_p, seed.
 std::optional<HttpError> ParseSampling(const json& j, ParsedRequest& p) {
   float temperature = 1.0f;
   if (j.contains("temperature") && !j["temperature"].is_null()) {
@@ -52,13 +52,23 @@ std::optional<HttpError> ParseSampling(const json& j, ParsedRequest& p) {
       return Bad("top_p", "must be a number in (0, 1] (and above 0 as a float)");
     top_p = t.get<float>();
   }
+  // Not an OpenAI field, but sent by clients of other servers (vLLM, llama.cpp): served, not
+  // ignored. 0 = the whole vocabulary.
+  int top_k = 0;
+  if (j.contains("top_k") && !j["top_k"].is_null()) {
+    const json& k = j["top_k"];
+    if (!k.is_number_integer() || k.get<int64_t>() < 0 || k.get<int64_t>() > INT_MAX ||
+        (k.is_number_unsigned() && k.get<uint64_t>() > INT_MAX))
+      return Bad("top_k", "must be an integer >= 0 (0 = the whole vocabulary)");
+    top_k = static_cast<int>(k.get<int64_t>());
+  }
   uint64_t seed = 0;
   if (j.contains("seed") && !j["seed"].is_null()) {
     if (!j["seed"].is_number_integer()) return Bad("seed", "must be an integer");
     seed = j["seed"].is_number_unsigned() ? j["seed"].get<uint64_t>()
                                           : static_cast<uint64_t>(j["seed"].get<int64_t>());
   }
-  p.turn.sampler = SamplerOptions{temperature, 0, top_p, seed};
+  p.turn.sampler = SamplerOptions{temperature, top_k, top_p, seed};
   return std::nullopt;
 }
 

@@ -1,12 +1,15 @@
 // The HTTP layer of `primekv serve`: routes, authentication, request validation, responses in
 // the OpenAI shapes (JSON, or server-sent events when streaming).
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "server/http.h"
@@ -15,6 +18,37 @@
 #include "server/session_backend.h"
 
 namespace primekv {
+namespace {
+
+// A key that no Authorization header can carry is refused: header values lose the spaces around
+// them and cannot hold control characters, so such a key would lock every client out.
+Status CheckKey(const std::string& key, const std::string& flag) {
+  if (key.empty()) return Status::Error(flag + " must not be empty");
+  for (const char c : key) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f)
+      return Status::Error(flag + " must not contain control characters (no request can send it)");
+  }
+  if (key.front() == ' ' || key.back() == ' ')
+    return Status::Error(flag + " must not begin or end with a space (no request can send it)");
+  return Status::Ok();
+}
+
+// A file the server replaces by rename must be a regular file or absent: renaming over a device,
+// FIFO, directory or link would replace that node (as root, /dev/null would become a file).
+Status CheckOutputPath(const std::string& path, const std::string& flag) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return Status::Error(flag + " '" + path + "': " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode))
+    return Status::Error(flag + " '" + path +
+                         "' exists and is not a regular file (a device, FIFO, directory or link)");
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status ValidateServerOptions(const ServerOptions& o) {
   if (o.model_path.empty()) return Status::Error("-m/--model is required");
@@ -33,7 +67,22 @@ Status ValidateServerOptions(const ServerOptions& o) {
   if (o.max_header_bytes < 1024) return Status::Error("--max-header-kib must be >= 1");
   if (o.default_max_tokens < 1) return Status::Error("--max-tokens must be >= 1");
   for (const std::string& key : o.api_keys)
-    if (key.empty()) return Status::Error("--api-key must not be empty");
+    if (Status s = CheckKey(key, "--api-key"); !s.ok()) return s;
+  if (!o.metrics_key.empty()) {
+    if (Status s = CheckKey(o.metrics_key, "--metrics-key"); !s.ok()) return s;
+    for (const std::string& key : o.api_keys)
+      if (key == o.metrics_key)
+        return Status::Error(
+            "--metrics-key must differ from every --api-key (it sees all tenants)");
+  }
+  if (o.max_connections_per_ip < 0 || o.max_connections_per_ip > o.max_connections)
+    return Status::Error("--max-connections-per-ip must be in [0, --max-connections]");
+  if (o.header_deadline_s < 1) return Status::Error("--header-deadline-s must be >= 1");
+  if (o.tenant_kv_bytes != 0 && o.tenant_kv_bytes < (size_t{1} << 20))
+    return Status::Error("--tenant-kv-mib must be >= 1 (or 0: an equal share)");
+  if (!o.port_file.empty()) {
+    if (Status s = CheckOutputPath(o.port_file, "--port-file"); !s.ok()) return s;
+  }
   if (!o.session_store.empty()) {
     if (!o.session_dir.empty())
       return Status::Error("--session-dir and --session-store are alternatives; give one");
@@ -123,6 +172,7 @@ class HttpServer {
 
   HttpResponse Route(const HttpRequest& req) {
     if (req.refused) return Error(*req.refused);
+    if (req.path == "/metrics") return Metrics(req);
     const std::optional<std::string> tenant = TenantOf(req);
     if (!tenant)
       return Error({401, "missing or wrong API key (Authorization: Bearer KEY)", "",
@@ -130,8 +180,6 @@ class HttpServer {
     const bool get = req.method == "GET" || req.method == "HEAD";
     const bool post = req.method == "POST";
     if (req.path == "/health" && get) return Content(R"({"status":"ok"})");
-    if (req.path == "/metrics" && get)
-      return Content(engine_.MetricsText(), "text/plain; version=0.0.4");
     if (req.path == "/v1/models" && get)
       return Content(Dump({{"object", "list"}, {"data", {ModelJson()}}}));
     constexpr std::string_view kModel = "/v1/models/";
@@ -147,6 +195,28 @@ class HttpServer {
          {"/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions"})
       if (req.path == path) return Error({405, "method not allowed", "", "invalid_request_error"});
     return Error({404, "no such endpoint", "", "invalid_request_error"});
+  }
+
+  // /metrics counts every tenant's requests, tokens and sessions: with API keys only the
+  // --metrics-key may read it (a tenant key gets 403); without keys it is open unless a
+  // --metrics-key is set.
+  HttpResponse Metrics(const HttpRequest& req) const {
+    const ServerOptions& o = engine_.options();
+    if (!o.metrics_key.empty() || !o.api_keys.empty()) {
+      const std::string auth = req.header("Authorization");
+      const bool admin =
+          !o.metrics_key.empty() && TenantOfAuthorization(auth, {o.metrics_key}).has_value();
+      if (!admin) {
+        if (!o.api_keys.empty() && TenantOfAuthorization(auth, o.api_keys))
+          return Error({403, "/metrics shows every tenant's activity: it needs the --metrics-key",
+                        "", "permission_error"});
+        return Error({401, "missing or wrong metrics key (Authorization: Bearer KEY)", "",
+                      "authentication_error"});
+      }
+    }
+    if (req.method != "GET" && req.method != "HEAD")
+      return Error({405, "method not allowed", "", "invalid_request_error"});
+    return Content(engine_.MetricsText(), "text/plain; version=0.0.4");
   }
 
   // Behind the proxy a client may name its session only in the header the proxy routes on
@@ -169,16 +239,22 @@ class HttpServer {
     if (auto* err = std::get_if<HttpError>(&parsed)) return Error(*err);
     Reply r;
     r.p = std::make_shared<ParsedRequest>(std::move(std::get<ParsedRequest>(parsed)));
+    // OpenAI's convention: a model that is not served is 404, not answered by another one.
+    if (!r.p->model.empty() && r.p->model != model_id_)
+      return Error({404, "model '" + r.p->model + "' does not exist (served: '" + model_id_ + "')",
+                    "model", "model_not_found"});
+    // Random, not a counter: a response id must not count the other tenants' requests.
+    auto response_id = RandomSessionId();
+    if (!response_id.ok()) return Error({500, response_id.message(), "", "server_error"});
     if (auto err = SessionFromHeader(req.header("X-PrimeKV-Session"), r.p->turn.session_id))
       return Error(*err);
     r.p->turn.tenant = tenant;
     auto begun = engine_.Begin(r.p->turn);
     if (auto* err = std::get_if<HttpError>(&begun)) return Error(*err);
     r.turn = std::move(std::get<std::unique_ptr<Turn>>(begun));
-    r.id = std::string(chat ? "chatcmpl-" : "cmpl-") + r.turn->session_id() + "-" +
-           std::to_string(++counter_);
+    r.id = std::string(chat ? "chatcmpl-" : "cmpl-") + response_id->substr(1);
     r.created = static_cast<int64_t>(std::time(nullptr));
-    r.model = r.p->model.empty() ? model_id_ : r.p->model;
+    r.model = model_id_;
     r.chat = chat;
     const std::string session_id = r.turn->session_id();
     HttpResponse res = r.p->stream ? RespondStream(std::move(r)) : RespondJson(r, req.fd);
@@ -205,8 +281,18 @@ class HttpServer {
                     {"choices", {choice}},
                     {"usage", Usage(*out)},
                     {"session", out->session_id},
-                    {"primekv", {{"answer_tokens", out->appended}}}};
-    return Content(Dump(j));
+                    {"primekv", Extension(*out)}};
+    HttpResponse res = Content(Dump(j));
+    if (out->saved) res.headers.emplace_back("X-PrimeKV-Saved", *out->saved ? "true" : "false");
+    return res;
+  }
+
+  // The response's "primekv" field: the turn's token ids, and whether the store holds the turn
+  // (only with a session store).
+  static json Extension(const TurnOutcome& out) {
+    json x = {{"answer_tokens", out.appended}};
+    if (out.saved) x["saved"] = *out.saved;
+    return x;
   }
 
   static json Chunk(const Reply& r, json delta, json finish) {
@@ -236,7 +322,9 @@ class HttpServer {
       if (!out.ok()) {
         send(ErrorJson({500, out.message(), "", "server_error"}));
       } else if (alive) {
-        send(Chunk(r, json::object(), out->finish_reason));
+        json last = Chunk(r, json::object(), out->finish_reason);
+        if (out->saved) last["primekv"] = {{"saved", *out->saved}};  // headers went out first
+        send(last);
         if (r.p->include_usage) {
           json u = Chunk(r, json::object(), nullptr);
           u["choices"] = json::array();
@@ -251,19 +339,24 @@ class HttpServer {
 
   Engine& engine_;
   std::string model_id_;
-  std::atomic<uint64_t> counter_{0};
 };
 
 Status WritePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << port << "\n";
-    if (!out) return Status::Error("cannot write '" + tmp + "'");
+  // Checked again here (the path may have changed since the start), and the temporary file is
+  // a fresh one: created exclusively, never through a link.
+  if (Status s = CheckOutputPath(path, "--port-file"); !s.ok()) return s;
+  std::string tmp = path + ".XXXXXX";
+  const int fd = mkstemp(tmp.data());
+  if (fd < 0) return Status::Error("cannot write '" + path + "': " + std::strerror(errno));
+  fchmod(fd, 0644);  // mkstemp's 0600 would hide the port from other users
+  const std::string text = std::to_string(port) + "\n";
+  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const bool closed = close(fd) == 0;
+  if (!written || !closed || rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    unlink(tmp.c_str());
+    return Status::Error("cannot write '" + path + "': " + why);
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return Status::Error("cannot write '" + path + "'");
   return Status::Ok();
 }
 

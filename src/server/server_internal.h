@@ -54,6 +54,9 @@ Result<std::string> SerializeSession(const SessionSnapshot& s, const KvCache& c)
 Result<SessionSnapshot> ParseSessionImage(std::string_view image, const Model& model,
                                           const KvCacheOptions& kv);
 
+// 409: the session answers another request, or waits for a slot to.
+HttpError BusySession(const std::string& id);
+
 // False once the peer of socket `fd` has closed its end or the connection failed; never blocks.
 bool PeerConnected(int fd);
 
@@ -80,6 +83,8 @@ struct TurnOutcome {
   int prompt_tokens = 0;
   int cached_tokens = 0;  // prompt tokens whose K/V came from the session (not prefilled)
   int prefilled_tokens = 0;
+  // With a session store: whether the store holds this turn (false: a failed or refused save).
+  std::optional<bool> saved;
 };
 
 // Returns false when the client is gone: generation stops.
@@ -136,10 +141,12 @@ struct Session {
   std::unique_ptr<PressCapture> capture;
   uint64_t turn = 0;  // completed turns (the store's compare-and-set counter)
   bool busy = false;
+  bool claimed = false;    // a request naming it waits for a slot (another one gets 409 at once)
   bool persisted = false;  // the store (file or Redis) holds its last completed turn
   bool load = false;       // known by id only: its tokens and cache are read from the store
   uint64_t last_used = 0;
-  size_t bytes = 0;  // accounted against the budget
+  size_t bytes = 0;     // accounted against the budget
+  size_t reserved = 0;  // what its running turn reserved (accounted too)
 };
 
 class Engine {
@@ -202,7 +209,17 @@ class Engine {
       std::chrono::steady_clock::time_point deadline);
   const Compressor& CompressorFor(const std::string& press);  // under store_mu_
   void IndexSessionDir();
-  bool EvictOneLocked(const Session* except);
+  // Evicts one idle session for a request of `tenant`: of a tenant over its share first, else
+  // the tenant's own (only its own when `own_only`). False when there is none.
+  bool EvictOneLocked(const Session* except, const std::string& tenant, bool own_only);
+  // Bytes each tenant holds (sessions and running turns' reservations).
+  std::map<std::string, size_t> TenantBytesLocked() const;
+  // A tenant's share: --tenant-kv-mib, or the budget over the tenants holding memory (and the
+  // requester's).
+  size_t TenantShareLocked(const std::map<std::string, size_t>& held,
+                           const std::string& tenant) const;
+  // Whether `tenant` may hold `more` bytes under --tenant-kv-mib (always without it).
+  bool TenantFitsLocked(const std::string& tenant, size_t more) const;
   // Frees a session's cache and its bytes in the budget; its tokens stay, so the next request
   // reads it back from the store.
   void DropCacheLocked(Session& s);
@@ -262,7 +279,7 @@ class Engine {
     uint64_t prompt_tokens = 0, completion_tokens = 0, prefill_tokens = 0, cached_tokens = 0;
     double prefill_seconds = 0, decode_seconds = 0;
     uint64_t compressions = 0, evictions = 0, restores = 0, session_files_rejected = 0;
-    uint64_t cancelled = 0, rejected_memory = 0, gave_way = 0;
+    uint64_t cancelled = 0, rejected_memory = 0, gave_way = 0, turns_not_saved = 0;
   } counters_;
 };
 

@@ -74,6 +74,10 @@ std::string Engine::MetricsText() {
            st.load_seconds);
     metric("store_save_seconds_total", "counter", "Time writing sessions (with serialising)",
            st.save_seconds);
+    metric("turns_not_saved_total", "counter",
+           "Completed turns the store does not hold (a failed save; answered X-PrimeKV-Saved: "
+           "false)",
+           c.turns_not_saved);
   }
   metric("requests_cancelled_total", "counter", "Streams whose client went away", c.cancelled);
   metric("requests_rejected_memory_total", "counter", "Requests refused with 503 (KV budget)",

@@ -50,12 +50,42 @@ void Engine::IndexSessionDir() {
                options_.session_dir.c_str());
 }
 
-bool Engine::EvictOneLocked(const Session* except) {
-  Session* victim = nullptr;
+std::map<std::string, size_t> Engine::TenantBytesLocked() const {
+  std::map<std::string, size_t> held;
+  for (const auto& [id, s] : sessions_) held[s->tenant] += s->bytes + s->reserved;
+  return held;
+}
+
+size_t Engine::TenantShareLocked(const std::map<std::string, size_t>& held,
+                                 const std::string& tenant) const {
+  if (options_.tenant_kv_bytes > 0) return options_.tenant_kv_bytes;
+  size_t tenants = held.count(tenant) && held.at(tenant) > 0 ? 0 : 1;  // the requester's own
+  for (const auto& [t, bytes] : held) tenants += bytes > 0 ? 1 : 0;
+  return options_.kv_budget_bytes / std::max<size_t>(tenants, 1);
+}
+
+bool Engine::TenantFitsLocked(const std::string& tenant, size_t more) const {
+  if (options_.tenant_kv_bytes == 0) return true;
+  const auto held = TenantBytesLocked();
+  const auto it = held.find(tenant);
+  return (it == held.end() ? 0 : it->second) + more <= options_.tenant_kv_bytes;
+}
+
+bool Engine::EvictOneLocked(const Session* except, const std::string& tenant, bool own_only) {
+  // Tenants do not trust each other, so one must not push another's conversations out: idle
+  // sessions of tenants holding more than their share go first (least recently used among them),
+  // then the requester's own; a tenant within its share is never evicted for another.
+  const auto held = TenantBytesLocked();
+  const size_t share = TenantShareLocked(held, tenant);
+  Session* over = nullptr;
+  Session* own = nullptr;
   for (auto& [id, s] : sessions_) {
     if (s.get() == except || s->busy || !s->cache) continue;
-    if (!victim || s->last_used < victim->last_used) victim = s.get();
+    if (s->tenant == tenant && (!own || s->last_used < own->last_used)) own = s.get();
+    if (!own_only && held.at(s->tenant) > share && (!over || s->last_used < over->last_used))
+      over = s.get();
   }
+  Session* victim = over ? over : own;
   if (!victim) return false;
   ++counters_.evictions;
   if (!victim->persisted) {
@@ -123,10 +153,7 @@ std::variant<Engine::Found, HttpError> Engine::FindSessionLocked(const TurnReque
                        "not_found_error"};
     }
     Session* s = it->second.get();
-    if (s->busy) {
-      return HttpError{409, "session '" + req.session_id + "' is answering another request",
-                       "session"};
-    }
+    if (s->busy || s->claimed) return BusySession(req.session_id);
     if (s->press != req.press || s->ratio != req.ratio) {
       return HttpError{400,
                        "session '" + req.session_id + "' was created with press " + s->press +

@@ -145,9 +145,13 @@ Status Turn::EndTurn(State& st) {
     *s.cache = cache.Clone();
   }
   ++s.turn;
-  // After every turn (a failed save is logged: the turn is answered all the same).
-  if (const Status r = e.Persist(s); !r.ok())
-    std::fprintf(stderr, "primekv serve: %s\n", r.message().c_str());
+  // After every turn. A failed save is logged, counted and said in the answer
+  // (`X-PrimeKV-Saved: false`): the turn is answered all the same, and lives in memory only.
+  if (e.backend_) {
+    const Status r = e.Persist(s);
+    if (!r.ok()) std::fprintf(stderr, "primekv serve: %s\n", r.message().c_str());
+    st.out.saved = r.ok() && !s.load;  // (load: another replica stored a newer turn first)
+  }
   return Status::Ok();
 }
 
@@ -189,6 +193,7 @@ Result<TurnOutcome> Turn::Run(const TextSink& sink, const AliveCheck& alive) {
   c.decode_seconds += st.decode_s;
   c.compressions += static_cast<uint64_t>(st.session->stats().compressions);
   if (st.client_gone) ++c.cancelled;
+  if (out.saved && !*out.saved) ++c.turns_not_saved;
   return std::move(st.out);
 }
 

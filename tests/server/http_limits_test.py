@@ -263,7 +263,9 @@ def main():
 
 
 def checks(work):
-    s = Server(work, "--slots", "4")
+    # (A long head deadline: the stalled connections must stay open through the load; the
+    # head deadline itself is a row of server_security.)
+    s = Server(work, "--slots", "4", "--header-deadline-s", "60")
     try:
         case_starvation(s)
         base = peak_rss_mib(s)

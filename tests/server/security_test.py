@@ -2,13 +2,22 @@
 """Checks of `primekv serve` against users who share it (docs/server.md, Security): unpredictable
 session ids, tenants per API key, the isolation salt, prefix reuse that never changes the matched
 session, session files that are not regular files, and the statuses of odd but valid or invalid
-requests.
+requests; then the third hardening round (issue 55): --port-file on what is not a regular file,
+settings that cannot work, /metrics and response ids, unknown models and top_k, 409 before a
+slot, failed saves, tenant shares of the KV budget, stalled connections from one address.
 
-Usage: security_test.py --primekv BIN --model GGUF [--sanitized]
-(--sanitized: an ASan/UBSan build, where the budget contention count is printed, not checked)
+Usage: security_test.py --primekv BIN --model GGUF [--sanitized] [--only CHECK,...]
+(--sanitized: an ASan/UBSan build, where the budget contention count is printed, not checked;
+--only: run these check functions only, e.g. to show a row failing on an older binary)
 """
 import argparse
+import http.client
+import json
 import os
+import re
+import socket
+import stat
+import subprocess
 import sys
 import threading
 import time
@@ -228,27 +237,355 @@ def statuses(s):
           "GET /v1/models/{unknown} -> 404 model_not_found")
 
 
+# --- Issue 55: settings that cannot work, output paths, tenants that affect each other. ---
+
+def serve_outcome(work, *args, wait=60):
+    """Runs `serve` with `args`: (exit status, output), or (None, output) when it started
+    listening (then it is stopped) or was still running after `wait` s."""
+    log_path = os.path.join(work, "refused-%d.log" % time.monotonic_ns())
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([st.ARGS.primekv, "serve", "-m", st.ARGS.model, "--port", "0",
+                                 "-t", "1", *args], stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + wait
+        while proc.poll() is None and time.time() < deadline:
+            if "listening on" in open(log_path).read():
+                break
+            time.sleep(0.05)
+        rc = proc.poll()
+        st.stop_process(proc)
+    return rc, open(log_path).read()
+
+
+def refused(work, what, *args, wait=60):
+    """A row: `serve` with `args` exits with an error (not a signal, not a start)."""
+    rc, out = serve_outcome(work, *args, wait=wait)
+    last = out.strip().splitlines()[-1] if out.strip() else ""
+    check(rc is not None and rc > 0 and "primekv" in out and "Sanitizer" not in out,
+          "%s: refused, exit %s (%s)" % (what, rc if rc is not None else "none: it started",
+                                         last[:150]))
+    return rc is not None and rc > 0
+
+
+def port_file_rows(work):
+    """Item 10: --port-file is written by rename, so a path that is not a regular file (a
+    device, FIFO, directory or link) is refused and left as it was."""
+    fifo = os.path.join(work, "port-fifo")
+    os.mkfifo(fifo)
+    refused(work, "--port-file on a FIFO", "--port-file", fifo)
+    check(stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO is still a FIFO")
+    folder = os.path.join(work, "port-dir")
+    os.mkdir(folder)
+    refused(work, "--port-file on a directory", "--port-file", folder)
+    check(os.path.isdir(folder), "the directory is still a directory")
+    victim = os.path.join(work, "port-victim")
+    open(victim, "w").write("precious")
+    link = os.path.join(work, "port-link")
+    os.symlink(victim, link)
+    refused(work, "--port-file on a symlink", "--port-file", link)
+    check(os.path.islink(link) and open(victim).read() == "precious",
+          "the link is still a link, its target untouched")
+    device_ok = True
+    if os.geteuid() == 0:
+        # A private /dev/null (as root a rename over the real one would replace it).
+        node = os.path.join(work, "port-null")
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        device_ok = refused(work, "--port-file on a character device", "--port-file", node)
+        check(stat.S_ISCHR(os.lstat(node).st_mode), "the device node is still a device")
+    if device_ok:  # only then is the real one safe to try
+        refused(work, "--port-file /dev/null", "--port-file", "/dev/null")
+        check(stat.S_ISCHR(os.lstat("/dev/null").st_mode), "/dev/null is still a device")
+    else:
+        check(False, "--port-file /dev/null: not tried (the device row failed)")
+    # A regular file is replaced as before (the Server class relies on it).
+    plain = os.path.join(work, "port-plain")
+    open(plain, "w").write("old")
+    rc, _ = serve_outcome(work, "--port-file", plain)
+    check(rc is None and open(plain).read().strip().isdigit() and os.path.isfile(plain),
+          "--port-file replaces a regular file (%s)" % open(plain).read().strip())
+
+
+def unworkable_settings(work):
+    """Items 9 and 11: settings that cannot work are refused at start, with a message."""
+    refused(work, "--session-dir ''", "--session-dir", "")
+    ro = os.path.join(work, "read-only")
+    os.mkdir(ro)
+    os.chmod(ro, 0o555)
+    try:
+        open(os.path.join(ro, "probe"), "w").close()
+        os.remove(os.path.join(ro, "probe"))
+        ro = "/proc/self/fdinfo"  # root writes through 0555: a directory no one can write
+    except OSError:
+        pass
+    refused(work, "an unwritable --session-dir (%s)" % ro, "--session-dir", ro)
+    t0 = time.time()
+    refused(work, "an unreachable --session-store", "--session-store", "redis://127.0.0.1:1",
+            wait=60)
+    print("     (refused after %.1f s: the store gets 10 s to come up)" % (time.time() - t0))
+    for key, what in [(" ", "a space"), ("\t", "a tab"), ("a\nb", "a newline inside"),
+                      (" alpha", "a leading space"), ("alpha ", "a trailing space"),
+                      ("al\x7fpha", "DEL inside")]:
+        refused(work, "--api-key of %s (never matches)" % what, "--api-key", key)
+    keys = os.path.join(work, "keys.txt")
+    open(keys, "w").write("good\nbad\x01key\n")
+    refused(work, "--api-key-file with a control character in a key", "--api-key-file", keys)
+
+
+def response(s, path, body, key=None, session=None):
+    """(status, parsed body, headers) of one POST."""
+    conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=120)
+    h = {"Content-Type": "application/json"}
+    if key:
+        h["Authorization"] = "Bearer " + key
+    if session:
+        body = dict(body, session=session)
+    conn.request("POST", path, body=json.dumps(body), headers=h)
+    r = conn.getresponse()
+    text = r.read().decode("utf-8", "replace")
+    headers = {k.lower(): v for k, v in r.getheaders()}
+    conn.close()
+    try:
+        return r.status, json.loads(text), headers
+    except ValueError:
+        return r.status, None, headers
+
+
+def metrics_and_ids(s):
+    """Item 16: a tenant does not see the others' activity: /metrics needs the metrics key, and
+    response ids are random, not a count of everyone's requests."""
+    code, j, _ = s.request("GET", "/metrics", headers={"Authorization": "Bearer alpha"})
+    check(code == 403 and j and j["error"]["type"] == "permission_error",
+          "/metrics with a tenant key -> 403 (%d)" % code)
+    code, _, _ = s.request("GET", "/metrics", headers={"Authorization": "Bearer nope"})
+    check(code == 401, "/metrics with an unknown key -> 401 (%d)" % code)
+    code, _, text = s.request("GET", "/metrics",
+                              headers={"Authorization": "Bearer " + (s.metrics_key or "x")})
+    check(code == 200 and "primekv_requests_total" in text, "/metrics with --metrics-key -> 200")
+    ids = []
+    for i in range(3):
+        code, j, _ = complete(s, "response id %d" % i, key="beta", max_tokens=1)
+        ids.append(j["id"] if code == 200 else "")
+    code, j, _ = s.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                                                 "max_tokens": 1},
+                        headers={"Authorization": "Bearer alpha"})
+    ids.append(j["id"] if code == 200 else "")
+    well = all(re.fullmatch(r"(cmpl|chatcmpl)-[0-9a-f]{32}", x) for x in ids)
+    check(well and len(set(ids)) == len(ids),
+          "response ids are 128 random bits, no counter (%s)" % ", ".join(ids[:2]))
+
+
+def model_and_top_k(s):
+    """Item 20: an unknown model is 404 model_not_found (not answered and echoed); top_k is
+    served, not ignored."""
+    code, j, _ = complete(s, "hello", key="alpha", model="gpt-4o")
+    check(code == 404 and j["error"]["type"] == "model_not_found" and j["error"]["param"] ==
+          "model", "\"model\": \"gpt-4o\" -> 404 model_not_found (%d)" % code)
+    code, m, _ = s.request("GET", "/v1/models", headers={"Authorization": "Bearer alpha"})
+    mid = m["data"][0]["id"]
+    code, j, _ = complete(s, "hello", key="alpha", model=mid)
+    check(code == 200 and j["model"] == mid, "the served model's id -> 200, echoed")
+    code, j, _ = complete(s, "hello", key="alpha")
+    check(code == 200 and j["model"] == mid, "no model -> the served one")
+    for value in (-1, "3", 1.5, 2 ** 40):
+        code, j, _ = complete(s, "hello", key="alpha", top_k=value)
+        check(code == 400 and j["error"]["param"] == "top_k",
+              "top_k %r -> 400 naming top_k (%d)" % (value, code))
+    q = DOC + "\nWhat is the magic number?\n"
+    _, greedy, _ = complete(s, q, key="alpha", max_tokens=16, cache_salt="topk")
+    same = 0
+    for seed in range(3):
+        _, hot, _ = complete(s, q, key="alpha", max_tokens=16, temperature=2, top_k=1, seed=seed,
+                             cache_salt="topk%d" % seed)
+        same += hot["choices"][0]["text"] == greedy["choices"][0]["text"]
+    check(same == 3, "top_k 1 at temperature 2 gives the greedy answer (%d of 3 seeds)" % same)
+
+
+def busy_session_slots1(work):
+    """Item 18: with one slot, concurrent turns naming one session get 409 at once instead of
+    queueing (and cutting each other out)."""
+    s = Server(work, "--slots", "1")
+    try:
+        q = DOC + "\nWhat is the magic number?\n"
+        code, j, _ = complete(s, q)
+        sid = j["session"]
+        codes, go = [], threading.Barrier(3)
+
+        def turn(i):
+            go.wait()
+            code, _, _ = complete(s, q + j["choices"][0]["text"] + "\nAgain %d?\n" % i,
+                                  session=sid, max_tokens=64)
+            codes.append(code)
+
+        threads = [threading.Thread(target=turn, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        check(sorted(codes) == [200, 409, 409],
+              "--slots 1: three turns at once on one session -> %s (200, 409, 409)" %
+              ", ".join(map(str, sorted(codes))))
+    finally:
+        s.stop()
+
+
+def failed_saves(work):
+    """Item 19: a turn whose save fails is answered, and says so (header, field, metric)."""
+    sess = os.path.join(work, "saves")
+    s = Server(work, session_dir=sess)
+    try:
+        q = DOC + "\nQ?\n"
+        code, j, h = response(s, "/v1/completions", {"prompt": q, "max_tokens": 4,
+                                                     "temperature": 0})
+        check(code == 200 and h.get("x-primekv-saved") == "true" and
+              j["primekv"].get("saved") is True, "a saved turn says so (X-PrimeKV-Saved: true)")
+        moved = sess + ".moved"
+        os.rename(sess, moved)
+        open(sess, "w").write("not a directory")  # every save now fails, as root too
+        code, j2, h = response(s, "/v1/completions",
+                               {"prompt": q + j["choices"][0]["text"] + "\nQ2?\n",
+                                "max_tokens": 4, "temperature": 0}, session=j["session"])
+        check(code == 200 and h.get("x-primekv-saved") == "false" and
+              j2["primekv"].get("saved") is False,
+              "a turn whose save failed: 200 with X-PrimeKV-Saved: false and primekv.saved "
+              "false (%d, %s)" % (code, h.get("x-primekv-saved")))
+        events, _ = st.stream(s, "/v1/completions", {"prompt": q + "Stream?\n", "max_tokens": 2,
+                                                     "stream": True, "temperature": 0})
+        last = [e for e in events if e.get("choices") and e["choices"][0].get("finish_reason")]
+        check(last and last[-1].get("primekv", {}).get("saved") is False,
+              "a streamed turn says it in its last chunk (primekv.saved false)")
+        check(s.metrics().get("primekv_turns_not_saved_total") == 2,
+              "primekv_turns_not_saved_total counts both")
+        os.remove(sess)
+        os.rename(moved, sess)
+        code, _, h = response(s, "/v1/completions",
+                              {"prompt": q + j["choices"][0]["text"] + "\nQ3?\n",
+                               "max_tokens": 4, "temperature": 0}, session=j["session"])
+        check(code == 200 and h.get("x-primekv-saved") == "true", "saved again once writable")
+    finally:
+        s.stop()
+
+
+def tenant_share(work):
+    """Item 15: one tenant's requests do not evict another's idle conversation (no
+    --session-dir, so an evicted conversation is forgotten)."""
+    s = Server(work, "--api-key", "alpha", "--api-key", "beta", "--kv-budget-mib", "4",
+               "--ratio", "0")
+    try:
+        q = DOC[:600] + "\nWhat is the magic number?\n"
+        code, a1, _ = complete(s, q, key="alpha")
+        check(code == 200, "tenant alpha: a short conversation")
+        codes = []
+        for c in range(8):
+            code, _, _ = complete(s, "Conversation %d. " % c + DOC * 2 + "\nQ?\n", key="beta")
+            codes.append(code)
+        try:
+            evictions = s.metrics().get("primekv_evictions_total", 0)
+        except ValueError:  # a server without --metrics-key (an older binary)
+            evictions = -1
+        code, a2, _ = complete(s, q + a1["choices"][0]["text"] + "\nAgain?\n", key="alpha",
+                               session=a1["session"])
+        check(code == 200 and cached(a2) > 0,
+              "alpha's idle session survives 8 long conversations of beta (%d, %d evictions, "
+              "beta %s)" % (code, evictions, ",".join(map(str, codes))))
+        check(all(c == 200 for c in codes), "beta's conversations are answered (its own evicted)")
+    finally:
+        s.stop()
+    # A fixed cap: a tenant's request beyond it is refused, naming the share.
+    if not st.serve_supports("--tenant-kv-mib"):
+        check(False, "--tenant-kv-mib: not a flag of this server")
+        return
+    s = Server(work, "--api-key", "alpha", "--kv-budget-mib", "8", "--tenant-kv-mib", "1",
+               "--ratio", "0")
+    try:
+        code, j, _ = complete(s, DOC * 2 + "\nQ?\n", key="alpha")
+        check(code == 503 and "--tenant-kv-mib" in j["error"]["message"],
+              "--tenant-kv-mib 1: a larger request -> 503 naming the share (%d)" % code)
+    finally:
+        s.stop()
+
+
+def slow_heads(work):
+    """Item 17: stalled connections from one address cannot fill the connection cap, and a head
+    that trickles in is dropped at --header-deadline-s."""
+    s = Server(work, "--max-connections", "32")
+    socks, stop = [], threading.Event()
+    try:
+        for _ in range(40):  # more than the cap, all from 127.0.0.2
+            try:
+                c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                c.settimeout(5)
+                c.bind(("127.0.0.2", 0))
+                c.connect(("127.0.0.1", s.port))
+                c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+                socks.append(c)
+            except OSError:
+                pass
+        time.sleep(1.0)
+        t0 = time.time()
+        try:
+            code, _, _ = complete(s, "hello", max_tokens=1)
+        except (OSError, http.client.HTTPException) as e:
+            code = str(e) or type(e).__name__
+        check(code == 200 and time.time() - t0 < 10,
+              "a client beside 40 stalled connections from one other address -> %s (the cap "
+              "is 32, a quarter per address)" % code)
+    finally:
+        stop.set()
+        for c in socks:
+            c.close()
+        s.stop()
+    if not st.serve_supports("--header-deadline-s"):
+        check(False, "--header-deadline-s: not a flag of this server")
+        return
+    s = Server(work, "--header-deadline-s", "2")
+    try:
+        c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        c.sendall(b"POST /v1/completions HTTP/1.1\r\n")
+        t0, closed = time.time(), None
+        try:
+            for i in range(20):  # a header line every 0.5 s: 10 s, under the 30 s deadline
+                time.sleep(0.5)
+                c.sendall(b"X-Slow-%d: 1\r\n" % i)
+            c.settimeout(1)
+            if c.recv(1) == b"":
+                closed = time.time() - t0
+        except OSError:
+            closed = time.time() - t0
+        c.close()
+        check(closed is not None and closed < 6,
+              "a head that trickles in is dropped at --header-deadline-s 2 (after %s s)" %
+              ("%.1f" % closed if closed else "never"))
+    finally:
+        s.stop()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--primekv", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--sanitized", action="store_true")
+    ap.add_argument("--only", default="", help="comma-separated check functions to run")
     st.ARGS = ap.parse_args()
     return st.run_checks("primekv-security-test-", checks)
 
 
 def checks(work):
-    s = Server(work, "--api-key", "alpha", "--api-key", "beta")
-    try:
-        ids_are_random(s)
-        tenants(s)
-        prefix_never_changes_session(s)
-        statuses(s)
-    finally:
-        s.stop()
-    no_prefix_reuse(work)
-    session_files(work)
-    budget_waits(work)
+    def want(fn):
+        return not st.ARGS.only or fn.__name__ in st.ARGS.only.split(",")
+
+    on_keyed = [ids_are_random, tenants, prefix_never_changes_session, statuses, metrics_and_ids,
+                model_and_top_k]
+    if any(want(fn) for fn in on_keyed):
+        s = Server(work, "--api-key", "alpha", "--api-key", "beta")
+        try:
+            for fn in on_keyed:
+                if want(fn):
+                    fn(s)
+        finally:
+            s.stop()
+    for fn in [no_prefix_reuse, session_files, budget_waits, port_file_rows, unworkable_settings,
+               busy_session_slots1, failed_saves, tenant_share, slow_heads]:
+        if want(fn):
+            fn(work)
 
 
 if __name__ == "__main__":

@@ -62,10 +62,31 @@ def run_checks(prefix, body):
     return 0
 
 
+_SERVE_HELP = None
+
+
+def serve_supports(flag):
+    """Whether this primekv's `serve` knows `flag` (an older binary, to show a row failing)."""
+    global _SERVE_HELP
+    if _SERVE_HELP is None:
+        _SERVE_HELP = subprocess.run([ARGS.primekv, "serve", "--help"], capture_output=True,
+                                     text=True, timeout=60).stdout
+    return flag in _SERVE_HELP
+
+
+METRICS_KEY = "pk-test-metrics"
+
+
 class Server:
     def __init__(self, workdir, *extra, session_dir=None, threads=1):
         self.port_file = os.path.join(workdir, "port-%d" % time.monotonic_ns())
         self.log_path = self.port_file + ".log"
+        # With API keys /metrics needs the metrics key (docs/server.md, Security).
+        self.metrics_key = None
+        if "--api-key" in extra and "--metrics-key" not in extra and \
+                serve_supports("--metrics-key"):
+            extra = extra + ("--metrics-key", METRICS_KEY)
+            self.metrics_key = METRICS_KEY
         cmd = [ARGS.primekv, "serve", "-m", ARGS.model, "--port", "0", "--port-file",
                self.port_file, "-t", str(threads), *extra]
         if session_dir:
@@ -106,7 +127,8 @@ class Server:
         return self.request("POST", path, body, **kw)
 
     def metrics(self):
-        _, _, text = self.request("GET", "/metrics")
+        headers = {"Authorization": "Bearer " + self.metrics_key} if self.metrics_key else None
+        _, _, text = self.request("GET", "/metrics", headers=headers)
         out = {}
         for line in text.splitlines():
             if line and not line.startswith("#"):

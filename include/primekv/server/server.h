@@ -26,10 +26,16 @@ struct ServerOptions {
   // Each key is a tenant: its sessions, their ids and prefix matching are seen by no other key.
   // Empty = no authentication (one tenant).
   std::vector<std::string> api_keys;
+  // The key /metrics asks for when there are api_keys (figures of every tenant); empty: /metrics
+  // is refused to tenants (403). Without api_keys /metrics is open unless this is set.
+  std::string metrics_key;
   bool prefix_reuse = true;  // a request that names no session may continue one sharing its prefix
   int ctx_size = 0;          // 0 = the model's context
   bool allow_ctx_overflow = false;  // ctx_size may exceed the trained context (warns)
   size_t kv_budget_bytes = size_t{256} << 20;
+  // The most KV bytes one tenant's sessions may hold (0 = no fixed cap: a tenant over an equal
+  // share of the budget among the tenants holding memory is evicted first).
+  size_t tenant_kv_bytes = 0;
   // How long a request that does not fit the budget waits for running turns to release theirs
   // before it is answered 503 (a request alone that cannot fit is answered at once).
   int memory_wait_s = 60;
@@ -40,9 +46,11 @@ struct ServerOptions {
   size_t store_max_bytes = size_t{64} << 20;  // larger sessions are not stored
   size_t max_body_bytes = size_t{1} << 20;    // decompressed, chunked or not (413 past it)
   // HTTP limits (docs/server.md, Limits).
-  int max_connections = 512;    // open connections, each served by its own thread
-  int http_timeout_s = 30;      // idle connection: nothing read or written for this long
-  int request_deadline_s = 30;  // the whole request (head and body) must arrive within this
+  int max_connections = 512;       // open connections, each served by its own thread
+  int max_connections_per_ip = 0;  // from one client address (0 = a quarter of max_connections)
+  int header_deadline_s = 10;      // the request head must arrive within this (and the deadline)
+  int http_timeout_s = 30;         // idle connection: nothing read or written for this long
+  int request_deadline_s = 30;     // the whole request (head and body) must arrive within this
   size_t max_header_bytes = size_t{32} << 10;  // request line and headers together (431)
   int threads = 0;
   int default_max_tokens = 256;
