@@ -67,7 +67,7 @@ Status ValidateServerOptions(const ServerOptions& o) {
   if (o.max_header_bytes < 1024) return Status::Error("--max-header-kib must be >= 1");
   if (o.default_max_tokens < 1) return Status::Error("--max-tokens must be >= 1");
   for (const std::string& key : o.api_keys)
-    if (Status s = CheckKey(key, "--api-key"); !s.ok()) return s;
+    if (Status s = CheckKey(key, "--api-key (or a line of --api-key-file)"); !s.ok()) return s;
   if (!o.metrics_key.empty()) {
     if (Status s = CheckKey(o.metrics_key, "--metrics-key"); !s.ok()) return s;
     for (const std::string& key : o.api_keys)
@@ -369,7 +369,8 @@ int RunServer(const ServerOptions& options) {
     return 1;
   }
   // SIGINT/SIGTERM keep their default action: every completed turn is already on disk
-  // (--session-dir), so stopping loses only turns in flight. (A sigwait thread cannot own
+  // (--session-dir) or was answered X-PrimeKV-Saved: false, so stopping loses only turns in
+  // flight. (A sigwait thread cannot own
   // them: OpenBLAS starts its threads before main, with the signals unblocked.)
   signal(SIGPIPE, SIG_IGN);  // a client that goes away must not end the process
 

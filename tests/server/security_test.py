@@ -325,6 +325,15 @@ def unworkable_settings(work):
                       (" alpha", "a leading space"), ("alpha ", "a trailing space"),
                       ("al\x7fpha", "DEL inside")]:
         refused(work, "--api-key of %s (never matches)" % what, "--api-key", key)
+    for args, what in [(("--tenant-kv-mib", "-1"), "--tenant-kv-mib -1"),
+                       (("--tenant-kv-mib", "nan"), "--tenant-kv-mib nan"),
+                       (("--tenant-kv-mib", "300"), "--tenant-kv-mib over --kv-budget-mib"),
+                       (("--max-connections-per-ip", "600"), "--max-connections-per-ip 600"),
+                       (("--header-deadline-s", "0"), "--header-deadline-s 0"),
+                       (("--api-key", "alpha", "--metrics-key", "alpha"),
+                        "--metrics-key equal to an --api-key"),
+                       (("--metrics-key", "a\nb"), "--metrics-key with a newline")]:
+        refused(work, what, *args)
     keys = os.path.join(work, "keys.txt")
     open(keys, "w").write("good\nbad\x01key\n")
     refused(work, "--api-key-file with a control character in a key", "--api-key-file", keys)
