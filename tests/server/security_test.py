@@ -409,29 +409,51 @@ def model_and_top_k(s):
 
 
 def busy_session_slots1(work):
-    """Item 18: with one slot, concurrent turns naming one session get 409 at once instead of
-    queueing (and cutting each other out)."""
+    """Item 18: with one slot, a turn naming a session that is answering, or waiting for the slot
+    to answer, gets 409 at once instead of queueing (and then cutting the other turn out)."""
     s = Server(work, "--slots", "1")
     try:
         q = DOC + "\nWhat is the magic number?\n"
-        code, j, _ = complete(s, q)
-        sid = j["session"]
-        codes, go = [], threading.Barrier(3)
+        _, j, _ = complete(s, q)
+        _, other, _ = complete(s, "Another conversation. " + q)
+        results = {}
 
-        def turn(i):
-            go.wait()
-            code, _, _ = complete(s, q + j["choices"][0]["text"] + "\nAgain %d?\n" % i,
-                                  session=sid, max_tokens=64)
-            codes.append(code)
+        def turn(name, sid, extra, max_tokens):
+            t0 = time.time()
+            prompt = (q if sid == j["session"] else "Another conversation. " + q) + extra
+            code, k, _ = complete(s, prompt, session=sid, max_tokens=max_tokens)
+            results[name] = (code, time.time() - t0,
+                             k["usage"]["completion_tokens"] if code == 200 else 0)
 
-        threads = [threading.Thread(target=turn, args=(i,)) for i in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        check(sorted(codes) == [200, 409, 409],
-              "--slots 1: three turns at once on one session -> %s (200, 409, 409)" %
-              ", ".join(map(str, sorted(codes))))
+        def run(specs, delay):
+            threads = [threading.Thread(target=turn, args=spec) for spec in specs]
+            threads[0].start()
+            time.sleep(delay)  # the first turn is running (a long answer: about a second)
+            for t in threads[1:]:
+                t.start()
+            for t in threads:
+                t.join()
+
+        # Three turns on one session: the first runs, the two others come while it does.
+        results.clear()
+        run([("a", j["session"], "\nLong?\n", 1500), ("b", j["session"], "\nB?\n", 4),
+             ("c", j["session"], "\nC?\n", 4)], 0.2)
+        codes = sorted(results[n][0] for n in "abc")
+        check(codes == [200, 409, 409] and results["b"][1] < results["a"][1] and
+              results["c"][1] < results["a"][1],
+              "--slots 1: three turns on one session, the later two while the first runs -> %s "
+              "(200, 409, 409, the 409s at once; the first generated %d tokens in %.2f s)" %
+              (", ".join(map(str, codes)), results["a"][2], results["a"][1]))
+        # The slot is busy with another session; two turns on one session at once: one waits
+        # for the slot (then 200), the other is 409 at once.
+        results.clear()
+        run([("a", other["session"], "\nLong?\n", 1500), ("b", j["session"], "\nB2?\n", 4),
+             ("c", j["session"], "\nC2?\n", 4)], 0.2)
+        codes = sorted(results[n][0] for n in "bc")
+        refused = [results[n][1] for n in "bc" if results[n][0] == 409]
+        check(codes == [200, 409] and refused and refused[0] < results["a"][1],
+              "--slots 1, the slot busy: two turns on one waiting session -> %s (200, 409, the "
+              "409 at once)" % ", ".join(map(str, codes)))
     finally:
         s.stop()
 
