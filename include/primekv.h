@@ -7,8 +7,14 @@
  * A null handle or pointer where one is required is PK_ERR_ARGUMENT, never a crash. A handle
  * used after its pk_*_free is undefined behaviour, as with free(): the Python module guards it.
  *
- * Threads: a pk_model may be shared by any number of sessions on any threads; one pk_session
- * is used by one thread at a time. Sessions run their forward passes on threads of their own.
+ * Lifetime: a model is reference-counted. pk_model_free drops the caller's reference and every
+ * session holds one, so a session stays usable after pk_model_free of its model, and the model
+ * is freed with its last session. The caller must not use the pk_model handle after freeing it.
+ *
+ * Threads: a pk_model may be shared by any number of sessions on any threads. A pk_session takes
+ * one call at a time: a call made while another call on the same session is running (on another
+ * thread) fails at once with PK_ERR_STATE and leaves the session untouched. pk_session_free must
+ * not race a call on the same session. Sessions run their forward passes on threads of their own.
  *
  * Versioning: PK_API_VERSION changes whenever a declaration here changes incompatibly; a
  * program checks pk_api_version() == PK_API_VERSION at start. Structs passed in are
@@ -88,20 +94,20 @@ typedef struct pk_session_options {
    * pk_session_feed_context), "multiturn" (and after each turn back to that budget),
    * "chunked", "decode"; NULL = "context". As `primekv generate --mode`. */
   const char* mode;
-  int chunk;       /* chunked: tokens per prefill chunk (default 512) */
-  int interval;    /* decode: generated tokens between compressions (default 512) */
-  int n_threads;   /* forward-pass threads of this session; 0 = all cores */
-  int ctx_size;    /* positions the session may use; 0 = the model's trained context */
-  int kv_q8;       /* 1: an 8-bit (Q8_0) cache instead of F16 */
+  int chunk;     /* chunked: tokens per prefill chunk (default 512) */
+  int interval;  /* decode: generated tokens between compressions (default 512) */
+  int n_threads; /* forward-pass threads of this session; 0 = all cores */
+  int ctx_size;  /* positions the session may use; 0 = the model's trained context */
+  int kv_q8;     /* 1: an 8-bit (Q8_0) cache instead of F16; 0 or 1, else PK_ERR_ARGUMENT */
 } pk_session_options;
 
 typedef struct pk_generate_options {
-  int max_tokens;       /* default 128 */
-  float temperature;    /* 0 = greedy (default) */
-  int top_k;            /* 0 = off */
-  float top_p;          /* 1 = off */
-  uint64_t seed;        /* default 0 */
-  int feed_last;        /* 1: the last token enters the cache too (a next turn follows) */
+  int max_tokens;    /* default 128 */
+  float temperature; /* 0 = greedy (default) */
+  int top_k;         /* 0 = off */
+  float top_p;       /* 1 = off */
+  uint64_t seed;     /* default 0 */
+  int feed_last;     /* 1: the last token enters the cache too (a next turn follows) */
 } pk_generate_options;
 
 typedef struct pk_timings {
@@ -117,7 +123,8 @@ PK_API pk_status pk_session_new(pk_model* model, const pk_session_options* optio
                                 pk_session** out);
 PK_API void pk_session_free(pk_session* session);
 
-/* Runs tokens through the model into the cache; no compression. */
+/* Runs tokens through the model into the cache; no compression. n_tokens is checked against
+ * the free context before any id is read. */
 PK_API pk_status pk_session_feed(pk_session* session, const int32_t* tokens, size_t n_tokens);
 /* The conversation's context: prefilled and compressed by the session's mode (in chunks for
  * "chunked"), which sets the multi-turn budget. A server's first turn does this. */
@@ -126,8 +133,9 @@ PK_API pk_status pk_session_feed_context(pk_session* session, const int32_t* tok
 /* Compresses the whole cache now by the session's press and `ratio` ([0, 1); a negative value
  * means the session's ratio). */
 PK_API pk_status pk_session_compress(pk_session* session, double ratio);
-/* Samples up to max_tokens from the last fed token's distribution, feeding each back. Writes
- * at most `capacity` generated ids (end token excluded); *n_out gets the count. */
+/* Samples up to max_tokens from the last fed token's distribution, feeding each back, never
+ * past the context size. `capacity` must hold min(max_tokens, free context) ids (else
+ * PK_ERR_BUFFER); *n_out gets the count of generated ids (end token excluded). */
 PK_API pk_status pk_session_generate(pk_session* session, const pk_generate_options* options,
                                      int32_t* tokens, size_t capacity, size_t* n_out);
 /* After a turn: a "multiturn" session over its budget compresses back to it. */
@@ -144,9 +152,10 @@ PK_API pk_status pk_session_kv_bytes(const pk_session* session, size_t* out);
 PK_API pk_status pk_session_kv_entries(const pk_session* session, int64_t* out);
 PK_API pk_status pk_session_get_timings(const pk_session* session, pk_timings* out);
 
-/* Writes `dir/<id>.pkvs` in the format of `primekv serve --session-dir`: a server with that
- * directory continues the conversation by its id. A new session is written without a tenant
- * (a server without API keys serves it); a loaded one keeps the tenant and cache_salt it had. */
+/* Writes `dir/<id>.pkvs` (dir must exist and not be ""; "." is the current directory) in the format
+ * of `primekv serve --session-dir`: a server with that directory continues the conversation by its
+ * id. A new session is written without a tenant (a server without API keys serves it); a loaded one
+ * keeps the tenant and cache_salt it had. */
 PK_API pk_status pk_session_save(const pk_session* session, const char* dir, const char* id);
 /* Opens a session file (written by pk_session_save or by a server); press,
  * ratio, mode and budget come from the file, threads and context size from `options` (NULL =
@@ -159,23 +168,23 @@ PK_API pk_status pk_session_load(pk_model* model, const char* path,
 /* One layer, row-major float32 / int32. Optional arrays are NULL with count 0. */
 typedef struct pk_score_input {
   int n_heads, n_kv_heads, head_dim;
-  int n;                      /* entries per KV head */
-  const float* keys;          /* [n_kv_heads, n, head_dim], after RoPE */
-  const float* values;        /* [n_kv_heads, n, head_dim] */
-  const int32_t* positions;   /* [n], ascending; NULL = 0 .. n-1 */
-  int32_t next_position;      /* position of the next token; < 0 = n */
-  float rope_base;            /* 0 = 10000 */
-  int rope_half;              /* 1: NeoX order (pairs i, i + d/2) */
-  int layer, n_layers;        /* 0, 0 = one layer */
-  const float* window_queries;       /* [n_window, n_heads * head_dim], after RoPE */
-  const int32_t* window_positions;   /* [n_window] */
+  int n;                           /* entries per KV head */
+  const float* keys;               /* [n_kv_heads, n, head_dim], after RoPE */
+  const float* values;             /* [n_kv_heads, n, head_dim] */
+  const int32_t* positions;        /* [n], ascending; NULL = 0 .. n-1 */
+  int32_t next_position;           /* position of the next token; < 0 = n */
+  float rope_base;                 /* 0 = 10000 */
+  int rope_half;                   /* 1: NeoX order (pairs i, i + d/2) */
+  int layer, n_layers;             /* 0, 0 = one layer */
+  const float* window_queries;     /* [n_window, n_heads * head_dim], after RoPE */
+  const int32_t* window_positions; /* [n_window] */
   int n_window;
-  const float* wo;                   /* W_O [d_model, n_heads * head_dim] */
-  int d_model;                       /* 0 = n_heads * head_dim */
-  const float* context_queries;      /* [n_context, n_heads * head_dim], before RoPE */
-  const int32_t* context_positions;  /* [n_context] */
+  const float* wo;                  /* W_O [d_model, n_heads * head_dim] */
+  int d_model;                      /* 0 = n_heads * head_dim */
+  const float* context_queries;     /* [n_context, n_heads * head_dim], before RoPE */
+  const int32_t* context_positions; /* [n_context] */
   int n_context;
-  const float* future_queries;       /* [n_future, n_heads * head_dim], after RoPE (oracle) */
+  const float* future_queries; /* [n_future, n_heads * head_dim], after RoPE (oracle) */
   int n_future;
 } pk_score_input;
 

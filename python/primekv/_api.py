@@ -1,8 +1,9 @@
 """The module's classes over the C API; _lib.py declares the C functions."""
 
 import os
+import threading
 import weakref
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 
 import numpy as np
 
@@ -28,6 +29,25 @@ def presses():
     return [lib.pk_press_name(i).decode() for i in range(lib.pk_press_count())]
 
 
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+def _int(name, v, lo=_INT32[0], hi=_INT32[1]):
+    """v as a Python int in [lo, hi]: ctypes would wrap a larger one at 32 bits silently."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(v).__name__}")
+    v = int(v)
+    if not lo <= v <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], got {v}")
+    return v
+
+
+def _bool(name, v):
+    if not isinstance(v, (bool, np.bool_)) and not (isinstance(v, (int, np.integer)) and v in (0, 1)):
+        raise TypeError(f"{name} must be a bool, got {v!r}")
+    return bool(v)
+
+
 def _tokens(tokens, what="tokens"):
     arr = np.asarray(tokens)
     if arr.ndim != 1:
@@ -40,21 +60,44 @@ def _tokens(tokens, what="tokens"):
 
 
 class _Handle:
-    """A C handle: freed by close(), `with` or garbage collection; unusable once closed."""
+    """A C handle: freed by close(), `with` or garbage collection; unusable once closed.
+
+    Every call on the handle runs inside _use(), which counts the calls in flight: close()
+    refuses while another thread is inside one, instead of freeing what that call is using."""
 
     _what = "handle"
     _free = ""
     _h = None
+    _calls = 0
 
-    def _handle(self):
-        if self._h is None:
-            raise PrimeKVError(f"the {self._what} is closed")
-        return self._h
+    def _init_handle(self):
+        self._lib = raw_lib()
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def _use(self):
+        with self._lock:
+            if self._h is None:
+                raise PrimeKVError(f"the {self._what} is closed")
+            self._calls += 1
+            h = self._h
+        try:
+            yield h
+        finally:
+            with self._lock:
+                self._calls -= 1
 
     def close(self):
-        if self._h is not None:
-            getattr(self._lib, self._free)(self._h)
-            self._h = None
+        lock = self.__dict__.get("_lock")
+        if lock is None:  # __init__ failed before the handle existed
+            return
+        with lock:
+            if self._calls:
+                raise PrimeKVError(f"the {self._what} is in use by a call on another thread: close it "
+                                   "after that call returns")
+            h, self._h = self._h, None
+        if h is not None:
+            getattr(self._lib, self._free)(h)
 
     def __del__(self):
         with suppress(PrimeKVError):
@@ -74,7 +117,7 @@ class Model(_Handle):
     _free = "pk_model_free"
 
     def __init__(self, path):
-        self._lib = raw_lib()
+        self._init_handle()
         self._sessions = weakref.WeakSet()
         h = _lib.pk_model_p()
         check(self._lib.pk_model_load(os.fsencode(path), _lib.byref(h)))
@@ -96,9 +139,10 @@ class Model(_Handle):
 
     def close(self):
         """Frees the model; its sessions must be closed first (they run on it)."""
-        open_sessions = [x for x in self._sessions if x._h is not None]
-        if open_sessions:
-            raise PrimeKVError(f"close the model's {len(open_sessions)} open session(s) first")
+        if self.__dict__.get("_sessions") is not None:
+            open_sessions = [x for x in self._sessions if x._h is not None]
+            if open_sessions:
+                raise PrimeKVError(f"close the model's {len(open_sessions)} open session(s) first")
         super().close()
 
     def tokenize(self, text, add_bos=True):
@@ -106,30 +150,31 @@ class Model(_Handle):
         data = text.encode() if isinstance(text, str) else bytes(text)
         n = _lib.c_size_t()
         cap = len(data) + 8
-        while True:
-            buf = (_lib.c_int32 * cap)()
-            st = self._lib.pk_tokenize(self._handle(), data, len(data), int(add_bos), buf, cap,
-                                       _lib.byref(n))
-            if st == _lib.PK_ERR_BUFFER:
-                cap = n.value
-                continue
-            check(st)
-            return list(buf[: n.value])
+        with self._use() as h:
+            while True:
+                buf = np.empty(cap, dtype=np.int32)
+                st = self._lib.pk_tokenize(h, data, len(data), int(add_bos), _lib.int_ptr(buf), cap,
+                                           _lib.byref(n))
+                if st == _lib.PK_ERR_BUFFER:
+                    cap = n.value
+                    continue
+                check(st)
+                return buf[: n.value].tolist()
 
     def detokenize(self, tokens):
         """The text of `tokens` (UTF-8; invalid bytes replaced)."""
         ids = _tokens(tokens)
         n = _lib.c_size_t()
         cap = 16 * len(ids) + 16
-        while True:
-            buf = _lib.create_string_buffer(cap)
-            st = self._lib.pk_detokenize(self._handle(), _lib.int_ptr(ids), len(ids), buf, cap,
-                                         _lib.byref(n))
-            if st == _lib.PK_ERR_BUFFER:
-                cap = n.value
-                continue
-            check(st)
-            return buf.raw[: n.value].decode("utf-8", errors="replace")
+        with self._use() as h:
+            while True:
+                buf = _lib.create_string_buffer(cap)
+                st = self._lib.pk_detokenize(h, _lib.int_ptr(ids), len(ids), buf, cap, _lib.byref(n))
+                if st == _lib.PK_ERR_BUFFER:
+                    cap = n.value
+                    continue
+                check(st)
+                return buf.raw[: n.value].decode("utf-8", errors="replace")
 
     def session(self, **options):
         """A new Session on this model (see Session)."""
@@ -150,18 +195,22 @@ class Session(_Handle):
 
     def __init__(self, model, press="none", ratio=0.0, mode="context", chunk=512, interval=512,
                  threads=0, ctx_size=0, kv_q8=False, _handle=None):
-        self._lib = raw_lib()
+        self._init_handle()
         self.model = model  # keeps the model alive while the session is
+        self._ctx = ctx_size or model.info["context_length"]
         if _handle is not None:
             self._h = _handle
             model._sessions.add(self)
             return
         opts = _session_options(chunk, interval, threads, ctx_size, kv_q8)
+        if not isinstance(press, str) or not isinstance(mode, str):
+            raise TypeError("press and mode must be str")
         opts.press = press.encode()
         opts.ratio = float(ratio)
         opts.mode = mode.encode()
         h = _lib.pk_session_p()
-        check(self._lib.pk_session_new(model._handle(), _lib.byref(opts), _lib.byref(h)))
+        with model._use() as mh:
+            check(self._lib.pk_session_new(mh, _lib.byref(opts), _lib.byref(h)))
         self._h = h
         model._sessions.add(self)
 
@@ -171,104 +220,140 @@ class Session(_Handle):
         lib = raw_lib()
         opts = _session_options(512, 512, threads, ctx_size, kv_q8)
         h = _lib.pk_session_p()
-        check(lib.pk_session_load(model._handle(), os.fsencode(path), _lib.byref(opts),
-                                  _lib.byref(h)))
-        return cls(model, _handle=h)
+        with model._use() as mh:
+            check(lib.pk_session_load(mh, os.fsencode(path), _lib.byref(opts), _lib.byref(h)))
+        return cls(model, ctx_size=ctx_size, _handle=h)
 
     def feed(self, tokens):
         """Runs tokens through the model into the cache (no compression)."""
         ids = _tokens(tokens)
-        check(self._lib.pk_session_feed(self._handle(), _lib.int_ptr(ids), len(ids)))
+        with self._use() as h:
+            check(self._lib.pk_session_feed(h, _lib.int_ptr(ids), len(ids)))
 
     def feed_context(self, tokens):
         """The conversation's context: prefilled and compressed as the session's mode says."""
         ids = _tokens(tokens)
-        check(self._lib.pk_session_feed_context(self._handle(), _lib.int_ptr(ids), len(ids)))
+        with self._use() as h:
+            check(self._lib.pk_session_feed_context(h, _lib.int_ptr(ids), len(ids)))
 
     def compress(self, ratio=None):
         """Compresses the whole cache now (by the session's ratio when none is given)."""
         r = -1.0 if ratio is None else float(ratio)
-        check(self._lib.pk_session_compress(self._handle(), r))
+        with self._use() as h:
+            check(self._lib.pk_session_compress(h, r))
 
     def generate(self, max_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=0,
                  feed_last=False):
         """Generated token ids (greedy by default). Without feed_last the last one is not in the
         cache: feed it, or pass feed_last=True, before generating again."""
-        if not isinstance(max_tokens, int) or max_tokens < 0:
-            raise ValueError("max_tokens must be an int >= 0")
         g = raw_lib().pk_generate_options_default()
-        g.max_tokens = max_tokens
+        g.max_tokens = _int("max_tokens", max_tokens, 0)
         g.temperature = float(temperature)
-        g.top_k = int(top_k)
+        g.top_k = _int("top_k", top_k, 0)
         g.top_p = float(top_p)
-        g.seed = int(seed)
-        g.feed_last = int(bool(feed_last))
-        buf = (_lib.c_int32 * max(1, max_tokens))()
-        n = _lib.c_size_t()
-        check(self._lib.pk_session_generate(self._handle(), _lib.byref(g), buf, max_tokens,
-                                            _lib.byref(n)))
+        g.seed = _int("seed", seed, 0, 2**64 - 1)
+        g.feed_last = int(_bool("feed_last", feed_last))
+        with self._use() as h:
+            # No more than the free context can be generated: the buffer is no larger.
+            used = _lib.c_size_t()
+            check(self._lib.pk_session_n_tokens(h, _lib.byref(used)))
+            cap = max(0, min(g.max_tokens, self._ctx - used.value))
+            buf = (_lib.c_int32 * max(1, cap))()
+            n = _lib.c_size_t()
+            check(self._lib.pk_session_generate(h, _lib.byref(g), buf, cap, _lib.byref(n)))
         return list(buf[: n.value])
 
     def end_turn(self):
         """After a turn: a "multiturn" session over its budget compresses back to it."""
-        check(self._lib.pk_session_end_turn(self._handle()))
+        with self._use() as h:
+            check(self._lib.pk_session_end_turn(h))
 
     @property
     def tokens(self):
         n = _lib.c_size_t()
-        check(self._lib.pk_session_n_tokens(self._handle(), _lib.byref(n)))
-        buf = (_lib.c_int32 * max(1, n.value))()
-        check(self._lib.pk_session_tokens(self._handle(), buf, n.value, _lib.byref(n)))
+        with self._use() as h:
+            check(self._lib.pk_session_n_tokens(h, _lib.byref(n)))
+            buf = (_lib.c_int32 * max(1, n.value))()
+            check(self._lib.pk_session_tokens(h, buf, n.value, _lib.byref(n)))
         return list(buf[: n.value])
 
     def kv_bytes(self):
         """Bytes the KV cache holds now."""
         n = _lib.c_size_t()
-        check(self._lib.pk_session_kv_bytes(self._handle(), _lib.byref(n)))
+        with self._use() as h:
+            check(self._lib.pk_session_kv_bytes(h, _lib.byref(n)))
         return n.value
 
     def kv_entries(self):
         """Entries the cache keeps, summed over layers and KV heads."""
         n = _lib.c_int64()
-        check(self._lib.pk_session_kv_entries(self._handle(), _lib.byref(n)))
+        with self._use() as h:
+            check(self._lib.pk_session_kv_entries(h, _lib.byref(n)))
         return n.value
 
     def timings(self):
         t = C.pk_timings()
-        check(self._lib.pk_session_get_timings(self._handle(), _lib.byref(t)))
+        with self._use() as h:
+            check(self._lib.pk_session_get_timings(h, _lib.byref(t)))
         return {name: getattr(t, name) for name, _ in C.pk_timings._fields_}
 
     def save(self, directory, session_id):
-        """Writes directory/<session_id>.pkvs, which `primekv serve --session-dir` continues."""
-        check(self._lib.pk_session_save(self._handle(), os.fsencode(directory),
-                                        session_id.encode()))
+        """Writes directory/<session_id>.pkvs, which `primekv serve --session-dir` continues;
+        the directory is created when missing."""
+        if not isinstance(session_id, str):
+            raise TypeError("session_id must be a str")
+        directory = os.fsencode(directory)
+        if not directory:
+            raise ValueError("directory is empty (use '.' for the current directory)")
+        os.makedirs(directory, exist_ok=True)
+        with self._use() as h:
+            check(self._lib.pk_session_save(h, directory, session_id.encode()))
 
 
 def _session_options(chunk, interval, threads, ctx_size, kv_q8):
     o = raw_lib().pk_session_options_default()
     for name, v in (("chunk", chunk), ("interval", interval), ("n_threads", threads),
                     ("ctx_size", ctx_size)):
-        if not isinstance(v, int):
-            raise TypeError(f"{name} must be an int")
-        setattr(o, name, v)
-    o.kv_q8 = int(bool(kv_q8))
+        setattr(o, name, _int(name if name != "n_threads" else "threads", v))
+    o.kv_q8 = int(_bool("kv_q8", kv_q8))
     return o
 
 
+# The largest array score() copies (4 GiB as float32): shapes are checked before any copy, so
+# a broadcast view of a huge shape is refused instead of materialised.
+_MAX_ELEMENTS = 2**30
+
+
+def _shape_ok(name, shape, ndim):
+    shape = tuple(int(n) for n in shape)
+    if len(shape) != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {shape}")
+    if min(shape) < 1:
+        raise ValueError(f"{name} has an empty dimension: shape {shape}")
+    if int(np.prod(shape, dtype=np.float64)) > _MAX_ELEMENTS:
+        raise ValueError(f"{name} of shape {shape} is larger than {_MAX_ELEMENTS} elements")
+
+
 def _floats(x, name, ndim):
-    """x (numpy or torch, any floating dtype) as a C-contiguous float32 array of `ndim` dims."""
+    """x (numpy or torch, any floating dtype) as a C-contiguous float32 array of `ndim` dims,
+    every value finite in float32 (a float64 beyond float32's range would become inf)."""
     if x is None:
         return None
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # a torch tensor, without importing torch
         if not x.is_floating_point():
             raise TypeError(f"{name} must be a floating tensor, got {x.dtype}")
+        _shape_ok(name, x.shape, ndim)
         x = x.detach().cpu().float().numpy()
     arr = np.asarray(x)
     if not np.issubdtype(arr.dtype, np.floating):
         raise TypeError(f"{name} must be floating point, got {arr.dtype}")
-    if arr.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimensions, got shape {arr.shape}")
-    return np.ascontiguousarray(arr, dtype=np.float32)
+    _shape_ok(name, arr.shape, ndim)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.ascontiguousarray(arr, dtype=np.float32)
+    if not np.isfinite(out).all():
+        raise ValueError(f"{name} holds values that are not finite in float32 (NaN, Inf, or beyond "
+                         "float32's range)")
+    return out
 
 
 def _ints(x, name, length):
@@ -277,7 +362,20 @@ def _ints(x, name, length):
     arr = np.asarray(x)
     if arr.shape != (length,) or not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"{name} must be {length} integers, got {arr.dtype} {arr.shape}")
+    if arr.size and (arr.min() < _INT32[0] or arr.max() > _INT32[1]):
+        raise ValueError(f"{name}: a value does not fit 32 bits")
     return np.ascontiguousarray(arr, dtype=np.int32)
+
+
+def _param(key, value):
+    """One `key=value` of a press spec; a value cannot carry a second parameter or press."""
+    if not key.isidentifier():
+        raise ValueError(f"press parameter name {key!r} is not an identifier")
+    text = str(value)
+    if not text or any(c in text for c in ",:;= \t\r\n"):
+        raise ValueError(f"press parameter {key}={text!r}: a value may not be empty or hold "
+                         "',', ':', ';', '=' or whitespace")
+    return f"{key}={text}"
 
 
 def _rows(q):
@@ -302,7 +400,7 @@ def score(press, keys, values, queries=None, *, positions=None, window_positions
         raise TypeError("press must be a str")
     spec = press
     if params:
-        spec += (":" if ":" not in press else ",") + ",".join(f"{k}={v}" for k, v in params.items())
+        spec += (":" if ":" not in press else ",") + ",".join(_param(k, v) for k, v in params.items())
     k = _floats(keys, "keys", 4)
     v = _floats(values, "values", 4)
     if k.shape != v.shape:
@@ -324,7 +422,8 @@ def score(press, keys, values, queries=None, *, positions=None, window_positions
     if w is not None and w.shape[1] != heads * d:
         raise ValueError(f"wo {w.shape} must be (d_model, heads * head_dim = {heads * d})")
     pos = _ints(positions, "positions", n)
-    nxt = n if next_position is None else int(next_position)
+    nxt = n if next_position is None else _int("next_position", next_position)
+    layer, n_layers = _int("layer", layer), _int("n_layers", n_layers)
     wpos = None
     if q is not None:
         wpos = _ints(window_positions, "window_positions", q.shape[2])
@@ -348,7 +447,7 @@ def score(press, keys, values, queries=None, *, positions=None, window_positions
         x.next_position = nxt
         x.rope_base = float(rope_base)
         x.rope_half = int(bool(rope_half))
-        x.layer, x.n_layers = int(layer), int(n_layers)
+        x.layer, x.n_layers = layer, n_layers
         if q is not None:
             rows = _rows(q[i])
             keep.append(rows)

@@ -2,6 +2,7 @@
 // which turns a Status or an exception into a pk_status and this thread's message.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,15 +14,31 @@
 #include "primekv/util/status.h"
 #include "primekv/util/thread_pool.h"
 
+// Reference-counted: the caller's pk_model_free drops one reference and every session holds
+// one, so a session can outlive the caller's handle without reaching a freed model.
 struct pk_model {
   primekv::Model model;
   std::string arch;
+  std::atomic<int> refs{1};
 };
+
+namespace primekv::capi {
+// Drops one reference to `model`, deleting it with the last.
+void Release(pk_model* model);
+struct ReleaseModel {
+  void operator()(pk_model* m) const { Release(m); }
+};
+// A session's reference to its model; declared first in pk_session, so it is released last,
+// after every member that reads the model.
+using ModelRef = std::unique_ptr<pk_model, ReleaseModel>;
+// A new reference to `model`.
+ModelRef Retain(pk_model* model);
+}  // namespace primekv::capi
 
 // A conversation: the engine's Session over a cache, capture and compressor of its own. The
 // handle is never moved, so the Session's references into it stay valid.
 struct pk_session {
-  pk_model* owner = nullptr;
+  primekv::capi::ModelRef owner;
   std::string press;
   primekv::Schedule schedule;  // the ratio and mode the session was made with
   int ctx_size = 0;
@@ -39,6 +56,9 @@ struct pk_session {
   pk_timings timings{};
   int extra_compressions = 0;  // pk_session_compress calls, which bypass the Session's count
   double extra_score_ms = 0;
+  // Set while a call runs on the session: a second concurrent call is refused, never let
+  // into a cache the first one is writing.
+  mutable std::atomic<bool> busy{false};
 };
 
 namespace primekv::capi {
@@ -59,6 +79,25 @@ pk_status Guard(const char* where, F&& body) noexcept {
     return Fail(PK_ERR_INTERNAL, std::string(where) + ": unknown error");
   }
 }
+
+// Holds a session for one call. A call that finds the session held by another thread fails at
+// once with PK_ERR_STATE (the header's one-thread-at-a-time rule, enforced).
+class SessionUse {
+ public:
+  explicit SessionUse(const pk_session* s)
+      : s_(s), held_(s != nullptr && !s->busy.exchange(true, std::memory_order_acquire)) {}
+  ~SessionUse() {
+    if (held_) s_->busy.store(false, std::memory_order_release);
+  }
+  SessionUse(const SessionUse&) = delete;
+  SessionUse& operator=(const SessionUse&) = delete;
+  // PK_OK when held; otherwise the error for a NULL or busy session.
+  pk_status Check(const char* where) const;
+
+ private:
+  const pk_session* s_;
+  bool held_;
+};
 
 // A Status as a pk_status (`code` when it is an error), prefixed by the function's name.
 pk_status FromStatus(const char* where, const Status& s, pk_status code = PK_ERR_ARGUMENT);

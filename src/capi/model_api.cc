@@ -18,6 +18,24 @@ pk_status Fail(pk_status code, std::string message) {
   return code;
 }
 
+void Release(pk_model* model) {
+  if (model != nullptr && model->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete model;
+}
+
+ModelRef Retain(pk_model* model) {
+  model->refs.fetch_add(1, std::memory_order_relaxed);
+  return ModelRef(model);
+}
+
+pk_status SessionUse::Check(const char* where) const {
+  if (s_ == nullptr) return Fail(PK_ERR_ARGUMENT, std::string(where) + ": session is NULL");
+  if (!held_)
+    return Fail(PK_ERR_STATE, std::string(where) +
+                                  ": the session is in use by another call (a session takes "
+                                  "one call at a time)");
+  return PK_OK;
+}
+
 pk_status FromStatus(const char* where, const Status& s, pk_status code) {
   if (s.ok()) return PK_OK;
   return Fail(code, std::string(where) + ": " + s.message());
@@ -48,7 +66,7 @@ pk_status pk_model_load(const char* path, pk_model** out) {
   });
 }
 
-void pk_model_free(pk_model* model) { delete model; }
+void pk_model_free(pk_model* model) { primekv::capi::Release(model); }
 
 pk_status pk_model_get_info(const pk_model* model, pk_model_info* out) {
   return Guard("pk_model_get_info", [&] {

@@ -33,6 +33,7 @@ pk_status MakeSession(pk_model* model, const pk_session_options& o, const std::s
   PK_REQUIRE(o.chunk >= 1 && o.interval >= 1, kWhere, "chunk and interval must be >= 1");
   PK_REQUIRE(o.n_threads >= 0 && o.n_threads <= 1024, kWhere, "n_threads must be in [0, 1024]");
   PK_REQUIRE(o.ctx_size >= 0, kWhere, "ctx_size must be >= 0");
+  PK_REQUIRE(o.kv_q8 == 0 || o.kv_q8 == 1, kWhere, "kv_q8 must be 0 or 1");
   const Model& m = model->model;
   auto spec = ParsePressSpec(press);
   if (!spec.ok()) return FromStatus(kWhere, spec.status());
@@ -42,7 +43,7 @@ pk_status MakeSession(pk_model* model, const pk_session_options& o, const std::s
   if (!ctx.ok()) return FromStatus(kWhere, ctx.status());
 
   auto s = std::make_unique<pk_session>();
-  s->owner = model;
+  s->owner = Retain(model);
   s->press = press;
   s->ctx_size = *ctx;
   s->schedule = {.ratio = ratio, .mode = *mode, .chunk = o.chunk, .interval = o.interval};
@@ -61,11 +62,15 @@ pk_status MakeSession(pk_model* model, const pk_session_options& o, const std::s
   return PK_OK;
 }
 
-// Tokens a caller hands in: in the vocabulary, and room for them in the context.
+// Tokens a caller hands in: room for them in the context (checked first, so a count longer
+// than the caller's array is refused before any id is read), and in the vocabulary.
 pk_status CheckFeed(const char* where, const pk_session* s, const int32_t* tokens, size_t n) {
-  PK_REQUIRE(s != nullptr, where, "session is NULL");
   PK_REQUIRE(tokens != nullptr || n == 0, where, "tokens is NULL");
   PK_REQUIRE(n > 0, where, "no tokens");
+  if (n > static_cast<size_t>(s->ctx_size) - std::min(s->tokens.size(), size_t(s->ctx_size)))
+    return Fail(PK_ERR_STATE, std::string(where) + ": " + std::to_string(n) + " tokens after " +
+                                  std::to_string(s->tokens.size()) +
+                                  " do not fit the context size of " + std::to_string(s->ctx_size));
   const int vocab = s->owner->model.config().vocab_size;
   for (size_t i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= vocab)
@@ -73,14 +78,12 @@ pk_status CheckFeed(const char* where, const pk_session* s, const int32_t* token
                                        " at " + std::to_string(i) + " is outside [0, " +
                                        std::to_string(vocab) + ")");
   }
-  if (n > static_cast<size_t>(s->ctx_size) - std::min(s->tokens.size(), size_t(s->ctx_size)))
-    return Fail(PK_ERR_STATE, std::string(where) + ": " + std::to_string(n) + " tokens after " +
-                                  std::to_string(s->tokens.size()) +
-                                  " do not fit the context size of " + std::to_string(s->ctx_size));
   return PK_OK;
 }
 
 pk_status Feed(const char* where, pk_session* s, const int32_t* tokens, size_t n, bool context) {
+  const SessionUse use(s);
+  if (pk_status u = use.Check(where); u != PK_OK) return u;
   if (pk_status c = CheckFeed(where, s, tokens, n); c != PK_OK) return c;
   const std::span<const Token> ids(tokens, n);
   const auto t0 = std::chrono::steady_clock::now();
@@ -106,14 +109,17 @@ pk_status Generate(pk_session* s, const pk_generate_options& g, int32_t* out, si
   constexpr const char* kWhere = "pk_session_generate";
   PK_REQUIRE(g.max_tokens >= 0, kWhere, "max_tokens must be >= 0");
   PK_REQUIRE(out != nullptr || capacity == 0, kWhere, "tokens is NULL");
-  if (capacity < static_cast<size_t>(g.max_tokens))
+  // At most the free context can be generated, so the buffer needs only that much.
+  const auto room = static_cast<int64_t>(s->ctx_size) - static_cast<int64_t>(s->tokens.size());
+  const int64_t most = std::min<int64_t>(g.max_tokens, std::max<int64_t>(room, 0));
+  if (capacity < static_cast<size_t>(most))
     return Fail(PK_ERR_BUFFER, std::string(kWhere) + ": a buffer of " + std::to_string(capacity) +
-                                   " cannot hold max_tokens " + std::to_string(g.max_tokens));
+                                   " cannot hold the " + std::to_string(most) +
+                                   " tokens max_tokens allows in the free context");
   if (!s->has_logits)
     return Fail(PK_ERR_STATE, std::string(kWhere) + ": feed at least one token first");
   auto sampler = Sampling(g);
   if (!sampler.ok()) return FromStatus(kWhere, sampler.status());
-  const auto room = static_cast<int64_t>(s->ctx_size) - static_cast<int64_t>(s->tokens.size());
   if (g.max_tokens > 0 && room <= 0)
     return Fail(PK_ERR_STATE, std::string(kWhere) + ": the context of " +
                                   std::to_string(s->ctx_size) + " positions is full");
@@ -192,7 +198,8 @@ pk_status pk_session_feed_context(pk_session* s, const int32_t* tokens, size_t n
 
 pk_status pk_session_compress(pk_session* s, double ratio) {
   return Guard("pk_session_compress", [&] {
-    PK_REQUIRE(s != nullptr, "pk_session_compress", "session is NULL");
+    const primekv::capi::SessionUse use(s);
+    if (pk_status u = use.Check("pk_session_compress"); u != PK_OK) return u;
     if (ratio < 0) ratio = s->schedule.ratio;
     PK_REQUIRE(ratio < 1, "pk_session_compress", "ratio must be in [0, 1)");
     if (!s->compressor->enabled() || ratio == 0) return PK_OK;
@@ -210,7 +217,9 @@ pk_status pk_session_compress(pk_session* s, double ratio) {
 pk_status pk_session_generate(pk_session* s, const pk_generate_options* options, int32_t* tokens,
                               size_t capacity, size_t* n_out) {
   return Guard("pk_session_generate", [&] {
-    PK_REQUIRE(s != nullptr && n_out != nullptr, "pk_session_generate", "NULL argument");
+    const primekv::capi::SessionUse use(s);
+    if (pk_status u = use.Check("pk_session_generate"); u != PK_OK) return u;
+    PK_REQUIRE(n_out != nullptr, "pk_session_generate", "n_out is NULL");
     *n_out = 0;
     const pk_generate_options g = options != nullptr ? *options : pk_generate_options_default();
     return primekv::capi::Generate(s, g, tokens, capacity, n_out);
@@ -219,7 +228,8 @@ pk_status pk_session_generate(pk_session* s, const pk_generate_options* options,
 
 pk_status pk_session_end_turn(pk_session* s) {
   return Guard("pk_session_end_turn", [&] {
-    PK_REQUIRE(s != nullptr, "pk_session_end_turn", "session is NULL");
+    const primekv::capi::SessionUse use(s);
+    if (pk_status u = use.Check("pk_session_end_turn"); u != PK_OK) return u;
     const pk_status st = FromStatus("pk_session_end_turn", s->session->EndTurn(), PK_ERR_STATE);
     if (st == PK_OK) ++s->turn;
     return st;
@@ -227,13 +237,17 @@ pk_status pk_session_end_turn(pk_session* s) {
 }
 
 pk_status pk_session_n_tokens(const pk_session* s, size_t* out) {
-  PK_REQUIRE(s != nullptr && out != nullptr, "pk_session_n_tokens", "NULL argument");
+  const primekv::capi::SessionUse use(s);
+  if (pk_status u = use.Check("pk_session_n_tokens"); u != PK_OK) return u;
+  PK_REQUIRE(out != nullptr, "pk_session_n_tokens", "NULL argument");
   *out = s->tokens.size();
   return PK_OK;
 }
 
 pk_status pk_session_tokens(const pk_session* s, int32_t* tokens, size_t capacity, size_t* n) {
-  PK_REQUIRE(s != nullptr && n != nullptr, "pk_session_tokens", "NULL argument");
+  const primekv::capi::SessionUse use(s);
+  if (pk_status u = use.Check("pk_session_tokens"); u != PK_OK) return u;
+  PK_REQUIRE(n != nullptr, "pk_session_tokens", "NULL argument");
   PK_REQUIRE(tokens != nullptr || capacity == 0, "pk_session_tokens", "tokens is NULL");
   *n = s->tokens.size();
   if (s->tokens.size() > capacity)
@@ -244,19 +258,25 @@ pk_status pk_session_tokens(const pk_session* s, int32_t* tokens, size_t capacit
 }
 
 pk_status pk_session_kv_bytes(const pk_session* s, size_t* out) {
-  PK_REQUIRE(s != nullptr && out != nullptr, "pk_session_kv_bytes", "NULL argument");
+  const primekv::capi::SessionUse use(s);
+  if (pk_status u = use.Check("pk_session_kv_bytes"); u != PK_OK) return u;
+  PK_REQUIRE(out != nullptr, "pk_session_kv_bytes", "NULL argument");
   *out = s->cache->BytesInUse();
   return PK_OK;
 }
 
 pk_status pk_session_kv_entries(const pk_session* s, int64_t* out) {
-  PK_REQUIRE(s != nullptr && out != nullptr, "pk_session_kv_entries", "NULL argument");
+  const primekv::capi::SessionUse use(s);
+  if (pk_status u = use.Check("pk_session_kv_entries"); u != PK_OK) return u;
+  PK_REQUIRE(out != nullptr, "pk_session_kv_entries", "NULL argument");
   *out = s->cache->TotalEntries();
   return PK_OK;
 }
 
 pk_status pk_session_get_timings(const pk_session* s, pk_timings* out) {
-  PK_REQUIRE(s != nullptr && out != nullptr, "pk_session_get_timings", "NULL argument");
+  const primekv::capi::SessionUse use(s);
+  if (pk_status u = use.Check("pk_session_get_timings"); u != PK_OK) return u;
+  PK_REQUIRE(out != nullptr, "pk_session_get_timings", "NULL argument");
   *out = s->timings;
   out->score_ms = s->session->stats().score_ms + s->extra_score_ms;
   out->compressions = s->session->stats().compressions + s->extra_compressions;
@@ -265,7 +285,11 @@ pk_status pk_session_get_timings(const pk_session* s, pk_timings* out) {
 
 pk_status pk_session_save(const pk_session* s, const char* dir, const char* id) {
   return Guard("pk_session_save", [&] {
-    PK_REQUIRE(s != nullptr && dir != nullptr && id != nullptr, "pk_session_save", "NULL argument");
+    const primekv::capi::SessionUse use(s);
+    if (pk_status u = use.Check("pk_session_save"); u != PK_OK) return u;
+    PK_REQUIRE(dir != nullptr && id != nullptr, "pk_session_save", "NULL argument");
+    PK_REQUIRE(*dir != '\0', "pk_session_save",
+               "dir is empty (use \".\" for the current directory)");
     PK_REQUIRE(primekv::server::ValidSessionId(id), "pk_session_save",
                "id must be 1 to 64 characters of [A-Za-z0-9_-]");
     primekv::server::SessionSnapshot snap;
@@ -291,6 +315,7 @@ pk_status pk_session_load(pk_model* model, const char* path, const pk_session_op
     *out = nullptr;
     PK_REQUIRE(model != nullptr && path != nullptr, "pk_session_load", "NULL argument");
     const pk_session_options o = options != nullptr ? *options : pk_session_options_default();
+    PK_REQUIRE(o.kv_q8 == 0 || o.kv_q8 == 1, "pk_session_load", "kv_q8 must be 0 or 1");
     auto snap =
         primekv::server::ReadSessionFile(path, model->model, primekv::capi::CacheOptions(o), false);
     if (!snap.ok()) return Fail(PK_ERR_IO, "pk_session_load: " + snap.message());

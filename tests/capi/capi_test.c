@@ -1,24 +1,28 @@
 /* The C API from C11: a conversation on the reference model (greedy generation, compression,
  * a saved session continued to the same tokens as the live one, timings), the press registry,
  * pk_score against a hand computation, and a table of hostile arguments, each of which must
- * come back as its status with a message, never a crash.
+ * come back as its status with a message, never a crash; the lifetime and threading rules of
+ * the header (a session outlives pk_model_free; a second concurrent call on a session is
+ * refused with PK_ERR_STATE, never let into the cache), checked from threads.
  * Usage: capi_test MODEL.gguf TMPDIR */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 
 #include "primekv.h"
 
 static int failures = 0;
 
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, \
-              __LINE__, #cond, pk_last_error());                             \
-      ++failures;                                                            \
-    }                                                                        \
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              pk_last_error());                                                                \
+      ++failures;                                                                              \
+    }                                                                                          \
   } while (0)
 
 #define OK(call) CHECK((call) == PK_OK)
@@ -140,7 +144,7 @@ static void Score(void) {
   CHECK(pk_score("knorm", &bad, scores, H * N) == PK_ERR_ARGUMENT);
   CHECK(pk_score("knorm", &x, scores, H * N - 1) == PK_ERR_BUFFER);
   CHECK(pk_score("knorm", &x, NULL, H * N) == PK_ERR_ARGUMENT);
-  CHECK(pk_score("snapkv", &x, scores, H * N) == PK_ERR_ARGUMENT); /* no window queries */
+  CHECK(pk_score("snapkv", &x, scores, H * N) == PK_ERR_ARGUMENT);  /* no window queries */
   CHECK(pk_score("primekv", &x, scores, H * N) == PK_ERR_ARGUMENT); /* no W_O */
   CHECK(pk_score("kvzip", &x, scores, H * N) == PK_ERR_ARGUMENT);   /* needs a model run */
   CHECK(pk_score("nosuchpress", &x, scores, H * N) == PK_ERR_ARGUMENT);
@@ -185,6 +189,9 @@ static void Hostile(pk_model* model, const char* dir) {
   so.mode = "context";
   CHECK(pk_session_new(model, &so, &s) == PK_ERR_ARGUMENT);
   CHECK(pk_session_new(NULL, NULL, &s) == PK_ERR_ARGUMENT);
+  so = pk_session_options_default();
+  so.kv_q8 = 2;
+  CHECK(pk_session_new(model, &so, &s) == PK_ERR_ARGUMENT && s == NULL);
   CHECK(pk_session_new(model, NULL, NULL) == PK_ERR_ARGUMENT);
 
   so = pk_session_options_default();
@@ -194,7 +201,9 @@ static void Hostile(pk_model* model, const char* dir) {
   if (s == NULL) return;
   pk_generate_options g = pk_generate_options_default();
   int32_t out[32];
-  CHECK(pk_session_generate(s, &g, out, 32, &n) == PK_ERR_BUFFER); /* 32 < max_tokens 128 */
+  /* The buffer must hold min(max_tokens 128, free context 16). */
+  CHECK(pk_session_generate(s, &g, out, 8, &n) == PK_ERR_BUFFER);
+  CHECK(pk_session_generate(s, &g, out, 16, &n) == PK_ERR_STATE); /* nothing fed */
   g.max_tokens = 4;
   CHECK(pk_session_generate(s, &g, out, 32, &n) == PK_ERR_STATE); /* nothing fed */
   const int32_t oov[2] = {1, -7};
@@ -204,6 +213,9 @@ static void Hostile(pk_model* model, const char* dir) {
   int32_t many[17];
   for (int i = 0; i < 17; ++i) many[i] = 5;
   CHECK(pk_session_feed(s, many, 17) == PK_ERR_STATE); /* past ctx_size 16 */
+  /* A count far past the caller's 17 ids: refused by the context check before any id is read
+   * (the ids past the array would otherwise be read, and most would fail the vocabulary). */
+  CHECK(pk_session_feed(s, many, 1u << 20) == PK_ERR_STATE);
   OK(pk_session_feed(s, many, 16));
   CHECK(pk_session_generate(s, &g, out, 32, &n) == PK_ERR_STATE); /* the context is full */
   g.temperature = -1;
@@ -211,6 +223,7 @@ static void Hostile(pk_model* model, const char* dir) {
   CHECK(pk_session_compress(s, 1.5) == PK_ERR_ARGUMENT);
   CHECK(pk_session_save(s, dir, "../escape") == PK_ERR_ARGUMENT);
   CHECK(pk_session_save(s, "/nonexistent-dir", "ok") == PK_ERR_IO);
+  CHECK(pk_session_save(s, "", "x") == PK_ERR_ARGUMENT); /* not "/x.pkvs" */
   CHECK(pk_session_save(NULL, dir, "ok") == PK_ERR_ARGUMENT);
   CHECK(pk_session_feed(NULL, many, 1) == PK_ERR_ARGUMENT);
   CHECK(pk_session_generate(NULL, &g, out, 32, &n) == PK_ERR_ARGUMENT);
@@ -231,6 +244,85 @@ static void Hostile(pk_model* model, const char* dir) {
   CHECK(pk_session_load(model, "/nonexistent.pkvs", NULL, &s) == PK_ERR_IO);
 }
 
+/* A session used after pk_model_free of its model: the session's reference keeps the model. */
+static void Lifetime(const char* path) {
+  pk_model* m = NULL;
+  OK(pk_model_load(path, &m));
+  if (m == NULL) return;
+  pk_session_options so = pk_session_options_default();
+  so.n_threads = 1;
+  pk_session* s = NULL;
+  OK(pk_session_new(m, &so, &s));
+  pk_model_free(m);
+  if (s == NULL) return;
+  const int32_t ids[8] = {1, 5, 6, 7, 8, 9, 10, 11};
+  OK(pk_session_feed(s, ids, 8));
+  pk_generate_options g = pk_generate_options_default();
+  g.max_tokens = 2;
+  int32_t out[2];
+  size_t n = 0;
+  OK(pk_session_generate(s, &g, out, 2, &n));
+  CHECK(n <= 2);
+  pk_session_free(s); /* the model goes with its last session (ASan: no leak, no reuse) */
+}
+
+/* Two threads feeding one session at once: every call either succeeds whole or is refused
+ * with PK_ERR_STATE, and the cache holds exactly the tokens of the calls that succeeded. */
+enum { kFeeds = 60, kPerFeed = 4 };
+typedef struct {
+  pk_session* s;
+  atomic_int ok, busy, other;
+} Shared;
+
+static int Feeder(void* arg) {
+  Shared* sh = (Shared*)arg;
+  const int32_t ids[kPerFeed] = {5, 6, 7, 8};
+  for (int i = 0; i < kFeeds; ++i) {
+    const pk_status st = pk_session_feed(sh->s, ids, kPerFeed);
+    if (st == PK_OK) {
+      atomic_fetch_add(&sh->ok, 1);
+    } else if (st == PK_ERR_STATE && strstr(pk_last_error(), "in use") != NULL) {
+      atomic_fetch_add(&sh->busy, 1);
+    } else {
+      atomic_fetch_add(&sh->other, 1);
+    }
+    size_t n = 0;
+    const pk_status r = pk_session_n_tokens(sh->s, &n); /* a reader races the writers too */
+    if (r != PK_OK && r != PK_ERR_STATE) atomic_fetch_add(&sh->other, 1);
+  }
+  return 0;
+}
+
+static void Threads(pk_model* model) {
+  pk_session_options so = pk_session_options_default();
+  so.n_threads = 1;
+  so.ctx_size = 2 * kFeeds * kPerFeed;
+  Shared sh = {.s = NULL};
+  atomic_init(&sh.ok, 0);
+  atomic_init(&sh.busy, 0);
+  atomic_init(&sh.other, 0);
+  OK(pk_session_new(model, &so, &sh.s));
+  if (sh.s == NULL) return;
+  thrd_t t[2];
+  int started = 0;
+  for (int i = 0; i < 2; ++i) started += thrd_create(&t[i], Feeder, &sh) == thrd_success;
+  for (int i = 0; i < started; ++i) thrd_join(t[i], NULL);
+  CHECK(started == 2);
+  size_t n = 0;
+  OK(pk_session_n_tokens(sh.s, &n));
+  const int ok = atomic_load(&sh.ok), busy = atomic_load(&sh.busy);
+  CHECK(atomic_load(&sh.other) == 0);
+  CHECK(ok + busy == 2 * kFeeds);
+  CHECK(n == (size_t)ok * kPerFeed); /* no torn or lost feed */
+  int64_t entries = 0;
+  pk_model_info info;
+  OK(pk_model_get_info(model, &info));
+  OK(pk_session_kv_entries(sh.s, &entries));
+  CHECK(entries == (int64_t)n * info.n_layers * info.n_kv_heads);
+  printf("capi_c11: threads: %d feeds succeeded, %d refused as busy\n", ok, busy);
+  pk_session_free(sh.s);
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s MODEL.gguf TMPDIR\n", argv[0]);
@@ -246,6 +338,8 @@ int main(int argc, char** argv) {
   Conversation(model, argv[2]);
   Score();
   Hostile(model, argv[2]);
+  Lifetime(argv[1]);
+  Threads(model);
   pk_model_free(model);
   if (failures > 0) {
     fprintf(stderr, "%d checks failed\n", failures);

@@ -265,6 +265,39 @@ def case_errors(model, work):
            lambda: primekv.score("snapkv", k, k, np.zeros((1, 3, 3, 8), np.float32)))
     expect(ValueError, "wrong wo shape",
            lambda: primekv.score("primekv", k, k, wo=np.zeros((16, 5), np.float32)))
+    # Integers that ctypes would wrap at 32 bits, and values beyond float32, are refused.
+    big = 2**32
+    expect(ValueError, "positions shifted by 2**32",
+           lambda: primekv.score("knorm", k, k, positions=np.arange(10) + big))
+    expect(ValueError, "next_position shifted by 2**32",
+           lambda: primekv.score("streamingllm", k, k, next_position=10 + big))
+    expect(ValueError, "layer shifted by 2**32", lambda: primekv.score("knorm", k, k, layer=big))
+    expect(ValueError, "n_layers shifted by 2**32",
+           lambda: primekv.score("knorm", k, k, n_layers=1 + big))
+    expect(ValueError, "zero kv heads",
+           lambda: primekv.score("knorm", k[:, :0], k[:, :0]))
+    expect(ValueError, "a value carrying a second parameter",
+           lambda: primekv.score("snapkv", k, k, np.zeros((1, 4, 3, 8), np.float32),
+                                 window="4,kernel=999"))
+    k64 = k.astype(np.float64)
+    k64[0, 0, 0, 0] = 1e300
+    expect(ValueError, "float64 beyond float32's range", lambda: primekv.score("knorm", k64, k))
+    knan = k.copy()
+    knan[0, 1, 3, 2] = np.nan
+    expect(ValueError, "a NaN key", lambda: primekv.score("keydiff", knan, k))
+    kinf = k.copy()
+    kinf[0, 0, 0, 0] = np.inf
+    expect(ValueError, "an Inf value", lambda: primekv.score("knorm", k, kinf))
+    # A broadcast view of 4G elements (16 GB as float32) is refused before any copy.
+    huge = np.broadcast_to(np.float32(1), (1, 1024, 1 << 20, 4))
+    t0 = time.monotonic()
+    expect(ValueError, "a huge broadcast input", lambda: primekv.score("knorm", huge, huge))
+    check(time.monotonic() - t0 < 2, "the huge broadcast input is refused without a copy")
+    expect(ValueError, "ctx_size of 2**32 + 100", lambda: model.session(ctx_size=big + 100))
+    expect(ValueError, "chunk of 2**32 + 1", lambda: model.session(chunk=big + 1, mode="chunked"))
+    expect(ValueError, "threads of 2**32", lambda: model.session(threads=big))
+    expect(TypeError, "kv_q8='yes'", lambda: model.session(kv_q8="yes"))
+    expect(TypeError, "kv_q8=2", lambda: model.session(kv_q8=2))
     half = primekv.score("knorm", torch.from_numpy(k).half(), k)
     check(half.dtype == np.float32 and half.shape == (1, 2, 10), "a float16 tensor is converted")
     expect(ValueError, "bad press for a session", lambda: model.session(press="nosuch"))
@@ -279,6 +312,9 @@ def case_errors(model, work):
     expect(ValueError, "2-D tokens", lambda: s.feed([[1, 2]]))
     expect(primekv.PrimeKVError, "past ctx_size", lambda: s.feed([5] * 33))
     expect(ValueError, "negative max_tokens", lambda: s.generate(-1))
+    expect(ValueError, "max_tokens of 2**64", lambda: s.generate(2**64))
+    expect(ValueError, "top_k of 2**32", lambda: s.generate(2, top_k=2**32))
+    expect(ValueError, "an empty save directory", lambda: s.save("", "x"))
     expect(ValueError, "session id with a slash", lambda: s.save(work, "../x"))
     s.close()
     expect(primekv.PrimeKVError, "a closed session", lambda: s.feed([1, 2]))
@@ -298,6 +334,84 @@ def case_errors(model, work):
     other.close()
     expect(primekv.PrimeKVError, "a closed model", lambda: other.tokenize("hi"))
     expect(primekv.PrimeKVError, "a session on a closed model", lambda: other.session())
+
+
+def case_generate_cap(model, work):
+    """generate(2**29) allocates for the free context, not for max_tokens."""
+    del work
+    import resource
+    with model.session(threads=1, ctx_size=64) as s:
+        s.feed(model.tokenize("The secret number is 4721. The secret number is"))
+        rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t0 = time.monotonic()
+        out = s.generate(2**29)
+        dt = time.monotonic() - t0
+        grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
+        print(f"     generate(2**29) on a 64-token context: {len(out)} tokens, {dt:.2f} s, "
+              f"peak RSS +{grown_mb:.1f} MiB")
+        check(len(out) <= 64 and grown_mb < 100, "generate(2**29) is capped at the free context")
+
+
+def case_close_race(model, work):
+    """close() while another thread is inside a call refuses instead of freeing the session under
+    it; two threads calling one session at once get PrimeKVError, never a torn cache."""
+    del work
+    ids = model.tokenize(DOC * 3)[:1500]
+    n_refused = 0
+    for _ in range(3):
+        s = model.session(threads=1)
+        errors = []
+
+        def feed():
+            try:
+                s.feed_context(ids)
+            except Exception as e:  # noqa: BLE001 (recorded and checked below)
+                errors.append(e)
+        t = threading.Thread(target=feed)
+        t.start()
+        time.sleep(0.05)
+        refused = False
+        try:
+            s.close()
+        except primekv.PrimeKVError as e:
+            refused = "in use" in str(e)
+        t.join()
+        n_refused += refused
+        check(not errors, f"the call in flight finished ({errors})")
+        if refused:
+            check(len(s.tokens) == len(ids), "the session is intact after the refused close")
+        s.close()
+        expect(primekv.PrimeKVError, "a session closed after the call", lambda: s.feed([1]))
+    check(n_refused >= 1, f"close() during a call was refused ({n_refused} of 3 tries caught a call)")
+    # Two threads feeding one session: each call succeeds whole or is refused as busy.
+    s = model.session(threads=1, ctx_size=2048)
+    counts = {"ok": 0, "busy": 0, "other": []}
+    lock = threading.Lock()
+
+    def hammer():
+        for _ in range(50):
+            try:
+                s.feed([5, 6, 7, 8])
+                with lock:
+                    counts["ok"] += 1
+            except primekv.PrimeKVError as e:
+                with lock:
+                    if "in use" in str(e):
+                        counts["busy"] += 1
+                    else:
+                        counts["other"].append(str(e))
+    ts = [threading.Thread(target=hammer) for _ in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    n = len(s.tokens)
+    print(f"     two threads on one session: {counts['ok']} feeds succeeded, {counts['busy']} "
+          f"refused as busy, {len(counts['other'])} other errors; {n} tokens cached")
+    check(not counts["other"], f"no torn-cache errors ({counts['other'][:2]})")
+    check(n == 4 * counts["ok"] and s.kv_entries() == n * model.info["n_layers"] *
+          model.info["n_kv_heads"], "the cache holds exactly the successful feeds")
+    s.close()
 
 
 def case_threads(model, work):
@@ -411,7 +525,8 @@ def main():
     ap.add_argument("--model", required=True)
     cases = {"generate": case_generate, "score": case_score, "sessions": case_sessions,
              "serve": case_serve, "errors": case_errors, "threads": case_threads,
-             "example": case_example}
+             "example": case_example, "close_race": case_close_race,
+             "generate_cap": case_generate_cap}
     ap.add_argument("case", choices=sorted(cases))
     ARGS = ap.parse_args()
     model = primekv.Model(ARGS.model)
