@@ -308,8 +308,9 @@ std::optional<HttpError> CheckServedPress(const std::string& press, double ratio
   if (!(ratio >= 0 && ratio < 1)) return HttpError{400, "ratio must be in [0, 1)", param};
   if (Status usable = CheckPipelinePress(*made); !usable.ok())
     return HttpError{400, usable.message(), param};
-  // Sessions compress after each request's tokens; a pass over the whole context each time is
-  // not what KVzip is for, and its scores cover only the context the pass repeated.
+  // A multi-turn session compresses after each request (decode mode: every --interval tokens);
+  // a pass over the whole context each time is not what KVzip is for, and its scores cover only
+  // the context the pass repeated. The press is refused under every --mode, context included.
   if (made->scorer && made->scorer->Needs().reconstruction)
     return HttpError{400,
                      "press " + made->name +

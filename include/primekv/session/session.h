@@ -1,7 +1,9 @@
 // A conversation over one KV cache (docs/design.md §4): prefill, the compression schedule (after
 // the context, per chunk, per decode interval, per turn over a multi-turn budget) and the decode
 // loop. The pipeline (session/pipeline.h), the server's turns and `primekv bench`'s depth fill
-// all run through it, so when a cache is compressed is decided here and nowhere else.
+// all run through it, so their schedules are decided here. Two callers still compress a cache
+// outside it: the C API's pk_session_compress (src/capi/session_api.cc) and fidelity's
+// compressed clone (src/eval/fidelity.cc) call Compressor::Compress directly (issue 50).
 #pragma once
 
 #include <functional>
