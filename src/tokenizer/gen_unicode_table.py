@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes unicode_table.cc: sorted code point ranges of Unicode letters (L*) and numbers (N*).
+"""Writes unicode_table.cc: sorted code point ranges of Unicode letters (L*), numbers (N*) and
+punctuation (P*).
 
 Run from this directory with /usr/bin/python3 (its unicodedata fixes the Unicode version):
     /usr/bin/python3 gen_unicode_table.py > unicode_table.cc
@@ -45,9 +46,12 @@ print("// clang-format off")
 emit("kLetterRanges", ranges("L"))
 print()
 emit("kNumberRanges", ranges("N"))
+print()
+emit("kPunctuationRanges", ranges("P"))
 print("// clang-format on")
 print()
 print("std::span<const CodepointRange> LetterRanges() { return kLetterRanges; }")
 print("std::span<const CodepointRange> NumberRanges() { return kNumberRanges; }")
+print("std::span<const CodepointRange> PunctuationRanges() { return kPunctuationRanges; }")
 print()
 print("}  // namespace primekv::unicode_internal")

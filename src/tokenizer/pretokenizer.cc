@@ -17,6 +17,7 @@ constexpr KindNames kNames[] = {
     {PreTokenizerKind::kGpt2, {"default", "gpt2", "gpt-2"}},
     {PreTokenizerKind::kLlama3, {"llama3", "llama-bpe", "llama-v3", "smaug-bpe"}},
     {PreTokenizerKind::kQwen2, {"qwen2", "deepseek-r1-qwen"}},
+    {PreTokenizerKind::kDeepseekCoder, {"deepseek-coder"}},
 };
 
 struct Char {
@@ -121,6 +122,69 @@ size_t MatchLlama3(const CharSeq& s, size_t i, size_t max_digits) {
   return 1;
 }
 
+// deepseek-coder, as llama.cpp splits it: five expressions applied in turn, each splitting the
+// pieces the previous one left ([\r\n], \s?\p{L}+, \s?\p{P}+, [\u4E00-\u9FA5\u0800-\u4E00
+// \uAC00-\uD7FF]+, \p{N}); the text between two matches stays one piece.
+struct Piece {
+  size_t begin, end;  // characters
+};
+
+// The end of the run from i (< end) of characters that satisfy `is`.
+template <typename Is>
+size_t RunWithin(const CharSeq& s, size_t i, size_t end, Is is) {
+  while (i < end && is(s[i])) ++i;
+  return i;
+}
+
+// `match(i, end)` is the length of the leftmost match at i within the piece (0: none).
+template <typename Match>
+std::vector<Piece> SplitByMatches(const std::vector<Piece>& pieces, Match match) {
+  std::vector<Piece> out;
+  for (const Piece& p : pieces) {
+    size_t gap = p.begin;
+    for (size_t i = p.begin; i < p.end;) {
+      const size_t n = match(i, p.end);
+      if (n == 0) {
+        ++i;
+        continue;
+      }
+      if (i > gap) out.push_back({gap, i});
+      out.push_back({i, i + n});
+      i += n;
+      gap = i;
+    }
+    if (gap < p.end) out.push_back({gap, p.end});
+  }
+  return out;
+}
+
+std::vector<Piece> SplitDeepseekCoder(const CharSeq& s) {
+  const auto is_letter = [](const Char& c) { return c.cls == CharClass::kLetter; };
+  const auto is_punct = [](const Char& c) {
+    return c.cls == CharClass::kOther && IsUnicodePunctuation(c.cp);
+  };
+  const auto is_cjk = [](const Char& c) {
+    return (c.cp >= 0x800 && c.cp <= 0x9FA5) || (c.cp >= 0xAC00 && c.cp <= 0xD7FF);
+  };
+  // \s?X+ : an optional whitespace character, then a run of X.
+  const auto space_then = [&s](auto is) {
+    return [&s, is](size_t i, size_t end) -> size_t {
+      const size_t j = s.Is(i, CharClass::kSpace) && i + 1 < end && is(s[i + 1]) ? i + 1 : i;
+      return j < end && is(s[j]) ? RunWithin(s, j, end, is) - i : 0;
+    };
+  };
+  std::vector<Piece> pieces{{0, s.size()}};
+  pieces =
+      SplitByMatches(pieces, [&s](size_t i, size_t) -> size_t { return s.IsNewline(i) ? 1 : 0; });
+  pieces = SplitByMatches(pieces, space_then(is_letter));
+  pieces = SplitByMatches(pieces, space_then(is_punct));
+  pieces = SplitByMatches(pieces, [&](size_t i, size_t end) {
+    return is_cjk(s[i]) ? RunWithin(s, i, end, is_cjk) - i : 0;
+  });
+  return SplitByMatches(
+      pieces, [&s](size_t i, size_t) -> size_t { return s.Is(i, CharClass::kNumber) ? 1 : 0; });
+}
+
 }  // namespace
 
 Result<PreTokenizerKind> PreTokenizerFromName(std::string_view pre) {
@@ -156,6 +220,13 @@ bool PreTokenizerNormalizesNfc(std::string_view pre) {
 std::vector<std::string_view> PreTokenize(PreTokenizerKind kind, std::string_view text) {
   const CharSeq s(text);
   std::vector<std::string_view> out;
+  if (kind == PreTokenizerKind::kDeepseekCoder) {
+    for (const Piece& p : SplitDeepseekCoder(s)) {
+      const size_t begin = s[p.begin].offset;
+      out.push_back(text.substr(begin, s[p.end].offset - begin));
+    }
+    return out;
+  }
   for (size_t i = 0; i < s.size();) {
     size_t n = 0;
     switch (kind) {
@@ -168,6 +239,8 @@ std::vector<std::string_view> PreTokenize(PreTokenizerKind kind, std::string_vie
       case PreTokenizerKind::kQwen2:
         n = MatchLlama3(s, i, 1);
         break;
+      case PreTokenizerKind::kDeepseekCoder:
+        break;  // split above
     }
     if (n == 0) n = 1;
     const size_t begin = s[i].offset;

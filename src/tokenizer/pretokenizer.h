@@ -1,5 +1,6 @@
 // Pre-tokenizers of byte-level BPE models: split text into the pieces BPE runs on, following the
-// regular expressions of GPT-2, Llama 3 and Qwen2 (written out by hand: std::regex lacks \p{L}).
+// regular expressions of GPT-2, Llama 3, Qwen2 and deepseek-coder (written out by hand: std::regex
+// lacks \p{L}).
 #pragma once
 
 #include <string>
@@ -18,6 +19,10 @@ enum class PreTokenizerKind {
   kLlama3,
   // As kLlama3 but \p{N} (one digit per piece).
   kQwen2,
+  // llama.cpp's deepseek-coder: [\r\n], \s?\p{L}+, \s?\p{P}+, [\u4E00-\u9FA5\u0800-\u4E00
+  // \uAC00-\uD7FF]+ and \p{N}, each splitting the pieces the one before left; unmatched text
+  // between matches stays one piece.
+  kDeepseekCoder,
 };
 
 // Maps tokenizer.ggml.pre to a splitting rule; unknown names are an error that lists the known.

@@ -9,8 +9,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "tokenizer/tokenizer_internal.h"
 #include "tokenizer/pretokenizer.h"
+#include "tokenizer/tokenizer_internal.h"
 #include "tokenizer/unicode.h"
 
 namespace primekv {
@@ -194,7 +194,9 @@ std::string ByteName(size_t b) {
 // Without an unknown token, every byte needs a token Encode can fall back to (gpt2: the
 // byte-level character as a normal token; llama: a byte token), or text holding that byte could
 // only be dropped. Refused at load rather than dropped at Encode: the vocabulary is what is
-// broken, and Encode's output must account for all of its input.
+// broken, and Encode's output must account for all of its input. A gpt2 vocabulary may give the
+// bytes that never occur in valid UTF-8 (0xC0, 0xC1, 0xF5-0xFF) another type: deepseek-coder's
+// are user-defined, and BPE still spells them through the byte-to-unicode map.
 Status CheckBytesCovered(const TokenizerSpec& spec) {
   if (spec.unk >= 0) return Status::Ok();
   std::array<int64_t, 256> id;
@@ -230,7 +232,8 @@ Status CheckBytesCovered(const TokenizerSpec& spec) {
                            " and no unknown token, so text holding that byte cannot be encoded");
     }
     const TokenType t = type_of(static_cast<size_t>(id[b]));
-    if (gpt2 && t != TokenType::kNormal && t != TokenType::kUndefined) {
+    const bool in_valid_utf8 = b != 0xC0 && b != 0xC1 && b < 0xF5;
+    if (gpt2 && in_valid_utf8 && t != TokenType::kNormal && t != TokenType::kUndefined) {
       return Status::Error("tokenizer's token for byte " + ByteName(b) + " (id " +
                            std::to_string(id[b]) + ") has type " +
                            std::to_string(static_cast<int>(t)) +
@@ -310,8 +313,10 @@ struct Tokenizer::Impl {
   bool ignore_merges = false;  // gpt2: a pre-token that is itself a token skips BPE
   bool nfc = false;            // gpt2: NFC-normalize each text fragment first
   // Control and user-defined tokens, matched longest first where parse_special is on
-  // (vocabularies may hold hundreds of thousands of <|reserved_N|> tokens).
+  // (vocabularies may hold hundreds of thousands of <|reserved_N|> tokens); user-defined ones
+  // alone where it is off, as llama.cpp and Hugging Face match added tokens in any text.
   SpecialMatcher special;
+  SpecialMatcher user_defined;
   std::vector<Token> end_tokens;
   size_t max_token_bytes = 1;
 
@@ -384,8 +389,10 @@ void Tokenizer::Impl::Build() {
       continue;
     }
     special.Add(text, static_cast<Token>(i));  // the lowest id of a text wins
+    if (types[i] == TokenType::kUserDefined) user_defined.Add(text, static_cast<Token>(i));
   }
   special.Finish();
+  user_defined.Finish();
   // A token's text is never shorter than the input it stands for: byte-level characters and
   // U+2581 are at least as long as the byte or space they encode, and the unknown token replaces
   // one character (at most 4 bytes). NFC composes at most 3 bytes of input into 1 (Hangul
@@ -406,22 +413,19 @@ void Tokenizer::Impl::Build() {
 std::vector<Fragment> Tokenizer::Impl::SplitSpecial(std::string_view text,
                                                     bool parse_special) const {
   std::vector<Fragment> out;
-  if (!parse_special) {
-    out.push_back({text, -1, true});
-    return out;
-  }
+  const SpecialMatcher& matcher = parse_special ? special : user_defined;
   size_t plain_begin = 0;
-  if (!special.empty()) {
+  if (!matcher.empty()) {
     // Left to right, the longest token at the first position where one starts, then on after it.
-    const auto starts = special.Scan(text);
+    const auto starts = matcher.Scan(text);
     for (auto it = starts.rbegin(); it != starts.rend(); ++it) {
       const auto [i, node] = *it;
       if (i < plain_begin) continue;
       if (i > plain_begin) {
         out.push_back({text.substr(plain_begin, i - plain_begin), -1, plain_begin == 0});
       }
-      out.push_back({{}, special.token(node), false});
-      plain_begin = i + special.length(node);
+      out.push_back({{}, matcher.token(node), false});
+      plain_begin = i + matcher.length(node);
     }
   }
   if (plain_begin < text.size() || text.empty()) {

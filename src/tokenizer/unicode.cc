@@ -71,6 +71,10 @@ bool IsUnicodeNumber(uint32_t cp) {
   return InRanges(unicode_internal::NumberRanges(), cp);
 }
 
+bool IsUnicodePunctuation(uint32_t cp) {
+  return InRanges(unicode_internal::PunctuationRanges(), cp);
+}
+
 bool IsUnicodeSpace(uint32_t cp) {
   switch (cp) {
     case 0x09:

