@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "primekv/press/compressor.h"
 #include "primekv/press/mean_query.h"
@@ -58,6 +59,18 @@ Status CheckShape(ModelConfig& c, const LayerTensors& t) {
   return Status::Ok();
 }
 
+// A NaN or infinite input makes some scorers return NaN scores and others finite ones that hide
+// it (expected_attention, lagkv): refused, naming the tensor and the first bad element.
+Status CheckFinite(const char* what, std::span<const float> x) {
+  const auto bad = std::find_if(x.begin(), x.end(), [](float v) { return !std::isfinite(v); });
+  if (bad == x.end()) return Status::Ok();
+  return Status::Error(std::string(what) + "[" + std::to_string(bad - x.begin()) + "] is " +
+                       (std::isnan(*bad) ? "NaN"
+                        : *bad > 0       ? "+inf"
+                                         : "-inf") +
+                       "; " + what + " must be finite");
+}
+
 Status CheckTensors(const ModelConfig& c, const LayerTensors& t) {
   const auto entries = static_cast<size_t>(c.n_kv_heads) * static_cast<size_t>(t.n) *
                        static_cast<size_t>(c.head_dim);
@@ -83,6 +96,17 @@ Status CheckTensors(const ModelConfig& c, const LayerTensors& t) {
   PRIMEKV_RETURN_IF_ERROR(CheckSize("wv", t.wv.size(), dm * c.kv_width(), true));
   if (t.wq.empty() != t.wk.empty() || t.wq.empty() != t.wv.empty())
     return Status::Error("wq, wk and wv come together");
+  const std::pair<const char*, std::span<const float>> floats[] = {
+      {"keys", t.keys},
+      {"values", t.values},
+      {"window_queries", t.window_queries},
+      {"wo", t.wo},
+      {"context_queries", t.context_queries},
+      {"future_queries", t.future_queries},
+      {"wq", t.wq},
+      {"wk", t.wk},
+      {"wv", t.wv}};
+  for (const auto& [what, x] : floats) PRIMEKV_RETURN_IF_ERROR(CheckFinite(what, x));
   return Status::Ok();
 }
 

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "primekv/press/press.h"
+#include "primekv/press/tensor_scores.h"
 
 namespace primekv {
 namespace {
@@ -112,6 +114,55 @@ TEST(CurDkvScore, LocalLeverageProductWithSinks) {
   for (int i = 0; i < 20; ++i) EXPECT_NEAR(s[0][i], i < 4 ? mx + 1 : p[i], 1e-6) << i;
   // Sinks, then row 17 (3/24), then the window-1 rows at 1/24 (tie: lower row) before row 5.
   EXPECT_EQ(SelectTopK(s[0], 6), (std::vector<int32_t>{0, 1, 2, 3, 16, 17}));
+}
+
+// Issue 55 item 7: a NaN or infinite key or value is refused by every scorer, naming the tensor
+// (keydiff, primekv and oracle returned NaN scores and still kept entries; expected_attention,
+// lagkv, curdkv and streamingllm returned finite scores that hid it).
+TEST(ScoreLayerTensors, RefusesNonFiniteKeysAndValuesNamingTheTensor) {
+  constexpr int n = 8, d = 4;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> keys(n * d, 0.5f), values(n * d, 0.25f), future(2 * d, 0.1f);
+  std::vector<int32_t> positions(n);
+  for (int i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = i;
+  const auto score = [&](const std::string& spec) {
+    LayerTensors t;
+    t.config.n_layers = 1;
+    t.config.n_heads = 1;
+    t.config.n_kv_heads = 1;
+    t.config.head_dim = d;
+    t.config.rope_base = 10000.0f;
+    t.n = n;
+    t.next_position = n;
+    t.keys = keys;
+    t.values = values;
+    t.positions = positions;
+    t.future_queries = future;
+    auto press = MakePress(ParsePressSpec(spec).value());
+    EXPECT_TRUE(press.ok()) << press.message();
+    return ScoreLayerTensors(*press, t);
+  };
+  for (const char* spec : {"keydiff", "primekv", "oracle", "expected_attention", "lagkv", "curdkv",
+                           "streamingllm", "knorm"}) {
+    keys[5] = nan;
+    auto s = score(spec);
+    ASSERT_FALSE(s.ok()) << spec;
+    EXPECT_EQ(s.message(), "keys[5] is NaN; keys must be finite") << spec;
+    keys[5] = 0.5f;
+    values[9] = -inf;
+    s = score(spec);
+    ASSERT_FALSE(s.ok()) << spec;
+    EXPECT_EQ(s.message(), "values[9] is -inf; values must be finite") << spec;
+    values[9] = 0.25f;
+    future[3] = inf;
+    s = score(spec);
+    ASSERT_FALSE(s.ok()) << spec;
+    EXPECT_EQ(s.message(), "future_queries[3] is +inf; future_queries must be finite") << spec;
+    future[3] = 0.1f;
+  }
+  // Finite inputs still score.
+  EXPECT_TRUE(score("keydiff").ok());
 }
 
 }  // namespace

@@ -61,3 +61,12 @@ printf '{"n": 8, "n_heads": 2, "n_kv_heads": 1, "head_dim": 4, "rope_base": 1e-3
 i=0; text=""
 while [ "$i" -lt 90 ]; do text="${text}once upon a time "; i=$((i + 1)); done
 printf '%s' "$text" > story.txt
+
+# Issue 55 item 7: press-scores folders with one NaN key, one -inf value.
+mkdir nan_keys inf_values
+cp scores/meta.json scores/positions.i32 nan_keys/
+cp scores/meta.json scores/positions.i32 inf_values/
+{ printf "$nan"; head -c 124 /dev/zero; } > nan_keys/keys.f32
+cp scores/values.f32 nan_keys/
+cp scores/keys.f32 inf_values/
+{ head -c 36 /dev/zero; printf '\000\000\200\377'; head -c 88 /dev/zero; } > inf_values/values.f32
