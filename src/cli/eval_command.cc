@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <memory>
@@ -47,6 +45,8 @@ int DumpTasks(const Model& model, const EvalRunSpec& spec, const std::string& pa
       return Usage("--dump-tasks '" + path + "' is the file of task " + task +
                    "; writing it would destroy the task before it is read");
   }
+  // A FIFO, device or link is refused before the tasks are generated, not after.
+  if (Status st = CheckReplaceableOutput(path, "--dump-tasks"); !st.ok()) return Fail(st.message());
   std::vector<EvalSample> all;
   for (const auto& task : spec.tasks) {
     std::vector<std::string> warnings;
@@ -55,8 +55,7 @@ int DumpTasks(const Model& model, const EvalRunSpec& spec, const std::string& pa
     if (!samples.ok()) return Fail("task " + task + ": " + samples.message());
     for (EvalSample& s : *samples) all.push_back(std::move(s));
   }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Fail("--dump-tasks: cannot write '" + path + "': " + std::strerror(errno));
+  std::string text;
   for (const EvalSample& s : all) {
     nlohmann::json j;
     j["id"] = s.id;
@@ -69,13 +68,11 @@ int DumpTasks(const Model& model, const EvalRunSpec& spec, const std::string& pa
                             {"answers", t.answers},
                             {"max_new_tokens", t.max_new_tokens}});
     }
-    out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    text += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    text += '\n';
   }
-  // A full disk or /dev/full shows only when the buffer is flushed.
-  if (Status st = FlushChecked(out, "--dump-tasks '" + path + "'"); !st.ok())
+  if (Status st = WriteFileReplacing(path, text, "--dump-tasks"); !st.ok())
     return Fail(st.message());
-  out.close();
-  if (!out) return Fail("--dump-tasks '" + path + "': write failed");
   std::fprintf(stderr, "eval: wrote %zu samples to %s\n", all.size(), path.c_str());
   return 0;
 }
@@ -90,9 +87,8 @@ int Compare(const std::string& dir, const std::string& a, const std::string& b) 
   for (char& c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
   const std::filesystem::path file = std::filesystem::path(dir) / name;
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out << *md;
-  if (Status st = FlushChecked(out, file.string()); !st.ok()) return Fail(st.message());
+  if (Status st = WriteFileReplacing(file.string(), *md, "eval --compare"); !st.ok())
+    return Fail(st.message());
   std::printf("%s", md->c_str());
   return 0;
 }

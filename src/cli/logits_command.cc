@@ -2,7 +2,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <memory>
 #include <sstream>
@@ -79,6 +78,8 @@ Result<std::vector<Token>> InputIds(const LogitsArgs& a, const Model& model) {
 }
 
 int RunLogits(const LogitsArgs& a) {
+  // A FIFO, device or link is refused before the model runs, not after.
+  if (Status s = CheckReplaceableOutput(a.out, "-o"); !s.ok()) return Fail(s.message());
   auto model = Model::Load(a.model);
   if (!model.ok()) return Fail(model.message());
   if (Status s = CheckKvDType(a.kv_type, model->config().head_dim); !s.ok())
@@ -109,12 +110,9 @@ int RunLogits(const LogitsArgs& a) {
                   ": its weights or activations overflow; nothing written");
     }
   }
-  std::ofstream f(a.out, std::ios::binary);
-  if (!f) return Fail("-o: cannot open '" + Printable(a.out) + "' for writing");
-  f.write(reinterpret_cast<const char*>(logits.data()),
-          static_cast<std::streamsize>(logits.size() * sizeof(float)));
-  if (Status s = FlushChecked(f, "-o '" + Printable(a.out) + "'"); !s.ok())
-    return Fail(s.message());
+  const std::string_view bytes(reinterpret_cast<const char*>(logits.data()),
+                               logits.size() * sizeof(float));
+  if (Status s = WriteFileReplacing(a.out, bytes, "-o"); !s.ok()) return Fail(s.message());
   std::fprintf(stderr, "wrote %zu x %d logits to %s\n", ids.size(), vocab,
                Printable(a.out, 200).c_str());
   return 0;

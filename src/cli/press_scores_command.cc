@@ -138,17 +138,22 @@ Result<Tensors> ReadTensors(const std::filesystem::path& dir, const Meta& m) {
   return t;
 }
 
+// Both files are checked before either is written, and each is replaced whole or not at all
+// (write errors used to go unnoticed: exit 0 with nothing written).
 Status WriteScores(const std::filesystem::path& dir, const Press& press, const HeadScores& scores,
                    const std::vector<std::vector<int32_t>>& kept) {
-  std::ofstream out(dir / "scores.f32", std::ios::binary);
+  const std::string scores_path = (dir / "scores.f32").string();
+  const std::string kept_path = (dir / "kept.json").string();
+  PRIMEKV_RETURN_IF_ERROR(CheckReplaceableOutput(scores_path, "press-scores"));
+  PRIMEKV_RETURN_IF_ERROR(CheckReplaceableOutput(kept_path, "press-scores"));
+  std::string bytes;
   for (const auto& s : scores)
-    out.write(reinterpret_cast<const char*>(s.data()), static_cast<std::streamsize>(s.size() * 4));
+    bytes.append(reinterpret_cast<const char*>(s.data()), s.size() * sizeof(float));
   nlohmann::json j;
   j["press"] = press.name;
   j["kept"] = kept;
-  std::ofstream(dir / "kept.json") << j.dump() << "\n";
-  if (!out) return Status::Error("cannot write scores");
-  return Status::Ok();
+  PRIMEKV_RETURN_IF_ERROR(WriteFileReplacing(scores_path, bytes, "press-scores"));
+  return WriteFileReplacing(kept_path, j.dump() + "\n", "press-scores");
 }
 
 Status PressScores(const std::string& dir_s, const std::string& press_text) {

@@ -215,26 +215,7 @@ Result<std::vector<ResultRow>> ReadResultRows(const std::filesystem::path& file,
 }
 
 Status WriteFileAtomically(const std::filesystem::path& path, std::string_view text) {
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  std::error_code ec;
-  Status st = Status::Ok();
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      st = Status::Error("cannot write '" + tmp.string() + "': " + std::strerror(errno));
-    } else {
-      out.write(text.data(), static_cast<std::streamsize>(text.size()));
-      st = FlushChecked(out, "'" + tmp.string() + "'");
-      out.close();
-      if (st.ok() && !out) st = Status::Error("'" + tmp.string() + "': write failed");
-    }
-  }
-  if (st.ok()) {
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) st = Status::Error("cannot replace '" + path.string() + "': " + ec.message());
-  }
-  if (!st.ok()) std::filesystem::remove(tmp, ec);
-  return st;
+  return WriteFileReplacing(path.string(), text, "eval");
 }
 
 Status RepairResultsFile(const std::filesystem::path& file, std::vector<std::string>* warnings) {

@@ -70,8 +70,9 @@ std::vector<ResultRow> ParseResultRows(std::string_view text, const std::string&
 // needed (the temporary is removed when that fails).
 Status RepairResultsFile(const std::filesystem::path& file, std::vector<std::string>* warnings);
 
-// Writes `text` to `path` through PATH.tmp and a rename; on any failure the temporary is
-// removed and the error names the file.
+// Writes `text` to `path` through a fresh temporary beside it and a rename (WriteFileReplacing:
+// a path that is not a regular file is refused); on any failure the temporary is removed and
+// the error names the file.
 Status WriteFileAtomically(const std::filesystem::path& path, std::string_view text);
 
 // The rest of a markdown table's head after "| press |": a column per ratio (RatioText), each

@@ -147,6 +147,10 @@ Status CheckAndRecordConfig(const std::filesystem::path& dir, const json& curren
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status::Error("cannot create '" + dir.string() + "': " + ec.message());
   PRIMEKV_RETURN_IF_ERROR(lock.Acquire(dir));
+  // The files eval writes in place (appends, reports) must be regular files too: a FIFO would
+  // block the run, a link would be written through. config.json is checked as it is replaced.
+  for (const char* name : {"results.jsonl", "results.csv", "report.md"})
+    PRIMEKV_RETURN_IF_ERROR(CheckReplaceableOutput((dir / name).string(), "--out"));
   json recorded;
   if (std::filesystem::exists(config_path, ec)) {
     auto read = eval_internal::ReadRunConfig(config_path);

@@ -16,6 +16,7 @@
 
 #include "gguf/layout.h"
 #include "primekv/gguf/gguf.h"
+#include "primekv/util/file_io.h"
 
 namespace primekv {
 
@@ -264,12 +265,9 @@ Status GgufWriter::WriteFile(const std::filesystem::path& path) const {
   const std::string name = path.string();
   if (name.empty()) return Status::Error("the output path is empty");
   if (Status s = Validate(); !s.ok()) return Status::Error(name + ": " + s.message());
-  // Only a regular file may be replaced: renaming over a device, FIFO or directory would
-  // destroy something that is not ours.
-  struct stat st = {};
-  if (::stat(name.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    return Status::Error(name + ": exists and is not a regular file; refusing to replace it");
-  }
+  // Only a regular file may be replaced: renaming over a device, FIFO, directory or symbolic
+  // link would destroy something that is not ours (a link was replaced by a plain file).
+  PRIMEKV_RETURN_IF_ERROR(CheckReplaceableOutput(name, "output"));
   // Write beside the target (a fresh name, never an existing file) and rename, so readers never
   // see a half-written file.
   std::string tmp = name + ".XXXXXX";

@@ -29,6 +29,18 @@ Result<std::string> ReadFileCapped(const std::string& path, std::string_view wha
                                    FileSource source = FileSource::kRegular,
                                    uint64_t max_bytes = kMaxInputBytes);
 
+// Refuses an output path that exists and is not a regular file: a device, FIFO, directory or
+// symbolic link ("WHAT 'PATH' is a FIFO, not a regular file; refusing to replace it"). Renaming
+// a temporary over it would replace it (as root, /dev/null with a plain file), and writing into
+// it would reach whatever it stands for or wait for a reader. A missing path is fine.
+Status CheckReplaceableOutput(const std::string& path, std::string_view what);
+
+// Writes `bytes` to `path` after CheckReplaceableOutput: into a fresh temporary beside it, then
+// renamed over it, so no reader sees half a file and a failed write (a full disk) leaves the old
+// file. Errors name WHAT and the path ("WHAT 'PATH': write failed: why"); the temporary is
+// removed on any failure.
+Status WriteFileReplacing(const std::string& path, std::string_view bytes, std::string_view what);
+
 // Flushes and checks a stream that received output (stdout included): a full disk or a closed
 // pipe becomes "WHAT: write failed: why" instead of a silent exit 0.
 Status FlushChecked(std::FILE* f, std::string_view what);

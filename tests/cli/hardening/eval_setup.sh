@@ -43,7 +43,7 @@ printf '{"task": 5, "id": "x", "press": "none", "ratio": 0, "turn": 0, "turns": 
   >> res_bad/results.jsonl
 { head -c 3000 /dev/zero | tr '\0' '['; echo; } >> res_bad/results.jsonl
 # Full disk: a 64 KiB tmpfs (needs root; skipped where mounting is not allowed). A first run
-# fits; once the disk is full the config rewrite fails without leaving config.json.tmp, and with
+# fits; once the disk is full the config rewrite fails without leaving its temporary, and with
 # one page free the results stop at the first unit that cannot be written.
 cat > fulldisk.sh <<'SCRIPT'
 set -u
@@ -58,8 +58,8 @@ i=0
 while dd if=/dev/zero of="$D/f$i" bs=4k count=1 2> /dev/null; do i=$((i + 1)); done
 rm -f "$D/f$i"
 "$BIN" eval $c --presses none,knorm --ratios 0.5 --out "$D/o" 2> "$T/full1.err" && exit 1
-grep -q "config.json.tmp': write failed: No space left on device" "$T/full1.err" || exit 1
-test ! -e "$D/o/config.json.tmp" || exit 1
+grep -q "config.json': write failed: No space left on device" "$T/full1.err" || exit 1
+! ls "$D/o" | grep -q '^config\.json\.' || exit 1  # no temporary left behind
 rm -f "$D/f$((i - 1))"
 "$BIN" eval $c --presses none,knorm,random,streamingllm --ratios 0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9 \
   --out "$D/o" 2> "$T/full2.err" && exit 1
