@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The full evaluation of the project's reference model (docs/results.md §5, §6): every press at
+# The full evaluation of the project's reference model (docs/results.md §5, §6; "results §6.N"
+# below is section 6.N of research/notes/results-history.md): every press at
 # four compression ratios, context-only compression, on
 #   1. the RULER families and multi-turn drift in the evaluation generators' wording (src/eval),
 #      which the model never saw in training, and

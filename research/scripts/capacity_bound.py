@@ -7,7 +7,7 @@
 
 A query-free press chooses its kept set before the question, so which fact is asked is
 independent of what it keeps. A fact can be copied only if every token of its value survives
-in the head that copies it (results.md §6.3: the last layer's copy); the model finds the fact
+in the head that copies it (research/notes/results-history.md §6.3: the last layer's copy); the model finds the fact
 through its key's tokens, which must survive too. With keep = floor(n (1 - ratio)) entries per
 head (the engine's uniform budget), the most facts a head can hold whole is the greedy count
 of the cheapest facts that fit. Two capacities are printed per ratio, as a share of the

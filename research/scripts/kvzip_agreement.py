@@ -2,7 +2,7 @@
 """How well does each query-free key score predict the attention KVzip measures?
 
 PrimeKV's key side estimates, without a forward pass, the log-attention an entry can get from a
-query that singles it out (docs/design.md §2). KVzip (results §6.12) measures such an attention:
+query that singles it out (docs/design.md §2). KVzip (research/notes/results-history.md §6.12) measures such an attention:
 the largest probability an entry gets from the queries of a pass that repeats the context, each
 of which must find the token it copies. This script computes both by the independent numpy
 forward (tests/reference/ref_forward.py, tests/reference/press_ref.py) and reports, per layer,

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Which query-free estimate predicts where real future queries attend? (results §6.14)
+"""Which query-free estimate predicts where real future queries attend? (research/notes/results-history.md §6.14)
 
 For dev contexts, the independent numpy forward (tests/reference/ref_forward.py) runs the
 context and the 64 tokens that follow it. Per layer and KV head it compares, by Spearman
