@@ -64,6 +64,7 @@ struct BenchArgs {
   int bandwidth_mib = 1024;
   int ctx_size = 0;  // 0 = the model's trained context
   bool allow_ctx_overflow = false;
+  uint64_t memory_limit = 0;  // bytes; 0 = the machine's memory
 };
 
 // Flag ranges. Token counts go up to the largest context size any run may use (each test must
@@ -664,6 +665,19 @@ Status CheckTestsFit(const BenchArgs& a, const ModelConfig& config) {
   return Status::Ok();
 }
 
+// The largest cache any test holds (-p, or -d + -n) must fit in memory, checked before the fill
+// allocates it page by page.
+Status CheckTestsMemory(const BenchArgs& a, const ModelConfig& config) {
+  int64_t tokens = 0;
+  for (int p : a.prompt) tokens = std::max<int64_t>(tokens, p);
+  for (int d : a.depth) {
+    for (int g : a.gen) {
+      if (g > 0) tokens = std::max(tokens, int64_t{d} + g);
+    }
+  }
+  return CheckMemoryFits(tokens, KvCacheBytes(config, a.kv_type, tokens), 0, a.memory_limit);
+}
+
 int RunBench(const BenchArgs& a) {
   if (a.bandwidth_only) return RunBandwidthOnly(a);
   if (a.model.empty()) return Fail("bench: -m MODEL is required (or --bandwidth)");
@@ -676,6 +690,7 @@ int RunBench(const BenchArgs& a) {
   if (Status s = CheckKvDType(a.kv_type, model->config().head_dim); !s.ok())
     return Fail(s.message());
   if (Status s = CheckTestsFit(a, model->config()); !s.ok()) return Fail(s.message());
+  if (Status s = CheckTestsMemory(a, model->config()); !s.ok()) return Fail(s.message());
   const double loaded_rss = CurrentRssBytes();
   Compressor compressor(*model, std::move(press).value());
   if (compressor.enabled() && compressor.Needs().ReadsQueries()) {
@@ -766,6 +781,7 @@ void AddBench(CLI::App& app, Runner& run) {
       ->check(IntegerIn(0, kMaxTokens));
   cmd->add_flag("--allow-ctx-overflow", a->allow_ctx_overflow,
                 "Allow -c above the model's trained context (warns)");
+  AddMemoryLimit(*cmd, a->memory_limit);
   AddKvType(*cmd, a->kv_type);
   cmd->add_flag("--json", a->json, "Print JSON instead of a markdown table");
   cmd->add_flag("--bandwidth", a->bandwidth_only,

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -128,33 +127,17 @@ int FlattenLists(EvalArgs& a) {
     }
   }
   a.spec.tasks = std::move(tasks);
-  // Each --presses value is a list (checked at parse time); flatten them in order. Presses are
-  // compared by their canonical text (parameters sorted), as rows name them.
+  // Each --presses value is a list (checked at parse time); flatten them in order.
   std::vector<std::string> presses;
-  std::map<std::string, std::string> canonical;  // canonical text -> as given
   for (const std::string& item : a.spec.presses) {
     auto split = SplitPressList(item);
     if (!split.ok()) return Fail(split.message());
-    for (const std::string& press : *split) {
-      auto spec = ParsePressSpec(press);
-      const std::string text = spec.ok() ? spec->Text() : press;
-      if (const auto [it, fresh] = canonical.emplace(text, press); !fresh) {
-        return Usage("--presses: press " + press + " is listed twice" +
-                     (it->second != press ? " (also as " + it->second + ")" : ""));
-      }
-      presses.push_back(press);
-    }
+    presses.insert(presses.end(), split->begin(), split->end());
   }
   a.spec.presses = std::move(presses);
-  for (size_t i = 0; i < a.spec.ratios.size(); ++i) {
-    for (size_t k = 0; k < i; ++k) {
-      if (a.spec.ratios[k] == a.spec.ratios[i]) {
-        char buf[40];
-        std::snprintf(buf, sizeof(buf), "%.17g", a.spec.ratios[i]);
-        return Usage(std::string("--ratios: ") + buf + " is listed twice");
-      }
-    }
-  }
+  // Presses are compared by their canonical text (parameters sorted), as rows name them.
+  if (const std::string dup = DuplicateInLists(a.spec.presses, a.spec.ratios); !dup.empty())
+    return Usage(dup);
   return 0;
 }
 

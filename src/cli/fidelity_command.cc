@@ -26,6 +26,7 @@ struct FidelityArgs {
   KvDType kv_type = KvDType::kF32;
   int64_t ctx_size = 0;
   bool allow_ctx_overflow = false;
+  uint64_t memory_limit = 0;  // bytes; 0 = the machine's memory
 };
 
 // The press list, with every --presses item split.
@@ -36,6 +37,12 @@ Result<std::vector<std::string>> Presses(const FidelityArgs& a) {
     presses.insert(presses.end(), split.begin(), split.end());
   }
   return presses;
+}
+
+// A usage error (exit 2), one line naming the option.
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "primekv: %s\n", message.c_str());
+  return 2;
 }
 
 // --contexts windows of the text: each a context (BOS first when the model has one) of
@@ -66,7 +73,8 @@ Status CheckContextSize(const FidelityArgs& a, const Model& model) {
   PRIMEKV_ASSIGN_OR_RETURN(const int ctx_size, ResolveContextSize(model.config(), a.ctx_size,
                                                                   a.allow_ctx_overflow, &ctx_note));
   if (!ctx_note.empty()) std::fprintf(stderr, "primekv: warning: %s\n", ctx_note.c_str());
-  if (int64_t{a.context} + a.continuation > ctx_size) {
+  const int64_t tokens = int64_t{a.context} + a.continuation;
+  if (tokens > ctx_size) {
     return Status::Error("--context " + std::to_string(a.context) + " + --continuation " +
                          std::to_string(a.continuation) + " tokens exceed the context size of " +
                          std::to_string(ctx_size) +
@@ -74,7 +82,12 @@ Status CheckContextSize(const FidelityArgs& a, const Model& model) {
                                             "--allow-ctx-overflow runs past it)"
                                           : " (-c)"));
   }
-  return Status::Ok();
+  // The prefilled cache and one clone of it at a time (the full pass, then each press's), and
+  // the logits of both passes over the continuation.
+  const ModelConfig& c = model.config();
+  return CheckMemoryFits(tokens, 2 * KvCacheBytes(c, a.kv_type, tokens),
+                         4 * static_cast<uint64_t>(a.continuation) * c.vocab_size * sizeof(float),
+                         a.memory_limit);
 }
 
 void Print(const FidelityArgs& a, const std::vector<FidelityRow>& rows) {
@@ -126,6 +139,10 @@ Status Fidelity(const FidelityArgs& a) {
 }
 
 int RunFidelity(const FidelityArgs& a) {
+  // A press or ratio given twice would be measured twice, as eval refuses.
+  auto presses = Presses(a);
+  if (!presses.ok()) return Fail(presses.message());
+  if (const std::string dup = DuplicateInLists(*presses, a.ratios); !dup.empty()) return Usage(dup);
   const Status s = Fidelity(a);
   return s.ok() ? 0 : Fail(s.message());
 }
@@ -164,6 +181,7 @@ void AddFidelity(CLI::App& app, Runner& run) {
                   "--context + --continuation must fit");
   cmd->add_flag("--allow-ctx-overflow", a->allow_ctx_overflow,
                 "Allow -c above the model's trained context (warns)");
+  AddMemoryLimit(*cmd, a->memory_limit);
   cmd->callback([&run, a] { run = [a] { return RunFidelity(*a); }; });
 }
 

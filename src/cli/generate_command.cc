@@ -41,6 +41,7 @@ struct GenerateArgs {
   KvDType kv_type = KvDType::kF16;
   int64_t ctx_size = 0;
   bool allow_ctx_overflow = false;
+  uint64_t memory_limit = 0;  // bytes; 0 = the machine's memory
 };
 
 // The prompt: -p, or the file of -f or --context-file.
@@ -230,6 +231,17 @@ int RunGenerate(const GenerateArgs& a) {
   if (ctx_ids.empty()) return Fail("the prompt encodes to no tokens");
   auto n = FitContext(a, *model, *mode, ctx_ids, q_ids);
   if (!n.ok()) return Fail(n.message());
+  // The cache holds every position without compression; with it, at least the context that
+  // context mode prefills before compressing (other modes compress as they go).
+  const bool compressing = spec->name != "none" && a.ratio > 0;
+  const int64_t held =
+      !compressing ? ConversationPositions(*mode, static_cast<int64_t>(ctx_ids.size()), q_ids, *n)
+      : *mode == CompressionMode::kContext ? static_cast<int64_t>(ctx_ids.size())
+                                           : 0;
+  if (Status s =
+          CheckMemoryFits(held, KvCacheBytes(model->config(), a.kv_type, held), 0, a.memory_limit);
+      !s.ok())
+    return Fail(s.message());
 
   ThreadPool pool(a.threads);
   Compressor compressor(*model, std::move(press).value());
@@ -331,6 +343,7 @@ void AddGenerate(CLI::App& app, Runner& run) {
       ->check(IntegerIn(1, std::numeric_limits<int>::max()))
       ->capture_default_str();
   AddKvType(*cmd, a->kv_type);
+  AddMemoryLimit(*cmd, a->memory_limit);
   cmd->callback([&run, a] { run = [a] { return RunGenerate(*a); }; });
 }
 

@@ -41,6 +41,7 @@ struct LogitsArgs {
   int chunk = 0;
   int ctx_size = 0;
   bool allow_ctx_overflow = false;
+  uint64_t memory_limit = 0;  // bytes; 0 = the machine's memory
 };
 
 // The ids of --text or --tokens, checked against the vocabulary and the context size (text that
@@ -90,6 +91,12 @@ int RunLogits(const LogitsArgs& a) {
   KvCacheOptions kv;
   kv.dtype = a.kv_type;
   const int vocab = model->config().vocab_size;
+  const auto tokens = static_cast<int64_t>(ids.size());
+  if (Status s = CheckMemoryFits(tokens, KvCacheBytes(model->config(), a.kv_type, tokens),
+                                 ids.size() * static_cast<uint64_t>(vocab) * sizeof(float),
+                                 a.memory_limit);
+      !s.ok())
+    return Fail(s.message());
   std::vector<float> logits(ids.size() * static_cast<size_t>(vocab));
   ThreadPool pool(a.threads);
   KvCache cache = model->NewCache(kv);
@@ -137,6 +144,7 @@ void AddLogits(CLI::App& app, Runner& run) {
       ->check(IntegerIn(0, std::numeric_limits<int>::max()));
   cmd->add_flag("--allow-ctx-overflow", a->allow_ctx_overflow,
                 "Allow -c above the model's trained context (warns)");
+  AddMemoryLimit(*cmd, a->memory_limit);
   cmd->callback([&run, a] { run = [a] { return RunLogits(*a); }; });
 }
 

@@ -4,11 +4,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
+#include <map>
+#include <string>
 #include <system_error>
 #include <thread>
 
@@ -202,6 +207,132 @@ Status CheckTextFitsContext(uint64_t bytes, int ctx_size, size_t max_token_bytes
                        " bytes of text cannot fit the context size of " + std::to_string(ctx_size) +
                        " tokens (a token of this vocabulary covers at most " +
                        std::to_string(max_token_bytes) + " bytes)");
+}
+
+std::string DuplicateInLists(std::span<const std::string> presses, std::span<const double> ratios) {
+  std::map<std::string, std::string> canonical;  // canonical text -> as given
+  for (const std::string& press : presses) {
+    auto spec = ParsePressSpec(press);
+    const std::string text = spec.ok() ? spec->Text() : press;
+    if (const auto [it, fresh] = canonical.emplace(text, press); !fresh) {
+      return "--presses: press " + press + " is listed twice" +
+             (it->second != press ? " (also as " + it->second + ")" : "");
+    }
+  }
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    for (size_t k = 0; k < i; ++k) {
+      if (ratios[k] == ratios[i]) {
+        char buf[40];
+        std::snprintf(buf, sizeof(buf), "%.17g", ratios[i]);
+        return std::string("--ratios: ") + buf + " is listed twice";
+      }
+    }
+  }
+  return "";
+}
+
+Result<uint64_t> ParseByteSize(std::string_view text) {
+  const auto not_a_size = [&] {
+    return Status::Error(Quoted(text) + " is not a size (bytes, or a number with K, M, G or T)");
+  };
+  uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ptr == text.data() || (ec != std::errc() && ec != std::errc::result_out_of_range))
+    return not_a_size();
+  std::string_view unit(ptr, static_cast<size_t>(end - ptr));
+  int shift = 0;
+  if (!unit.empty()) {
+    constexpr std::string_view kUnits = "KMGT";
+    const size_t at =
+        kUnits.find(static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0]))));
+    if (at == std::string_view::npos) return not_a_size();
+    shift = 10 * static_cast<int>(at + 1);
+    unit.remove_prefix(1);
+    if (unit != "" && unit != "B" && unit != "iB") return not_a_size();
+  }
+  if (ec == std::errc::result_out_of_range || v > (std::numeric_limits<uint64_t>::max() >> shift))
+    return Status::Error(Quoted(text) + " is larger than 2^64 bytes");
+  return v << shift;
+}
+
+CLI::Option* AddMemoryLimit(CLI::App& cmd, uint64_t& out) {
+  auto* opt = cmd.add_option_function<std::string>(
+      "--memory-limit", [&out](const std::string& t) { out = ParseByteSize(t).value(); },
+      "Refuse up front a run whose KV cache and buffers need more than SIZE bytes (K, M, G, T "
+      "suffixes; default: the machine's memory)");
+  opt->check(MakeValidator([](const std::string& t) { return ParseByteSize(t).status(); }, "SIZE"));
+  return opt;
+}
+
+MachineMemory ReadMachineMemory() {
+  MachineMemory m;
+  uint64_t available = 0, swap_free = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    const auto field = [&](std::string_view key, uint64_t& out) {
+      if (line.rfind(key, 0) == 0)
+        out = std::strtoull(line.c_str() + key.size(), nullptr, 10) * 1024;
+    };
+    field("MemTotal:", m.total);  // kB
+    field("MemAvailable:", available);
+    field("SwapFree:", swap_free);
+  }
+  m.available = available + swap_free;
+  // cgroup v2's limit of this process's group ("max" when there is none) and its usage.
+  std::ifstream max_file("/sys/fs/cgroup/memory.max"),
+      current_file("/sys/fs/cgroup/memory.current");
+  std::string max, current;
+  if (max_file >> max && max != "max") {
+    const auto limit = ParseUnsigned(max);
+    const auto used = current_file >> current ? ParseUnsigned(current) : Result<uint64_t>(0);
+    if (limit.ok() && *limit > 0) {
+      m.total = m.total == 0 ? *limit : std::min(m.total, *limit);
+      const uint64_t left = used.ok() && *used < *limit ? *limit - *used : 0;
+      m.available = m.available == 0 ? left : std::min(m.available, left);
+    }
+  }
+  if (m.total != 0 && m.available > m.total) m.available = m.total;
+  return m;
+}
+
+uint64_t KvCacheBytes(const ModelConfig& config, KvDType dtype, int64_t tokens) {
+  const KvCacheOptions options;
+  const auto page = static_cast<uint64_t>(options.page_tokens);
+  const uint64_t pages = (static_cast<uint64_t>(std::max<int64_t>(tokens, 0)) + page - 1) / page;
+  const uint64_t entry = 2 * KvRowBytes(dtype, config.head_dim) + sizeof(int32_t);
+  return pages * page * entry * static_cast<uint64_t>(config.n_layers) *
+         static_cast<uint64_t>(config.n_kv_heads);
+}
+
+namespace {
+
+std::string Gigabytes(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f GB", static_cast<double>(bytes) / 1e9);
+  return buf;
+}
+
+}  // namespace
+
+Status CheckMemoryFits(int64_t tokens, uint64_t kv_bytes, uint64_t buffer_bytes, uint64_t limit) {
+  const MachineMemory machine = limit == 0 ? ReadMachineMemory() : MachineMemory{};
+  const uint64_t cap = limit != 0 ? limit : machine.available;
+  const uint64_t need = kv_bytes + buffer_bytes;
+  if (cap == 0 || need <= cap) return Status::Ok();
+  const std::string what = buffer_bytes == 0
+                               ? "the KV cache of " + std::to_string(tokens) +
+                                     " tokens needs at least " + Gigabytes(need)
+                               : "the KV cache of " + std::to_string(tokens) + " tokens (" +
+                                     Gigabytes(kv_bytes) + ") and buffers (" +
+                                     Gigabytes(buffer_bytes) + ") need at least " + Gigabytes(need);
+  const std::string than = limit != 0 ? "--memory-limit " + Gigabytes(limit)
+                                      : "the " + Gigabytes(machine.available) +
+                                            " of memory available (of " + Gigabytes(machine.total) +
+                                            " on this machine)";
+  return Status::Error(what + ", more than " + than +
+                       "; use a smaller context (-c) or fewer tokens" +
+                       (limit != 0 ? ", or raise --memory-limit" : ""));
 }
 
 }  // namespace primekv::cli

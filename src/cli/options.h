@@ -5,12 +5,14 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "primekv/gguf/gguf.h"
 #include "primekv/kv/kv_cache.h"
+#include "primekv/model/model.h"
 #include "primekv/util/file_io.h"
 #include "primekv/util/status.h"
 #include "primekv/util/text.h"
@@ -52,6 +54,33 @@ CLI::Option* AddNoMmap(CLI::App& cmd, WeightMemory& out);
 // input must not cost minutes and gigabytes only to be refused after. `what` names the input.
 Status CheckTextFitsContext(uint64_t bytes, int ctx_size, size_t max_token_bytes,
                             std::string_view what);
+
+// A press or ratio given twice in a flattened --presses / --ratios list (every row would be
+// measured twice): the one-line usage message naming the list ("--presses: press X is listed
+// twice (also as Y)", presses compared by their canonical text), or "" when there is none.
+std::string DuplicateInLists(std::span<const std::string> presses, std::span<const double> ratios);
+
+// --memory-limit SIZE: bytes, or a number with K, M, G or T (powers of 1024, "GiB" and "GB"
+// alike); 0 = the machine's memory.
+Result<uint64_t> ParseByteSize(std::string_view text);
+CLI::Option* AddMemoryLimit(CLI::App& cmd, uint64_t& out);
+
+// The machine's memory: /proc/meminfo's MemTotal, and what is available now (MemAvailable plus
+// free swap), each bounded by the cgroup's memory.max (less its usage); 0 where unknown.
+struct MachineMemory {
+  uint64_t total = 0, available = 0;
+};
+MachineMemory ReadMachineMemory();
+
+// Bytes of a KV cache holding `tokens` entries in every (layer, KV head), in whole pages.
+uint64_t KvCacheBytes(const ModelConfig& config, KvDType dtype, int64_t tokens);
+
+// Refuses in milliseconds a run whose KV cache (`kv_bytes` for `tokens` tokens) and buffers
+// cannot fit in --memory-limit (`limit`, 0 = none) or the memory available now, before anything
+// is allocated: a context of 2^24 tokens past the model's own used to climb for minutes to "out of
+// memory". A lower bound (weights and small buffers are not counted), so it never refuses a run
+// that would fit.
+Status CheckMemoryFits(int64_t tokens, uint64_t kv_bytes, uint64_t buffer_bytes, uint64_t limit);
 
 // Reads a whole input file, capped at kMaxInputBytes (primekv/util/file_io.h has the messages).
 using ::primekv::FileSource;

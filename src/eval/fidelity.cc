@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "primekv/press/compressor.h"
 #include "primekv/session/pipeline.h"
@@ -42,6 +43,22 @@ void LogSoftmax(const float* x, int n, std::vector<double>& out) {
   for (int i = 0; i < n; ++i) out[static_cast<size_t>(i)] = x[i] - lse;
 }
 
+// KL and top-1 agreement over NaN logits come out as nan and 1.0: refused instead, as generate,
+// logits and eval refuse them. `what` says which pass produced them.
+Status CheckFinite(MatView<const float> logits, const char* what) {
+  for (int64_t t = 0; t < logits.rows; ++t) {
+    const float* row = logits.Row(t);
+    for (int64_t v = 0; v < logits.cols; ++v) {
+      if (!std::isfinite(row[v])) {
+        return Status::Error("fidelity: the model produced non-finite logits (NaN or infinity) " +
+                             std::string(what) + " at continuation token " + std::to_string(t) +
+                             ": its weights or activations overflow");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 // The full cache's view of the continuation T: logits predicting each token of T (the
 // context's last logits predict T's first), every layer's attention outputs over T, and the
 // capture holding the true future queries for the oracle.
@@ -63,7 +80,7 @@ Status RunFull(const Model& model, const PrefilledContext& pre, std::span<const 
   PRIMEKV_RETURN_IF_ERROR(model.Forward(cont, cache, {true}, tmp.view(), pool, ws, &full.tap));
   std::copy(tmp.Row(0), tmp.Row(m - 1), full.logits.Row(1));  // logits after T[0..m-2]
   full.capture.RecordFuture(false);
-  return Status::Ok();
+  return CheckFinite(full.logits.view(), "with the full cache");
 }
 
 // Mean KL(full || compressed) and top-1 agreement over the positions of T. Position 0 is
@@ -124,6 +141,7 @@ Status AddCompressed(const Model& model, const Compressor& comp, double ratio,
   // compression cannot change: reuse the full one.
   std::copy(pre.last_logits.begin(), pre.last_logits.end(), logits.Row(0));
   std::copy(tmp.Row(0), tmp.Row(m - 1), logits.Row(1));
+  PRIMEKV_RETURN_IF_ERROR(CheckFinite(logits.view(), "with the compressed cache"));
   AddDistributionScores(full.logits, logits, row);
   AddLayerErrors(full.tap, tap, m, c.q_width(), row);
   ++row.contexts;

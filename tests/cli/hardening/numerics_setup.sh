@@ -70,3 +70,7 @@ cp scores/meta.json scores/positions.i32 inf_values/
 cp scores/values.f32 nan_keys/
 cp scores/keys.f32 inf_values/
 { head -c 36 /dev/zero; printf '\000\000\200\377'; head -c 88 /dev/zero; } > inf_values/values.f32
+# Issue 55 item 12: 64 layers of 8 KV heads of 128: 512 KiB of f16 KV per token, so a context
+# of 2^24 tokens needs 8 TiB, more than any machine.
+"$BIN" make-model --layers 64 --d-model 64 --heads 8 --kv-heads 8 --head-dim 128 --ffn 64 \
+  --vocab 300 -o wide_kv.gguf
