@@ -31,6 +31,52 @@ TEST(Options, IntegersAreStrict) {
   EXPECT_FALSE(ParseInteger("99999999999999999999", 0, 100).ok());
 }
 
+// Issue 55 item 12: --memory-limit sizes, and the estimate it is compared with.
+TEST(Options, ByteSizesTakeBinarySuffixes) {
+  EXPECT_EQ(*ParseByteSize("0"), 0u);
+  EXPECT_EQ(*ParseByteSize("4096"), 4096u);
+  EXPECT_EQ(*ParseByteSize("1K"), 1024u);
+  EXPECT_EQ(*ParseByteSize("512m"), uint64_t{512} << 20);
+  EXPECT_EQ(*ParseByteSize("2GiB"), uint64_t{2} << 30);
+  EXPECT_EQ(*ParseByteSize("3GB"), uint64_t{3} << 30);
+  EXPECT_EQ(*ParseByteSize("1T"), uint64_t{1} << 40);
+  for (const char* bad : {"", "G", "-1G", "1.5G", "12Q", "1Gb", "1 G", "1GiBx"}) {
+    auto r = ParseByteSize(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.message().find("is not a size"), std::string::npos) << r.message();
+  }
+  EXPECT_NE(ParseByteSize("16777216T").message().find("larger than 2^64"), std::string::npos);
+}
+
+TEST(Options, KvEstimateCountsWholePagesOfEveryHead) {
+  ModelConfig c;
+  c.n_layers = 5;
+  c.n_kv_heads = 4;
+  c.head_dim = 8;
+  // f16: a key row and a value row of 16 bytes and a 4-byte position, pages of 32 entries.
+  EXPECT_EQ(KvCacheBytes(c, KvDType::kF16, 1), 32u * 36 * 20);
+  EXPECT_EQ(KvCacheBytes(c, KvDType::kF16, 33), 64u * 36 * 20);
+  EXPECT_EQ(KvCacheBytes(c, KvDType::kF16, 0), 0u);
+  EXPECT_TRUE(CheckMemoryFits(100, 1000, 24, 1024).ok());
+  const Status s = CheckMemoryFits(100, 1000, 25, 1024);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("more than --memory-limit"), std::string::npos) << s.message();
+}
+
+// Issue 55 item 14: the duplicate check eval and fidelity share.
+TEST(Options, RepeatedPressesAndRatiosAreNamed) {
+  const std::vector<std::string> presses{"knorm", "snapkv:window=8,kernel=3", "primekv"};
+  const std::vector<double> ratios{0.25, 0.5};
+  EXPECT_EQ(DuplicateInLists(presses, ratios), "");
+  const std::vector<std::string> twice{"knorm", "snapkv:window=8,kernel=3",
+                                       "snapkv:kernel=3,window=8"};
+  EXPECT_EQ(DuplicateInLists(twice, ratios),
+            "--presses: press snapkv:kernel=3,window=8 is listed twice (also as "
+            "snapkv:window=8,kernel=3)");
+  const std::vector<double> again{0.25, 0.5, 0.25};
+  EXPECT_EQ(DuplicateInLists(presses, again), "--ratios: 0.25 is listed twice");
+}
+
 TEST(Options, SeedsCoverUint64AndNothingElse) {
   EXPECT_EQ(*ParseUnsigned("18446744073709551615"), std::numeric_limits<uint64_t>::max());
   EXPECT_EQ(*ParseUnsigned("0"), 0u);
