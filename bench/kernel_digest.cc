@@ -10,7 +10,7 @@
 
 #include "primekv/attention/softmax_kernels.h"
 #include "primekv/quant/dense.h"
-#include "primekv/gguf/ggml_type.h"
+#include "primekv/util/dtype.h"
 #include "primekv/quant/quant.h"
 #include "primekv/util/thread_pool.h"
 #include "quant/int8_gemm.h"

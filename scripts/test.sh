@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds with warnings as errors, and runs every test.
-# Usage: scripts/test.sh [preset]   (presets: ci (default), asan)
+# Usage: scripts/test.sh [preset]   (presets: ci (default), asan, tsan)
+# tsan builds only the C API's C test under ThreadSanitizer and runs it (its threaded rows: a
+# session used from two threads at once, a session outliving its model's pk_model_free).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-ci}"
@@ -12,6 +14,14 @@ t0=$(date +%s)
 bash scripts/setup.sh "${setup_args[@]}"
 t1=$(date +%s)
 cmake --preset "$preset" -G Ninja >/dev/null
+if [ "$preset" = tsan ]; then
+  cmake --build "build/$preset" -j "$(nproc)" --target capi_c11_test
+  t2=$(date +%s)
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    ctest --test-dir "build/$preset" --output-on-failure -R '^capi_c11$'
+  echo "-- $preset: setup $((t1 - t0)) s, build $((t2 - t1)) s, tests $(($(date +%s) - t2)) s"
+  exit 0
+fi
 cmake --build "build/$preset" -j "$(nproc)"
 t2=$(date +%s)
 # Under ASan, ref_presses_K (every press's scores against numpy, 600+ s there) is left out: it

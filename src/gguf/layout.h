@@ -7,7 +7,7 @@
 #include <span>
 #include <string_view>
 
-#include "primekv/gguf/ggml_type.h"
+#include "primekv/util/dtype.h"
 #include "primekv/gguf/gguf.h"
 #include "primekv/util/status.h"
 

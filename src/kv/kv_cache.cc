@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "primekv/gguf/ggml_type.h"
+#include "primekv/util/dtype.h"
 #include "primekv/quant/quant.h"
 
 namespace primekv {

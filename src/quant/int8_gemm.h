@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <span>
 
-#include "primekv/gguf/ggml_type.h"
+#include "primekv/util/dtype.h"
 #include "quant/kernels.h"
 
 namespace primekv::quant::internal {

@@ -11,13 +11,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "primekv/gguf/ggml_type.h"
+#include "primekv/util/dtype.h"
 #include "primekv/quant/cpu.h"
 
 namespace primekv::quant::internal {
 
 // Block layouts of the quantised formats (ggml's, sizes from the type table in
-// primekv/gguf/ggml_type.h): an fp16 scale d, then the quants.
+// primekv/util/dtype.h): an fp16 scale d, then the quants.
 inline constexpr int kQ8_0Block = TypeInfo(GgmlType::kQ8_0)->block_size;  // d, then 32 int8;
 inline constexpr int kQ8_0BlockBytes =                                    // value = d * q
     static_cast<int>(TypeInfo(GgmlType::kQ8_0)->block_bytes);

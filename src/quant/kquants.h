@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "primekv/gguf/ggml_type.h"
+#include "primekv/util/dtype.h"
 #include "quant/kernels.h"
 
 namespace primekv::quant::internal {
@@ -25,7 +25,7 @@ namespace primekv::quant::internal {
 inline constexpr int kGroup16 = 16;      // elements per scale group of the unpacked form
 inline constexpr int kSuperBlock = 256;  // QK_K: elements per K-quant / IQ4_XS block
 
-// Block sizes (elements) and bytes, read from the type table (primekv/gguf/ggml_type.h); the
+// Block sizes (elements) and bytes, read from the type table (primekv/util/dtype.h); the
 // comments give each field's place as ggml lays it out.
 struct KBlock {
   int elements;

@@ -1,4 +1,4 @@
-#include "primekv/gguf/ggml_type.h"
+#include "primekv/util/dtype.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "primekv/gguf/ggml_type.h"
+#include "primekv/util/dtype.h"
 
 namespace primekv::quant::ref {
 

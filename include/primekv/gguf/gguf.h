@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "primekv/gguf/ggml_type.h"
+#include "primekv/util/dtype.h"
 #include "primekv/util/status.h"
 
 namespace primekv {

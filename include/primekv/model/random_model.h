@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-#include "primekv/gguf/ggml_type.h"
+#include "primekv/util/dtype.h"
 #include "primekv/model/model.h"
 #include "primekv/util/status.h"
 

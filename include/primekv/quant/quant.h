@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <span>
 
-#include "primekv/gguf/ggml_type.h"
+#include "primekv/util/dtype.h"
 #include "primekv/util/status.h"
 
 namespace primekv::quant {

@@ -1,4 +1,5 @@
-// Tensor element types as numbered in GGUF files (ggml's type ids).
+// Tensor element types as numbered in GGUF files (ggml's type ids). In util, the bottom layer, so
+// tensors and the quant kernels name a type without depending on the GGUF reader.
 #pragma once
 
 #include <cstddef>

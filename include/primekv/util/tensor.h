@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <span>
 
-#include "primekv/gguf/ggml_type.h"
+#include "primekv/util/dtype.h"
 
 namespace primekv {
 
