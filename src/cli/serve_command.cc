@@ -93,6 +93,38 @@ void AddStoreOptions(CLI::App* cmd, ServeArgs& a) {
 
 }  // namespace
 
+// The HTTP transport's limits: sizes, connection counts and deadlines.
+void AddHttpLimits(CLI::App* cmd, ServeArgs& a) {
+  ServerOptions& o = a.o;
+  cmd->add_option("--max-body-kib", a.max_body_kib,
+                  "Largest request body (decompressed; 413 past it)")
+      ->capture_default_str();
+  cmd->add_option("--max-header-kib", a.max_header_kib,
+                  "Largest request head (request line and headers; 431 past it)")
+      ->check(IntegerIn(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--max-connections", o.max_connections,
+                  "Open connections at most (each has its own thread)")
+      ->check(IntegerIn(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--max-connections-per-ip", o.max_connections_per_ip,
+                  "Open connections from one client address (0 = a quarter of --max-connections)")
+      ->check(IntegerIn(0, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--header-deadline-s", o.header_deadline_s,
+                  "Drop a connection whose request head is not in by then")
+      ->check(IntegerIn(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--http-timeout-s", o.http_timeout_s,
+                  "Close a connection idle (nothing read or written) this long")
+      ->check(IntegerIn(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--request-deadline-s", o.request_deadline_s,
+                  "Drop a connection whose request (head and body) is not in by then")
+      ->check(IntegerIn(1, 1 << 20))
+      ->capture_default_str();
+}
+
 void AddServe(CLI::App& app, Runner& run) {
   auto a = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand(
@@ -148,33 +180,7 @@ void AddServe(CLI::App& app, Runner& run) {
       ->check(IntegerIn(0, 1 << 20))
       ->capture_default_str();
   AddStoreOptions(cmd, *a);
-  cmd->add_option("--max-body-kib", a->max_body_kib,
-                  "Largest request body (decompressed; 413 past it)")
-      ->capture_default_str();
-  cmd->add_option("--max-header-kib", a->max_header_kib,
-                  "Largest request head (request line and headers; 431 past it)")
-      ->check(IntegerIn(1, 1 << 16))
-      ->capture_default_str();
-  cmd->add_option("--max-connections", o.max_connections,
-                  "Open connections at most (each has its own thread)")
-      ->check(IntegerIn(1, 1 << 16))
-      ->capture_default_str();
-  cmd->add_option("--max-connections-per-ip", o.max_connections_per_ip,
-                  "Open connections from one client address (0 = a quarter of --max-connections)")
-      ->check(IntegerIn(0, 1 << 16))
-      ->capture_default_str();
-  cmd->add_option("--header-deadline-s", o.header_deadline_s,
-                  "Drop a connection whose request head is not in by then")
-      ->check(IntegerIn(1, 1 << 20))
-      ->capture_default_str();
-  cmd->add_option("--http-timeout-s", o.http_timeout_s,
-                  "Close a connection idle (nothing read or written) this long")
-      ->check(IntegerIn(1, 1 << 20))
-      ->capture_default_str();
-  cmd->add_option("--request-deadline-s", o.request_deadline_s,
-                  "Drop a connection whose request (head and body) is not in by then")
-      ->check(IntegerIn(1, 1 << 20))
-      ->capture_default_str();
+  AddHttpLimits(cmd, *a);
   cmd->add_option("--max-tokens", o.default_max_tokens, "max_tokens when a request gives none")
       ->capture_default_str();
   cmd->add_option("-t,--threads", o.threads, "Threads (0 = all cores)")

@@ -7,6 +7,27 @@
 
 namespace primekv::server {
 
+// A request that does not fit after evicting and waiting: its session is released (forgotten
+// when empty, back to disk when it was only read for this request) and the answer names the
+// limit it hit.
+HttpError Engine::RefuseMemoryLocked(Session& s, size_t reserve, bool restored) {
+  ++counters_.rejected_memory;
+  s.busy = false;
+  const size_t need = s.bytes + reserve;
+  const bool tenant_cap = !TenantFitsLocked(s.tenant, reserve);
+  if (s.tokens.empty()) {
+    ForgetLocked(s);
+  } else if (restored && s.persisted) {
+    DropCacheLocked(s);  // back to disk: it was only read for this request
+  }
+  const std::string limit =
+      tenant_cap ? "the tenant's KV share (--tenant-kv-mib, " +
+                       std::to_string(options_.tenant_kv_bytes) + " bytes)"
+                 : "the KV budget (" + std::to_string(options_.kv_budget_bytes) + " bytes)";
+  return HttpError{503, limit + " cannot hold this request (" + std::to_string(need) + " bytes)",
+                   "", "server_overloaded"};
+}
+
 std::variant<std::monostate, Engine::Retry, HttpError> Engine::ReserveMemory(
     Session& s, size_t reserve, bool restored, GiveWay give_way,
     std::chrono::steady_clock::time_point deadline) {
@@ -67,23 +88,7 @@ std::variant<std::monostate, Engine::Retry, HttpError> Engine::ReserveMemory(
                          " bytes) did not free room for this request within --memory-wait-s",
                      "", "server_overloaded"};
   }
-  if (!fits()) {
-    ++counters_.rejected_memory;
-    s.busy = false;
-    const size_t need = s.bytes + reserve;
-    const bool tenant_cap = !TenantFitsLocked(s.tenant, reserve);
-    if (s.tokens.empty()) {
-      ForgetLocked(s);
-    } else if (restored && s.persisted) {
-      DropCacheLocked(s);  // back to disk: it was only read for this request
-    }
-    const std::string limit =
-        tenant_cap ? "the tenant's KV share (--tenant-kv-mib, " +
-                         std::to_string(options_.tenant_kv_bytes) + " bytes)"
-                   : "the KV budget (" + std::to_string(options_.kv_budget_bytes) + " bytes)";
-    return HttpError{503, limit + " cannot hold this request (" + std::to_string(need) + " bytes)",
-                     "", "server_overloaded"};
-  }
+  if (!fits()) return RefuseMemoryLocked(s, reserve, restored);
   bytes_used_ += reserve;
   s.reserved = reserve;
   ++running_turns_;

@@ -220,6 +220,7 @@ class Engine {
                            const std::string& tenant) const;
   // Whether `tenant` may hold `more` bytes under --tenant-kv-mib (always without it).
   bool TenantFitsLocked(const std::string& tenant, size_t more) const;
+  HttpError RefuseMemoryLocked(Session& s, size_t reserve, bool restored);
   // Frees a session's cache and its bytes in the budget; its tokens stay, so the next request
   // reads it back from the store.
   void DropCacheLocked(Session& s);

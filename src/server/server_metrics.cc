@@ -6,6 +6,43 @@
 
 namespace primekv::server {
 
+namespace {
+
+// One metric in Prometheus' text format: HELP, TYPE and the value.
+struct MetricWriter {
+  std::ostringstream& o;
+  template <typename T>
+  void operator()(const char* name, const char* type, const char* help, T value) const {
+    o << "# HELP primekv_" << name << " " << help << "\n# TYPE primekv_" << name << " " << type
+      << "\nprimekv_" << name << " " << value << "\n";
+  }
+};
+
+void WriteStoreMetrics(const MetricWriter& metric, const StoreStats& st, uint64_t not_saved) {
+  metric("store_loads_total", "counter", "Sessions read from the session store", st.loads);
+  metric("store_misses_total", "counter", "Session reads that found nothing", st.misses);
+  metric("store_rejected_total", "counter",
+         "Session values refused (checksum, shape, another id or tenant)", st.rejected);
+  metric("store_saves_total", "counter", "Sessions written after a turn", st.saves);
+  metric("store_stale_saves_total", "counter", "Writes refused because the store held a newer turn",
+         st.stale_saves);
+  metric("store_too_large_total", "counter", "Sessions over --store-max-kib, not written",
+         st.too_large);
+  metric("store_errors_total", "counter", "Store operations that failed (unreachable)", st.errors);
+  metric("store_bytes_loaded_total", "counter", "Bytes of sessions read", st.bytes_loaded);
+  metric("store_bytes_saved_total", "counter", "Bytes of sessions written", st.bytes_saved);
+  metric("store_load_seconds_total", "counter", "Time reading sessions (with verification)",
+         st.load_seconds);
+  metric("store_save_seconds_total", "counter", "Time writing sessions (with serialising)",
+         st.save_seconds);
+  metric("turns_not_saved_total", "counter",
+         "Completed turns the store does not hold (a failed save; answered X-PrimeKV-Saved: "
+         "false)",
+         not_saved);
+}
+
+}  // namespace
+
 void Engine::CountRequest(int status) {
   std::lock_guard lock(store_mu_);
   ++counters_.requests[status];
@@ -15,10 +52,7 @@ std::string Engine::MetricsText() {
   std::lock_guard lock(store_mu_);
   const Counters& c = counters_;
   std::ostringstream o;
-  auto metric = [&](const char* name, const char* type, const char* help, auto value) {
-    o << "# HELP primekv_" << name << " " << help << "\n# TYPE primekv_" << name << " " << type
-      << "\nprimekv_" << name << " " << value << "\n";
-  };
+  const MetricWriter metric{o};
   o << "# HELP primekv_requests_total HTTP requests answered, by status\n"
        "# TYPE primekv_requests_total counter\n";
   for (const auto& [status, n] : c.requests)
@@ -55,30 +89,7 @@ std::string Engine::MetricsText() {
   metric("restores_total", "counter", "Sessions restored from the session store", c.restores);
   metric("session_files_rejected_total", "counter", "Corrupt or truncated sessions refused",
          c.session_files_rejected);
-  if (backend_) {
-    const StoreStats st = backend_->stats();
-    metric("store_loads_total", "counter", "Sessions read from the session store", st.loads);
-    metric("store_misses_total", "counter", "Session reads that found nothing", st.misses);
-    metric("store_rejected_total", "counter",
-           "Session values refused (checksum, shape, another id or tenant)", st.rejected);
-    metric("store_saves_total", "counter", "Sessions written after a turn", st.saves);
-    metric("store_stale_saves_total", "counter",
-           "Writes refused because the store held a newer turn", st.stale_saves);
-    metric("store_too_large_total", "counter", "Sessions over --store-max-kib, not written",
-           st.too_large);
-    metric("store_errors_total", "counter", "Store operations that failed (unreachable)",
-           st.errors);
-    metric("store_bytes_loaded_total", "counter", "Bytes of sessions read", st.bytes_loaded);
-    metric("store_bytes_saved_total", "counter", "Bytes of sessions written", st.bytes_saved);
-    metric("store_load_seconds_total", "counter", "Time reading sessions (with verification)",
-           st.load_seconds);
-    metric("store_save_seconds_total", "counter", "Time writing sessions (with serialising)",
-           st.save_seconds);
-    metric("turns_not_saved_total", "counter",
-           "Completed turns the store does not hold (a failed save; answered X-PrimeKV-Saved: "
-           "false)",
-           c.turns_not_saved);
-  }
+  if (backend_) WriteStoreMetrics(metric, backend_->stats(), c.turns_not_saved);
   metric("requests_cancelled_total", "counter", "Streams whose client went away", c.cancelled);
   metric("requests_rejected_memory_total", "counter", "Requests refused with 503 (KV budget)",
          c.rejected_memory);
