@@ -10,6 +10,10 @@ mkdir dir
 ln -s /dev/null null_link
 printf 'keep\n' > target
 ln -s target file_link
+# A convert manifest of one F32 tensor.
+head -c 16 /dev/zero > t.bin
+printf '{"data": "t.bin", "metadata": [], "tensors": [{"name": "t", "ne": [4], "offset": 0}]}\n' \
+  > m.json
 "$BIN" make-model --layers 1 --d-model 64 --heads 2 --kv-heads 1 --head-dim 32 --ffn 64 \
   --vocab 300 -o model.gguf
 # press-scores: one KV head of 8 entries of dimension 4, positions 0..7.
