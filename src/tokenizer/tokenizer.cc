@@ -319,8 +319,14 @@ struct Tokenizer::Impl {
   SpecialMatcher user_defined;
   std::vector<Token> end_tokens;
   size_t max_token_bytes = 1;
+  // llama: no piece holds the space marker after another character, so no merge joins a word
+  // to the spaces before the next one, and each word (a run of markers and what follows, up to
+  // the next run) is encoded alone: the same ids, in memory bounded by the longest word.
+  bool words_apart = false;
 
   void Build();
+  void FindWordBoundaries();
+  void EncodeLlamaWord(const SpmText& t, size_t begin, size_t end, std::vector<Token>& out) const;
   std::vector<Fragment> SplitSpecial(std::string_view text, bool parse_special) const;
   void EncodeLlama(std::string_view text, bool at_start, std::vector<Token>& out) const;
   void EmitLlamaPiece(std::string_view norm, const std::vector<bool>& escaped_space, size_t start,
@@ -441,12 +447,45 @@ void Tokenizer::Impl::EncodeLlama(std::string_view text, bool at_start,
   if (text.empty()) return;
   const SpmText t = EscapeSpaces(text, spec.add_space_prefix && at_start);
   const std::string_view norm = t.norm;
+  size_t begin = 0;
+  const auto starts_word = [&](size_t i) {
+    return norm.compare(i, kSpaceMarker.size(), kSpaceMarker) == 0 &&
+           (i < kSpaceMarker.size() ||
+            norm.compare(i - kSpaceMarker.size(), kSpaceMarker.size(), kSpaceMarker) != 0);
+  };
+  for (size_t i = 1; words_apart && i < norm.size(); ++i) {
+    if (!starts_word(i)) continue;
+    EncodeLlamaWord(t, begin, i, out);
+    begin = i;
+  }
+  EncodeLlamaWord(t, begin, norm.size(), out);
+}
+
+void Tokenizer::Impl::FindWordBoundaries() {
+  words_apart = !gpt2;
+  for (const auto& [text, id] : piece_ids) {
+    for (size_t at = text.find(kSpaceMarker, 1); at != std::string_view::npos;
+         at = text.find(kSpaceMarker, at + 1)) {
+      if (at < kSpaceMarker.size() ||
+          text.compare(at - kSpaceMarker.size(), kSpaceMarker.size(), kSpaceMarker) != 0) {
+        words_apart = false;
+        return;
+      }
+    }
+  }
+}
+
+// SentencePiece BPE over norm[begin, end).
+void Tokenizer::Impl::EncodeLlamaWord(const SpmText& t, size_t begin, size_t end,
+                                      std::vector<Token>& out) const {
+  if (begin >= end) return;
+  const std::string_view norm = t.norm;
   struct Symbol {
     size_t start, len;
     int prev, next;
   };
   std::vector<Symbol> sym;
-  for (size_t pos = 0; pos < norm.size();) {
+  for (size_t pos = begin; pos < end;) {
     const size_t len = static_cast<size_t>(DecodeUtf8(norm, pos).len);
     const int idx = static_cast<int>(sym.size());
     sym.push_back({pos, len, idx - 1, -1});
@@ -645,6 +684,7 @@ Result<Tokenizer> Tokenizer::Create(TokenizerSpec spec) {
   auto impl = std::make_unique<Impl>();
   impl->spec = std::move(spec);
   impl->Build();
+  impl->FindWordBoundaries();
   return Tokenizer(std::move(impl));
 }
 

@@ -168,5 +168,35 @@ TEST(LlamaTokenizer, LongInputIsFast) {
   EXPECT_EQ(tok.Decode(tok.Encode(run, false)), run);
 }
 
+// Words are encoded one at a time only when no piece joins a word to the spaces after it. A
+// vocabulary with such a piece ("b▁", better scored than "▁a") is encoded whole: the piece spans
+// the word boundary, as SentencePiece's whole-text merges give it.
+TEST(LlamaTokenizer, PieceAcrossWordsIsMerged) {
+  TokenizerSpec spec = HandLlama::Spec();
+  const Token b_space = static_cast<Token>(spec.tokens.size());
+  spec.tokens.push_back("b\xE2\x96\x81");
+  spec.scores.push_back(-1.5f);
+  spec.token_types.push_back(static_cast<int32_t>(TokenType::kNormal));
+  const Tokenizer whole = Make(spec);
+  using H = HandLlama;
+  EXPECT_EQ(whole.Encode("b a", false), (V{H::kSpace, b_space, H::kA}));
+  // Without that piece the same text splits at the word, with the same ids as before.
+  EXPECT_EQ(Make().Encode("b a", false), (V{H::kSpace, H::kB, H::kSpace, H::kA}));
+}
+
+// Word-at-a-time merging gives the ids of whole-text merging: the same text, with and without
+// a piece that forces the whole-text path but never matches it ("q▁q"; q has no piece).
+TEST(LlamaTokenizer, WordsApartEqualWhole) {
+  TokenizerSpec spec = HandLlama::Spec();
+  spec.tokens.push_back("q\xE2\x96\x81q");
+  spec.scores.push_back(-0.5f);
+  spec.token_types.push_back(static_cast<int32_t>(TokenType::kNormal));
+  const Tokenizer whole = Make(spec);
+  const Tokenizer apart = Make();
+  std::string text;
+  for (int i = 0; i < 500; ++i) text += "the  abcd xyxy\tcdx   \xC3\xA9" "abc ";
+  EXPECT_EQ(apart.Encode(text, true), whole.Encode(text, true));
+}
+
 }  // namespace
 }  // namespace primekv
