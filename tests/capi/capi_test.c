@@ -5,12 +5,15 @@
  * the header (a session outlives pk_model_free; a second concurrent call on a session is
  * refused with PK_ERR_STATE, never let into the cache), checked from threads.
  * Usage: capi_test MODEL.gguf TMPDIR */
+/* POSIX threads, not C11's thrd_create: glibc's thrd_create bypasses ThreadSanitizer's
+ * pthread_create interceptor, and the test runs under TSan (scripts/test.sh tsan). */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <threads.h>
 
 #include "primekv.h"
 
@@ -274,7 +277,7 @@ typedef struct {
   atomic_int ok, busy, other;
 } Shared;
 
-static int Feeder(void* arg) {
+static void* Feeder(void* arg) {
   Shared* sh = (Shared*)arg;
   const int32_t ids[kPerFeed] = {5, 6, 7, 8};
   for (int i = 0; i < kFeeds; ++i) {
@@ -290,7 +293,7 @@ static int Feeder(void* arg) {
     const pk_status r = pk_session_n_tokens(sh->s, &n); /* a reader races the writers too */
     if (r != PK_OK && r != PK_ERR_STATE) atomic_fetch_add(&sh->other, 1);
   }
-  return 0;
+  return NULL;
 }
 
 static void Threads(pk_model* model) {
@@ -303,10 +306,10 @@ static void Threads(pk_model* model) {
   atomic_init(&sh.other, 0);
   OK(pk_session_new(model, &so, &sh.s));
   if (sh.s == NULL) return;
-  thrd_t t[2];
+  pthread_t t[2];
   int started = 0;
-  for (int i = 0; i < 2; ++i) started += thrd_create(&t[i], Feeder, &sh) == thrd_success;
-  for (int i = 0; i < started; ++i) thrd_join(t[i], NULL);
+  for (int i = 0; i < 2; ++i) started += pthread_create(&t[started], NULL, Feeder, &sh) == 0;
+  for (int i = 0; i < started; ++i) pthread_join(t[i], NULL);
   CHECK(started == 2);
   size_t n = 0;
   OK(pk_session_n_tokens(sh.s, &n));
