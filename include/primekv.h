@@ -82,7 +82,8 @@ PK_API pk_status pk_detokenize(const pk_model* model, const int32_t* tokens, siz
 PK_API size_t pk_press_count(void);
 /* The i-th press of the registry ("primekv", "keydiff", ...), NULL past the end; static. */
 PK_API const char* pk_press_name(size_t i);
-/* 1 when the press scores without queries (it may compress during chunked prefill). */
+/* 1 when the press scores without queries (it may compress during chunked prefill); 0 for the
+ * budget wrapper row "adakv:<press>", which is as query-free as the press it wraps. */
 PK_API int pk_press_query_free(size_t i);
 
 /* ---- sessions: one conversation over one KV cache ---- */

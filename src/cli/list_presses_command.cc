@@ -11,8 +11,9 @@ void AddListPresses(CLI::App& app, Runner& run) {
     run = [] {
       std::printf("%-20s %-11s %s\n", "press", "query-free", "what (source)");
       for (const PressInfo& p : ListPresses()) {
-        std::printf("%-20s %-11s %s (%s)\n", p.name.c_str(), p.query_free ? "yes" : "no",
-                    p.summary.c_str(), p.source.c_str());
+        const char* free = p.wraps_press ? "as inner" : p.query_free ? "yes" : "no";
+        std::printf("%-20s %-11s %s (%s)\n", p.name.c_str(), free, p.summary.c_str(),
+                    p.source.c_str());
       }
       // What each bare name means today: eval records this text per press in config.json.
       std::printf("\nDefaults (a bare name resolves to):\n");

@@ -15,76 +15,73 @@ using Entry = PressEntry;
 
 const std::array<Entry, 15>& Table() {
   static const std::array<Entry, 15> kTable = {{
-      {{"none", "Full KV cache, no compression", "baseline", true},
-       nullptr,
-       BudgetKind::kUniform,
-       {}},
+      {{"none", "Full KV cache, no compression", "baseline"}, nullptr, BudgetKind::kUniform, {}},
       {{"primekv", "self-query log-attention of the key + log W_O-projected centred value",
-        "Zhang & Ilvovsky, Neurocomputing; docs/design.md", true},
+        "Zhang & Ilvovsky, Neurocomputing; docs/design.md"},
        press_internal::MakePrimeKvScorer,
        BudgetKind::kUniform,
        {}},
-      {{"keydiff", "-cos(key, mean unit key)", "arXiv 2504.15364; kvpress keydiff_press.py", true},
+      {{"keydiff", "-cos(key, mean unit key)", "arXiv 2504.15364; kvpress keydiff_press.py"},
        press_internal::MakeKeyDiffScorer,
        BudgetKind::kUniform,
        {}},
-      {{"knorm", "-|key|", "arXiv 2406.11430; kvpress knorm_press.py", true},
+      {{"knorm", "-|key|", "arXiv 2406.11430; kvpress knorm_press.py"},
        press_internal::MakeKnormScorer,
        BudgetKind::kUniform,
        {}},
       {{"streamingllm", "4 sink tokens + most recent",
-        "arXiv 2309.17453; kvpress streaming_llm_press.py", true},
+        "arXiv 2309.17453; kvpress streaming_llm_press.py"},
        press_internal::MakeStreamingLlmScorer,
        BudgetKind::kUniform,
        {}},
-      {{"random", "uniform random scores (seed 42)", "kvpress random_press.py", true},
+      {{"random", "uniform random scores (seed 42)", "kvpress random_press.py"},
        press_internal::MakeRandomScorer,
        BudgetKind::kUniform,
        {}},
       {{"lagkv", "min-max scaled std against the next partition (lag 128)",
-        "arXiv 2504.04704; kvpress lagkv_press.py", true},
+        "arXiv 2504.04704; kvpress lagkv_press.py"},
        press_internal::MakeLagKvScorer,
        BudgetKind::kUniform,
        {}},
       {{"curdkv", "local (16) squared-norm leverage of key x value, 4 sinks",
-        "arXiv 2509.15038; kvpress cur_press.py", true},
+        "arXiv 2509.15038; kvpress cur_press.py"},
        press_internal::MakeCurDkvScorer,
        BudgetKind::kUniform,
        {}},
       {{"kvzip",
         "max attention from a pass that repeats the context, 4 sinks, one budget over layers",
-        "arXiv 2505.23416; kvpress kvzip_press.py", false},
+        "arXiv 2505.23416; kvpress kvzip_press.py"},
        press_internal::MakeKvzipScorer,
        BudgetKind::kGlobal,
        {}},
       {{"snapkv", "window-64 attention, pooled (kernel 5)",
-        "arXiv 2404.14469; kvpress snapkv_press.py", false},
+        "arXiv 2404.14469; kvpress snapkv_press.py"},
        press_internal::MakeSnapKvScorer,
        BudgetKind::kUniform,
        {}},
       {{"pyramidkv",
         "SnapKV scores, pyramid layer budgets (beta 20; window also sets the budget window)",
-        "arXiv 2406.02069; kvpress pyramidkv_press.py", false},
+        "arXiv 2406.02069; kvpress pyramidkv_press.py"},
        press_internal::MakeSnapKvScorer,
        BudgetKind::kPyramid,
        {}},
       {{"tova", "last token's attention averaged over heads",
-        "arXiv 2401.06104; kvpress tova_press.py", false},
+        "arXiv 2401.06104; kvpress tova_press.py"},
        press_internal::MakeTovaScorer,
        BudgetKind::kUniform,
        {}},
       {{"expected_attention", "AdaKV over expected attention of future queries (eps 1e-2)",
-        "arXiv 2510.00636; kvpress expected_attention_press.py + evaluate_registry.py", false},
+        "arXiv 2510.00636; kvpress expected_attention_press.py + evaluate_registry.py"},
        press_internal::MakeExpectedAttentionScorer,
        BudgetKind::kAdaptive,
        {}},
-      {{"oracle", "true future queries' direct contribution (evaluation only)", "docs/design.md §6",
-        false},
+      {{"oracle", "true future queries' direct contribution (evaluation only)",
+        "docs/design.md §6"},
        press_internal::MakeOracleScorer,
        BudgetKind::kUniform,
        {}},
       {{"adakv:<press>", "head-adaptive budgets (AdaKV, alpha 0.2) over any scorer",
-        "arXiv 2407.11550; kvpress adakv_press.py", true},
+        "arXiv 2407.11550; kvpress adakv_press.py"},
        nullptr,
        BudgetKind::kAdaptive,
        "adakv"},
@@ -187,10 +184,20 @@ Result<Press> MakeScored(const PressParams& params, const Entry& e) {
 
 std::span<const PressEntry> PressTable() { return Table(); }
 
+// query_free is derived from each press as MakePress builds it with its defaults, never typed
+// by hand: a table flag could disagree with what the compressor and the schedules check.
 std::span<const PressInfo> ListPresses() {
   static const std::vector<PressInfo> kInfos = [] {
     std::vector<PressInfo> v;
-    for (const auto& e : Table()) v.push_back(e.info);
+    for (const auto& e : Table()) {
+      PressInfo info = e.info;
+      info.wraps_press = !e.wraps.empty();
+      if (!info.wraps_press) {
+        auto press = MakePress(PressSpec{e.info.name, {}}, Table());
+        info.query_free = press.ok() && press->query_free;
+      }
+      v.push_back(std::move(info));
+    }
     return v;
   }();
   return kInfos;

@@ -3,6 +3,7 @@
 // with (src/eval/run_config.cc refuses a resumed run otherwise).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,27 @@ TEST(PressResolved, NumbersAreCanonical) {
   EXPECT_EQ(Resolve("pyramidkv:beta=20.0"), Resolve("pyramidkv"));
   EXPECT_EQ(Resolve("pyramidkv:beta=2.5"), "pyramidkv:beta=2.5,kernel=5,window=64");
   EXPECT_NE(Resolve("expected_attention:epsilon=0.011"), Resolve("expected_attention"));
+}
+
+// list-presses' query-free column, against what each method reads by its paper: the query-free
+// ones score keys and values alone; SnapKV, PyramidKV, TOVA, ExpectedAttention and the oracle
+// read queries, KVzip a second pass over the context. The AdaKV row wraps another press and is
+// as query-free as that press (adakv:snapkv reads queries, adakv:primekv does not).
+TEST(PressResolved, QueryFreeColumnMatchesTheMethods) {
+  const std::vector<std::string> query_free = {"none",   "primekv", "keydiff", "knorm",
+                                               "random", "lagkv",   "curdkv",  "streamingllm"};
+  for (const PressInfo& info : ListPresses()) {
+    if (info.wraps_press) {
+      EXPECT_EQ(info.name, "adakv:<press>");
+      EXPECT_FALSE(info.query_free);
+      continue;
+    }
+    const bool expected =
+        std::find(query_free.begin(), query_free.end(), info.name) != query_free.end();
+    EXPECT_EQ(info.query_free, expected) << info.name;
+  }
+  EXPECT_FALSE(MakePress(*ParsePressSpec("adakv:snapkv"))->query_free);
+  EXPECT_TRUE(MakePress(*ParsePressSpec("adakv:primekv"))->query_free);
 }
 
 TEST(PressResolved, EveryRegistryPressResolvesToASpecOfItself) {

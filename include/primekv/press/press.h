@@ -200,7 +200,10 @@ struct PressInfo {
   std::string name;
   std::string summary;
   std::string source;  // paper / reference implementation the defaults come from
-  bool query_free;
+  // Derived by ListPresses from the press MakePress builds (Press::query_free); a budget wrapper
+  // ("adakv:<press>") is as query-free as the press it wraps, so it says false and wraps_press.
+  bool query_free = false;
+  bool wraps_press = false;
 };
 // The registry table, in display order.
 std::span<const PressInfo> ListPresses();
