@@ -128,6 +128,48 @@ class GeneratorTest(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_TORCH, "torch is not installed (apt-get install -y python3-torch)")
+class PoseTest(unittest.TestCase):
+    def test_positions_span_exactly_and_increase(self):
+        from train_long import far_positions, pose_positions
+        rng = random.Random(7)
+        for _ in range(3000):
+            T = rng.randint(2, 300)
+            S = rng.randint(T, 5000)
+            p = pose_positions(rng, T, S)
+            self.assertEqual(len(p), T)
+            self.assertEqual(p[0], 0)
+            self.assertEqual(p[-1], S - 1)
+            self.assertTrue(all(b > a for a, b in zip(p, p[1:])))
+        self.assertEqual(pose_positions(rng, 5, 5), [0, 1, 2, 3, 4])
+
+        class Doc:
+            answers = [{"start": 100}]
+        far = far_positions(Doc(), 200, 1000)
+        self.assertEqual(far[:52], list(range(52)))
+        self.assertEqual(far[52], 52 + 800)
+
+    def test_rope_sees_only_differences(self):
+        """Explicit positions 0..T-1 equal the default pass, and a shift by any constant changes
+        nothing (RoPE depends on differences only): what lets a PoSE chunk skip."""
+        import torch
+        from model import Llama, ModelConfig
+        torch.manual_seed(0)
+        m = Llama(ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=2, n_kv_heads=1, head_dim=16,
+                              ffn_dim=64, context_length=4096, rope_base=1e4))
+        ids = torch.randint(0, 64, (2, 24))
+        with torch.no_grad():
+            h0 = m.hidden(ids)
+            pos = torch.arange(24).repeat(2, 1)
+            h1 = m.hidden(ids, pos)
+            h2 = m.hidden(ids, pos + torch.tensor([[1000], [3]]))
+            gap = torch.cat([torch.arange(12), torch.arange(12) + 500]).repeat(2, 1)
+            h3 = m.hidden(ids, gap)
+        self.assertLess(float((h0 - h1).abs().max()), 1e-6)
+        self.assertLess(float((h0 - h2).abs().max()), 1e-5)
+        self.assertGreater(float((h0[:, 12:] - h3[:, 12:]).abs().max()), 1e-3)  # a skip does change things
+
+
+@unittest.skipUnless(HAVE_TORCH, "torch is not installed (apt-get install -y python3-torch)")
 class TrainRoundTripTest(unittest.TestCase):
     def test_toy_train_resume_export(self):
         out = tempfile.mkdtemp(prefix="train_long_")
