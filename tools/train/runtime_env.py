@@ -10,13 +10,18 @@ import sys
 _JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
 
-def _openblas_coretype():
-    """SkylakeX where the CPU has AVX-512F, Haswell where it has AVX2 and FMA, else None."""
+def cpu_flags():
+    """The CPU's feature flags from /proc/cpuinfo (empty where it cannot be read)."""
     try:
         with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+            return next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
     except OSError:
-        return None
+        return []
+
+
+def _openblas_coretype():
+    """SkylakeX where the CPU has AVX-512F, Haswell where it has AVX2 and FMA, else None."""
+    flags = cpu_flags()
     if "avx512f" in flags:
         return "SkylakeX"
     if "avx2" in flags and "fma" in flags:

@@ -137,33 +137,9 @@ def far_positions(doc, T, span):
 
 
 def cpu_has_bf16():
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return False
+    import runtime_env
+    flags = runtime_env.cpu_flags()
     return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def teacher_forced_positions(model, docs, positions, device, batch):
-    """train_ref2.teacher_forced_accuracy with explicit position ids per document."""
-    model.eval()
-    ok = tot = 0
-    with torch.no_grad():
-        for i in range(0, len(docs), batch):
-            chunk = docs[i:i + batch]
-            x = torch.tensor([d.ids[:-1] for d in chunk], dtype=torch.long, device=device)
-            p = torch.tensor(positions[i:i + batch], dtype=torch.long)
-            with torch.autocast(device.type, dtype=torch.bfloat16):
-                h = model.hidden(x, p)
-                pred = F.linear(h, model.output_weight().to(h.dtype)).argmax(-1).cpu()
-            for b, d in enumerate(chunk):
-                for a in d.answers:
-                    s, e = a["start"], a["end"]
-                    ok += int((pred[b, s - 1:e - 1] == torch.tensor(d.ids[s:e])).all())
-                    tot += 1
-    model.train()
-    return ok / max(1, tot)
 
 
 # ---------------------------------------------------------------------------- data workers
@@ -392,7 +368,7 @@ def main():
             for S in pose_spans:
                 pos = [far_positions(d, L, S) for d in docs]
                 res["%s@far%d" % (fam, S)] = round(
-                    teacher_forced_positions(model, docs, pos, device, max(1, 16384 // L)), 3)
+                    teacher_forced_accuracy(model, docs, device, max(1, 16384 // L), pos), 3)
         state["evals"].append({"step": state["step"], "tokens": state["tokens"],
                                "minutes": round(state["elapsed"] / 60, 2), "acc": res})
         log("eval[%s] step %d (%.1fs) exact: %s" % (tag, state["step"], time.time() - t0,

@@ -166,16 +166,17 @@ def make_eval_set(tok, lengths, n, seed):
 
 
 @torch.no_grad()
-def teacher_forced_accuracy(model, docs, device, batch):
+def teacher_forced_accuracy(model, docs, device, batch, positions=None):
     """Share of answers whose every token is the argmax given the gold prefix (greedy exact
-    match with the full cache)."""
+    match with the full cache). positions: per document, position ids instead of 0..T-1."""
     model.eval()
     ok = tot = 0
     for i in range(0, len(docs), batch):
         chunk = docs[i:i + batch]
         x = torch.tensor([d.ids[:-1] for d in chunk], dtype=torch.long, device=device)
-        with torch.autocast(device.type, dtype=torch.bfloat16):
-            h = model.hidden(x)
+        p = None if positions is None else torch.tensor(positions[i:i + batch], dtype=torch.long)
+        with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16):
+            h = model.hidden(x, p)
             pred = F.linear(h, model.output_weight().to(h.dtype)).argmax(-1).cpu()
         for b, d in enumerate(chunk):
             for a in d.answers:
