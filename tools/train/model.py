@@ -121,6 +121,19 @@ class Block(nn.Module):
         return x
 
 
+def checkpointed(blk, x, cos, sin, mask):
+    """blk(x, ...) whose activations are recomputed in the backward pass.  The recomputation
+    re-enters the forward's CPU autocast state explicitly: torch 1.13's checkpoint restores
+    only the CUDA one."""
+    from torch.utils.checkpoint import checkpoint
+    cpu_bf16 = torch.is_autocast_cpu_enabled()
+
+    def run(x_):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cpu_bf16):
+            return blk(x_, cos, sin, mask)
+    return checkpoint(run, x, use_reentrant=False)
+
+
 class Llama(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -159,10 +172,13 @@ class Llama(nn.Module):
             self._mask_cache[key] = m
         return m
 
-    def hidden(self, ids, positions=None):
+    def hidden(self, ids, positions=None, recompute_from=0):
         """Final-normed hidden states (B, T, d) for a full causal pass (training).  positions
         (B, T), increasing along each row, replaces 0..T-1: PoSE's skipped position ids, so a
-        short window sees the relative distances of a longer context."""
+        short window sees the relative distances of a longer context.  recompute_from > 0: rows
+        of at least that many tokens keep only each block's input for the backward pass and run
+        the block again there (activation checkpointing), because the CPU path materialises
+        (T x T) scores: 8 layers of them at 8K tokens would hold about 16 GB."""
         T = ids.shape[1]
         if positions is None:
             cos, sin = rope_tables(self.cfg, torch.arange(T))
@@ -174,8 +190,9 @@ class Llama(nn.Module):
         # On a GPU the blocks use the fused causal kernel (mask None); on the CPU an additive mask.
         mask = None if ids.is_cuda else self.causal_mask(T, T, ids.device)
         x = self.tok_emb(ids)
+        recompute = 0 < recompute_from <= T and torch.is_grad_enabled()
         for blk in self.blocks:
-            x = blk(x, cos, sin, mask)
+            x = checkpointed(blk, x, cos, sin, mask) if recompute else blk(x, cos, sin, mask)
         return self.norm(x)
 
     def forward(self, ids, caches=None, start_pos=0, last_only=False):

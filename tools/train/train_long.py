@@ -240,6 +240,9 @@ def main():
     ap.add_argument("--long-share", type=float, default=0.0,
                     help="with --pose-window: share of steps on real documents of --long-len tokens "
                          "(plain positions), so attention over many distractors is trained too")
+    ap.add_argument("--recompute-from", type=int, default=4096,
+                    help="CPU: rows of at least this many tokens recompute each block in the backward pass "
+                         "(memory of one layer's scores instead of all layers'; about a third more compute)")
     ap.add_argument("--long-len", type=int, default=4096)
     ap.add_argument("--pose-eval-spans", type=int, nargs="*", default=None,
                     help="spans for the far-question evaluation of --pose-window documents (default ctx/4, ctx/2, ctx)")
@@ -414,7 +417,7 @@ def main():
         sel = ans | ctx
         wt = torch.where(ctx, w / args.ctx_sample, w)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-            h = model.hidden(inp, positions)
+            h = model.hidden(inp, positions, args.recompute_from if device.type == "cpu" else 0)
             hs = h[sel]
             logits = F.linear(hs, model.output_weight().to(hs.dtype)).float()
         ce = F.cross_entropy(logits, tgt[sel], reduction="none")
