@@ -11,32 +11,25 @@
 // mapped weights, so both figures see the same memory at the same moment. Every test also
 // gives the CPU steal over its timed runs (Linux's /proc/stat): on a shared virtual machine the
 // hypervisor can take a third of the CPU time for minutes, and a figure made then says so.
-#include <sys/resource.h>
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <span>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/bench_fill.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/proc_usage.h"
+#include "cli/sample_summary.h"
 #include "primekv/model/model.h"
 #include "primekv/press/compressor.h"
+#include "primekv/quant/bandwidth.h"
 #include "primekv/quant/cpu.h"
 #include "primekv/session/pipeline.h"
 
@@ -77,159 +70,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-double PeakRssBytes() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) * 1024.0;  // Linux reports KiB
-}
-
-// VmRSS now, from /proc (0 where it cannot be read).
-double CurrentRssBytes() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) * 1024.0;
-  }
-  return 0;
-}
-
-struct Summary {
-  double median = 0, stddev = 0, min = 0, max = 0;
-};
-
-// Cumulative CPU time of all CPUs, in clock ticks, and the part of it stolen by the hypervisor.
-struct CpuTicks {
-  uint64_t steal = 0, total = 0;
-};
-
-std::optional<CpuTicks> ReadCpuTicks() {
-  std::ifstream f("/proc/stat");
-  std::string cpu;
-  // user nice system idle iowait irq softirq steal (guest time is counted in user already).
-  uint64_t v[8] = {};
-  if (!(f >> cpu) || cpu != "cpu") return std::nullopt;
-  for (uint64_t& x : v) {
-    if (!(f >> x)) return std::nullopt;
-  }
-  CpuTicks t;
-  t.steal = v[7];
-  for (uint64_t x : v) t.total += x;
-  return t;
-}
-
-// Stolen share of the CPU time between two readings; negative when unknown.
-double StealShare(const std::optional<CpuTicks>& a, const std::optional<CpuTicks>& b) {
-  if (!a || !b || b->total <= a->total) return -1;
-  return static_cast<double>(b->steal - a->steal) / static_cast<double>(b->total - a->total);
-}
-
-Summary Summarise(std::vector<double> v) {
-  Summary s;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  s.min = v.front();
-  s.max = v.back();
-  double mean = 0;
-  for (double x : v) mean += x;
-  mean /= static_cast<double>(n);
-  double ss = 0;
-  for (double x : v) ss += (x - mean) * (x - mean);
-  s.stddev = n > 1 ? std::sqrt(ss / static_cast<double>(n - 1)) : 0.0;
-  return s;
-}
-
-// The sum of n words, scalar: four independent chains.
-uint64_t SumWordsScalar(const uint64_t* p, size_t n) {
-  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += p[i];
-    s1 += p[i + 1];
-    s2 += p[i + 2];
-    s3 += p[i + 3];
-  }
-  for (; i < n; ++i) s0 += p[i];
-  return s0 ^ s1 ^ s2 ^ s3;
-}
-
-#if defined(__x86_64__)
-// AVX2: four 32-byte loads per 128 bytes into four accumulators, with a prefetch 8 KiB ahead
-// (the decode kernels' distance). On an Intel Xeon VM whose hardware prefetchers fetch little,
-// 2 KiB ahead (non-temporal) read 8 GB/s per core where this reads 14 (docs/performance.md).
-__attribute__((target("avx2"))) uint64_t SumWordsAvx2(const uint64_t* p, size_t n) {
-  constexpr size_t kAhead = 8192 / sizeof(uint64_t);
-  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    if (i + kAhead + 16 <= n) {  // the last 2 KiB have nothing left to prefetch
-      _mm_prefetch(reinterpret_cast<const char*>(p + i + kAhead), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(p + i + kAhead + 8), _MM_HINT_T0);
-    }
-    a0 = _mm256_add_epi64(a0, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)));
-    a1 = _mm256_add_epi64(a1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
-    a2 = _mm256_add_epi64(a2, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
-    a3 = _mm256_add_epi64(a3, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
-  }
-  const __m256i sum = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
-  alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sum);
-  return (lanes[0] ^ lanes[1] ^ lanes[2] ^ lanes[3]) + SumWordsScalar(p + i, n - i);
-}
-#endif
-
-// The sum of n words, at the memory's speed.
-uint64_t SumWords(const uint64_t* p, size_t n) {
-#if defined(__x86_64__)
-  if (quant::CpuHasIsa(quant::Isa::kAvx2)) return SumWordsAvx2(p, n);
-#endif
-  return SumWordsScalar(p, n);
-}
-
-// Read bandwidth: the best of `passes` passes summing `region`, one contiguous share per thread
-// of the pool (as a decode matvec reads its rows). The region should be far larger than the
-// last-level cache.
-double MeasureBandwidth(std::span<const uint8_t> region, ThreadPool& pool, int passes) {
-  const size_t words = region.size() / sizeof(uint64_t);
-  const auto* base = reinterpret_cast<const uint64_t*>(region.data());
-  const int64_t n_threads = pool.size();
-  std::vector<uint64_t> sinks(static_cast<size_t>(n_threads));
-  double best = 0;
-  for (int pass = 0; pass < passes; ++pass) {
-    const auto t0 = Clock::now();
-    pool.ParallelFor(
-        n_threads,
-        [&](int64_t b, int64_t e, int) {
-          for (int64_t part = b; part < e; ++part) {
-            const size_t lo = words * static_cast<size_t>(part) / static_cast<size_t>(n_threads);
-            const size_t hi =
-                words * static_cast<size_t>(part + 1) / static_cast<size_t>(n_threads);
-            sinks[static_cast<size_t>(part)] += SumWords(base + lo, hi - lo);
-          }
-        },
-        1);
-    const double s = Seconds(t0, Clock::now());
-    best = std::max(best, static_cast<double>(words * sizeof(uint64_t)) / s);
-  }
-  uint64_t all = 0;
-  for (uint64_t s : sinks) all ^= s;
-  if (all == 42) std::fputs("", stderr);  // keeps the sums observable
-  return best;
-}
-
-// The same over a heap buffer of `mib` MiB, written first so every page is resident.
-double MeasureHeapBandwidth(int mib, ThreadPool& pool) {
-  const size_t words = static_cast<size_t>(mib) * (size_t{1} << 20) / sizeof(uint64_t);
-  std::vector<uint64_t> buf(words);
-  pool.ParallelFor(static_cast<int64_t>(words), [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) buf[static_cast<size_t>(i)] = static_cast<uint64_t>(i);
-  });
-  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(buf.data()),
-                                       words * sizeof(uint64_t));
-  return MeasureBandwidth(bytes, pool, 8);
 }
 
 // The model file's tensor data as mapped: the bytes a decode step streams (8-byte aligned).
@@ -381,8 +221,8 @@ int RunBandwidthOnly(const BenchArgs& a) {
   nlohmann::json rows = nlohmann::json::array();
   for (int t : a.threads) {
     ThreadPool pool(t);
-    const double bw = model ? MeasureBandwidth(WeightRegion(*model), pool, 8)
-                            : MeasureHeapBandwidth(a.bandwidth_mib, pool);
+    const double bw = model ? quant::MeasureBandwidth(WeightRegion(*model), pool, 8)
+                            : quant::MeasureHeapBandwidth(a.bandwidth_mib, pool);
     rows.push_back({{"threads", pool.size()}, {"read_bytes_per_s", bw}});
     if (!a.json) {
       std::printf("read bandwidth, %d thread(s): %.2f GB/s (%s)\n", pool.size(), bw / 1e9,
@@ -448,9 +288,9 @@ Result<TestResult> BenchGen(BenchContext& b, const Compressor& compressor, KvCac
   // The cache grows by g/2 entries on average over a run.
   r.bytes_per_token = weight_bytes + r.kv_bytes + 0.5 * g * entry_bytes;
   const auto paired_run = [&]() -> Result<double> {
-    const double before = MeasureBandwidth(b.weights, b.pool, 3);
+    const double before = quant::MeasureBandwidth(b.weights, b.pool, 3);
     PRIMEKV_ASSIGN_OR_RETURN(const double tps, RunGen(b, cache, g));
-    const double bw = std::max(before, MeasureBandwidth(b.weights, b.pool, 3));
+    const double bw = std::max(before, quant::MeasureBandwidth(b.weights, b.pool, 3));
     r.bandwidth.push_back(bw);
     r.shares.push_back(bw > 0 ? r.bytes_per_token * tps / bw : 0.0);
     return tps;
