@@ -1,17 +1,23 @@
-// The one table of compression methods: the CLI's --press, the docs and the test matrix read it.
-#include <algorithm>
+// The one table of compression methods: the CLI's --press, the docs and the test matrix read it;
+// MakePress builds a press from a row. The spec grammar ("name:key=value,...") is press_spec.cc,
+// what a press needs and its input check press_needs.cc.
 #include <array>
-#include <string_view>
+#include <span>
+#include <string>
+#include <vector>
 
+#include "press/press_spec.h"
 #include "press/scorer_util.h"
 #include "press/scorers.h"
-#include "primekv/util/text.h"
 
 namespace primekv {
 
 namespace {
 
 using Entry = PressEntry;
+using press_internal::FindWrapper;
+using press_internal::NeedsInner;
+using press_internal::Shown;
 
 const std::array<Entry, 15>& Table() {
   static const std::array<Entry, 15> kTable = {{
@@ -89,33 +95,6 @@ const std::array<Entry, 15>& Table() {
   return kTable;
 }
 
-std::string Trim(std::string_view s) {
-  const auto b = s.find_first_not_of(" \t");
-  const auto e = s.find_last_not_of(" \t");
-  return b == std::string_view::npos ? "" : std::string(s.substr(b, e - b + 1));
-}
-
-// User text echoed in messages: printable ASCII only, bounded length.
-std::string Shown(std::string_view s) { return Printable(s, 60); }
-
-bool IsNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '-' || c == '<' || c == '>';
-}
-
-// The budget wrapper row whose prefix is `name` ("adakv"), if any.
-const Entry* FindWrapper(std::span<const Entry> table, std::string_view name) {
-  for (const Entry& e : table) {
-    if (!e.wraps.empty() && e.wraps == name) return &e;
-  }
-  return nullptr;
-}
-
-std::string NeedsInner(std::string_view w) {
-  const std::string s(w);
-  return "press " + s + " needs an inner press: " + s + ":<press>, e.g. " + s + ":snapkv";
-}
-
 // `name` with `params` as the press's canonical text ("name:k=v,..." in key order).
 std::string ResolvedText(const std::string& name, const PressParams& params) {
   std::string s = name;
@@ -180,6 +159,22 @@ Result<Press> MakeScored(const PressParams& params, const Entry& e) {
   return p;
 }
 
+// The inner press of a budget wrapper, with the wrapper's budget.
+Result<Press> MakeWrapped(const PressSpec& spec, const Entry& w, std::span<const Entry> table) {
+  auto of = spec.params.find("of");
+  if (of == spec.params.end() || spec.params.size() != 1) return Status::Error(NeedsInner(w.wraps));
+  PRIMEKV_ASSIGN_OR_RETURN(const PressSpec inner_spec, ParsePressSpec(of->second));
+  const std::string refused = std::string(w.wraps) + " cannot wrap '" + inner_spec.name + "'";
+  if (FindWrapper(table, inner_spec.name)) return Status::Error(refused);
+  PRIMEKV_ASSIGN_OR_RETURN(Press p, MakePress(inner_spec, table));
+  // Nothing to budget ("none"), or a press only the fidelity protocol can run.
+  if (!p.scorer || p.scorer->Needs().future_queries) return Status::Error(refused);
+  p.name = std::string(w.wraps) + ":" + p.name;
+  p.resolved = std::string(w.wraps) + ":" + p.resolved;
+  p.budget.kind = w.budget;
+  return p;
+}
+
 }  // namespace
 
 std::span<const PressEntry> PressTable() { return Table(); }
@@ -202,131 +197,6 @@ std::span<const PressInfo> ListPresses() {
   }();
   return kInfos;
 }
-
-std::string PressSpec::Text() const {
-  if (FindWrapper(Table(), name)) {
-    auto it = params.find("of");
-    return name + ":" + (it == params.end() ? std::string() : it->second);
-  }
-  std::string s = name;
-  char sep = ':';
-  for (const auto& [k, v] : params) {
-    s += sep + k + "=" + v;
-    sep = ',';
-  }
-  return s;
-}
-
-Result<PressSpec> ParsePressSpec(const std::string& text_in) {
-  // Iterative: a budget wrapper ("adakv:") may prefix one press; anything deeper is refused
-  // before any copy, so a long "adakv:adakv:..." costs linear time and memory.
-  std::string_view text = text_in;
-  const Entry* wrapper = nullptr;
-  for (;;) {
-    const std::string head = Trim(text.substr(0, std::min(text.find(':'), text.size())));
-    const Entry* w = FindWrapper(Table(), head);
-    if (w == nullptr) break;
-    if (wrapper) {
-      return Status::Error("press '" + std::string(wrapper->wraps) + ":" + head +
-                           "...': " + std::string(wrapper->wraps) + " cannot wrap " + head);
-    }
-    wrapper = w;
-    const auto colon = text.find(':');
-    if (colon == std::string_view::npos) return Status::Error(NeedsInner(head));
-    text = text.substr(colon + 1);
-  }
-  const std::string shown = Shown(text_in);
-  PressSpec spec;
-  const auto colon = text.find(':');
-  spec.name = Trim(text.substr(0, std::min(colon, text.size())));
-  if (spec.name == "streaming_llm") spec.name = "streamingllm";
-  if (spec.name.empty()) {
-    return Status::Error(wrapper ? NeedsInner(wrapper->wraps)
-                                 : "press '" + shown + "': empty press name");
-  }
-  for (char c : spec.name) {
-    if (!IsNameChar(c)) return Status::Error("press '" + shown + "': bad press name");
-  }
-  if (colon != std::string_view::npos) {
-    const std::string_view rest = text.substr(colon + 1);
-    size_t start = 0;
-    while (start <= rest.size()) {
-      const auto comma = rest.find(',', start);
-      const std::string item =
-          Trim(rest.substr(start, comma == std::string_view::npos ? rest.npos : comma - start));
-      const auto eq = item.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        return Status::Error("press '" + shown + "': parameter '" + Shown(item) +
-                             "' is not key=value");
-      }
-      const std::string key = Trim(item.substr(0, eq));
-      const std::string value = Trim(item.substr(eq + 1));
-      if (value.empty())
-        return Status::Error("press '" + shown + "': parameter '" + Shown(key) + "' has no value");
-      if (key == "of") return Status::Error("press '" + shown + "': 'of' is not a parameter");
-      if (!spec.params.emplace(key, value).second) {
-        return Status::Error("press '" + shown + "': parameter '" + Shown(key) + "' given twice");
-      }
-      if (comma == std::string_view::npos) break;
-      start = comma + 1;
-    }
-  }
-  if (wrapper) {
-    PressSpec outer;
-    outer.name = std::string(wrapper->wraps);
-    outer.params["of"] = spec.Text();
-    return outer;
-  }
-  return spec;
-}
-
-Result<std::vector<std::string>> SplitPressList(std::string_view text) {
-  std::vector<std::string> out;
-  const bool semicolons = text.find(';') != std::string_view::npos;
-  const char sep = semicolons ? ';' : ',';
-  size_t start = 0;
-  while (start <= text.size()) {
-    const auto end = std::min(text.find(sep, start), text.size());
-    const std::string item = Trim(text.substr(start, end - start));
-    // "a:k=v,k2=v2,b": an item that is key=value (no ':' before its '=') continues the previous
-    // press's parameters, so comma lists stay unambiguous for multi-parameter presses.
-    const auto eq = item.find('=');
-    const bool continues = !semicolons && eq != std::string::npos && item.find(':') > eq;
-    if (item.empty()) {
-      return Status::Error("press list '" + Shown(text) + "' has an empty entry");
-    } else if (continues) {
-      if (out.empty() || out.back().find(':') == std::string::npos) {
-        return Status::Error("press list '" + Shown(text) + "': parameter '" + Shown(item) +
-                             "' follows no press (write NAME:" + Shown(item) + ")");
-      }
-      out.back() += "," + item;
-    } else {
-      out.push_back(item);
-    }
-    start = end + 1;
-  }
-  return out;
-}
-
-namespace {
-
-// The inner press of a budget wrapper, with the wrapper's budget.
-Result<Press> MakeWrapped(const PressSpec& spec, const Entry& w, std::span<const Entry> table) {
-  auto of = spec.params.find("of");
-  if (of == spec.params.end() || spec.params.size() != 1) return Status::Error(NeedsInner(w.wraps));
-  PRIMEKV_ASSIGN_OR_RETURN(const PressSpec inner_spec, ParsePressSpec(of->second));
-  const std::string refused = std::string(w.wraps) + " cannot wrap '" + inner_spec.name + "'";
-  if (FindWrapper(table, inner_spec.name)) return Status::Error(refused);
-  PRIMEKV_ASSIGN_OR_RETURN(Press p, MakePress(inner_spec, table));
-  // Nothing to budget ("none"), or a press only the fidelity protocol can run.
-  if (!p.scorer || p.scorer->Needs().future_queries) return Status::Error(refused);
-  p.name = std::string(w.wraps) + ":" + p.name;
-  p.resolved = std::string(w.wraps) + ":" + p.resolved;
-  p.budget.kind = w.budget;
-  return p;
-}
-
-}  // namespace
 
 Result<Press> MakePress(const PressSpec& spec) { return MakePress(spec, Table()); }
 
@@ -353,47 +223,6 @@ Result<Press> MakePress(const PressSpec& spec, std::span<const PressEntry> table
   std::string names;
   for (const auto& e : table) names += (names.empty() ? "" : ", ") + e.info.name;
   return Status::Error("unknown press '" + Shown(spec.name) + "' (known: " + names + ")");
-}
-
-Status CheckLayerInput(const PressNeeds& needs, const LayerInput& in, std::string_view press) {
-  const int64_t d = in.head_dim(), kv_heads = in.n_kv_heads();
-  const char* missing = nullptr;
-  if (needs.window_queries > 0 && in.window_queries.rows == 0) {
-    missing = "window queries (post-RoPE queries of the last context tokens)";
-  } else if (needs.query_stats && in.query_stats == nullptr) {
-    missing = "query statistics (pre-RoPE context queries)";
-  } else if (needs.output_gram && std::ssize(in.output_gram) != kv_heads * d * d) {
-    missing = "the W_O Gram matrices";
-  } else if (needs.output_weights && in.output_weights.rows == 0) {
-    missing = "the output projection W_O";
-  } else if (needs.future_queries && in.future_queries.rows == 0) {
-    missing = "future queries";
-  } else if (needs.mean_query && std::ssize(in.mean_query) != kv_heads) {
-    missing = "the mean-query maps (the layer's projections)";
-  } else if (needs.reconstruction && in.reconstruction.empty()) {
-    missing = "reconstruction scores (a second pass of the model over the context)";
-  }
-  if (needs.values && missing == nullptr) {
-    for (const HeadEntries& h : in.heads) {
-      if (h.values.size() != h.keys.size()) missing = "the values";
-    }
-  }
-  if (missing == nullptr) return Status::Ok();
-  return Status::Error("press " + std::string(press) + " needs " + missing +
-                       ", which this run does not provide");
-}
-
-PressNeeds UnionNeeds(const PressNeeds& a, const PressNeeds& b) {
-  PressNeeds n;
-  n.window_queries = std::max(a.window_queries, b.window_queries);
-  n.values = a.values || b.values;
-  n.output_gram = a.output_gram || b.output_gram;
-  n.query_stats = a.query_stats || b.query_stats;
-  n.future_queries = a.future_queries || b.future_queries;
-  n.reconstruction = a.reconstruction || b.reconstruction;
-  n.output_weights = a.output_weights || b.output_weights;
-  n.mean_query = a.mean_query || b.mean_query;
-  return n;
 }
 
 }  // namespace primekv
