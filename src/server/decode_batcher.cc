@@ -1,12 +1,12 @@
 // Batched decode of `primekv serve`: one forward pass runs the next token of every decoding turn.
+#include "server/decode_batcher.h"
+
 #include <algorithm>
 #include <chrono>
 
-#include "server/server_internal.h"
-
 namespace primekv::server {
 
-struct Engine::DecodeJob {
+struct DecodeBatcher::Job {
   DecodeSlot slot;
   std::span<float> logits;
   std::chrono::steady_clock::time_point since;
@@ -14,81 +14,94 @@ struct Engine::DecodeJob {
   bool done = false;
 };
 
-void Engine::EnterDecode() {
-  std::lock_guard lock(batch_mu_);
+DecodeBatcher::DecodeBatcher(Forward forward, int vocab_size)
+    : forward_(std::move(forward)), vocab_(static_cast<size_t>(vocab_size)) {}
+
+void DecodeBatcher::Enter() {
+  std::lock_guard lock(mu_);
   ++decoders_;
 }
 
-void Engine::LeaveDecode() {
-  std::lock_guard lock(batch_mu_);
+void DecodeBatcher::Leave() {
+  std::lock_guard lock(mu_);
   --decoders_;
-  batch_cv_.notify_all();  // the waiting turns may now all be in
+  cv_.notify_all();  // the waiting turns may now all be in
 }
 
-Status Engine::DecodeStep(const DecodeSlot& slot, std::span<float> logits) {
-  DecodeJob job{slot, logits, std::chrono::steady_clock::now()};
-  std::unique_lock lock(batch_mu_);
+DecodeBatcher::Stats DecodeBatcher::stats() const {
+  std::lock_guard lock(mu_);
+  return timing_.stats;
+}
+
+size_t DecodeBatcher::queued() const {
+  std::lock_guard lock(mu_);
+  return pending_.size();
+}
+
+Status DecodeBatcher::Step(const DecodeSlot& slot, std::span<float> logits) {
+  Job job{slot, logits, std::chrono::steady_clock::now()};
+  std::unique_lock lock(mu_);
   pending_.push_back(&job);
   // No wake-up here: the turn whose token completes the batch runs it itself (below), and the
   // others wait with the deadline of the oldest pending token, which a push does not move.
   // Waking every waiter on every push cost more than the step's sampling on a small model.
   while (!job.done) {
-    if (batch_running_ || pending_.empty()) {
-      batch_cv_.wait(lock);
+    if (running_ || pending_.empty()) {
+      cv_.wait(lock);
       continue;
     }
     // Wait for the other decoding turns (their sampling and output take far less than a
     // step), but at most about one step: a turn that is slow to come back (a slow streaming
     // client) costs the others little. The wait starts when the last batch ended at the
     // earliest, so that its turns can come back before a token that came in during it runs.
-    const auto wait = std::chrono::duration<double>(std::clamp(last_batch_seconds_, 5e-5, 5e-3));
-    const auto deadline = std::max(pending_.front()->since, last_batch_end_) +
+    const auto wait = std::chrono::duration<double>(std::clamp(timing_.last_seconds, 5e-5, 5e-3));
+    const auto deadline = std::max(pending_.front()->since, timing_.last_end) +
                           std::chrono::duration_cast<std::chrono::nanoseconds>(wait);
     if (static_cast<int>(pending_.size()) >= decoders_ ||
         std::chrono::steady_clock::now() >= deadline) {
       RunBatchLocked(lock);
     } else {
-      batch_cv_.wait_until(lock, deadline);
+      cv_.wait_until(lock, deadline);
     }
   }
   return job.status;
 }
 
-void Engine::RunBatchLocked(std::unique_lock<std::mutex>& lock) {
+void DecodeBatcher::RunBatchLocked(std::unique_lock<std::mutex>& lock) {
   // One batch runs at a time, so its buffers are reused (pending_ keeps the other one's).
-  std::vector<DecodeJob*>& batch = batch_jobs_;
+  std::vector<Job*>& batch = batch_;
   batch.clear();
   batch.swap(pending_);
-  batch_running_ = true;
+  running_ = true;
   lock.unlock();
   const auto t0 = std::chrono::steady_clock::now();
   Status st = Status::Ok();
   {
     std::lock_guard model_lock(model_mu_);
-    const size_t vocab = static_cast<size_t>(model_->config().vocab_size);
-    if (batch_logits_.size() < batch.size() * vocab) batch_logits_.resize(batch.size() * vocab);
-    batch_slots_.clear();
-    for (const DecodeJob* j : batch) batch_slots_.push_back(j->slot);
-    st = model_->ForwardDecodeBatch(
-        batch_slots_,
-        MatView<float>(batch_logits_.data(), static_cast<int64_t>(batch.size()),
-                       static_cast<int64_t>(vocab)),
-        *pool_, decode_ws_);
+    Buffers& b = buffers_;
+    if (b.logits.size() < batch.size() * vocab_) b.logits.resize(batch.size() * vocab_);
+    b.slots.clear();
+    for (const Job* j : batch) b.slots.push_back(j->slot);
+    st = forward_(b.slots,
+                  MatView<float>(b.logits.data(), static_cast<int64_t>(batch.size()),
+                                 static_cast<int64_t>(vocab_)),
+                  b.ws);
     for (size_t i = 0; st.ok() && i < batch.size(); ++i)
-      std::copy_n(batch_logits_.data() + i * vocab, vocab, batch[i]->logits.data());
+      std::copy_n(b.logits.data() + i * vocab_, vocab_, batch[i]->logits.data());
   }
-  const double seconds = SecondsSince(t0);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   lock.lock();
-  batch_running_ = false;
-  last_batch_seconds_ = seconds;
-  last_batch_end_ = std::chrono::steady_clock::now();
-  ++decode_batches_;
-  decode_batch_rows_ += batch.size();
-  for (DecodeJob* j : batch) {
+  running_ = false;
+  timing_.last_seconds = seconds;
+  timing_.last_end = std::chrono::steady_clock::now();
+  ++timing_.stats.batches;
+  timing_.stats.rows += batch.size();
+  for (Job* j : batch) {
     j->status = st;
     j->done = true;
   }
-  batch_cv_.notify_all();
+  cv_.notify_all();
 }
 
 }  // namespace primekv::server

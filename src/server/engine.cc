@@ -12,9 +12,11 @@
 #include <random>
 #include <thread>
 
+#include "server/decode_batcher.h"
 #include "server/request.h"
 #include "server/server_internal.h"
 #include "server/session_backend.h"
+#include "server/session_store.h"
 
 namespace primekv::server {
 
@@ -47,9 +49,39 @@ Status ProbeWritable(const std::string& dir) {
   return ok ? Status::Ok() : fail(err);
 }
 
+// The backend of --session-store or --session-dir (null without either); a store that cannot
+// be reached at start is refused: no turn could be saved.
+Result<std::unique_ptr<SessionBackend>> MakeBackend(const ServerOptions& options,
+                                                    const Model& model, const KvCacheOptions& kv) {
+  if (!options.session_store.empty()) {
+    auto address = ParseRedisUrl(options.session_store);
+    if (!address.ok()) return Status::Error("--session-store " + address.message());
+    auto backend =
+        MakeRedisBackend(*address, options.store_ttl_s, options.store_max_bytes, model, kv);
+    // Replicas started beside it (deploy/cluster.sh) get kStoreWaitS for it to come up.
+    constexpr int kStoreWaitS = 10;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(kStoreWaitS);
+    for (;;) {
+      auto probe = backend->StoredTurn("", "probe");
+      if (probe.ok()) return backend;
+      if (std::chrono::steady_clock::now() >= give_up)
+        return Status::Error("cannot reach --session-store " + options.session_store + " (" +
+                             probe.message() + ") within " + std::to_string(kStoreWaitS) + " s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+  }
+  if (options.session_dir.empty()) return std::unique_ptr<SessionBackend>();
+  std::error_code ec;
+  std::filesystem::create_directories(options.session_dir, ec);
+  if (ec) return Status::Error("cannot create --session-dir '" + options.session_dir + "'");
+  if (Status s = ProbeWritable(options.session_dir); !s.ok()) return s;
+  return MakeDirBackend(options.session_dir, model, kv);
+}
+
 }  // namespace
 
-Engine::Engine(const ServerOptions& options) : options_(options) {}
+Engine::Engine(const ServerOptions& options)
+    : options_(options), slots_(options.slots), budget_(options.kv_budget_bytes) {}
 Engine::~Engine() = default;
 
 Result<std::unique_ptr<Engine>> Engine::Create(const ServerOptions& options) {
@@ -70,35 +102,21 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ServerOptions& options) {
   auto chat = ResolveChatFormat(e->model_->tokenizer(), options.chat_template);
   if (!chat.ok()) return Status::Error(options.model_path + ": " + chat.message());
   e->chat_format_ = *chat;
-  e->slots_free_ = options.slots;
   if (auto err = e->CheckPress(options.press, options.ratio, "--press")) {
     return Status::Error(err->message);
   }
-  if (!options.session_store.empty()) {
-    auto address = ParseRedisUrl(options.session_store);
-    if (!address.ok()) return Status::Error("--session-store " + address.message());
-    e->backend_ = MakeRedisBackend(*address, options.store_ttl_s, options.store_max_bytes,
-                                   *e->model_, e->kv_);
-    // A store that cannot be reached at start is refused: no turn could be saved. Replicas
-    // started beside it (deploy/cluster.sh) get kStoreWaitS for it to come up.
-    constexpr int kStoreWaitS = 10;
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(kStoreWaitS);
-    for (;;) {
-      auto probe = e->backend_->StoredTurn("", "probe");
-      if (probe.ok()) break;
-      if (std::chrono::steady_clock::now() >= give_up)
-        return Status::Error("cannot reach --session-store " + options.session_store + " (" +
-                             probe.message() + ") within " + std::to_string(kStoreWaitS) + " s");
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    }
-  } else if (!options.session_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(options.session_dir, ec);
-    if (ec) return Status::Error("cannot create --session-dir '" + options.session_dir + "'");
-    if (Status s = ProbeWritable(options.session_dir); !s.ok()) return s;
-    e->backend_ = MakeDirBackend(options.session_dir, *e->model_, e->kv_);
-    e->IndexSessionDir();
-  }
+  auto backend = MakeBackend(options, *e->model_, e->kv_);
+  if (!backend.ok()) return backend.status();
+  const bool index_dir = options.session_store.empty() && !options.session_dir.empty();
+  e->store_ = std::make_unique<SessionStore>(*e->model_, e->kv_, options,
+                                             std::move(backend).value(), e->metrics_);
+  if (index_dir) e->store_->IndexDir(options.session_dir);
+  e->batcher_ = std::make_unique<DecodeBatcher>(
+      [model = e->model_.get(), pool = e->pool_.get()](
+          std::span<const DecodeSlot> slots, MatView<float> logits, ForwardWorkspace& ws) {
+        return model->ForwardDecodeBatch(slots, logits, *pool, ws);
+      },
+      e->model_->config().vocab_size);
   return e;
 }
 
@@ -113,15 +131,6 @@ RequestContext Engine::request_context() const {
           .chat_format = chat_format_,
           .ctx_size = ctx_size_,
           .vocab_size = model_->config().vocab_size};
-}
-
-const Compressor& Engine::CompressorFor(const std::string& press) {
-  auto& c = compressors_[press];
-  if (!c) {
-    // CheckPress ran on every press that reaches here.
-    c = std::make_unique<Compressor>(*model_, std::move(MakePress(*ParsePressSpec(press))).value());
-  }
-  return *c;
 }
 
 HttpError BusySession(const std::string& id) {
@@ -146,17 +155,7 @@ std::optional<HttpError> Engine::CheckFits(const TurnRequest& req) const {
   return std::nullopt;
 }
 
-void Engine::TakeSlot() {
-  std::unique_lock lock(slot_mu_);
-  slot_cv_.wait(lock, [&] { return slots_free_ > 0; });
-  --slots_free_;
-}
-
-void Engine::GiveSlot() {
-  std::lock_guard lock(slot_mu_);
-  ++slots_free_;
-  slot_cv_.notify_one();
-}
+void Engine::Account(const Accounted& a) { budget_.Replace(a.before, a.after); }
 
 std::variant<std::unique_ptr<Turn>, HttpError> Engine::Begin(TurnRequest req) {
   if (auto err = CheckFits(req)) return *err;
@@ -164,102 +163,133 @@ std::variant<std::unique_ptr<Turn>, HttpError> Engine::Begin(TurnRequest req) {
   // one waits for a slot: queued behind it, it would run next and cut that turn out.
   bool claimed = false;
   if (!req.session_id.empty()) {
-    std::lock_guard lock(store_mu_);
-    auto it = sessions_.find(req.session_id);
-    if (it != sessions_.end() && it->second->tenant == req.tenant) {
-      if (it->second->busy || it->second->claimed) return BusySession(req.session_id);
-      it->second->claimed = true;
-      claimed = true;
-    }
+    const auto claim = store_->ClaimNamed(req.tenant, req.session_id);
+    if (claim == SessionStore::Claim::kBusy) return BusySession(req.session_id);
+    claimed = claim == SessionStore::Claim::kClaimed;
   }
-  TakeSlot();  // waits while --slots requests are running
+  slots_.Take();  // waits while --slots requests are running
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(options_.memory_wait_s);
   for (;;) {
-    Found found;
-    {
-      std::lock_guard lock(store_mu_);
-      if (claimed) {  // (the session may have been forgotten meanwhile: looked up again)
-        if (auto it = sessions_.find(req.session_id); it != sessions_.end())
-          it->second->claimed = false;
-        claimed = false;
-      }
-      auto f = FindSessionLocked(req);
-      if (auto* err = std::get_if<HttpError>(&f)) {
-        GiveSlot();
-        return *err;
-      }
-      found = std::get<Found>(f);
-      ++beginning_;
+    // Counted as beginning before its session is found, so that a request waiting for memory
+    // waits for this one rather than being refused as if alone.
+    budget_.Enter();
+    if (claimed) {
+      store_->Unclaim(req.session_id);
+      claimed = false;
     }
-    Session* s = found.session;
-    // A named session is continued as far as its (possibly reloaded) tokens match the prompt.
-    if (!req.session_id.empty()) {
-      DropIfBehind(*s);
-      found.keep = req.prompt.size();
-    }
-    // The prompt's last token is always run again, so its logits start the answer.
-    size_t keep = std::min(found.keep, req.prompt.size() - 1);
-    if (found.source) CopyPrefix(*s, *found.source, req.prompt, keep);
-    bool restored = false;
-    if (auto err = RestoreIfEvicted(*s, restored)) {
-      {
-        std::lock_guard lock(store_mu_);
-        --beginning_;
-      }
-      store_cv_.notify_all();
-      GiveSlot();
+    auto begun = BeginOnce(req, deadline);
+    if (std::holds_alternative<Retry>(begun)) continue;
+    if (auto* err = std::get_if<HttpError>(&begun)) {
+      slots_.Give();
       return *err;
     }
-    keep = std::min(keep, CommonPrefix(s->tokens, req.prompt));
-    // Memory: what this turn may add (prefill + answer + page slack), then make room.
-    // (Exact for the pool's page and chunk sizes: the decode loop calls Reserve the same way.)
-    const size_t new_tokens = req.prompt.size() - keep + static_cast<size_t>(req.max_tokens) + 1;
-    const size_t reserve = s->cache->BytesAllocatedAfterReserve(static_cast<int>(new_tokens)) -
-                           s->cache->BytesAllocated();
-    // How it can give way (ReserveMemory): a new session can be made again, a stored one's
-    // file holds all its cache does.
-    const GiveWay give_way = req.session_id.empty() ? GiveWay::kForget
-                             : s->persisted         ? GiveWay::kDropCache
-                                                    : GiveWay::kNo;
-    auto reserved = ReserveMemory(*s, reserve, restored, give_way, deadline);
-    if (std::holds_alternative<Retry>(reserved)) continue;
-    if (auto* err = std::get_if<HttpError>(&reserved)) {
-      GiveSlot();
-      return *err;
-    }
-    return std::make_unique<Turn>(this, s, reserve, std::move(req), static_cast<int>(keep));
+    return std::move(std::get<std::unique_ptr<Turn>>(begun));
   }
 }
 
-void Engine::Finish(Session* s, size_t reserved, bool ok, bool modified) {
-  {
-    std::lock_guard lock(store_mu_);
-    bytes_used_ -= reserved;
-    s->reserved = 0;
-    const size_t now = s->cache ? s->cache->BytesAllocated() : 0;
-    bytes_used_ = bytes_used_ - s->bytes + now;
-    s->bytes = now;
-    s->busy = false;
-    s->last_used = ++clock_;
-    if (s->load && s->cache) {
-      // The shared store refused this turn (another replica wrote a newer one): the next
-      // turn reads that one.
-      DropCacheLocked(*s);
-    }
-    if (!ok && modified && s->persisted) {
-      // A failed turn leaves the cache suspect: fall back to the last completed turn's file.
-      DropCacheLocked(*s);
-    } else if (!ok && (modified || s->tokens.empty())) {
-      ForgetLocked(*s);
-    }
-    --running_turns_;
-    ++turns_finished_;
+std::variant<std::unique_ptr<Turn>, HttpError, Engine::Retry> Engine::BeginOnce(
+    TurnRequest& req, std::chrono::steady_clock::time_point deadline) {
+  auto f = store_->Find(req);
+  if (auto* err = std::get_if<HttpError>(&f)) {
+    budget_.Leave();
+    return *err;
   }
-  store_cv_.notify_all();
-  std::lock_guard lock(slot_mu_);
-  ++slots_free_;
-  slot_cv_.notify_one();
+  SessionStore::Found found = std::get<SessionStore::Found>(f);
+  Session* s = found.session;
+  // A named session is continued as far as its (possibly reloaded) tokens match the prompt.
+  if (!req.session_id.empty()) {
+    Account(store_->DropIfBehind(*s));
+    found.keep = req.prompt.size();
+  }
+  // The prompt's last token is always run again, so its logits start the answer.
+  size_t keep = std::min(found.keep, req.prompt.size() - 1);
+  if (found.source) Account(store_->CopyPrefix(*s, *found.source, req.prompt, keep));
+  bool restored = false;
+  if (auto err = store_->RestoreIfEvicted(*s, restored)) {
+    budget_.Leave();  // (wakes the requests waiting for memory: the session may be idle now)
+    return *err;
+  }
+  keep = std::min(keep, CommonPrefix(s->tokens, req.prompt));
+  // Memory: what this turn may add (prefill + answer + page slack), then make room.
+  // (Exact for the pool's page and chunk sizes: the decode loop calls Reserve the same way.)
+  const size_t new_tokens = req.prompt.size() - keep + static_cast<size_t>(req.max_tokens) + 1;
+  const size_t reserve = s->cache->BytesAllocatedAfterReserve(static_cast<int>(new_tokens)) -
+                         s->cache->BytesAllocated();
+  // How it can give way (MemoryBudget::Reserve): a new session can be made again, a stored
+  // one's file holds all its cache does.
+  using GiveWay = MemoryBudget::GiveWay;
+  const GiveWay give_way = req.session_id.empty() ? GiveWay::kForget
+                           : s->persisted         ? GiveWay::kDropCache
+                                                  : GiveWay::kNo;
+  auto reserved = ReserveMemory(*s, reserve, restored, give_way, deadline);
+  if (std::holds_alternative<Retry>(reserved)) return Retry{};
+  if (auto* err = std::get_if<HttpError>(&reserved)) return *err;
+  return std::make_unique<Turn>(this, s, std::move(req), static_cast<int>(keep));
+}
+
+std::variant<std::monostate, HttpError, Engine::Retry> Engine::ReserveMemory(
+    Session& s, size_t reserve, bool restored, MemoryBudget::GiveWay give_way,
+    std::chrono::steady_clock::time_point deadline) {
+  const Accounted held = store_->Account(s, restored);
+  Account(held);
+  const size_t need = held.after + reserve;
+  const std::string tenant = s.tenant;  // (`s` may be forgotten by `release`)
+  const MemoryBudget::Request r{
+      .bytes = reserve,
+      .give_way = give_way,
+      .deadline = deadline,
+      .tenant_fits = [&] { return store_->TenantFits(tenant, reserve); },
+      .evict_one = [&](bool own_only) { return store_->EvictOne(&s, tenant, own_only); },
+      .release =
+          [&](bool gave_way) {
+            return gave_way ? store_->GiveWay(s, give_way == MemoryBudget::GiveWay::kForget)
+                            : store_->Refuse(s, restored);
+          },
+      .taken = [&] { store_->SetReserved(s, reserve); }};
+  const MemoryBudget::Outcome outcome = budget_.Reserve(r);
+  using Outcome = MemoryBudget::Outcome;
+  if (outcome == Outcome::kTaken) return std::monostate{};
+  if (outcome == Outcome::kRetry || outcome == Outcome::kTimedOut)
+    metrics_.Count(Metrics::Event::kGaveWay);
+  if (outcome == Outcome::kRetry) return Retry{};
+  metrics_.Count(Metrics::Event::kRejectedMemory);
+  if (outcome == Outcome::kTimedOut) {
+    return HttpError{503,
+                     "the KV budget (" + std::to_string(options_.kv_budget_bytes) +
+                         " bytes) did not free room for this request within --memory-wait-s",
+                     "", "server_overloaded"};
+  }
+  // Alone (or by the deadline) it still does not fit: the answer names the limit it hit.
+  const std::string limit =
+      outcome == Outcome::kRefusedTenant
+          ? "the tenant's KV share (--tenant-kv-mib, " + std::to_string(options_.tenant_kv_bytes) +
+                " bytes)"
+          : "the KV budget (" + std::to_string(options_.kv_budget_bytes) + " bytes)";
+  return HttpError{503, limit + " cannot hold this request (" + std::to_string(need) + " bytes)",
+                   "", "server_overloaded"};
+}
+
+void Engine::Finish(Session* s, bool ok, bool modified) {
+  const Accounted a = store_->Finish(*s, ok, modified);
+  budget_.TurnEnded(a.before, a.after);
+  slots_.Give();
+}
+
+std::string Engine::MetricsText() {
+  const SessionStore::Census census = store_->census();
+  const DecodeBatcher::Stats batches = batcher_->stats();
+  std::optional<StoreStats> store_stats;
+  if (store_->backend()) store_stats = store_->backend()->stats();
+  return metrics_.Text({.kv_bytes_held = census.bytes_held,
+                        .kv_bytes_accounted = budget_.used(),
+                        .kv_budget_bytes = options_.kv_budget_bytes,
+                        .sessions_in_memory = census.in_memory,
+                        .sessions_on_disk = census.on_disk,
+                        .requests_waiting_memory = budget_.waiting(),
+                        .decode_batches = batches.batches,
+                        .decode_batch_rows = batches.rows,
+                        .store = store_stats ? &*store_stats : nullptr});
 }
 
 }  // namespace primekv::server

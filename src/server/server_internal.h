@@ -1,7 +1,8 @@
-// Internals of `primekv serve`: the engine (engine.cc: loading, a request's way in and out),
-// the session store (session_store.cc), the KV budget (memory_budget.cc), turns (turn.cc), the
-// decode batcher (decode_batcher.cc), metrics (server_metrics.cc), session files
-// (session_file.cc), a client's connection (connection.cc). The HTTP transport is http.cc
+// Internals of `primekv serve`: the engine (engine.cc: loading, a request's way in and out) and
+// turns (turn.cc), over parts with their own headers: the session store (session_store.h) of
+// stored sessions (stored_session.h), the KV budget (memory_budget.h), the slots (slots.h), the
+// decode batcher (decode_batcher.h) and the metrics (server_metrics.h). Also session files
+// (session_file.cc) and a client's connection (connection.cc). The HTTP transport is http.cc
 // (http.h); routes and request validation are server.cc.
 #pragma once
 
@@ -24,6 +25,10 @@
 #include "primekv/server/session_file.h"
 #include "primekv/session/pipeline.h"
 #include "primekv/session/session.h"
+#include "server/memory_budget.h"
+#include "server/server_metrics.h"
+#include "server/slots.h"
+#include "server/stored_session.h"
 
 namespace primekv::server {
 
@@ -93,14 +98,15 @@ using TextSink = std::function<bool(const std::string& delta)>;
 using AliveCheck = std::function<bool()>;
 
 class Engine;
-class SessionBackend;   // server/session_backend.h
+class DecodeBatcher;    // server/decode_batcher.h
+class SessionStore;     // server/session_store.h
+struct Accounted;       // server/session_store.h
 struct RequestContext;  // server/request.h
-struct Session;         // a stored conversation, below (not primekv::Session)
 
 // A request that holds a slot, its session (busy) and its memory reservation until destroyed.
 class Turn {
  public:
-  Turn(Engine* engine, Session* session, size_t reserved, TurnRequest request, int keep);
+  Turn(Engine* engine, Session* session, TurnRequest request, int keep);
   Turn(const Turn&) = delete;
   Turn& operator=(const Turn&) = delete;
   ~Turn();
@@ -120,35 +126,15 @@ class Turn {
 
   Engine* engine_;
   Session* session_;
-  size_t reserved_;
   TurnRequest req_;
   int keep_;               // session tokens kept (the rest of the prompt is prefilled)
   bool ran_ = false;       // Run completed
   bool modified_ = false;  // Run changed the session (if it then failed, the state is suspect)
 };
 
-// A stored conversation (primekv::Session is the schedule and decode loop a turn runs on it).
-struct Session {
-  std::string id;
-  std::string tenant;
-  std::string cache_salt;
-  std::string press;
-  double ratio = 0;
-  int budget = 0;
-  int last_prompt_len = 0;
-  std::vector<Token> tokens;       // every token whose K/V went into the cache, in order
-  std::unique_ptr<KvCache> cache;  // null while evicted to disk
-  std::unique_ptr<PressCapture> capture;
-  uint64_t turn = 0;  // completed turns (the store's compare-and-set counter)
-  bool busy = false;
-  bool claimed = false;    // a request naming it waits for a slot (another one gets 409 at once)
-  bool persisted = false;  // the store (file or Redis) holds its last completed turn
-  bool load = false;       // known by id only: its tokens and cache are read from the store
-  uint64_t last_used = 0;
-  size_t bytes = 0;     // accounted against the budget
-  size_t reserved = 0;  // what its running turn reserved (accounted too)
-};
-
+// A request's way in (a slot, its session, its memory) and out, over the parts below, each of
+// which owns its lock. Lock order: memory budget, then session store; slots, the decode batcher
+// and the metrics never call another part.
 class Engine {
  public:
   static Result<std::unique_ptr<Engine>> Create(const ServerOptions& options);
@@ -158,6 +144,10 @@ class Engine {
   const ServerOptions& options() const { return options_; }
   int ctx_size() const { return ctx_size_; }
   ChatFormat chat_format() const { return chat_format_; }
+  ThreadPool& pool() { return *pool_; }
+  SessionStore& store() { return *store_; }
+  DecodeBatcher& batcher() { return *batcher_; }
+  Metrics& metrics() { return metrics_; }
 
   // Checks a press spec and ratio (an error names the field `param`).
   std::optional<HttpError> CheckPress(const std::string& press, double ratio,
@@ -166,122 +156,35 @@ class Engine {
   RequestContext request_context() const;
   // Takes a slot (waits), finds or creates the session, reserves memory.
   std::variant<std::unique_ptr<Turn>, HttpError> Begin(TurnRequest request);
+  // A turn on `s` ended (~Turn): its memory, its session and its slot are given back.
+  void Finish(Session* s, bool ok, bool modified);
   std::string MetricsText();
-  void CountRequest(int status);
+  void CountRequest(int status) { metrics_.CountRequest(status); }
 
  private:
-  friend class Turn;
-  struct DecodeJob;
   explicit Engine(const ServerOptions& options);
-  // Steps of Begin.
-  std::optional<HttpError> CheckFits(const TurnRequest& req) const;
-  void TakeSlot();
-  void GiveSlot();
-  // The session a turn runs on: the one the request names (continued in place), or a new one,
-  // which starts from a copy of `source`'s first `keep` tokens when the request shares them
-  // with a session of its tenant and salt (prefix reuse never changes that session). Both are
-  // marked busy.
-  struct Found {
-    Session* session = nullptr;
-    Session* source = nullptr;
-    size_t keep = 0;
-  };
-  std::variant<Found, HttpError> FindSessionLocked(const TurnRequest& req);
-  Session* BestPrefixLocked(const TurnRequest& req, size_t& keep);
-  // The copy of source's first `keep` tokens into `s`; keep becomes 0 when the source cannot be
-  // read back from its file (the request then starts afresh).
-  void CopyPrefix(Session& s, Session& source, const std::vector<Token>& prompt, size_t& keep);
-  // Reads an evicted session, or one known by id only, back from the store (on failure the
-  // session is dropped).
-  std::optional<HttpError> RestoreIfEvicted(Session& s, bool& restored);
-  // A shared store holds a newer turn of `s` than this replica (another replica served it):
-  // the local copy is dropped and the session is read from the store.
-  void DropIfBehind(Session& s);
-  // How a request waiting for memory can give way when every beginning request waits on the
-  // others and no turn runs: a new session is forgotten (the request begins again from the
-  // store), a stored one drops its cache (its file is current); otherwise it cannot.
-  enum class GiveWay { kNo, kForget, kDropCache };
   struct Retry {};  // the request gave way: it begins again once a turn has finished
-  // Makes room for `reserve` more bytes (evicting, waiting for running turns and for the other
-  // beginning requests) and takes them, by `deadline`.
-  std::variant<std::monostate, Retry, HttpError> ReserveMemory(
-      Session& s, size_t reserve, bool restored, GiveWay give_way,
+  std::optional<HttpError> CheckFits(const TurnRequest& req) const;
+  // One try of Begin, with a slot taken and Enter called on the budget.
+  std::variant<std::unique_ptr<Turn>, HttpError, Retry> BeginOnce(
+      TurnRequest& req, std::chrono::steady_clock::time_point deadline);
+  // Makes room for `reserve` bytes for the turn on `s` and takes them (MemoryBudget::Reserve).
+  std::variant<std::monostate, HttpError, Retry> ReserveMemory(
+      Session& s, size_t reserve, bool restored, MemoryBudget::GiveWay give_way,
       std::chrono::steady_clock::time_point deadline);
-  const Compressor& CompressorFor(const std::string& press);  // under store_mu_
-  void IndexSessionDir();
-  // Evicts one idle session for a request of `tenant`: of a tenant over its share first, else
-  // the tenant's own (only its own when `own_only`). False when there is none.
-  bool EvictOneLocked(const Session* except, const std::string& tenant, bool own_only);
-  // Bytes each tenant holds (sessions and running turns' reservations).
-  std::map<std::string, size_t> TenantBytesLocked() const;
-  // A tenant's share: --tenant-kv-mib, or the budget over the tenants holding memory (and the
-  // requester's).
-  size_t TenantShareLocked(const std::map<std::string, size_t>& held,
-                           const std::string& tenant) const;
-  // Whether `tenant` may hold `more` bytes under --tenant-kv-mib (always without it).
-  bool TenantFitsLocked(const std::string& tenant, size_t more) const;
-  HttpError RefuseMemoryLocked(Session& s, size_t reserve, bool restored);
-  // Frees a session's cache and its bytes in the budget; its tokens stay, so the next request
-  // reads it back from the store.
-  void DropCacheLocked(Session& s);
-  // Removes a session and its bytes from the budget (`s` is destroyed).
-  void ForgetLocked(Session& s);
-  Status Persist(Session& s);
-  void Finish(Session* s, size_t reserved, bool ok, bool modified);
-
-  // Batched decode: every running turn hands its next token to DecodeStep, and one forward pass
-  // (Model::ForwardDecodeBatch) runs the tokens of all turns that are waiting, once each turn in
-  // its decode loop has handed its token in, or a step's time after the first one was.
-  Status DecodeStep(const DecodeSlot& slot, std::span<float> logits);
-  void RunBatchLocked(std::unique_lock<std::mutex>& lock);
-  void EnterDecode();
-  void LeaveDecode();
+  void Account(const Accounted& a);  // hands a store call's accounting to the budget
 
   ServerOptions options_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<SessionBackend> backend_;  // null: sessions live in memory only
   std::unique_ptr<ThreadPool> pool_;
   int ctx_size_ = 0;
   ChatFormat chat_format_ = ChatFormat::kNone;
   KvCacheOptions kv_;
-
-  std::mutex model_mu_;         // one forward pass or compression at a time (shared thread pool)
-  ForwardWorkspace decode_ws_;  // under model_mu_
-  std::vector<float> batch_logits_;      // under model_mu_
-  std::vector<DecodeSlot> batch_slots_;  // under model_mu_
-
-  std::mutex batch_mu_;  // the decode queue below
-  std::condition_variable batch_cv_;
-  std::vector<DecodeJob*> pending_;
-  std::vector<DecodeJob*> batch_jobs_;  // the running batch's jobs (its leader's only)
-  int decoders_ = 0;                    // turns in their decode loop
-  bool batch_running_ = false;
-  double last_batch_seconds_ = 0;
-  std::chrono::steady_clock::time_point last_batch_end_;
-  uint64_t decode_batches_ = 0, decode_batch_rows_ = 0;
-  std::mutex slot_mu_;
-  std::condition_variable slot_cv_;
-  int slots_free_ = 0;
-
-  std::mutex store_mu_;  // sessions, accounting, compressors, counters below
-  std::map<std::string, std::unique_ptr<Session>> sessions_;
-  std::map<std::string, std::unique_ptr<Compressor>> compressors_;
-  std::condition_variable store_cv_;  // a turn finished: memory may be free
-  size_t bytes_used_ = 0;             // sessions' bytes plus reservations of running turns
-  int running_turns_ = 0;
-  int beginning_ = 0;  // requests holding their session between finding it and running
-  uint64_t turns_finished_ = 0;
-  uint64_t memory_tickets_ = 0;
-  std::map<uint64_t, GiveWay> memory_waiters_;  // beginning requests waiting in ReserveMemory
-  uint64_t clock_ = 0;
-
-  struct Counters {
-    std::map<int, uint64_t> requests;  // by HTTP status
-    uint64_t prompt_tokens = 0, completion_tokens = 0, prefill_tokens = 0, cached_tokens = 0;
-    double prefill_seconds = 0, decode_seconds = 0;
-    uint64_t compressions = 0, evictions = 0, restores = 0, session_files_rejected = 0;
-    uint64_t cancelled = 0, rejected_memory = 0, gave_way = 0, turns_not_saved = 0;
-  } counters_;
+  Metrics metrics_;  // (before the parts that count in it)
+  Slots slots_;
+  MemoryBudget budget_;
+  std::unique_ptr<SessionStore> store_;
+  std::unique_ptr<DecodeBatcher> batcher_;
 };
 
 }  // namespace primekv::server

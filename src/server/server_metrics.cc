@@ -1,7 +1,8 @@
-// The Prometheus text of `primekv serve`'s /metrics.
+// The counters of `primekv serve` and the Prometheus text of its /metrics.
+#include "server/server_metrics.h"
+
 #include <sstream>
 
-#include "server/server_internal.h"
 #include "server/session_backend.h"
 
 namespace primekv::server {
@@ -43,19 +44,43 @@ void WriteStoreMetrics(const MetricWriter& metric, const StoreStats& st, uint64_
 
 }  // namespace
 
-void Engine::CountRequest(int status) {
-  std::lock_guard lock(store_mu_);
-  ++counters_.requests[status];
+void Metrics::CountRequest(int status) {
+  std::lock_guard lock(mu_);
+  ++requests_[status];
 }
 
-std::string Engine::MetricsText() {
-  std::lock_guard lock(store_mu_);
-  const Counters& c = counters_;
+void Metrics::Count(Event event) {
+  std::lock_guard lock(mu_);
+  ++events_[static_cast<size_t>(event)];
+}
+
+uint64_t Metrics::count(Event event) const {
+  std::lock_guard lock(mu_);
+  return events_[static_cast<size_t>(event)];
+}
+
+void Metrics::AddTurn(const TurnCounts& t) {
+  std::lock_guard lock(mu_);
+  turns_.prompt_tokens += t.prompt_tokens;
+  turns_.cached_tokens += t.cached_tokens;
+  turns_.prefill_tokens += t.prefill_tokens;
+  turns_.completion_tokens += t.completion_tokens;
+  turns_.prefill_seconds += t.prefill_seconds;
+  turns_.decode_seconds += t.decode_seconds;
+  turns_.compressions += t.compressions;
+  turns_.cancelled += t.cancelled;
+  turns_.not_saved += t.not_saved;
+}
+
+std::string Metrics::Text(const Gauges& g) const {
+  std::lock_guard lock(mu_);
+  const TurnCounts& c = turns_;
+  const auto event = [&](Event e) { return events_[static_cast<size_t>(e)]; };
   std::ostringstream o;
   const MetricWriter metric{o};
   o << "# HELP primekv_requests_total HTTP requests answered, by status\n"
        "# TYPE primekv_requests_total counter\n";
-  for (const auto& [status, n] : c.requests)
+  for (const auto& [status, n] : requests_)
     o << "primekv_requests_total{status=\"" << status << "\"} " << n << "\n";
   metric("prompt_tokens_total", "counter", "Prompt tokens of completed turns", c.prompt_tokens);
   metric("cached_prompt_tokens_total", "counter",
@@ -69,39 +94,32 @@ std::string Engine::MetricsText() {
          c.prefill_seconds > 0 ? static_cast<double>(c.prefill_tokens) / c.prefill_seconds : 0.0);
   metric("decode_tokens_per_second", "gauge", "Decode throughput over the server's life",
          c.decode_seconds > 0 ? static_cast<double>(c.completion_tokens) / c.decode_seconds : 0.0);
-  size_t held = 0, live = 0, on_disk = 0;
-  for (const auto& [id, s] : sessions_) {
-    if (s->cache) {
-      held += s->bytes;
-      ++live;
-    } else {
-      ++on_disk;
-    }
-  }
-  metric("kv_bytes_held", "gauge", "KV cache bytes held by sessions in memory", held);
+  metric("kv_bytes_held", "gauge", "KV cache bytes held by sessions in memory", g.kv_bytes_held);
   metric("kv_bytes_accounted", "gauge", "KV bytes held plus reservations of running turns",
-         bytes_used_);
-  metric("kv_budget_bytes", "gauge", "The --kv-budget-mib budget", options_.kv_budget_bytes);
+         g.kv_bytes_accounted);
+  metric("kv_budget_bytes", "gauge", "The --kv-budget-mib budget", g.kv_budget_bytes);
   metric("compressions_total", "counter", "Cache compressions", c.compressions);
-  metric("sessions_in_memory", "gauge", "Sessions whose cache is in memory", live);
-  metric("sessions_on_disk", "gauge", "Sessions evicted to the session store", on_disk);
-  metric("evictions_total", "counter", "Sessions evicted (least recently used)", c.evictions);
-  metric("restores_total", "counter", "Sessions restored from the session store", c.restores);
+  metric("sessions_in_memory", "gauge", "Sessions whose cache is in memory", g.sessions_in_memory);
+  metric("sessions_on_disk", "gauge", "Sessions evicted to the session store", g.sessions_on_disk);
+  metric("evictions_total", "counter", "Sessions evicted (least recently used)",
+         event(Event::kEviction));
+  metric("restores_total", "counter", "Sessions restored from the session store",
+         event(Event::kRestore));
   metric("session_files_rejected_total", "counter", "Corrupt or truncated sessions refused",
-         c.session_files_rejected);
-  if (backend_) WriteStoreMetrics(metric, backend_->stats(), c.turns_not_saved);
+         event(Event::kSessionFileRejected));
+  if (g.store) WriteStoreMetrics(metric, *g.store, c.not_saved);
   metric("requests_cancelled_total", "counter", "Streams whose client went away", c.cancelled);
   metric("requests_rejected_memory_total", "counter", "Requests refused with 503 (KV budget)",
-         c.rejected_memory);
+         event(Event::kRejectedMemory));
   metric("requests_waiting_memory", "gauge", "Requests waiting for KV budget to come free",
-         memory_waiters_.size());
+         g.requests_waiting_memory);
   metric("memory_gave_way_total", "counter",
-         "Requests that let another go first when all waited on each other's memory", c.gave_way);
-  std::lock_guard batch_lock(batch_mu_);
-  metric("decode_batches_total", "counter", "Batched decode forward passes", decode_batches_);
+         "Requests that let another go first when all waited on each other's memory",
+         event(Event::kGaveWay));
+  metric("decode_batches_total", "counter", "Batched decode forward passes", g.decode_batches);
   metric("decode_batch_rows_total", "counter",
          "Tokens decoded in batched forward passes (over decode_batches_total: the mean batch)",
-         decode_batch_rows_);
+         g.decode_batch_rows);
   return o.str();
 }
 

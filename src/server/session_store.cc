@@ -1,23 +1,33 @@
 // The session store of `primekv serve`: finding the session a request continues, eviction,
 // and the sessions kept in the backend (--session-dir or --session-store; session_backend.h).
+#include "server/session_store.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
-#include "server/server_internal.h"
+#include "server/server_metrics.h"
 #include "server/session_backend.h"
 
 namespace primekv::server {
 
-void Engine::IndexSessionDir() {
+SessionStore::SessionStore(const Model& model, const KvCacheOptions& kv,
+                           const ServerOptions& options, std::unique_ptr<SessionBackend> backend,
+                           Metrics& metrics)
+    : model_(model), kv_(kv), options_(options), backend_(std::move(backend)), metrics_(metrics) {}
+
+SessionStore::~SessionStore() = default;
+
+void SessionStore::IndexDir(const std::string& dir) {
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(options_.session_dir, ec)) {
+  std::lock_guard lock(mu_);
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string path = entry.path().string();
     // Only regular files are read: a FIFO would block the open, a link could point anywhere.
     if (!entry.is_regular_file(ec) || entry.is_symlink(ec)) {
       if (entry.path().extension() == ".pkvs") {
         std::fprintf(stderr, "primekv serve: skipping %s: not a regular file\n", path.c_str());
-        ++counters_.session_files_rejected;
+        metrics_.Count(Metrics::Event::kSessionFileRejected);
       }
       continue;
     }
@@ -27,10 +37,10 @@ void Engine::IndexSessionDir() {
       continue;
     }
     if (entry.path().extension() != ".pkvs") continue;
-    auto snap = ReadSessionFile(path, *model_, kv_, /*header_only=*/true);
+    auto snap = ReadSessionFile(path, model_, kv_, /*header_only=*/true);
     if (!snap.ok()) {
       std::fprintf(stderr, "primekv serve: skipping %s\n", snap.message().c_str());
-      ++counters_.session_files_rejected;
+      metrics_.Count(Metrics::Event::kSessionFileRejected);
       continue;
     }
     auto s = std::make_unique<Session>();
@@ -47,31 +57,84 @@ void Engine::IndexSessionDir() {
     sessions_[s->id] = std::move(s);
   }
   std::fprintf(stderr, "primekv serve: %zu session(s) indexed from %s\n", sessions_.size(),
-               options_.session_dir.c_str());
+               dir.c_str());
 }
 
-std::map<std::string, size_t> Engine::TenantBytesLocked() const {
+Session& SessionStore::Add(std::unique_ptr<Session> s) {
+  std::lock_guard lock(mu_);
+  Session& added = *s;
+  sessions_[s->id] = std::move(s);
+  return added;
+}
+
+size_t SessionStore::size() const {
+  std::lock_guard lock(mu_);
+  return sessions_.size();
+}
+
+const Compressor& SessionStore::CompressorFor(const std::string& press) {
+  std::lock_guard lock(mu_);
+  return CompressorForLocked(press);
+}
+
+const Compressor& SessionStore::CompressorForLocked(const std::string& press) {
+  auto& c = compressors_[press];
+  if (!c) {
+    // CheckPress ran on every press that reaches here.
+    c = std::make_unique<Compressor>(model_, std::move(MakePress(*ParsePressSpec(press))).value());
+  }
+  return *c;
+}
+
+SessionStore::Claim SessionStore::ClaimNamed(const std::string& tenant, const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end() || it->second->tenant != tenant) return Claim::kUnknown;
+  if (it->second->busy || it->second->claimed) return Claim::kBusy;
+  it->second->claimed = true;
+  return Claim::kClaimed;
+}
+
+void SessionStore::Unclaim(const std::string& id) {
+  std::lock_guard lock(mu_);
+  // (The session may have been forgotten meanwhile: looked up again.)
+  if (auto it = sessions_.find(id); it != sessions_.end()) it->second->claimed = false;
+}
+
+std::map<std::string, size_t> SessionStore::TenantBytes() const {
+  std::lock_guard lock(mu_);
+  return TenantBytesLocked();
+}
+
+std::map<std::string, size_t> SessionStore::TenantBytesLocked() const {
   std::map<std::string, size_t> held;
   for (const auto& [id, s] : sessions_) held[s->tenant] += s->bytes + s->reserved;
   return held;
 }
 
-size_t Engine::TenantShareLocked(const std::map<std::string, size_t>& held,
-                                 const std::string& tenant) const {
+size_t SessionStore::TenantShareLocked(const std::map<std::string, size_t>& held,
+                                       const std::string& tenant) const {
   if (options_.tenant_kv_bytes > 0) return options_.tenant_kv_bytes;
   size_t tenants = held.count(tenant) && held.at(tenant) > 0 ? 0 : 1;  // the requester's own
   for (const auto& [t, bytes] : held) tenants += bytes > 0 ? 1 : 0;
   return options_.kv_budget_bytes / std::max<size_t>(tenants, 1);
 }
 
-bool Engine::TenantFitsLocked(const std::string& tenant, size_t more) const {
+bool SessionStore::TenantFits(const std::string& tenant, size_t more) const {
+  std::lock_guard lock(mu_);
+  return TenantFitsLocked(tenant, more);
+}
+
+bool SessionStore::TenantFitsLocked(const std::string& tenant, size_t more) const {
   if (options_.tenant_kv_bytes == 0) return true;
   const auto held = TenantBytesLocked();
   const auto it = held.find(tenant);
   return (it == held.end() ? 0 : it->second) + more <= options_.tenant_kv_bytes;
 }
 
-bool Engine::EvictOneLocked(const Session* except, const std::string& tenant, bool own_only) {
+std::optional<size_t> SessionStore::EvictOne(const Session* except, const std::string& tenant,
+                                             bool own_only) {
+  std::lock_guard lock(mu_);
   // Tenants do not trust each other, so one must not push another's conversations out: idle
   // sessions of tenants holding more than their share go first (least recently used among them),
   // then the requester's own; a tenant within its share is never evicted for another.
@@ -86,32 +149,29 @@ bool Engine::EvictOneLocked(const Session* except, const std::string& tenant, bo
       over = s.get();
   }
   Session* victim = over ? over : own;
-  if (!victim) return false;
-  ++counters_.evictions;
-  if (!victim->persisted) {
-    ForgetLocked(*victim);  // nowhere to keep it: the conversation is forgotten
-  } else {
-    // Its file is current (written after every completed turn): dropping the cache loses
-    // nothing.
-    DropCacheLocked(*victim);
-  }
-  return true;
+  if (!victim) return std::nullopt;
+  metrics_.Count(Metrics::Event::kEviction);
+  // Without a file the conversation is forgotten; with one, its file is current (written after
+  // every completed turn): dropping the cache loses nothing.
+  return victim->persisted ? DropCacheLocked(*victim) : ForgetLocked(*victim);
 }
 
-void Engine::DropCacheLocked(Session& s) {
-  bytes_used_ -= s.bytes;
+size_t SessionStore::DropCacheLocked(Session& s) {
+  const size_t freed = s.bytes;
   s.bytes = 0;
   s.cache.reset();
   s.capture.reset();
+  return freed;
 }
 
-void Engine::ForgetLocked(Session& s) {
-  bytes_used_ -= s.bytes;
+size_t SessionStore::ForgetLocked(Session& s) {
+  const size_t freed = s.bytes;
   const std::string id = s.id;  // erasing destroys `s`, and with it s.id
   sessions_.erase(id);
+  return freed;
 }
 
-Session* Engine::BestPrefixLocked(const TurnRequest& req, size_t& keep) {
+Session* SessionStore::BestPrefixLocked(const TurnRequest& req, size_t& keep) {
   // The request must contain the session's whole last prompt (its answer may be re-tokenised
   // differently); only sessions of the same tenant, salt, press and ratio are candidates.
   Session* best = nullptr;
@@ -131,7 +191,8 @@ Session* Engine::BestPrefixLocked(const TurnRequest& req, size_t& keep) {
   return best;
 }
 
-std::variant<Engine::Found, HttpError> Engine::FindSessionLocked(const TurnRequest& req) {
+std::variant<SessionStore::Found, HttpError> SessionStore::Find(const TurnRequest& req) {
+  std::lock_guard lock(mu_);
   Found f;
   if (!req.session_id.empty()) {
     auto it = sessions_.find(req.session_id);
@@ -185,12 +246,12 @@ std::variant<Engine::Found, HttpError> Engine::FindSessionLocked(const TurnReque
   return f;
 }
 
-void Engine::CopyPrefix(Session& s, Session& source, const std::vector<Token>& prompt,
-                        size_t& keep) {
+Accounted SessionStore::CopyPrefix(Session& s, Session& source, const std::vector<Token>& prompt,
+                                   size_t& keep) {
   bool restored = false;
   if (RestoreIfEvicted(source, restored)) {
-    keep = 0;  // its file was unreadable (and it is gone): start afresh
-    return;
+    keep = 0;  // its file was unreadable (and it is gone, or released): start afresh
+    return {};
   }
   // A shared store may hold a later turn than the tokens the match was made on.
   keep = std::min(keep, CommonPrefix(source.tokens, prompt));
@@ -198,25 +259,24 @@ void Engine::CopyPrefix(Session& s, Session& source, const std::vector<Token>& p
   s.cache->TruncateFrom(static_cast<int32_t>(keep));
   s.tokens.assign(source.tokens.begin(), source.tokens.begin() + static_cast<ptrdiff_t>(keep));
   s.budget = source.budget;
-  std::lock_guard lock(store_mu_);
+  std::lock_guard lock(mu_);
   // What the press saw of the source's queries goes with the copy, as if it had continued.
   s.capture = source.capture
                   ? std::make_unique<PressCapture>(*source.capture)
-                  : std::make_unique<PressCapture>(*model_, CompressorFor(s.press).Needs());
-  const size_t now = source.cache->BytesAllocated();
-  bytes_used_ = bytes_used_ - source.bytes + now;
-  source.bytes = now;
+                  : std::make_unique<PressCapture>(model_, CompressorForLocked(s.press).Needs());
+  const Accounted a{source.bytes, source.cache->BytesAllocated()};
+  source.bytes = a.after;
   source.busy = false;
   source.last_used = ++clock_;
-  store_cv_.notify_all();
+  return a;
 }
 
-std::optional<HttpError> Engine::RestoreIfEvicted(Session& s, bool& restored) {
+std::optional<HttpError> SessionStore::RestoreIfEvicted(Session& s, bool& restored) {
   restored = false;
   if (s.load || (!s.cache && !s.tokens.empty())) {
     // Store I/O outside the store lock; the session is busy, so no one else touches it.
     auto loaded = backend_->Load(s.tenant, s.id);
-    std::lock_guard lock(store_mu_);
+    std::lock_guard lock(mu_);
     const std::string id = s.id;
     // On an error below, a session known by id only is forgotten (the next request asks the
     // store again, with its own tenant and press); one with tokens waits for a later request.
@@ -224,8 +284,7 @@ std::optional<HttpError> Engine::RestoreIfEvicted(Session& s, bool& restored) {
       if (s.tokens.empty()) {
         sessions_.erase(id);
       } else {
-        s.busy = false;
-        store_cv_.notify_all();
+        s.busy = false;  // (the engine wakes the requests waiting for memory)
       }
     };
     if (!loaded.ok()) {
@@ -237,7 +296,7 @@ std::optional<HttpError> Engine::RestoreIfEvicted(Session& s, bool& restored) {
       if (loaded->found == SessionBackend::Found::kDamaged) {
         std::fprintf(stderr, "primekv serve: refusing session %s from the %s store: %s\n",
                      id.c_str(), backend_->name(), loaded->why.c_str());
-        ++counters_.session_files_rejected;
+        metrics_.Count(Metrics::Event::kSessionFileRejected);
       }
       sessions_.erase(id);
       if (loaded->found == SessionBackend::Found::kMissing)
@@ -264,32 +323,33 @@ std::optional<HttpError> Engine::RestoreIfEvicted(Session& s, bool& restored) {
     s.capture.reset();  // a restored session starts with an empty query window
     s.load = false;
     restored = true;
-    ++counters_.restores;
+    metrics_.Count(Metrics::Event::kRestore);
   }
   if (!s.capture || !s.cache) {
-    std::lock_guard lock(store_mu_);
-    if (!s.cache) s.cache = std::make_unique<KvCache>(model_->NewCache(kv_));
+    std::lock_guard lock(mu_);
+    if (!s.cache) s.cache = std::make_unique<KvCache>(model_.NewCache(kv_));
     if (!s.capture)
-      s.capture = std::make_unique<PressCapture>(*model_, CompressorFor(s.press).Needs());
+      s.capture = std::make_unique<PressCapture>(model_, CompressorForLocked(s.press).Needs());
   }
   return std::nullopt;
 }
 
-void Engine::DropIfBehind(Session& s) {
-  if (!backend_ || !backend_->shared() || !s.cache || s.load) return;
+Accounted SessionStore::DropIfBehind(Session& s) {
+  if (!backend_ || !backend_->shared() || !s.cache || s.load) return {};
   auto stored = backend_->StoredTurn(s.tenant, s.id);
   if (!stored.ok()) {
     // Unreachable store: this replica's copy is the best there is.
     std::fprintf(stderr, "primekv serve: %s\n", stored.message().c_str());
-    return;
+    return {};
   }
-  if (!*stored || **stored <= s.turn) return;
-  std::lock_guard lock(store_mu_);
-  DropCacheLocked(s);
+  if (!*stored || **stored <= s.turn) return {};
+  std::lock_guard lock(mu_);
+  const size_t freed = DropCacheLocked(s);
   s.load = true;
+  return {freed, 0};
 }
 
-Status Engine::Persist(Session& s) {
+Status SessionStore::Persist(Session& s) {
   if (!backend_) return Status::Ok();
   SessionSnapshot snap;
   snap.id = s.id;
@@ -303,7 +363,7 @@ Status Engine::Persist(Session& s) {
   snap.turn = s.turn;
   snap.tokens = s.tokens;
   auto saved = backend_->Save(snap, *s.cache);
-  std::lock_guard lock(store_mu_);
+  std::lock_guard lock(mu_);
   if (!saved.ok()) {
     s.persisted = false;
     return saved.status();
@@ -315,6 +375,68 @@ Status Engine::Persist(Session& s) {
   if (*saved == SessionBackend::Saved::kTooLarge)
     return Status::Error("session " + s.id + " exceeds --store-max-kib: not stored");
   return Status::Ok();
+}
+
+Accounted SessionStore::Account(Session& s, bool restored) {
+  std::lock_guard lock(mu_);
+  const Accounted a{restored ? 0 : s.bytes, s.cache->BytesAllocated()};
+  s.bytes = a.after;
+  return a;
+}
+
+void SessionStore::SetReserved(Session& s, size_t bytes) {
+  std::lock_guard lock(mu_);
+  s.reserved = bytes;
+}
+
+size_t SessionStore::Refuse(Session& s, bool restored) {
+  std::lock_guard lock(mu_);
+  s.busy = false;
+  if (s.tokens.empty()) return ForgetLocked(s);
+  if (restored && s.persisted) return DropCacheLocked(s);  // back to disk: only read for this
+  return 0;
+}
+
+size_t SessionStore::GiveWay(Session& s, bool forget) {
+  std::lock_guard lock(mu_);
+  if (forget) return ForgetLocked(s);
+  s.busy = false;
+  return DropCacheLocked(s);
+}
+
+Accounted SessionStore::Finish(Session& s, bool ok, bool modified) {
+  std::lock_guard lock(mu_);
+  Accounted a{s.bytes + s.reserved, s.cache ? s.cache->BytesAllocated() : 0};
+  s.reserved = 0;
+  s.bytes = a.after;
+  s.busy = false;
+  s.last_used = ++clock_;
+  if (s.load && s.cache) {
+    // The shared store refused this turn (another replica wrote a newer one): the next
+    // turn reads that one.
+    a.after -= DropCacheLocked(s);
+  }
+  if (!ok && modified && s.persisted) {
+    // A failed turn leaves the cache suspect: fall back to the last completed turn's file.
+    a.after -= DropCacheLocked(s);
+  } else if (!ok && (modified || s.tokens.empty())) {
+    a.after -= ForgetLocked(s);
+  }
+  return a;
+}
+
+SessionStore::Census SessionStore::census() const {
+  std::lock_guard lock(mu_);
+  Census c;
+  for (const auto& [id, s] : sessions_) {
+    if (s->cache) {
+      c.bytes_held += s->bytes;
+      ++c.in_memory;
+    } else {
+      ++c.on_disk;
+    }
+  }
+  return c;
 }
 
 }  // namespace primekv::server

@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <string>
 
+#include "server/decode_batcher.h"
 #include "server/server_internal.h"
+#include "server/session_store.h"
 
 namespace primekv::server {
 
@@ -25,14 +27,10 @@ size_t Utf8SafeLength(const std::string& s) {
 
 }  // namespace
 
-Turn::Turn(Engine* engine, Session* session, size_t reserved, TurnRequest request, int keep)
-    : engine_(engine),
-      session_(session),
-      reserved_(reserved),
-      req_(std::move(request)),
-      keep_(keep) {}
+Turn::Turn(Engine* engine, Session* session, TurnRequest request, int keep)
+    : engine_(engine), session_(session), req_(std::move(request)), keep_(keep) {}
 
-Turn::~Turn() { engine_->Finish(session_, reserved_, ran_, modified_); }
+Turn::~Turn() { engine_->Finish(session_, ran_, modified_); }
 
 const std::string& Turn::session_id() const { return session_->id; }
 
@@ -120,7 +118,8 @@ Status Turn::Decode(State& st, const TextSink& sink, const AliveCheck& alive) {
   };
   // Each token runs in the engine's batched forward pass with the other decoding turns'.
   const auto feed = [&](Token next) {
-    PRIMEKV_RETURN_IF_ERROR(e.DecodeStep({next, &conv.cache(), s.capture.get()}, conv.logits()));
+    PRIMEKV_RETURN_IF_ERROR(
+        e.batcher().Step({next, &conv.cache(), s.capture.get()}, conv.logits()));
     s.tokens.push_back(next);
     st.out.appended.push_back(next);
     return Status::Ok();
@@ -147,8 +146,8 @@ Status Turn::EndTurn(State& st) {
   ++s.turn;
   // After every turn. A failed save is logged, counted and said in the answer
   // (`X-PrimeKV-Saved: false`): the turn is answered all the same, and lives in memory only.
-  if (e.backend_) {
-    const Status r = e.Persist(s);
+  if (e.store().backend()) {
+    const Status r = e.store().Persist(s);
     if (!r.ok()) std::fprintf(stderr, "primekv serve: %s\n", r.message().c_str());
     st.out.saved = r.ok() && !s.load;  // (load: another replica stored a newer turn first)
   }
@@ -159,41 +158,36 @@ Result<TurnOutcome> Turn::Run(const TextSink& sink, const AliveCheck& alive) {
   Engine& e = *engine_;
   Session& s = *session_;
   State st;
-  const Compressor* compressor = nullptr;
-  {
-    std::lock_guard lock(e.store_mu_);
-    compressor = &e.CompressorFor(s.press);
-  }
+  const Compressor& compressor = e.store().CompressorFor(s.press);
   const Schedule schedule{
-      .ratio = s.ratio, .mode = e.options_.mode, .interval = e.options_.interval};
-  st.session.emplace(
-      e.model(), *compressor, schedule, *e.pool_,
-      SessionParts{.cache = *s.cache, .capture = s.capture.get(), .model_mutex = &e.model_mu_});
+      .ratio = s.ratio, .mode = e.options().mode, .interval = e.options().interval};
+  st.session.emplace(e.model(), compressor, schedule, e.pool(),
+                     SessionParts{.cache = *s.cache,
+                                  .capture = s.capture.get(),
+                                  .model_mutex = &e.batcher().model_mutex()});
   st.session->set_budget(s.budget);  // a continued conversation keeps its first prompt's budget
   st.out.session_id = s.id;
   st.out.prompt_tokens = static_cast<int>(req_.prompt.size());
   st.out.cached_tokens = keep_;
   if (Status r = Prefill(st); !r.ok()) return r;
   {
-    e.EnterDecode();
+    e.batcher().Enter();
     const Status r = Decode(st, sink, alive);
-    e.LeaveDecode();
+    e.batcher().Leave();
     if (!r.ok()) return r;
   }
   if (Status r = EndTurn(st); !r.ok()) return r;
   ran_ = true;
-  std::lock_guard lock(e.store_mu_);
-  auto& c = e.counters_;
   const TurnOutcome& out = st.out;
-  c.prompt_tokens += static_cast<uint64_t>(out.prompt_tokens);
-  c.cached_tokens += static_cast<uint64_t>(out.cached_tokens);
-  c.prefill_tokens += static_cast<uint64_t>(out.prefilled_tokens);
-  c.completion_tokens += out.tokens.size();
-  c.prefill_seconds += st.prefill_s;
-  c.decode_seconds += st.decode_s;
-  c.compressions += static_cast<uint64_t>(st.session->stats().compressions);
-  if (st.client_gone) ++c.cancelled;
-  if (out.saved && !*out.saved) ++c.turns_not_saved;
+  e.metrics().AddTurn({.prompt_tokens = static_cast<uint64_t>(out.prompt_tokens),
+                       .cached_tokens = static_cast<uint64_t>(out.cached_tokens),
+                       .prefill_tokens = static_cast<uint64_t>(out.prefilled_tokens),
+                       .completion_tokens = out.tokens.size(),
+                       .prefill_seconds = st.prefill_s,
+                       .decode_seconds = st.decode_s,
+                       .compressions = static_cast<uint64_t>(st.session->stats().compressions),
+                       .cancelled = st.client_gone ? 1u : 0u,
+                       .not_saved = out.saved && !*out.saved ? 1u : 0u});
   return std::move(st.out);
 }
 

@@ -1,0 +1,127 @@
+// The sessions of `primekv serve` (stored_session.h) under their own lock: finding the session
+// a request continues, tenants' shares and eviction, and the copies kept in the backend
+// (--session-dir or --session-store; session_backend.h). It never calls the memory budget
+// (memory_budget.h): what a call frees or takes is returned in bytes, for the engine to hand on.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "server/server_internal.h"
+#include "server/stored_session.h"
+
+namespace primekv::server {
+
+class Metrics;
+class SessionBackend;
+
+// A session's bytes in the budget before and after a call (MemoryBudget::Replace).
+struct Accounted {
+  size_t before = 0;
+  size_t after = 0;
+};
+
+class SessionStore {
+ public:
+  // `backend` null: sessions live in memory only. Evictions, restores and refused session
+  // files are counted in `metrics`.
+  SessionStore(const Model& model, const KvCacheOptions& kv, const ServerOptions& options,
+               std::unique_ptr<SessionBackend> backend, Metrics& metrics);
+  ~SessionStore();
+
+  // Knows the sessions of --session-dir by their headers (caches are read on first use).
+  void IndexDir(const std::string& dir);
+  // Adds a session; its id must be new.
+  Session& Add(std::unique_ptr<Session> s);
+  const SessionBackend* backend() const { return backend_.get(); }
+  size_t size() const;
+  // The compressor of a press spec (made once; CheckPress accepted the spec).
+  const Compressor& CompressorFor(const std::string& press);
+
+  // A request naming session `id` waits for a slot: kBusy (409) when the session answers or
+  // awaits another request, kClaimed when this one now awaits it, kUnknown when there is none
+  // of the tenant's by that id.
+  enum class Claim { kUnknown, kClaimed, kBusy };
+  Claim ClaimNamed(const std::string& tenant, const std::string& id);
+  void Unclaim(const std::string& id);
+
+  // The session a turn runs on: the one the request names (continued in place), or a new one,
+  // which starts from a copy of `source`'s first `keep` tokens when the request shares them
+  // with a session of its tenant and salt (prefix reuse never changes that session). Both are
+  // marked busy.
+  struct Found {
+    Session* session = nullptr;
+    Session* source = nullptr;
+    size_t keep = 0;
+  };
+  std::variant<Found, HttpError> Find(const TurnRequest& req);
+  // The copy of source's first `keep` tokens into `s`, which releases `source` (the result is
+  // its accounting); keep becomes 0 when the source cannot be read back from the store (the
+  // request then starts afresh).
+  Accounted CopyPrefix(Session& s, Session& source, const std::vector<Token>& prompt, size_t& keep);
+  // Reads an evicted session, or one known by id only, back from the store (on failure the
+  // session is dropped or released), and gives it a cache and capture.
+  std::optional<HttpError> RestoreIfEvicted(Session& s, bool& restored);
+  // A shared store holds a newer turn of `s` than this replica (another replica served it):
+  // the local copy is dropped and the session is read from the store.
+  Accounted DropIfBehind(Session& s);
+
+  // Accounts what the cache of `s` holds now (its old bytes are not when it was `restored`).
+  Accounted Account(Session& s, bool restored);
+  // Whether `tenant` may hold `more` bytes under --tenant-kv-mib (always without it).
+  bool TenantFits(const std::string& tenant, size_t more) const;
+  // Evicts one idle session for a request of `tenant`: of a tenant over its share first, else
+  // the tenant's own (only its own when `own_only`). The bytes freed; nullopt when none is.
+  std::optional<size_t> EvictOne(const Session* except, const std::string& tenant, bool own_only);
+  void SetReserved(Session& s, size_t bytes);
+  // Releases the session of a refused request: forgotten when empty, back to the store when it
+  // was only read for this request. The bytes freed.
+  size_t Refuse(Session& s, bool restored);
+  // Releases the session of a request giving way: forgotten, or its cache dropped. Bytes freed.
+  size_t GiveWay(Session& s, bool forget);
+  // A turn on `s` ended (`ok`: completed; `modified`: it changed the session).
+  Accounted Finish(Session& s, bool ok, bool modified);
+  // Writes the session's completed turn to the backend (none: OK).
+  Status Persist(Session& s);
+
+  struct Census {
+    size_t bytes_held = 0;  // sessions' caches in memory
+    size_t in_memory = 0, on_disk = 0;
+  };
+  Census census() const;
+  // Bytes each tenant holds (sessions and running turns' reservations).
+  std::map<std::string, size_t> TenantBytes() const;
+
+ private:
+  Session* BestPrefixLocked(const TurnRequest& req, size_t& keep);
+  const Compressor& CompressorForLocked(const std::string& press);
+  std::map<std::string, size_t> TenantBytesLocked() const;
+  // A tenant's share: --tenant-kv-mib, or the budget over the tenants holding memory (and the
+  // requester's).
+  size_t TenantShareLocked(const std::map<std::string, size_t>& held,
+                           const std::string& tenant) const;
+  bool TenantFitsLocked(const std::string& tenant, size_t more) const;
+  // Frees a session's cache; its tokens stay, so the next request reads it back from the
+  // store. The bytes freed.
+  size_t DropCacheLocked(Session& s);
+  // Removes a session (`s` is destroyed). The bytes freed.
+  size_t ForgetLocked(Session& s);
+
+  const Model& model_;
+  const KvCacheOptions kv_;
+  const ServerOptions options_;
+  const std::unique_ptr<SessionBackend> backend_;
+  Metrics& metrics_;
+  mutable std::mutex mu_;  // everything below, and the sessions' bookkeeping fields
+  std::map<std::string, std::unique_ptr<Session>> sessions_;
+  std::map<std::string, std::unique_ptr<Compressor>> compressors_;
+  uint64_t clock_ = 0;  // last_used of the sessions
+};
+
+}  // namespace primekv::server
