@@ -1,0 +1,143 @@
+// The batched decode of `primekv serve` (server/decode_batcher.h) over a stand-in forward pass.
+#include "server/decode_batcher.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace primekv::server {
+namespace {
+
+constexpr int kVocab = 4;
+
+// A forward pass that records its batch sizes, writes token * 10 + column as each row's logits,
+// and holds its first pass until released.
+struct FakeModel {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::chrono::milliseconds pass_time{0};  // how long each pass takes
+  std::vector<size_t> batches;
+
+  Status Forward(std::span<const DecodeSlot> slots, MatView<float> logits) {
+    {
+      std::unique_lock lock(mu);
+      batches.push_back(slots.size());
+      cv.notify_all();
+      if (batches.size() == 1) cv.wait(lock, [&] { return release; });
+    }
+    std::this_thread::sleep_for(pass_time);
+    for (size_t i = 0; i < slots.size(); ++i)
+      for (int v = 0; v < kVocab; ++v)
+        logits(static_cast<int64_t>(i), v) = static_cast<float>(slots[i].token * 10 + v);
+    return slots.size() > 0 && slots[0].token < 0 ? Status::Error("negative token") : Status::Ok();
+  }
+  size_t passes() {
+    std::lock_guard lock(mu);
+    return batches.size();
+  }
+};
+
+DecodeBatcher MakeBatcher(FakeModel& m) {
+  return DecodeBatcher([&m](std::span<const DecodeSlot> s, MatView<float> l,
+                            ForwardWorkspace&) { return m.Forward(s, l); },
+                       kVocab);
+}
+
+template <typename Pred>
+void WaitFor(Pred pred) {
+  for (int i = 0; i < 2000 && !pred(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+}
+
+// Two turns hand in their tokens while a third turn's pass runs: the next pass runs both.
+TEST(DecodeBatcher, TwoWaitingTurnsRunInOneForwardPass) {
+  FakeModel m;
+  DecodeBatcher b(MakeBatcher(m));
+  for (int i = 0; i < 3; ++i) b.Enter();
+  std::vector<std::vector<float>> logits(3, std::vector<float>(kVocab));
+  std::vector<Status> status(3, Status::Error("not run"));
+  const auto turn = [&](int i) {
+    status[static_cast<size_t>(i)] = b.Step({.token = i + 1}, logits[static_cast<size_t>(i)]);
+    b.Leave();
+  };
+  std::thread first(turn, 0);
+  WaitFor([&] { return m.passes() == 1; });  // its pass holds the model
+  std::thread second(turn, 1), third(turn, 2);
+  WaitFor([&] { return b.queued() == 2; });
+  EXPECT_EQ(b.queued(), 2u);
+  {
+    std::lock_guard lock(m.mu);
+    m.release = true;
+    m.cv.notify_all();
+  }
+  first.join();
+  second.join();
+  third.join();
+  EXPECT_EQ(m.batches, (std::vector<size_t>{1, 2}));
+  EXPECT_EQ(b.stats().batches, 2u);
+  EXPECT_EQ(b.stats().rows, 3u);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(status[static_cast<size_t>(i)].ok()) << status[static_cast<size_t>(i)].message();
+    // Each turn gets its own row.
+    EXPECT_EQ(logits[static_cast<size_t>(i)],
+              (std::vector<float>{10.0f * (i + 1), 10.0f * (i + 1) + 1, 10.0f * (i + 1) + 2,
+                                  10.0f * (i + 1) + 3}));
+  }
+}
+
+// Two decoding turns hand in their tokens at about the same time: the first waits (up to about
+// a pass's time) for the other rather than running alone.
+TEST(DecodeBatcher, ATurnWaitsForTheOtherDecodingTurn) {
+  FakeModel m;
+  m.release = true;
+  m.pass_time = std::chrono::milliseconds(10);  // the wait: up to 5 ms
+  DecodeBatcher b(MakeBatcher(m));
+  std::vector<float> warm(kVocab);
+  b.Enter();
+  ASSERT_TRUE(b.Step({.token = 1}, warm).ok());
+  b.Leave();
+  bool batched = false;
+  // (Retried a few times: each try needs both threads to start within the wait.)
+  for (int attempt = 0; attempt < 5 && !batched; ++attempt) {
+    b.Enter();
+    b.Enter();
+    std::atomic<int> ready{0};
+    const auto turn = [&](Token t) {
+      std::vector<float> logits(kVocab);
+      ++ready;
+      while (ready < 2) {
+      }
+      EXPECT_TRUE(b.Step({.token = t}, logits).ok());
+      EXPECT_EQ(logits[0], 10.0f * static_cast<float>(t));
+      b.Leave();
+    };
+    const size_t before = m.passes();
+    std::thread one(turn, 2), two(turn, 3);
+    one.join();
+    two.join();
+    std::lock_guard lock(m.mu);
+    batched = m.batches.size() == before + 1 && m.batches.back() == 2;
+  }
+  EXPECT_TRUE(batched) << "two turns decoding together never shared a pass";
+}
+
+TEST(DecodeBatcher, AFailedPassFailsItsTurns) {
+  FakeModel m;
+  m.release = true;
+  DecodeBatcher b(MakeBatcher(m));
+  b.Enter();
+  std::vector<float> logits(kVocab);
+  EXPECT_FALSE(b.Step({.token = -1}, logits).ok());
+  EXPECT_TRUE(b.Step({.token = 2}, logits).ok());
+  EXPECT_EQ(logits[0], 20.0f);
+  b.Leave();
+}
+
+}  // namespace
+}  // namespace primekv::server

@@ -1,0 +1,193 @@
+// The session store of `primekv serve` (server/session_store.h): prefix matching within a
+// tenant and salt, named sessions, tenants' caps, and which idle session eviction takes.
+#include "server/session_store.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/random_models.h"
+#include "server/server_metrics.h"
+#include "server/session_backend.h"
+
+namespace primekv::server {
+namespace {
+
+class SessionStoreTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = new Model(WriteLoadAndRemove(TinyLlamaSpec(), "session_store_test.gguf"));
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+
+  void Make(size_t budget = 1000, size_t tenant_cap = 0, bool prefix_reuse = true) {
+    ServerOptions o;
+    o.kv_budget_bytes = budget;
+    o.tenant_kv_bytes = tenant_cap;
+    o.prefix_reuse = prefix_reuse;
+    store_ = std::make_unique<SessionStore>(*model_, KvCacheOptions{}, o, nullptr, metrics_);
+  }
+
+  // An idle session of `tenant`; `bytes` > 0 gives it a cache in memory.
+  Session& Add(const std::string& id, const std::string& tenant, std::vector<Token> tokens,
+               size_t bytes = 0, uint64_t last_used = 0) {
+    auto s = std::make_unique<Session>();
+    s->id = id;
+    s->tenant = tenant;
+    s->press = "knorm";
+    s->ratio = 0.5;
+    s->last_prompt_len = static_cast<int>(tokens.size());
+    s->tokens = std::move(tokens);
+    s->last_used = last_used;
+    if (bytes > 0) {
+      s->cache = std::make_unique<KvCache>(model_->NewCache());
+      s->bytes = bytes;
+    }
+    return store_->Add(std::move(s));
+  }
+
+  static TurnRequest Request(const std::string& tenant, std::vector<Token> prompt) {
+    TurnRequest r;
+    r.tenant = tenant;
+    r.prompt = std::move(prompt);
+    r.press = "knorm";
+    r.ratio = 0.5;
+    return r;
+  }
+
+  static Model* model_;
+  Metrics metrics_;
+  std::unique_ptr<SessionStore> store_;
+};
+
+Model* SessionStoreTest::model_ = nullptr;
+
+TEST_F(SessionStoreTest, PrefixMatchPicksTheLongestSessionOfTheTenantAndSalt) {
+  Make();
+  Add("short", "t1", {1, 2, 3});
+  Session& longest = Add("long", "t1", {1, 2, 3, 4, 5});
+  Add("other-tenant", "t2", {1, 2, 3, 4, 5, 6, 7});
+  Add("other-salt", "t1", {1, 2, 3, 4, 5, 6, 7}).cache_salt = "x";
+  // Departs inside its last prompt: the request does not contain it.
+  Add("departs", "t1", {1, 2, 3, 4, 5, 6, 9});
+  auto found = store_->Find(Request("t1", {1, 2, 3, 4, 5, 6, 7}));
+  ASSERT_TRUE(std::holds_alternative<SessionStore::Found>(found));
+  const auto& f = std::get<SessionStore::Found>(found);
+  EXPECT_EQ(f.source, &longest);
+  EXPECT_EQ(f.keep, 5u);
+  ASSERT_NE(f.session, nullptr);
+  EXPECT_NE(f.session, &longest);  // a new session, copied from the source
+  EXPECT_EQ(f.session->tenant, "t1");
+  EXPECT_TRUE(f.session->busy && longest.busy);
+  EXPECT_EQ(store_->size(), 6u);
+
+  // Another tenant never starts from t1's sessions, though they match further.
+  auto t3 = store_->Find(Request("t3", {1, 2, 3, 4, 5, 6, 7}));
+  ASSERT_TRUE(std::holds_alternative<SessionStore::Found>(t3));
+  EXPECT_EQ(std::get<SessionStore::Found>(t3).source, nullptr);
+  // The salt separates a tenant's own sessions too.
+  TurnRequest salted = Request("t1", {1, 2, 3, 4, 5, 6, 7, 8});
+  salted.cache_salt = "x";
+  auto s = store_->Find(salted);
+  ASSERT_TRUE(std::holds_alternative<SessionStore::Found>(s));
+  EXPECT_EQ(std::get<SessionStore::Found>(s).source->id, "other-salt");
+  EXPECT_EQ(std::get<SessionStore::Found>(s).keep, 7u);
+}
+
+TEST_F(SessionStoreTest, NoPrefixReuseWhenItIsOff) {
+  Make(1000, 0, /*prefix_reuse=*/false);
+  Add("a", "t1", {1, 2, 3});
+  auto found = store_->Find(Request("t1", {1, 2, 3, 4}));
+  ASSERT_TRUE(std::holds_alternative<SessionStore::Found>(found));
+  EXPECT_EQ(std::get<SessionStore::Found>(found).source, nullptr);
+}
+
+TEST_F(SessionStoreTest, AnotherTenantsNamedSessionIsUnknownAndABusyOneIsRefused) {
+  Make();
+  Add("mine", "t1", {1, 2, 3});
+  TurnRequest req = Request("t2", {1, 2, 3, 4});
+  req.session_id = "mine";
+  EXPECT_EQ(store_->ClaimNamed("t2", "mine"), SessionStore::Claim::kUnknown);
+  auto theirs = store_->Find(req);
+  ASSERT_TRUE(std::holds_alternative<HttpError>(theirs));
+  EXPECT_EQ(std::get<HttpError>(theirs).status, 404);
+  EXPECT_EQ(store_->ClaimNamed("t1", "mine"), SessionStore::Claim::kClaimed);
+  EXPECT_EQ(store_->ClaimNamed("t1", "mine"), SessionStore::Claim::kBusy);
+  req.tenant = "t1";
+  auto busy = store_->Find(req);
+  ASSERT_TRUE(std::holds_alternative<HttpError>(busy));
+  EXPECT_EQ(std::get<HttpError>(busy).status, 409);
+  store_->Unclaim("mine");
+  auto ok = store_->Find(req);
+  ASSERT_TRUE(std::holds_alternative<SessionStore::Found>(ok));
+  EXPECT_EQ(std::get<SessionStore::Found>(ok).keep, 3u);
+}
+
+TEST_F(SessionStoreTest, EvictionTakesTenantsOverTheirShareFirstLeastRecentlyUsed) {
+  Make(/*budget=*/1000);
+  // t1 holds 800 of 1000 bytes; its share with t2 and t3 holding memory is a third.
+  Add("t1-new", "t1", {1}, 200, /*last_used=*/9);
+  Session& old = Add("t1-old", "t1", {2}, 300, /*last_used=*/2);
+  old.persisted = true;
+  Add("t1-mid", "t1", {3}, 300, /*last_used=*/5);
+  Add("t2", "t2", {4}, 50, /*last_used=*/1);
+  Add("t3", "t3", {5}, 50, /*last_used=*/0).persisted = true;
+  // For t2, the oldest session of t1 goes, though t3's and t2's own are older: its file is
+  // current, so only its cache is dropped.
+  EXPECT_EQ(store_->EvictOne(nullptr, "t2", false), std::optional<size_t>(300));
+  EXPECT_EQ(old.cache, nullptr);
+  EXPECT_EQ(store_->size(), 5u);
+  // Then the next oldest of t1 (without a file it is forgotten).
+  EXPECT_EQ(store_->EvictOne(nullptr, "t2", false), std::optional<size_t>(300));
+  EXPECT_EQ(store_->size(), 4u);
+  EXPECT_EQ(store_->TenantBytes().at("t1"), 200u);
+  // t1 is within its share now (a quarter with t4's): a request of t4 evicts nobody...
+  EXPECT_EQ(store_->EvictOne(nullptr, "t4", false), std::nullopt);
+  // ...and one of t3 only its own (also when asked for its own only).
+  EXPECT_EQ(store_->EvictOne(nullptr, "t3", true), std::optional<size_t>(50));
+  EXPECT_EQ(store_->TenantBytes().at("t3"), 0u);
+  EXPECT_EQ(metrics_.count(Metrics::Event::kEviction), 3u);
+  // A busy session, or the requester's own, is never taken.
+  Session& t1 = Add("t1-busy", "t1", {6}, 900, 0);
+  t1.busy = true;
+  EXPECT_EQ(store_->EvictOne(nullptr, "t2", false), std::optional<size_t>(200));  // t1-new
+  EXPECT_EQ(store_->EvictOne(nullptr, "t2", false), std::optional<size_t>(50));   // t2's own
+  EXPECT_EQ(store_->EvictOne(nullptr, "t2", false), std::nullopt);
+}
+
+TEST_F(SessionStoreTest, TenantCapCountsSessionsAndReservations) {
+  Make(/*budget=*/10000, /*tenant_cap=*/500);
+  Session& s = Add("a", "t1", {1}, 300);
+  store_->SetReserved(s, 100);
+  EXPECT_TRUE(store_->TenantFits("t1", 100));
+  EXPECT_FALSE(store_->TenantFits("t1", 101));
+  EXPECT_TRUE(store_->TenantFits("t2", 500));
+  EXPECT_FALSE(store_->TenantFits("t2", 501));
+}
+
+TEST_F(SessionStoreTest, FinishAccountsTheTurnAndForgetsAFailedNewSession) {
+  Make();
+  Session& s = Add("a", "t1", {1, 2}, 300);
+  s.busy = true;
+  store_->SetReserved(s, 200);
+  const size_t now = s.cache->BytesAllocated();
+  const Accounted a = store_->Finish(s, /*ok=*/true, /*modified=*/true);
+  EXPECT_EQ(a.before, 500u);
+  EXPECT_EQ(a.after, now);
+  EXPECT_FALSE(s.busy);
+  EXPECT_EQ(s.reserved, 0u);
+  Session& failed = Add("b", "t1", {}, 100);
+  failed.busy = true;
+  const Accounted f = store_->Finish(failed, /*ok=*/false, /*modified=*/true);
+  EXPECT_EQ(f.before, 100u);
+  EXPECT_EQ(f.after, 0u);
+  EXPECT_EQ(store_->size(), 1u);
+}
+
+}  // namespace
+}  // namespace primekv::server
