@@ -93,7 +93,8 @@ typedef struct pk_session_options {
   double ratio;      /* fraction of the cache a compression removes, [0, 1) */
   /* When the session compresses by itself (besides pk_session_compress): "context" (after
    * pk_session_feed_context), "multiturn" (and after each turn back to that budget),
-   * "chunked", "decode"; NULL = "context". As `primekv generate --mode`. */
+   * "chunked", "decode"; NULL = "context". Any other name is refused (PK_ERR_ARGUMENT), the eval
+   * protocols of `primekv generate --mode` ("question", "first-question") included. */
   const char* mode;
   int chunk;     /* chunked: tokens per prefill chunk (default 512) */
   int interval;  /* decode: generated tokens between compressions (default 512) */

@@ -10,7 +10,7 @@
 #include "primekv.h"
 #include "primekv/model/model.h"
 #include "primekv/press/compressor.h"
-#include "primekv/session/session.h"
+#include "primekv/session/conversation.h"
 #include "primekv/util/status.h"
 #include "primekv/util/thread_pool.h"
 
@@ -35,27 +35,17 @@ using ModelRef = std::unique_ptr<pk_model, ReleaseModel>;
 ModelRef Retain(pk_model* model);
 }  // namespace primekv::capi
 
-// A conversation: the engine's Session over a cache, capture and compressor of its own. The
-// handle is never moved, so the Session's references into it stay valid.
+// A conversation handle: the engine's Conversation (which owns the cache, tokens, turns and
+// schedule) with the compressor and thread pool it runs on. The handle is never moved, so the
+// Conversation's references into it stay valid.
 struct pk_session {
   primekv::capi::ModelRef owner;
-  std::string press;
-  primekv::Schedule schedule;  // the ratio and mode the session was made with
   int ctx_size = 0;
   std::unique_ptr<primekv::Compressor> compressor;
   std::unique_ptr<primekv::ThreadPool> pool;
-  std::unique_ptr<primekv::KvCache> cache;
-  std::unique_ptr<primekv::PressCapture> capture;
-  std::unique_ptr<primekv::Session> session;
-  std::vector<primekv::Token> tokens;  // every token in the cache's positions, in order
-  int last_prompt_len = 0;             // tokens before the last generation
-  // A loaded server session's owner and isolation salt, written back unchanged by a save.
-  std::string tenant, cache_salt;
-  uint64_t turn = 0;        // completed turns (end_turn calls, and those of a loaded session)
+  std::unique_ptr<primekv::Conversation> conv;
   bool has_logits = false;  // a token was fed since the session was made or loaded
   pk_timings timings{};
-  int extra_compressions = 0;  // pk_session_compress calls, which bypass the Session's count
-  double extra_score_ms = 0;
   // Set while a call runs on the session: a second concurrent call is refused, never let
   // into a cache the first one is writing.
   mutable std::atomic<bool> busy{false};

@@ -1,12 +1,12 @@
-// pk_session_* entry points: a conversation as the engine's Session runs it, and session files
-// in the format `primekv serve --session-dir` reads.
+// pk_session_* entry points: a conversation as the engine's Conversation runs it, and its
+// session files, which `primekv serve --session-dir` reads.
 #include <algorithm>
 #include <chrono>
 #include <string>
 
 #include "capi/capi_internal.h"
-#include "primekv/server/session_file.h"
 #include "primekv/session/pipeline.h"
+#include "primekv/session/session_file.h"
 
 namespace primekv::capi {
 
@@ -22,20 +22,24 @@ KvCacheOptions CacheOptions(const pk_session_options& o) {
   return kv;
 }
 
-// Builds a session's compressor, schedule and Session over `cache` (the caller's or a new one).
-pk_status MakeSession(pk_model* model, const pk_session_options& o, const std::string& press,
-                      double ratio, const std::string& mode_text, std::unique_ptr<KvCache> cache,
+// Builds a session's compressor and Conversation over `record` (a loaded one, or a new one
+// whose press and schedule ratio are set) with the mode `mode_text`.
+pk_status MakeSession(pk_model* model, const pk_session_options& o,
+                      primekv::ConversationRecord record, const std::string& mode_text,
                       pk_session** out) {
   constexpr const char* kWhere = "pk_session_new";
+  const double ratio = record.schedule.ratio;
   PK_REQUIRE(ratio >= 0 && ratio < 1, kWhere, "ratio must be in [0, 1)");
-  const auto mode = ParseCompressionMode(mode_text);
-  PK_REQUIRE(mode.has_value(), kWhere, "unknown mode '" + mode_text + "'");
+  const auto mode = ParseScheduleMode(mode_text);
+  PK_REQUIRE(
+      mode.has_value(), kWhere,
+      "unknown mode '" + mode_text + "' (a session runs context, chunked, decode or multiturn)");
   PK_REQUIRE(o.chunk >= 1 && o.interval >= 1, kWhere, "chunk and interval must be >= 1");
   PK_REQUIRE(o.n_threads >= 0 && o.n_threads <= 1024, kWhere, "n_threads must be in [0, 1024]");
   PK_REQUIRE(o.ctx_size >= 0, kWhere, "ctx_size must be >= 0");
   PK_REQUIRE(o.kv_q8 == 0 || o.kv_q8 == 1, kWhere, "kv_q8 must be 0 or 1");
   const Model& m = model->model;
-  auto spec = ParsePressSpec(press);
+  auto spec = ParsePressSpec(record.press);
   if (!spec.ok()) return FromStatus(kWhere, spec.status());
   auto made = MakePress(*spec);
   if (!made.ok()) return FromStatus(kWhere, made.status());
@@ -44,20 +48,16 @@ pk_status MakeSession(pk_model* model, const pk_session_options& o, const std::s
 
   auto s = std::make_unique<pk_session>();
   s->owner = Retain(model);
-  s->press = press;
   s->ctx_size = *ctx;
-  s->schedule = {.ratio = ratio, .mode = *mode, .chunk = o.chunk, .interval = o.interval};
+  record.schedule = {.ratio = ratio, .mode = *mode, .chunk = o.chunk, .interval = o.interval};
   s->compressor = std::make_unique<Compressor>(m, std::move(made).value());
-  if (Status st = CheckSchedule(s->compressor->press(), s->schedule); !st.ok())
+  if (Status st = CheckSchedule(s->compressor->press(), record.schedule); !st.ok())
     return FromStatus(kWhere, st);
   if (Status st = CheckKvDType(CacheOptions(o).dtype, m.config().head_dim); !st.ok())
     return FromStatus(kWhere, st);
   s->pool = std::make_unique<ThreadPool>(o.n_threads);
-  s->cache = cache ? std::move(cache) : std::make_unique<KvCache>(m.NewCache(CacheOptions(o)));
-  s->capture = std::make_unique<PressCapture>(m, s->compressor->Needs());
-  s->session =
-      std::make_unique<Session>(m, *s->compressor, s->schedule, *s->pool,
-                                SessionParts{.cache = *s->cache, .capture = s->capture.get()});
+  s->conv = std::make_unique<Conversation>(m, *s->compressor, *s->pool, std::move(record),
+                                           CacheOptions(o));
   *out = s.release();
   return PK_OK;
 }
@@ -67,10 +67,11 @@ pk_status MakeSession(pk_model* model, const pk_session_options& o, const std::s
 pk_status CheckFeed(const char* where, const pk_session* s, const int32_t* tokens, size_t n) {
   PK_REQUIRE(tokens != nullptr || n == 0, where, "tokens is NULL");
   PK_REQUIRE(n > 0, where, "no tokens");
-  if (n > static_cast<size_t>(s->ctx_size) - std::min(s->tokens.size(), size_t(s->ctx_size)))
+  const size_t held = s->conv->tokens().size();
+  if (n > static_cast<size_t>(s->ctx_size) - std::min(held, size_t(s->ctx_size)))
     return Fail(PK_ERR_STATE, std::string(where) + ": " + std::to_string(n) + " tokens after " +
-                                  std::to_string(s->tokens.size()) +
-                                  " do not fit the context size of " + std::to_string(s->ctx_size));
+                                  std::to_string(held) + " do not fit the context size of " +
+                                  std::to_string(s->ctx_size));
   const int vocab = s->owner->model.config().vocab_size;
   for (size_t i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= vocab)
@@ -87,13 +88,12 @@ pk_status Feed(const char* where, pk_session* s, const int32_t* tokens, size_t n
   if (pk_status c = CheckFeed(where, s, tokens, n); c != PK_OK) return c;
   const std::span<const Token> ids(tokens, n);
   const auto t0 = std::chrono::steady_clock::now();
-  const Status st = context ? s->session->PrefillContext(ids) : s->session->Prefill(ids);
+  const Status st = context ? s->conv->PrefillContext(ids) : s->conv->Prefill(ids);
   s->timings.prefill_ms += MsSince(t0);
   s->timings.prefill_tokens += static_cast<int64_t>(n);
   // A failed forward pass may have left part of the tokens in the cache: the session is unusable
   // for continuing, but its cache stays consistent with what it reports.
   if (!st.ok()) return FromStatus(where, st, PK_ERR_INTERNAL);
-  s->tokens.insert(s->tokens.end(), ids.begin(), ids.end());
   s->has_logits = true;
   return PK_OK;
 }
@@ -110,7 +110,8 @@ pk_status Generate(pk_session* s, const pk_generate_options& g, int32_t* out, si
   PK_REQUIRE(g.max_tokens >= 0, kWhere, "max_tokens must be >= 0");
   PK_REQUIRE(out != nullptr || capacity == 0, kWhere, "tokens is NULL");
   // At most the free context can be generated, so the buffer needs only that much.
-  const auto room = static_cast<int64_t>(s->ctx_size) - static_cast<int64_t>(s->tokens.size());
+  const auto room =
+      static_cast<int64_t>(s->ctx_size) - static_cast<int64_t>(s->conv->tokens().size());
   const int64_t most = std::min<int64_t>(g.max_tokens, std::max<int64_t>(room, 0));
   if (capacity < static_cast<size_t>(most))
     return Fail(PK_ERR_BUFFER, std::string(kWhere) + ": a buffer of " + std::to_string(capacity) +
@@ -123,19 +124,14 @@ pk_status Generate(pk_session* s, const pk_generate_options& g, int32_t* out, si
   if (g.max_tokens > 0 && room <= 0)
     return Fail(PK_ERR_STATE, std::string(kWhere) + ": the context of " +
                                   std::to_string(s->ctx_size) + " positions is full");
-  s->last_prompt_len = static_cast<int>(s->tokens.size());
+  s->conv->record().last_prompt_len = static_cast<int>(s->conv->tokens().size());
   DecodeOptions d;
   d.max_new_tokens = static_cast<int>(std::min<int64_t>(g.max_tokens, room));
   d.sampler = *sampler;
   d.feed_last = g.feed_last != 0;
   d.reserve = d.max_new_tokens;
-  const auto feed = [s](Token t) {
-    PRIMEKV_RETURN_IF_ERROR(s->session->FeedToken(t));
-    s->tokens.push_back(t);
-    return Status::Ok();
-  };
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = s->session->Decode(d, feed);
+  auto r = s->conv->Decode(d);
   s->timings.decode_ms += MsSince(t0);
   // Without feed_last the last sampled token is not in the cache, so there is nothing to sample
   // from until the caller feeds it.
@@ -179,8 +175,11 @@ pk_status pk_session_new(pk_model* model, const pk_session_options* options, pk_
     *out = nullptr;
     PK_REQUIRE(model != nullptr, "pk_session_new", "model is NULL");
     const pk_session_options o = options != nullptr ? *options : pk_session_options_default();
-    return primekv::capi::MakeSession(model, o, o.press != nullptr ? o.press : "none", o.ratio,
-                                      o.mode != nullptr ? o.mode : "context", nullptr, out);
+    primekv::ConversationRecord record;
+    record.press = o.press != nullptr ? o.press : "none";
+    record.schedule.ratio = o.ratio;
+    return primekv::capi::MakeSession(model, o, std::move(record),
+                                      o.mode != nullptr ? o.mode : "context", out);
   });
 }
 
@@ -200,17 +199,9 @@ pk_status pk_session_compress(pk_session* s, double ratio) {
   return Guard("pk_session_compress", [&] {
     const primekv::capi::SessionUse use(s);
     if (pk_status u = use.Check("pk_session_compress"); u != PK_OK) return u;
-    if (ratio < 0) ratio = s->schedule.ratio;
+    if (ratio < 0) ratio = s->conv->schedule().ratio;
     PK_REQUIRE(ratio < 1, "pk_session_compress", "ratio must be in [0, 1)");
-    if (!s->compressor->enabled() || ratio == 0) return PK_OK;
-    primekv::CompressStats st;
-    const primekv::Status r =
-        s->compressor->Compress(*s->cache, ratio, s->capture.get(), *s->pool, &st);
-    if (!r.ok()) return FromStatus("pk_session_compress", r, PK_ERR_STATE);
-    ++s->extra_compressions;
-    s->extra_score_ms += st.score_ms;
-    s->session->set_budget(primekv::KeepCount(static_cast<int>(s->tokens.size()), ratio));
-    return PK_OK;
+    return FromStatus("pk_session_compress", s->conv->CompressNow(ratio), PK_ERR_STATE);
   });
 }
 
@@ -230,9 +221,7 @@ pk_status pk_session_end_turn(pk_session* s) {
   return Guard("pk_session_end_turn", [&] {
     const primekv::capi::SessionUse use(s);
     if (pk_status u = use.Check("pk_session_end_turn"); u != PK_OK) return u;
-    const pk_status st = FromStatus("pk_session_end_turn", s->session->EndTurn(), PK_ERR_STATE);
-    if (st == PK_OK) ++s->turn;
-    return st;
+    return FromStatus("pk_session_end_turn", s->conv->EndTurn(), PK_ERR_STATE);
   });
 }
 
@@ -240,7 +229,7 @@ pk_status pk_session_n_tokens(const pk_session* s, size_t* out) {
   const primekv::capi::SessionUse use(s);
   if (pk_status u = use.Check("pk_session_n_tokens"); u != PK_OK) return u;
   PK_REQUIRE(out != nullptr, "pk_session_n_tokens", "NULL argument");
-  *out = s->tokens.size();
+  *out = s->conv->tokens().size();
   return PK_OK;
 }
 
@@ -249,11 +238,12 @@ pk_status pk_session_tokens(const pk_session* s, int32_t* tokens, size_t capacit
   if (pk_status u = use.Check("pk_session_tokens"); u != PK_OK) return u;
   PK_REQUIRE(n != nullptr, "pk_session_tokens", "NULL argument");
   PK_REQUIRE(tokens != nullptr || capacity == 0, "pk_session_tokens", "tokens is NULL");
-  *n = s->tokens.size();
-  if (s->tokens.size() > capacity)
-    return Fail(PK_ERR_BUFFER, "pk_session_tokens: " + std::to_string(s->tokens.size()) +
+  const std::vector<primekv::Token>& held = s->conv->tokens();
+  *n = held.size();
+  if (held.size() > capacity)
+    return Fail(PK_ERR_BUFFER, "pk_session_tokens: " + std::to_string(held.size()) +
                                    " tokens do not fit a buffer of " + std::to_string(capacity));
-  std::copy(s->tokens.begin(), s->tokens.end(), tokens);
+  std::copy(held.begin(), held.end(), tokens);
   return PK_OK;
 }
 
@@ -261,7 +251,7 @@ pk_status pk_session_kv_bytes(const pk_session* s, size_t* out) {
   const primekv::capi::SessionUse use(s);
   if (pk_status u = use.Check("pk_session_kv_bytes"); u != PK_OK) return u;
   PK_REQUIRE(out != nullptr, "pk_session_kv_bytes", "NULL argument");
-  *out = s->cache->BytesInUse();
+  *out = s->conv->cache().BytesInUse();
   return PK_OK;
 }
 
@@ -269,7 +259,7 @@ pk_status pk_session_kv_entries(const pk_session* s, int64_t* out) {
   const primekv::capi::SessionUse use(s);
   if (pk_status u = use.Check("pk_session_kv_entries"); u != PK_OK) return u;
   PK_REQUIRE(out != nullptr, "pk_session_kv_entries", "NULL argument");
-  *out = s->cache->TotalEntries();
+  *out = s->conv->cache().TotalEntries();
   return PK_OK;
 }
 
@@ -278,8 +268,8 @@ pk_status pk_session_get_timings(const pk_session* s, pk_timings* out) {
   if (pk_status u = use.Check("pk_session_get_timings"); u != PK_OK) return u;
   PK_REQUIRE(out != nullptr, "pk_session_get_timings", "NULL argument");
   *out = s->timings;
-  out->score_ms = s->session->stats().score_ms + s->extra_score_ms;
-  out->compressions = s->session->stats().compressions + s->extra_compressions;
+  out->score_ms = s->conv->stats().score_ms;
+  out->compressions = s->conv->stats().compressions;
   return PK_OK;
 }
 
@@ -290,21 +280,15 @@ pk_status pk_session_save(const pk_session* s, const char* dir, const char* id) 
     PK_REQUIRE(dir != nullptr && id != nullptr, "pk_session_save", "NULL argument");
     PK_REQUIRE(*dir != '\0', "pk_session_save",
                "dir is empty (use \".\" for the current directory)");
-    PK_REQUIRE(primekv::server::ValidSessionId(id), "pk_session_save",
+    PK_REQUIRE(primekv::ValidSessionId(id), "pk_session_save",
                "id must be 1 to 64 characters of [A-Za-z0-9_-]");
-    primekv::server::SessionSnapshot snap;
-    snap.id = id;
-    snap.tenant = s->tenant;
-    snap.cache_salt = s->cache_salt;
-    snap.turn = s->turn;
-    snap.press = s->press;
-    snap.ratio = s->schedule.ratio;
-    snap.mode = std::string(primekv::CompressionModeName(s->schedule.mode));
-    snap.budget = s->session->budget();
-    snap.last_prompt_len = s->last_prompt_len;
-    snap.tokens = s->tokens;
-    return FromStatus("pk_session_save", primekv::server::WriteSessionFile(dir, snap, *s->cache),
-                      PK_ERR_IO);
+    // The id names the file only: the session keeps the one it had (if any) for a later save.
+    primekv::ConversationRecord& r = s->conv->record();
+    const std::string kept = r.id;
+    r.id = id;
+    const primekv::Status st = s->conv->Save(dir);
+    r.id = kept;
+    return FromStatus("pk_session_save", st, PK_ERR_IO);
   });
 }
 
@@ -316,21 +300,15 @@ pk_status pk_session_load(pk_model* model, const char* path, const pk_session_op
     PK_REQUIRE(model != nullptr && path != nullptr, "pk_session_load", "NULL argument");
     const pk_session_options o = options != nullptr ? *options : pk_session_options_default();
     PK_REQUIRE(o.kv_q8 == 0 || o.kv_q8 == 1, "pk_session_load", "kv_q8 must be 0 or 1");
-    auto snap =
-        primekv::server::ReadSessionFile(path, model->model, primekv::capi::CacheOptions(o), false);
-    if (!snap.ok()) return Fail(PK_ERR_IO, "pk_session_load: " + snap.message());
-    auto cache = std::make_unique<primekv::KvCache>(std::move(*snap->cache));
+    auto record =
+        primekv::ReadSessionFile(path, model->model, primekv::capi::CacheOptions(o), false);
+    if (!record.ok()) return Fail(PK_ERR_IO, "pk_session_load: " + record.message());
+    const std::string mode(primekv::ScheduleModeName(record->schedule.mode));
     pk_session* s = nullptr;
-    const pk_status made = primekv::capi::MakeSession(model, o, snap->press, snap->ratio,
-                                                      snap->mode, std::move(cache), &s);
+    const pk_status made =
+        primekv::capi::MakeSession(model, o, std::move(record).value(), mode, &s);
     if (made != PK_OK) return made;
-    s->tokens = std::move(snap->tokens);
-    s->last_prompt_len = snap->last_prompt_len;
-    s->tenant = std::move(snap->tenant);
-    s->cache_salt = std::move(snap->cache_salt);
-    s->turn = snap->turn;
-    s->session->set_budget(snap->budget);
-    if (s->tokens.size() > static_cast<size_t>(s->ctx_size)) {
+    if (s->conv->tokens().size() > static_cast<size_t>(s->ctx_size)) {
       pk_session_free(s);
       return Fail(PK_ERR_STATE, "pk_session_load: the session's tokens exceed the context size");
     }

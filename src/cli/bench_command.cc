@@ -175,10 +175,10 @@ Result<double> RunPrompt(BenchContext& b, KvCache& cache, int n) {
 DepthFillOptions FillOptions(const BenchArgs& a) {
   DepthFillOptions o;
   o.source = a.fill == "prefill" ? FillSource::kPrefill : FillSource::kSynthetic;
-  o.mode = a.mode == "chunked" ? FillMode::kChunked : FillMode::kContext;
-  o.chunk = a.chunk;
-  o.ubatch = a.ubatch;
-  o.ratio = a.ratio;
+  o.schedule = {.ratio = a.ratio,
+                .mode = a.mode == "chunked" ? ScheduleMode::kChunked : ScheduleMode::kContext,
+                .chunk = a.chunk,
+                .ubatch = a.ubatch};
   return o;
 }
 

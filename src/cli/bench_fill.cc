@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "primekv/press/press.h"
-#include "primekv/session/session.h"
+#include "primekv/session/conversation.h"
 
 namespace primekv::cli {
 
@@ -47,69 +47,70 @@ class SyntheticRows {
 
 namespace {
 
-Schedule FillSchedule(const DepthFillOptions& options) {
-  const bool chunked = options.mode == FillMode::kChunked;
-  return {.ratio = options.ratio,
-          .mode = chunked ? CompressionMode::kChunked : CompressionMode::kContext,
-          .chunk = options.chunk,
-          .ubatch = options.ubatch};
-}
+// Hands the cache back to the caller however the fill ends.
+struct CacheLoan {
+  KvCache& home;
+  Conversation& conv;
+  ~CacheLoan() { home = conv.TakeCache(); }
+};
 
 }  // namespace
 
 Status FillDepth(const Model& model, const Compressor& compressor, const DepthFillOptions& options,
                  int depth, KvCache& cache, ThreadPool& pool, ForwardWorkspace& ws,
                  std::mt19937_64& rng, DepthFillStats* stats,
-                 const std::function<void(int)>& after_chunk) {
-  const bool chunked = options.mode == FillMode::kChunked;
-  const Schedule schedule = FillSchedule(options);
-  // Nothing captures queries here, so the press must be one the schedule runs without them.
-  Session session(model, compressor, schedule, pool, {.cache = cache, .workspace = &ws});
-  if (session.Compressing()) PRIMEKV_RETURN_IF_ERROR(CheckSchedule(compressor.press(), schedule));
+                 const std::function<void(int, const KvCache&)>& after_chunk) {
+  const Schedule& schedule = options.schedule;
+  const bool chunked = schedule.mode == ScheduleMode::kChunked;
+  cache.Clear();
+  Conversation conv(model, compressor, pool, {.schedule = schedule, .cache = std::move(cache)}, {},
+                    {.workspace = &ws});
+  const CacheLoan loan{cache, conv};
+  // Synthetic rows bring no queries, so the press must be one the schedule runs without them.
+  if (conv.Compressing()) PRIMEKV_RETURN_IF_ERROR(CheckSchedule(compressor.press(), schedule));
   DepthFillStats local;
   DepthFillStats& st = stats != nullptr ? *stats : local;
   st = DepthFillStats{};
-  cache.Clear();
-  cache.SetNextPosition(0);
   if (depth <= 0) return Status::Ok();
+  KvCache& filled = conv.cache();
 
   const ModelConfig& c = model.config();
   // Pieces: the chunk in chunked mode; otherwise the prefill micro-batch, or 256 synthetic rows.
-  const int piece = std::max(1, chunked                                  ? options.chunk
-                                : options.source == FillSource::kPrefill ? options.ubatch
+  const int piece = std::max(1, chunked                                  ? schedule.chunk
+                                : options.source == FillSource::kPrefill ? schedule.ubatch
                                                                          : 256);
   SyntheticRows rows(c.kv_width(), rng);
   std::uniform_int_distribution<int> token(0, c.vocab_size - 1);
   std::vector<Token> tokens;
   const auto note_peak = [&] {
-    st.kv_bytes_peak = std::max(st.kv_bytes_peak, cache.BytesInUse());
-    st.kv_allocated_peak = std::max(st.kv_allocated_peak, cache.BytesAllocated());
+    st.kv_bytes_peak = std::max(st.kv_bytes_peak, filled.BytesInUse());
+    st.kv_allocated_peak = std::max(st.kv_allocated_peak, filled.BytesAllocated());
   };
   for (int done = 0; done < depth;) {
     const int n = std::min(piece, depth - done);
     if (options.source == FillSource::kPrefill) {
       tokens.resize(static_cast<size_t>(n));
       for (auto& t : tokens) t = token(rng);
-      // The session runs a chunk larger than the micro-batch in micro-batches (the workspace
+      // The conversation runs a chunk larger than the micro-batch in micro-batches (the workspace
       // is sized by the micro-batch); the compression still waits for the whole chunk.
-      PRIMEKV_RETURN_IF_ERROR(session.Prefill(tokens));
+      PRIMEKV_RETURN_IF_ERROR(conv.Prefill(tokens));
       st.workspace_peak = std::max(st.workspace_peak, ws.Bytes());
     } else {
-      PRIMEKV_RETURN_IF_ERROR(rows.Append(cache, n));
+      PRIMEKV_RETURN_IF_ERROR(rows.Append(filled, n));
     }
     done += n;
     note_peak();
-    // Chunked: the session's chunk rule; context: the ratio of the whole depth at once.
-    PRIMEKV_RETURN_IF_ERROR(chunked         ? session.AfterChunk()
-                            : done == depth ? session.CompressContext(depth)
+    // Chunked: the schedule's chunk rule; context: the ratio of the whole depth at once.
+    PRIMEKV_RETURN_IF_ERROR(chunked         ? conv.AfterChunk()
+                            : done == depth ? conv.CompressContext(depth)
                                             : Status::Ok());
     note_peak();
-    if (after_chunk) after_chunk(done);
+    if (after_chunk) after_chunk(done, filled);
   }
-  st.compressions = session.stats().compressions;
-  st.score_ms = session.stats().score_ms;
-  const double filled = static_cast<double>(depth) * c.n_layers * c.n_kv_heads;
-  st.kept_fraction = static_cast<double>(cache.TotalEntries()) / filled;
+  st.compressions = conv.stats().compressions;
+  st.score_ms = conv.stats().score_ms;
+  const double entries = static_cast<double>(depth) * c.n_layers * c.n_kv_heads;
+  st.kept_fraction = static_cast<double>(filled.TotalEntries()) / entries;
   return Status::Ok();
 }
 

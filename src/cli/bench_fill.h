@@ -1,6 +1,7 @@
 // How `primekv bench` brings a KV cache to a depth before it times decoding: with synthetic
-// rows or a real prefill, compressed by a Session (session/session.h): once at the end
-// ("context" mode) or after every chunk by its chunk rule (docs/design.md §4).
+// rows or a real prefill, compressed by a Conversation (session/conversation.h) under its
+// schedule: once at the end (context) or after every chunk by its chunk rule (chunked;
+// docs/design.md §4).
 #pragma once
 
 #include <cstddef>
@@ -9,6 +10,7 @@
 
 #include "primekv/model/model.h"
 #include "primekv/press/compressor.h"
+#include "primekv/session/session.h"
 
 namespace primekv::cli {
 
@@ -17,17 +19,12 @@ enum class FillSource {
   kPrefill,    // real forward passes over random tokens
 };
 
-enum class FillMode {
-  kContext,  // the whole depth first, then one compression to the ratio
-  kChunked,  // chunks of `chunk` tokens; after each, every head over KeepCount(so far) is cut
-};
-
 struct DepthFillOptions {
   FillSource source = FillSource::kSynthetic;
-  FillMode mode = FillMode::kContext;
-  int chunk = 512;   // tokens per chunk in chunked mode (the pipeline's default)
-  int ubatch = 512;  // prefill micro-batch (context mode; chunked mode splits a larger chunk)
-  double ratio = 0;  // fraction of the entries the press removes; 0 = no compression
+  // kContext (the whole depth, then one compression to the ratio) or kChunked (after each chunk
+  // every head over KeepCount(so far) is cut); ubatch is the prefill micro-batch (a chunk
+  // larger than it is prefilled in micro-batches).
+  Schedule schedule{.ubatch = 512};
 };
 
 struct DepthFillStats {
@@ -41,11 +38,11 @@ struct DepthFillStats {
 
 // Fills `cache` (cleared first) with `depth` entries per head and compresses them with
 // `compressor` as the options say (nothing is compressed when the press is "none" or the ratio
-// is 0). `after_chunk(tokens so far)` runs after each chunk and its compression, so tests can
-// watch the cache. Chunked mode needs a query-free press: nothing captures queries here.
+// is 0). `after_chunk(tokens so far, the cache)` runs after each chunk and its compression, so tests
+// can watch the cache. Chunked mode needs a query-free press: nothing captures queries here.
 Status FillDepth(const Model& model, const Compressor& compressor, const DepthFillOptions& options,
                  int depth, KvCache& cache, ThreadPool& pool, ForwardWorkspace& ws,
                  std::mt19937_64& rng, DepthFillStats* stats = nullptr,
-                 const std::function<void(int)>& after_chunk = {});
+                 const std::function<void(int, const KvCache&)>& after_chunk = {});
 
 }  // namespace primekv::cli

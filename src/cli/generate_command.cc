@@ -246,10 +246,10 @@ int RunGenerate(const GenerateArgs& a) {
   ThreadPool pool(a.threads);
   Compressor compressor(*model, std::move(press).value());
   PipelineOptions opts;
-  opts.ratio = a.ratio;
+  opts.schedule.ratio = a.ratio;
   opts.mode = *mode;
-  opts.chunk = a.chunk;
-  opts.interval = a.interval;
+  opts.schedule.chunk = a.chunk;
+  opts.schedule.interval = a.interval;
   opts.max_new_tokens = *n;
   opts.sampler = {a.temp, a.top_k, a.top_p, a.seed};
   opts.kv.dtype = a.kv_type;

@@ -44,7 +44,7 @@ Status ReadApiKeys(const std::string& path, std::vector<std::string>& keys) {
 }
 
 int RunServe(ServeArgs& a) {
-  auto mode = ParseCompressionMode(a.mode);
+  auto mode = ParseScheduleMode(a.mode);
   if (!mode) return Fail("--mode must be multiturn, context or decode");
   a.o.mode = *mode;
   if (!(a.kv_budget_mib >= 1 && a.kv_budget_mib <= 1 << 24))

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "primekv/press/compressor.h"
+#include "primekv/session/conversation.h"
 #include "primekv/session/pipeline.h"
 #include "primekv/util/mat.h"
 
@@ -125,15 +126,18 @@ void AddLayerErrors(const FidelityTap& full, const FidelityTap& comp, int m, int
   }
 }
 
-// Compresses a clone of the prefilled cache, teacher-forces T through it, and adds the
+// Compresses a conversation over a clone of the prefilled cache (the press reads the full
+// view's capture, true future queries included), teacher-forces T through it, and adds the
 // distances from the full cache's view to `row`.
 Status AddCompressed(const Model& model, const Compressor& comp, double ratio,
-                     const PrefilledContext& pre, const FullView& full, std::span<const Token> cont,
+                     const PrefilledContext& pre, FullView& full, std::span<const Token> cont,
                      ThreadPool& pool, ForwardWorkspace& ws, FidelityRow& row) {
   const ModelConfig& c = model.config();
   const int m = static_cast<int>(cont.size()), V = c.vocab_size;
-  KvCache cache = pre.cache.Clone();
-  PRIMEKV_RETURN_IF_ERROR(comp.Compress(cache, ratio, &full.capture, pool));
+  Conversation conv(model, comp, pool, {.cache = pre.cache.Clone()}, {},
+                    {.capture = &full.capture, .workspace = &ws});
+  PRIMEKV_RETURN_IF_ERROR(conv.CompressNow(ratio));
+  KvCache& cache = conv.cache();
   FidelityTap tap(nullptr, c.n_layers);
   Mat<float> tmp(m, V), logits(m, V);
   PRIMEKV_RETURN_IF_ERROR(model.Forward(cont, cache, {true}, tmp.view(), pool, ws, &tap));
@@ -183,7 +187,7 @@ Result<std::vector<FidelityRow>> MeasureFidelity(const Model& model,
     if (cont.empty() || contexts[ci].empty())
       return Status::Error("fidelity: empty context or continuation");
     PRIMEKV_ASSIGN_OR_RETURN(const PrefilledContext pre,
-                             PrefillContext(model, needs, options.kv, contexts[ci], pool));
+                             PrefillForPresses(model, needs, options.kv, contexts[ci], pool));
     FullView full(pre.capture, static_cast<int>(cont.size()), c);
     PRIMEKV_RETURN_IF_ERROR(RunFull(model, pre, cont, pool, ws, full));
     size_t ri = 0;

@@ -432,7 +432,7 @@ class Evaluation {
     if (todo.empty()) return Status::Ok();
     std::optional<PrefilledContext> pre;
     if (p.fits) {
-      auto made = PrefillContext(model_, grid_.needs, kv_, p.context, pool, ctx_size_);
+      auto made = PrefillForPresses(model_, grid_.needs, kv_, p.context, pool, ctx_size_);
       if (!made.ok()) return Status::Error("sample " + s.id + ": " + made.message());
       pre.emplace(std::move(made).value());
     }
@@ -493,13 +493,13 @@ class Evaluation {
 
   Status RunCell(const Cell& c, const PrefilledContext& pre, ThreadPool& pool) {
     PipelineOptions opt;
-    opt.ratio = c.ratio;
+    opt.schedule.ratio = c.ratio;
     opt.mode = c.p.mode;
-    opt.chunk = spec_.chunk;
-    opt.interval = spec_.interval;
+    opt.schedule.chunk = spec_.chunk;
+    opt.schedule.interval = spec_.interval;
     opt.max_new_tokens = c.p.max_new;
     opt.kv = kv_;
-    opt.window = ctx_size_;
+    opt.schedule.window = ctx_size_;
     const auto t0 = std::chrono::steady_clock::now();
     auto report = RunPipeline(model_, c.comp, opt, c.p.context, c.p.questions, pool, &pre);
     if (!report.ok())

@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "primekv/session/pipeline.h"
 #include "server/decode_batcher.h"
 #include "server/request.h"
 #include "server/server_internal.h"
@@ -108,15 +109,16 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ServerOptions& options) {
   auto backend = MakeBackend(options, *e->model_, e->kv_);
   if (!backend.ok()) return backend.status();
   const bool index_dir = options.session_store.empty() && !options.session_dir.empty();
-  e->store_ = std::make_unique<SessionStore>(*e->model_, e->kv_, options,
-                                             std::move(backend).value(), e->metrics_);
-  if (index_dir) e->store_->IndexDir(options.session_dir);
   e->batcher_ = std::make_unique<DecodeBatcher>(
       [model = e->model_.get(), pool = e->pool_.get()](
           std::span<const DecodeSlot> slots, MatView<float> logits, ForwardWorkspace& ws) {
         return model->ForwardDecodeBatch(slots, logits, *pool, ws);
       },
       e->model_->config().vocab_size);
+  e->store_ =
+      std::make_unique<SessionStore>(*e->model_, e->kv_, options, std::move(backend).value(),
+                                     e->metrics_, *e->pool_, e->batcher_->model_mutex());
+  if (index_dir) e->store_->IndexDir(options.session_dir);
   return e;
 }
 
@@ -210,12 +212,13 @@ std::variant<std::unique_ptr<Turn>, HttpError, Engine::Retry> Engine::BeginOnce(
     budget_.Leave();  // (wakes the requests waiting for memory: the session may be idle now)
     return *err;
   }
-  keep = std::min(keep, CommonPrefix(s->tokens, req.prompt));
+  keep = std::min(keep, CommonPrefix(s->record().tokens, req.prompt));
   // Memory: what this turn may add (prefill + answer + page slack), then make room.
   // (Exact for the pool's page and chunk sizes: the decode loop calls Reserve the same way.)
   const size_t new_tokens = req.prompt.size() - keep + static_cast<size_t>(req.max_tokens) + 1;
-  const size_t reserve = s->cache->BytesAllocatedAfterReserve(static_cast<int>(new_tokens)) -
-                         s->cache->BytesAllocated();
+  const KvCache& cache = s->conv->cache();
+  const size_t reserve =
+      cache.BytesAllocatedAfterReserve(static_cast<int>(new_tokens)) - cache.BytesAllocated();
   // How it can give way (MemoryBudget::Reserve): a new session can be made again, a stored
   // one's file holds all its cache does.
   using GiveWay = MemoryBudget::GiveWay;
@@ -234,7 +237,7 @@ std::variant<std::monostate, HttpError, Engine::Retry> Engine::ReserveMemory(
   const Accounted held = store_->Account(s, restored);
   Account(held);
   const size_t need = held.after + reserve;
-  const std::string tenant = s.tenant;  // (`s` may be forgotten by `release`)
+  const std::string tenant = s.record().tenant;  // (`s` may be forgotten by `release`)
   const MemoryBudget::Request r{
       .bytes = reserve,
       .give_way = give_way,

@@ -47,9 +47,10 @@ class RedisBackend final : public SessionBackend {
   const char* name() const override { return "redis"; }
   bool shared() const override { return true; }
 
-  Result<Saved> Save(const SessionSnapshot& s, const KvCache& cache) override {
+  Result<Saved> Save(const Conversation& conv) override {
     const auto t0 = std::chrono::steady_clock::now();
-    auto image = SerializeSession(s, cache);
+    const ConversationRecord& s = conv.record();
+    auto image = conv.Image();
     if (!image.ok()) return image.status();
     Result<Saved> r = Saved::kTooLarge;
     if (image->size() <= max_bytes_) {

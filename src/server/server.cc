@@ -91,8 +91,8 @@ Status ValidateServerOptions(const ServerOptions& o) {
   }
   if (o.store_ttl_s < 0) return Status::Error("--store-ttl-s must be >= 0 (0 = no expiry)");
   if (o.store_max_bytes < 1024) return Status::Error("--store-max-kib must be >= 1");
-  if (o.mode != CompressionMode::kMultiTurn && o.mode != CompressionMode::kContext &&
-      o.mode != CompressionMode::kDecode)
+  if (o.mode != ScheduleMode::kMultiTurn && o.mode != ScheduleMode::kContext &&
+      o.mode != ScheduleMode::kDecode)
     return Status::Error("--mode must be multiturn, context or decode");
   return Status::Ok();
 }
@@ -395,7 +395,7 @@ int RunServer(const ServerOptions& options) {
   }
   std::fprintf(stderr, "primekv serve: listening on http://%s:%d (press %s, ratio %.2f, %s)\n",
                options.host.c_str(), port, options.press.c_str(), options.ratio,
-               std::string(CompressionModeName(options.mode)).c_str());
+               std::string(ScheduleModeName(options.mode)).c_str());
   (*transport)->RunWatchdog();
 }
 

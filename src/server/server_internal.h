@@ -1,8 +1,8 @@
 // Internals of `primekv serve`: the engine (engine.cc: loading, a request's way in and out) and
 // turns (turn.cc), over parts with their own headers: the session store (session_store.h) of
 // stored sessions (stored_session.h), the KV budget (memory_budget.h), the slots (slots.h), the
-// decode batcher (decode_batcher.h) and the metrics (server_metrics.h). Also session files
-// (session_file.cc) and a client's connection (connection.cc). The HTTP transport is http.cc
+// decode batcher (decode_batcher.h) and the metrics (server_metrics.h). Also a client's
+// connection (connection.cc); session files are the session module's (session/session_file.h). The HTTP transport is http.cc
 // (http.h); routes and request validation are server.cc.
 #pragma once
 
@@ -22,9 +22,9 @@
 #include "primekv/model/model.h"
 #include "primekv/press/compressor.h"
 #include "primekv/server/server.h"
-#include "primekv/server/session_file.h"
-#include "primekv/session/pipeline.h"
+#include "primekv/session/conversation.h"
 #include "primekv/session/session.h"
+#include "primekv/session/session_file.h"
 #include "server/memory_budget.h"
 #include "server/server_metrics.h"
 #include "server/slots.h"
@@ -53,11 +53,6 @@ std::string TenantId(const std::string& api_key);
 // (each compared in constant time), or nullopt when it names none.
 std::optional<std::string> TenantOfAuthorization(const std::string& header,
                                                  const std::vector<std::string>& keys);
-
-// The bytes of a session file (what the Redis store keeps as the value), and their check.
-Result<std::string> SerializeSession(const SessionSnapshot& s, const KvCache& c);
-Result<SessionSnapshot> ParseSessionImage(std::string_view image, const Model& model,
-                                          const KvCacheOptions& kv);
 
 // 409: the session answers another request, or waits for a slot to.
 HttpError BusySession(const std::string& id);
@@ -183,8 +178,9 @@ class Engine {
   Metrics metrics_;  // (before the parts that count in it)
   Slots slots_;
   MemoryBudget budget_;
-  std::unique_ptr<SessionStore> store_;
+  // (The store's conversations use the batcher's model mutex: the batcher outlives them.)
   std::unique_ptr<DecodeBatcher> batcher_;
+  std::unique_ptr<SessionStore> store_;
 };
 
 }  // namespace primekv::server

@@ -56,13 +56,13 @@ class DirBackend final : public SessionBackend {
   const char* name() const override { return "dir"; }
   bool shared() const override { return false; }
 
-  Result<Saved> Save(const SessionSnapshot& s, const KvCache& cache) override {
+  Result<Saved> Save(const Conversation& conv) override {
     const auto t0 = std::chrono::steady_clock::now();
     // One replica writes its own directory: nothing can be newer than its own last turn.
     Result<Saved> r = Saved::kSaved;
-    if (Status st = WriteSessionFile(dir_, s, cache); !st.ok()) r = st;
+    if (Status st = conv.Save(dir_); !st.ok()) r = st;
     std::error_code ec;
-    const auto size = std::filesystem::file_size(dir_ + "/" + s.id + ".pkvs", ec);
+    const auto size = std::filesystem::file_size(dir_ + "/" + conv.record().id + ".pkvs", ec);
     CountSave(r, t0, ec ? 0 : static_cast<size_t>(size));
     return r;
   }

@@ -1,6 +1,7 @@
 // Where `primekv serve` keeps sessions between turns: a directory of session files
 // (--session-dir, one replica) or Redis (--session-store redis://..., shared by replicas). Both
-// hold the same bytes, the session file image of session_file.cc with its checksum.
+// hold the same bytes, a Conversation's session file image (session/session_file.h) with its
+// checksum.
 #pragma once
 
 #include <chrono>
@@ -28,17 +29,17 @@ class SessionBackend {
   enum class Found { kFound, kMissing, kDamaged };
   struct Loaded {
     Found found = Found::kMissing;
-    SessionSnapshot snapshot;  // kFound: with its cache
-    std::string why;           // kDamaged: what was wrong, for the log
+    ConversationRecord snapshot;  // kFound: with its cache
+    std::string why;              // kDamaged: what was wrong, for the log
   };
 
   virtual ~SessionBackend() = default;
   virtual const char* name() const = 0;
   // True when other replicas write to the same store (a local copy may then be behind).
   virtual bool shared() const = 0;
-  // Writes turn s.turn; kStale (nothing written) when the store holds that turn or a newer one.
-  // An error means the store is unreachable.
-  virtual Result<Saved> Save(const SessionSnapshot& s, const KvCache& cache) = 0;
+  // Writes the conversation's turn (its record's); kStale (nothing written) when the store holds
+  // that turn or a newer one. An error means the store is unreachable.
+  virtual Result<Saved> Save(const Conversation& conv) = 0;
   // The session `id` of `tenant`. kDamaged: refused (checksum, shape, another id or tenant).
   virtual Result<Loaded> Load(const std::string& tenant, const std::string& id) = 0;
   // The turn the store holds (nullopt: none); only asked of shared stores.
@@ -56,7 +57,7 @@ class SessionBackend {
   StoreStats stats_;
 };
 
-// --session-dir: <dir>/<id>.pkvs, written atomically (session_file.cc).
+// --session-dir: <dir>/<id>.pkvs, written atomically (session/session_file.h).
 std::unique_ptr<SessionBackend> MakeDirBackend(std::string dir, const Model& model,
                                                const KvCacheOptions& kv);
 

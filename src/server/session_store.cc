@@ -13,8 +13,14 @@ namespace primekv::server {
 
 SessionStore::SessionStore(const Model& model, const KvCacheOptions& kv,
                            const ServerOptions& options, std::unique_ptr<SessionBackend> backend,
-                           Metrics& metrics)
-    : model_(model), kv_(kv), options_(options), backend_(std::move(backend)), metrics_(metrics) {}
+                           Metrics& metrics, ThreadPool& pool, std::mutex& model_mutex)
+    : model_(model),
+      kv_(kv),
+      options_(options),
+      backend_(std::move(backend)),
+      metrics_(metrics),
+      pool_(pool),
+      model_mutex_(model_mutex) {}
 
 SessionStore::~SessionStore() = default;
 
@@ -37,33 +43,35 @@ void SessionStore::IndexDir(const std::string& dir) {
       continue;
     }
     if (entry.path().extension() != ".pkvs") continue;
-    auto snap = ReadSessionFile(path, model_, kv_, /*header_only=*/true);
-    if (!snap.ok()) {
-      std::fprintf(stderr, "primekv serve: skipping %s\n", snap.message().c_str());
+    auto header = ReadSessionFile(path, model_, kv_, /*header_only=*/true);
+    if (header.ok() && CheckServedPress(header->press, header->schedule.ratio, "press"))
+      header =
+          Status::Error("session file '" + path + "': press " + header->press + " ratio " +
+                        std::to_string(header->schedule.ratio) + " is not one this server runs");
+    if (!header.ok()) {
+      std::fprintf(stderr, "primekv serve: skipping %s\n", header.message().c_str());
       metrics_.Count(Metrics::Event::kSessionFileRejected);
       continue;
     }
     auto s = std::make_unique<Session>();
-    s->id = snap->id;
-    s->tenant = snap->tenant;
-    s->cache_salt = snap->cache_salt;
-    s->press = snap->press;
-    s->ratio = snap->ratio;
-    s->budget = snap->budget;
-    s->last_prompt_len = snap->last_prompt_len;
-    s->turn = snap->turn;
-    s->tokens = std::move(snap->tokens);
+    s->conv = NewConversationLocked(std::move(header).value());
+    s->conv->DropCache();  // read on first use
     s->persisted = true;
-    sessions_[s->id] = std::move(s);
+    const std::string id = s->record().id;
+    sessions_[id] = std::move(s);
   }
   std::fprintf(stderr, "primekv serve: %zu session(s) indexed from %s\n", sessions_.size(),
                dir.c_str());
 }
 
-Session& SessionStore::Add(std::unique_ptr<Session> s) {
+Session& SessionStore::Add(ConversationRecord record, bool in_memory) {
   std::lock_guard lock(mu_);
+  auto s = std::make_unique<Session>();
+  const bool had_cache = record.cache.has_value();
+  s->conv = NewConversationLocked(std::move(record));
+  if (!in_memory && !had_cache) s->conv->DropCache();
   Session& added = *s;
-  sessions_[s->id] = std::move(s);
+  sessions_[added.record().id] = std::move(s);
   return added;
 }
 
@@ -75,6 +83,14 @@ size_t SessionStore::size() const {
 const Compressor& SessionStore::CompressorFor(const std::string& press) {
   std::lock_guard lock(mu_);
   return CompressorForLocked(press);
+}
+
+std::unique_ptr<Conversation> SessionStore::NewConversationLocked(ConversationRecord r) {
+  // Every conversation of this server runs its --mode; its press and ratio are its own.
+  r.schedule = {.ratio = r.schedule.ratio, .mode = options_.mode, .interval = options_.interval};
+  const Compressor& c = CompressorForLocked(r.press);
+  return std::make_unique<Conversation>(model_, c, pool_, std::move(r), kv_,
+                                        ConversationParts{.model_mutex = &model_mutex_});
 }
 
 const Compressor& SessionStore::CompressorForLocked(const std::string& press) {
@@ -89,7 +105,7 @@ const Compressor& SessionStore::CompressorForLocked(const std::string& press) {
 SessionStore::Claim SessionStore::ClaimNamed(const std::string& tenant, const std::string& id) {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(id);
-  if (it == sessions_.end() || it->second->tenant != tenant) return Claim::kUnknown;
+  if (it == sessions_.end() || it->second->record().tenant != tenant) return Claim::kUnknown;
   if (it->second->busy || it->second->claimed) return Claim::kBusy;
   it->second->claimed = true;
   return Claim::kClaimed;
@@ -108,7 +124,7 @@ std::map<std::string, size_t> SessionStore::TenantBytes() const {
 
 std::map<std::string, size_t> SessionStore::TenantBytesLocked() const {
   std::map<std::string, size_t> held;
-  for (const auto& [id, s] : sessions_) held[s->tenant] += s->bytes + s->reserved;
+  for (const auto& [id, s] : sessions_) held[s->record().tenant] += s->bytes + s->reserved;
   return held;
 }
 
@@ -143,9 +159,10 @@ std::optional<size_t> SessionStore::EvictOne(const Session* except, const std::s
   Session* over = nullptr;
   Session* own = nullptr;
   for (auto& [id, s] : sessions_) {
-    if (s.get() == except || s->busy || !s->cache) continue;
-    if (s->tenant == tenant && (!own || s->last_used < own->last_used)) own = s.get();
-    if (!own_only && held.at(s->tenant) > share && (!over || s->last_used < over->last_used))
+    if (s.get() == except || s->busy || !s->conv->has_cache()) continue;
+    if (s->record().tenant == tenant && (!own || s->last_used < own->last_used)) own = s.get();
+    if (!own_only && held.at(s->record().tenant) > share &&
+        (!over || s->last_used < over->last_used))
       over = s.get();
   }
   Session* victim = over ? over : own;
@@ -159,14 +176,13 @@ std::optional<size_t> SessionStore::EvictOne(const Session* except, const std::s
 size_t SessionStore::DropCacheLocked(Session& s) {
   const size_t freed = s.bytes;
   s.bytes = 0;
-  s.cache.reset();
-  s.capture.reset();
+  s.conv->DropCache();
   return freed;
 }
 
 size_t SessionStore::ForgetLocked(Session& s) {
   const size_t freed = s.bytes;
-  const std::string id = s.id;  // erasing destroys `s`, and with it s.id
+  const std::string id = s.record().id;  // erasing destroys `s`, and with it s.record().id
   sessions_.erase(id);
   return freed;
 }
@@ -178,11 +194,12 @@ Session* SessionStore::BestPrefixLocked(const TurnRequest& req, size_t& keep) {
   keep = 0;
   for (auto& [id, cand] : sessions_) {
     // (A session to be read from the store has no tokens to match, or stale ones.)
-    if (cand->busy || cand->load || cand->tenant != req.tenant ||
-        cand->cache_salt != req.cache_salt || cand->press != req.press || cand->ratio != req.ratio)
+    if (cand->busy || cand->load || cand->record().tenant != req.tenant ||
+        cand->record().cache_salt != req.cache_salt || cand->record().press != req.press ||
+        cand->record().schedule.ratio != req.ratio)
       continue;
-    const size_t lcp = CommonPrefix(cand->tokens, req.prompt);
-    if (lcp == 0 || lcp < static_cast<size_t>(cand->last_prompt_len)) continue;
+    const size_t lcp = CommonPrefix(cand->record().tokens, req.prompt);
+    if (lcp == 0 || lcp < static_cast<size_t>(cand->record().last_prompt_len)) continue;
     if (!best || lcp > keep) {
       best = cand.get();
       keep = lcp;
@@ -200,29 +217,31 @@ std::variant<SessionStore::Found, HttpError> SessionStore::Find(const TurnReques
       // Perhaps served by another replica: known by id only until it is read from the store
       // under this request's tenant (RestoreIfEvicted), so another tenant's is never read.
       auto remote = std::make_unique<Session>();
-      remote->id = req.session_id;
-      remote->tenant = req.tenant;
-      remote->press = req.press;
-      remote->ratio = req.ratio;
+      remote->conv = NewConversationLocked({.id = req.session_id,
+                                            .tenant = req.tenant,
+                                            .press = req.press,
+                                            .schedule = {.ratio = req.ratio}});
+      remote->conv->DropCache();
       remote->persisted = true;
       remote->load = true;
-      it = sessions_.emplace(remote->id, std::move(remote)).first;
+      it = sessions_.emplace(req.session_id, std::move(remote)).first;
     }
     // Another tenant's session is answered exactly as one that does not exist.
-    if (it == sessions_.end() || it->second->tenant != req.tenant) {
+    if (it == sessions_.end() || it->second->record().tenant != req.tenant) {
       return HttpError{404, "unknown session '" + req.session_id + "'", "session",
                        "not_found_error"};
     }
     Session* s = it->second.get();
     if (s->busy || s->claimed) return BusySession(req.session_id);
-    if (s->press != req.press || s->ratio != req.ratio) {
+    if (s->record().press != req.press || s->record().schedule.ratio != req.ratio) {
       return HttpError{400,
-                       "session '" + req.session_id + "' was created with press " + s->press +
-                           " ratio " + std::to_string(s->ratio),
+                       "session '" + req.session_id + "' was created with press " +
+                           s->record().press + " ratio " +
+                           std::to_string(s->record().schedule.ratio),
                        "primekv"};
     }
     f.session = s;
-    f.keep = CommonPrefix(s->tokens, req.prompt);
+    f.keep = CommonPrefix(s->record().tokens, req.prompt);
   } else {
     if (options_.prefix_reuse) f.source = BestPrefixLocked(req, f.keep);
     auto id = RandomSessionId();
@@ -230,13 +249,13 @@ std::variant<SessionStore::Found, HttpError> SessionStore::Find(const TurnReques
     if (sessions_.count(*id))
       return HttpError{500, "session id collision; retry", "", "server_error"};
     auto fresh = std::make_unique<Session>();
-    fresh->id = *id;
-    fresh->tenant = req.tenant;
-    fresh->cache_salt = req.cache_salt;
-    fresh->press = req.press;
-    fresh->ratio = req.ratio;
+    fresh->conv = NewConversationLocked({.id = *id,
+                                         .tenant = req.tenant,
+                                         .cache_salt = req.cache_salt,
+                                         .press = req.press,
+                                         .schedule = {.ratio = req.ratio}});
     f.session = fresh.get();
-    sessions_[fresh->id] = std::move(fresh);
+    sessions_[*id] = std::move(fresh);
   }
   for (Session* s : {f.session, f.source}) {
     if (!s) continue;
@@ -254,17 +273,16 @@ Accounted SessionStore::CopyPrefix(Session& s, Session& source, const std::vecto
     return {};
   }
   // A shared store may hold a later turn than the tokens the match was made on.
-  keep = std::min(keep, CommonPrefix(source.tokens, prompt));
-  s.cache = std::make_unique<KvCache>(source.cache->Clone());
-  s.cache->TruncateFrom(static_cast<int32_t>(keep));
-  s.tokens.assign(source.tokens.begin(), source.tokens.begin() + static_cast<ptrdiff_t>(keep));
-  s.budget = source.budget;
-  std::lock_guard lock(mu_);
+  keep = std::min(keep, CommonPrefix(source.record().tokens, prompt));
+  ConversationRecord& r = s.record();
+  r.cache = source.conv->cache().Clone();
+  r.tokens = source.record().tokens;
+  s.conv->TruncateTo(keep);
+  r.budget = source.record().budget;
   // What the press saw of the source's queries goes with the copy, as if it had continued.
-  s.capture = source.capture
-                  ? std::make_unique<PressCapture>(*source.capture)
-                  : std::make_unique<PressCapture>(model_, CompressorForLocked(s.press).Needs());
-  const Accounted a{source.bytes, source.cache->BytesAllocated()};
+  s.conv->AdoptCapture(source.conv->capture());
+  std::lock_guard lock(mu_);
+  const Accounted a{source.bytes, source.conv->cache().BytesAllocated()};
   source.bytes = a.after;
   source.busy = false;
   source.last_used = ++clock_;
@@ -273,15 +291,15 @@ Accounted SessionStore::CopyPrefix(Session& s, Session& source, const std::vecto
 
 std::optional<HttpError> SessionStore::RestoreIfEvicted(Session& s, bool& restored) {
   restored = false;
-  if (s.load || (!s.cache && !s.tokens.empty())) {
+  if (s.load || (!s.conv->has_cache() && !s.record().tokens.empty())) {
     // Store I/O outside the store lock; the session is busy, so no one else touches it.
-    auto loaded = backend_->Load(s.tenant, s.id);
+    auto loaded = backend_->Load(s.record().tenant, s.record().id);
     std::lock_guard lock(mu_);
-    const std::string id = s.id;
+    const std::string id = s.record().id;
     // On an error below, a session known by id only is forgotten (the next request asks the
     // store again, with its own tenant and press); one with tokens waits for a later request.
     const auto give_up = [&] {
-      if (s.tokens.empty()) {
+      if (s.record().tokens.empty()) {
         sessions_.erase(id);
       } else {
         s.busy = false;  // (the engine wakes the requests waiting for memory)
@@ -305,44 +323,41 @@ std::optional<HttpError> SessionStore::RestoreIfEvicted(Session& s, bool& restor
       return HttpError{404, "session '" + id + "' could not be restored from the store", "session",
                        "not_found_error"};
     }
-    SessionSnapshot& snap = loaded->snapshot;
-    if (s.load && (snap.press != s.press || snap.ratio != s.ratio)) {
+    ConversationRecord& snap = loaded->snapshot;
+    if (s.load &&
+        (snap.press != s.record().press || snap.schedule.ratio != s.record().schedule.ratio)) {
       // Known by id only, so the request's press was not checked against it yet.
       give_up();
       return HttpError{400,
                        "session '" + id + "' was created with press " + snap.press + " ratio " +
-                           std::to_string(snap.ratio),
+                           std::to_string(snap.schedule.ratio),
                        "primekv"};
     }
-    s.cache = std::make_unique<KvCache>(std::move(*snap.cache));
-    s.cache_salt = snap.cache_salt;
-    s.tokens = std::move(snap.tokens);
-    s.budget = snap.budget;
-    s.last_prompt_len = snap.last_prompt_len;
-    s.turn = snap.turn;
-    s.capture.reset();  // a restored session starts with an empty query window
+    ConversationRecord& r = s.record();
+    r.cache = std::move(snap.cache);
+    r.cache_salt = std::move(snap.cache_salt);
+    r.tokens = std::move(snap.tokens);
+    r.budget = snap.budget;
+    r.last_prompt_len = snap.last_prompt_len;
+    r.turn = snap.turn;
+    s.conv->capture().Clear();  // a restored session starts with an empty query window
     s.load = false;
     restored = true;
     metrics_.Count(Metrics::Event::kRestore);
   }
-  if (!s.capture || !s.cache) {
-    std::lock_guard lock(mu_);
-    if (!s.cache) s.cache = std::make_unique<KvCache>(model_.NewCache(kv_));
-    if (!s.capture)
-      s.capture = std::make_unique<PressCapture>(model_, CompressorForLocked(s.press).Needs());
-  }
+  if (!s.conv->has_cache()) s.conv->RestoreCache(model_.NewCache(kv_));
   return std::nullopt;
 }
 
 Accounted SessionStore::DropIfBehind(Session& s) {
-  if (!backend_ || !backend_->shared() || !s.cache || s.load) return {};
-  auto stored = backend_->StoredTurn(s.tenant, s.id);
+  if (!backend_ || !backend_->shared() || !s.conv->has_cache() || s.load) return {};
+  auto stored = backend_->StoredTurn(s.record().tenant, s.record().id);
   if (!stored.ok()) {
     // Unreachable store: this replica's copy is the best there is.
     std::fprintf(stderr, "primekv serve: %s\n", stored.message().c_str());
     return {};
   }
-  if (!*stored || **stored <= s.turn) return {};
+  if (!*stored || **stored <= s.record().turn) return {};
   std::lock_guard lock(mu_);
   const size_t freed = DropCacheLocked(s);
   s.load = true;
@@ -351,18 +366,7 @@ Accounted SessionStore::DropIfBehind(Session& s) {
 
 Status SessionStore::Persist(Session& s) {
   if (!backend_) return Status::Ok();
-  SessionSnapshot snap;
-  snap.id = s.id;
-  snap.tenant = s.tenant;
-  snap.cache_salt = s.cache_salt;
-  snap.press = s.press;
-  snap.ratio = s.ratio;
-  snap.mode = std::string(CompressionModeName(options_.mode));
-  snap.budget = s.budget;
-  snap.last_prompt_len = s.last_prompt_len;
-  snap.turn = s.turn;
-  snap.tokens = s.tokens;
-  auto saved = backend_->Save(snap, *s.cache);
+  auto saved = backend_->Save(*s.conv);
   std::lock_guard lock(mu_);
   if (!saved.ok()) {
     s.persisted = false;
@@ -373,13 +377,13 @@ Status SessionStore::Persist(Session& s) {
   // now (Finish drops this copy).
   if (*saved == SessionBackend::Saved::kStale) s.load = true;
   if (*saved == SessionBackend::Saved::kTooLarge)
-    return Status::Error("session " + s.id + " exceeds --store-max-kib: not stored");
+    return Status::Error("session " + s.record().id + " exceeds --store-max-kib: not stored");
   return Status::Ok();
 }
 
 Accounted SessionStore::Account(Session& s, bool restored) {
   std::lock_guard lock(mu_);
-  const Accounted a{restored ? 0 : s.bytes, s.cache->BytesAllocated()};
+  const Accounted a{restored ? 0 : s.bytes, s.conv->cache().BytesAllocated()};
   s.bytes = a.after;
   return a;
 }
@@ -392,7 +396,7 @@ void SessionStore::SetReserved(Session& s, size_t bytes) {
 size_t SessionStore::Refuse(Session& s, bool restored) {
   std::lock_guard lock(mu_);
   s.busy = false;
-  if (s.tokens.empty()) return ForgetLocked(s);
+  if (s.record().tokens.empty()) return ForgetLocked(s);
   if (restored && s.persisted) return DropCacheLocked(s);  // back to disk: only read for this
   return 0;
 }
@@ -406,12 +410,12 @@ size_t SessionStore::GiveWay(Session& s, bool forget) {
 
 Accounted SessionStore::Finish(Session& s, bool ok, bool modified) {
   std::lock_guard lock(mu_);
-  Accounted a{s.bytes + s.reserved, s.cache ? s.cache->BytesAllocated() : 0};
+  Accounted a{s.bytes + s.reserved, s.conv->has_cache() ? s.conv->cache().BytesAllocated() : 0};
   s.reserved = 0;
   s.bytes = a.after;
   s.busy = false;
   s.last_used = ++clock_;
-  if (s.load && s.cache) {
+  if (s.load && s.conv->has_cache()) {
     // The shared store refused this turn (another replica wrote a newer one): the next
     // turn reads that one.
     a.after -= DropCacheLocked(s);
@@ -419,7 +423,7 @@ Accounted SessionStore::Finish(Session& s, bool ok, bool modified) {
   if (!ok && modified && s.persisted) {
     // A failed turn leaves the cache suspect: fall back to the last completed turn's file.
     a.after -= DropCacheLocked(s);
-  } else if (!ok && (modified || s.tokens.empty())) {
+  } else if (!ok && (modified || s.record().tokens.empty())) {
     a.after -= ForgetLocked(s);
   }
   return a;
@@ -429,7 +433,7 @@ SessionStore::Census SessionStore::census() const {
   std::lock_guard lock(mu_);
   Census c;
   for (const auto& [id, s] : sessions_) {
-    if (s->cache) {
+    if (s->conv->has_cache()) {
       c.bytes_held += s->bytes;
       ++c.in_memory;
     } else {

@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "server/request.h"
 #include "server/server_internal.h"
 #include "server/stored_session.h"
 
@@ -31,14 +32,18 @@ class SessionStore {
  public:
   // `backend` null: sessions live in memory only. Evictions, restores and refused session
   // files are counted in `metrics`.
+  // Conversations run on `pool`, their forward passes and compressions under `model_mutex`
+  // (the decode batcher's).
   SessionStore(const Model& model, const KvCacheOptions& kv, const ServerOptions& options,
-               std::unique_ptr<SessionBackend> backend, Metrics& metrics);
+               std::unique_ptr<SessionBackend> backend, Metrics& metrics, ThreadPool& pool,
+               std::mutex& model_mutex);
   ~SessionStore();
 
   // Knows the sessions of --session-dir by their headers (caches are read on first use).
   void IndexDir(const std::string& dir);
-  // Adds a session; its id must be new.
-  Session& Add(std::unique_ptr<Session> s);
+  // Adds a session over `record` (its id must be new), with an empty cache when the record
+  // has none and `in_memory`, else without one (known by its tokens, as after an eviction).
+  Session& Add(ConversationRecord record, bool in_memory);
   const SessionBackend* backend() const { return backend_.get(); }
   size_t size() const;
   // The compressor of a press spec (made once; CheckPress accepted the spec).
@@ -101,6 +106,8 @@ class SessionStore {
  private:
   Session* BestPrefixLocked(const TurnRequest& req, size_t& keep);
   const Compressor& CompressorForLocked(const std::string& press);
+  // A conversation over `r` (its id, tenant, salt, press and ratio), under the server's mode.
+  std::unique_ptr<Conversation> NewConversationLocked(ConversationRecord r);
   std::map<std::string, size_t> TenantBytesLocked() const;
   // A tenant's share: --tenant-kv-mib, or the budget over the tenants holding memory (and the
   // requester's).
@@ -118,6 +125,8 @@ class SessionStore {
   const ServerOptions options_;
   const std::unique_ptr<SessionBackend> backend_;
   Metrics& metrics_;
+  ThreadPool& pool_;
+  std::mutex& model_mutex_;
   mutable std::mutex mu_;  // everything below, and the sessions' bookkeeping fields
   std::map<std::string, std::unique_ptr<Session>> sessions_;
   std::map<std::string, std::unique_ptr<Compressor>> compressors_;

@@ -1,5 +1,6 @@
-// One request of `primekv serve` as a turn of a Session (session/session.h): prefill, the
-// decode loop with stop strings and streaming, and what the turn leaves in the store.
+// One request of `primekv serve` as a turn of the session's Conversation
+// (session/conversation.h): prefill, the decode loop with stop strings and streaming, and what
+// the turn leaves in the store.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,27 +33,22 @@ Turn::Turn(Engine* engine, Session* session, TurnRequest request, int keep)
 
 Turn::~Turn() { engine_->Finish(session_, ran_, modified_); }
 
-const std::string& Turn::session_id() const { return session_->id; }
+const std::string& Turn::session_id() const { return session_->record().id; }
 
 struct Turn::State {
   TurnOutcome out;
-  // The conversation's schedule and decode loop over the stored session's cache.
-  std::optional<primekv::Session> session;
+  int compressions = 0;  // the conversation's count when the turn began
   double prefill_s = 0, decode_s = 0;
   size_t emitted = 0;  // bytes of out.text sent to the sink
   bool client_gone = false;
 };
 
 Status Turn::Prefill(State& st) {
-  Session& s = *session_;
-  primekv::Session& conv = *st.session;
-  const bool first_turn = s.tokens.empty();
+  Conversation& conv = *session_->conv;
+  const bool first_turn = conv.tokens().empty();
   modified_ = true;
   // Cut the cache where the request departs from the session, then prefill the rest.
-  if (static_cast<size_t>(keep_) < s.tokens.size()) {
-    s.cache->TruncateFrom(keep_);
-    s.tokens.resize(static_cast<size_t>(keep_));
-  }
+  conv.TruncateTo(static_cast<size_t>(keep_));
   const std::span<const Token> fresh =
       std::span<const Token>(req_.prompt).subspan(static_cast<size_t>(keep_));
   st.out.prefilled_tokens = static_cast<int>(fresh.size());
@@ -61,9 +57,7 @@ Status Turn::Prefill(State& st) {
   if (Status r = first_turn ? conv.PrefillContext(fresh) : conv.Prefill(fresh); !r.ok()) return r;
   // Decode steps run in the engine's batches, with their own buffers.
   conv.ReleaseWorkspace();
-  s.tokens.insert(s.tokens.end(), fresh.begin(), fresh.end());
-  if (first_turn) s.budget = conv.budget();
-  s.last_prompt_len = static_cast<int>(s.tokens.size());
+  conv.record().last_prompt_len = static_cast<int>(conv.tokens().size());
   st.prefill_s = SecondsSince(t0);
   return Status::Ok();
 }
@@ -98,8 +92,7 @@ bool Turn::AppendText(State& st, Token next) {
 
 Status Turn::Decode(State& st, const TextSink& sink, const AliveCheck& alive) {
   Engine& e = *engine_;
-  Session& s = *session_;
-  primekv::Session& conv = *st.session;
+  Conversation& conv = *session_->conv;
   const auto t0 = std::chrono::steady_clock::now();
   bool stop_hit = false;
   DecodeOptions d;
@@ -119,8 +112,7 @@ Status Turn::Decode(State& st, const TextSink& sink, const AliveCheck& alive) {
   // Each token runs in the engine's batched forward pass with the other decoding turns'.
   const auto feed = [&](Token next) {
     PRIMEKV_RETURN_IF_ERROR(
-        e.batcher().Step({next, &conv.cache(), s.capture.get()}, conv.logits()));
-    s.tokens.push_back(next);
+        e.batcher().Step({next, &conv.cache(), &conv.capture()}, conv.logits()));
     st.out.appended.push_back(next);
     return Status::Ok();
   };
@@ -137,13 +129,15 @@ Status Turn::Decode(State& st, const TextSink& sink, const AliveCheck& alive) {
 Status Turn::EndTurn(State& st) {
   Engine& e = *engine_;
   Session& s = *session_;
-  KvCache& cache = *s.cache;
-  PRIMEKV_RETURN_IF_ERROR(st.session->EndTurn());
+  Conversation& conv = *s.conv;
+  PRIMEKV_RETURN_IF_ERROR(conv.EndTurn());  // (counts the turn)
   // Compression returns pages to the cache's own pool; a copy gives the memory back.
+  KvCache& cache = conv.cache();
   if (cache.BytesAllocated() > 2 * cache.BytesReserved() + (size_t{1} << 20)) {
-    *s.cache = cache.Clone();
+    cache = cache.Clone();
   }
-  ++s.turn;
+  // The logits and forward buffers are a turn's: an idle conversation holds its cache only.
+  conv.ReleaseBuffers();
   // After every turn. A failed save is logged, counted and said in the answer
   // (`X-PrimeKV-Saved: false`): the turn is answered all the same, and lives in memory only.
   if (e.store().backend()) {
@@ -158,15 +152,8 @@ Result<TurnOutcome> Turn::Run(const TextSink& sink, const AliveCheck& alive) {
   Engine& e = *engine_;
   Session& s = *session_;
   State st;
-  const Compressor& compressor = e.store().CompressorFor(s.press);
-  const Schedule schedule{
-      .ratio = s.ratio, .mode = e.options().mode, .interval = e.options().interval};
-  st.session.emplace(e.model(), compressor, schedule, e.pool(),
-                     SessionParts{.cache = *s.cache,
-                                  .capture = s.capture.get(),
-                                  .model_mutex = &e.batcher().model_mutex()});
-  st.session->set_budget(s.budget);  // a continued conversation keeps its first prompt's budget
-  st.out.session_id = s.id;
+  st.compressions = s.conv->stats().compressions;
+  st.out.session_id = s.record().id;
   st.out.prompt_tokens = static_cast<int>(req_.prompt.size());
   st.out.cached_tokens = keep_;
   if (Status r = Prefill(st); !r.ok()) return r;
@@ -179,15 +166,16 @@ Result<TurnOutcome> Turn::Run(const TextSink& sink, const AliveCheck& alive) {
   if (Status r = EndTurn(st); !r.ok()) return r;
   ran_ = true;
   const TurnOutcome& out = st.out;
-  e.metrics().AddTurn({.prompt_tokens = static_cast<uint64_t>(out.prompt_tokens),
-                       .cached_tokens = static_cast<uint64_t>(out.cached_tokens),
-                       .prefill_tokens = static_cast<uint64_t>(out.prefilled_tokens),
-                       .completion_tokens = out.tokens.size(),
-                       .prefill_seconds = st.prefill_s,
-                       .decode_seconds = st.decode_s,
-                       .compressions = static_cast<uint64_t>(st.session->stats().compressions),
-                       .cancelled = st.client_gone ? 1u : 0u,
-                       .not_saved = out.saved && !*out.saved ? 1u : 0u});
+  e.metrics().AddTurn(
+      {.prompt_tokens = static_cast<uint64_t>(out.prompt_tokens),
+       .cached_tokens = static_cast<uint64_t>(out.cached_tokens),
+       .prefill_tokens = static_cast<uint64_t>(out.prefilled_tokens),
+       .completion_tokens = out.tokens.size(),
+       .prefill_seconds = st.prefill_s,
+       .decode_seconds = st.decode_s,
+       .compressions = static_cast<uint64_t>(s.conv->stats().compressions - st.compressions),
+       .cancelled = st.client_gone ? 1u : 0u,
+       .not_saved = out.saved && !*out.saved ? 1u : 0u});
   return std::move(st.out);
 }
 

@@ -12,43 +12,56 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// One conversation's cache and capture, and the Session that schedules its compressions.
+constexpr std::pair<CompressionMode, std::string_view> kModeNames[] = {
+    {CompressionMode::kContext, "context"},     {CompressionMode::kQuestion, "question"},
+    {CompressionMode::kMultiTurn, "multiturn"}, {CompressionMode::kChunked, "chunked"},
+    {CompressionMode::kDecode, "decode"},       {CompressionMode::kFirstQuestion, "first-question"},
+};
+
+// One conversation under the protocol, and what the run reports of it.
 struct Runner {
   const Model& model;
   const PipelineOptions& opt;
-  KvCache cache;
-  PressCapture capture;
-  Session session;
+  Conversation conv;
   PipelineReport report;
 
   Runner(const Model& m, const Compressor& c, const PipelineOptions& o, ThreadPool& p,
-         const PrefilledContext* pre)
-      : model(m),
-        opt(o),
-        cache(pre ? pre->cache.Clone() : m.NewCache(o.kv)),
-        capture(pre ? pre->capture : PressCapture(m, c.Needs())),
-        session(m, c, ScheduleOf(o), p, {.cache = cache, .capture = &capture}) {
-    if (pre) session.SetLogits(pre->last_logits);
+         std::span<const Token> context, const PrefilledContext* pre)
+      : model(m), opt(o), conv(m, c, p, RecordOf(o, context, pre), o.kv) {
+    if (pre) {
+      conv.AdoptCapture(pre->capture);
+      conv.SetLogits(pre->last_logits);
+    }
   }
 
   static Schedule ScheduleOf(const PipelineOptions& o) {
-    return {.ratio = o.ratio,
-            .mode = o.mode,
-            .chunk = o.chunk,
-            .interval = o.interval,
-            .window = o.window};
+    Schedule s = o.schedule;
+    s.mode = ScheduleModeOf(o.mode);
+    return s;
   }
 
-  Status PrefillContext(std::span<const Token> context) {
+  // A fresh conversation, or one over a clone of the prefilled context.
+  static ConversationRecord RecordOf(const PipelineOptions& o, std::span<const Token> context,
+                                     const PrefilledContext* pre) {
+    ConversationRecord r{.schedule = ScheduleOf(o)};
+    if (pre) {
+      r.tokens.assign(context.begin(), context.end());
+      r.cache = pre->cache.Clone();
+    }
+    return r;
+  }
+
+  Status Context(std::span<const Token> context) {
     const auto t0 = std::chrono::steady_clock::now();
-    PRIMEKV_RETURN_IF_ERROR(session.PrefillContext(context));
+    PRIMEKV_RETURN_IF_ERROR(conv.PrefillContext(context));
     report.context_prefill_ms += MsSince(t0);
     return Status::Ok();
   }
 
   // The cache as the run leaves it: bytes, entries per layer, the peak and the compressions.
   void Finish() {
-    const SessionStats& st = session.stats();
+    const ConversationStats& st = conv.stats();
+    const KvCache& cache = conv.cache();
     report.compressions = st.compressions;
     report.score_ms = st.score_ms;
     report.kept_per_layer = st.kept_per_layer;
@@ -67,7 +80,7 @@ struct Runner {
   Result<TurnResult> Answer(int turn, std::span<const Token> question) {
     TurnResult r;
     auto t0 = std::chrono::steady_clock::now();
-    if (!question.empty()) PRIMEKV_RETURN_IF_ERROR(session.Prefill(question));
+    if (!question.empty()) PRIMEKV_RETURN_IF_ERROR(conv.Prefill(question));
     r.prefill_ms = MsSince(t0);
     t0 = std::chrono::steady_clock::now();
     DecodeOptions d;
@@ -79,12 +92,12 @@ struct Runner {
     // The decode loop then allocates nothing. Bounded by the room left in the trained context,
     // so a huge max_new_tokens never reserves memory blindly (past it the cache grows per page).
     const int64_t room = model.config().max_context > 0
-                             ? int64_t{model.config().max_context} - cache.NextPosition()
+                             ? int64_t{model.config().max_context} - conv.cache().NextPosition()
                              : int64_t{opt.max_new_tokens};
     d.reserve = static_cast<int>(
         std::clamp<int64_t>(std::min<int64_t>(opt.max_new_tokens, room), 0, kMaxContextSize));
     d.label = "turn " + std::to_string(turn + 1) + ", ";
-    PRIMEKV_ASSIGN_OR_RETURN(DecodeResult decoded, session.Decode(d));
+    PRIMEKV_ASSIGN_OR_RETURN(DecodeResult decoded, conv.Decode(d));
     r.tokens = std::move(decoded.tokens);
     r.stopped_at_end = decoded.stopped_at_end;
     r.decode_ms = MsSince(t0);
@@ -94,9 +107,37 @@ struct Runner {
 
 }  // namespace
 
-Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& needs,
-                                        const KvCacheOptions& kv, std::span<const Token> context,
-                                        ThreadPool& pool, int window) {
+std::optional<CompressionMode> ParseCompressionMode(std::string_view s) {
+  if (s == "multi-turn") return CompressionMode::kMultiTurn;
+  for (const auto& [mode, name] : kModeNames) {
+    if (s == name) return mode;
+  }
+  return std::nullopt;
+}
+
+std::string_view CompressionModeName(CompressionMode m) {
+  for (const auto& [mode, name] : kModeNames) {
+    if (m == mode) return name;
+  }
+  return "?";
+}
+
+ScheduleMode ScheduleModeOf(CompressionMode m) {
+  switch (m) {
+    case CompressionMode::kMultiTurn:
+      return ScheduleMode::kMultiTurn;
+    case CompressionMode::kChunked:
+      return ScheduleMode::kChunked;
+    case CompressionMode::kDecode:
+      return ScheduleMode::kDecode;
+    default:
+      return ScheduleMode::kContext;
+  }
+}
+
+Result<PrefilledContext> PrefillForPresses(const Model& model, const PressNeeds& needs,
+                                           const KvCacheOptions& kv, std::span<const Token> context,
+                                           ThreadPool& pool, int window) {
   if (context.empty()) return Status::Error("prefill: empty context");
   PrefilledContext p{model.NewCache(kv), PressCapture(model, needs),
                      std::vector<float>(static_cast<size_t>(model.config().vocab_size)), 0};
@@ -168,11 +209,10 @@ namespace {
 Status RunQuestionMode(Runner& run, std::span<const Token> context,
                        const std::vector<std::vector<Token>>& turns) {
   for (size_t t = 0; t < turns.size(); ++t) {
-    run.cache.Clear();
-    run.capture.Clear();
+    run.conv.Reset();
     std::vector<Token> joined(context.begin(), context.end());
     joined.insert(joined.end(), turns[t].begin(), turns[t].end());
-    PRIMEKV_RETURN_IF_ERROR(run.PrefillContext(joined));
+    PRIMEKV_RETURN_IF_ERROR(run.Context(joined));
     PRIMEKV_ASSIGN_OR_RETURN(TurnResult r, run.Answer(static_cast<int>(t), {}));
     run.report.turns.push_back(std::move(r));
   }
@@ -186,14 +226,14 @@ Status RunFirstQuestionMode(Runner& run, std::span<const Token> context,
                             const std::vector<std::vector<Token>>& turns) {
   std::vector<Token> joined(context.begin(), context.end());
   joined.insert(joined.end(), turns[0].begin(), turns[0].end());
-  PRIMEKV_RETURN_IF_ERROR(run.PrefillContext(joined));
-  const int32_t first_end = run.cache.NextPosition();
+  PRIMEKV_RETURN_IF_ERROR(run.Context(joined));
+  const size_t first_end = run.conv.tokens().size();
   for (size_t t = 0; t < turns.size(); ++t) {
     PRIMEKV_ASSIGN_OR_RETURN(
         TurnResult r,
         run.Answer(static_cast<int>(t), t == 0 ? std::span<const Token>() : turns[t]));
     run.report.turns.push_back(std::move(r));
-    if (t + 1 < turns.size()) run.cache.TruncateFrom(first_end);
+    if (t + 1 < turns.size()) run.conv.TruncateTo(first_end);
   }
   return Status::Ok();
 }
@@ -203,19 +243,19 @@ Status RunFirstQuestionMode(Runner& run, std::span<const Token> context,
 Status RunSharedContextModes(Runner& run, std::span<const Token> context,
                              const std::vector<std::vector<Token>>& turns, bool reuse) {
   if (reuse) {
-    run.session.NotePeak();
-    PRIMEKV_RETURN_IF_ERROR(run.session.CompressContext(static_cast<int>(context.size())));
+    run.conv.NotePeak();
+    PRIMEKV_RETURN_IF_ERROR(run.conv.CompressContext(static_cast<int>(context.size())));
   } else {
-    PRIMEKV_RETURN_IF_ERROR(run.PrefillContext(context));
+    PRIMEKV_RETURN_IF_ERROR(run.Context(context));
   }
-  const int32_t context_end = run.cache.NextPosition();
+  const size_t context_end = run.conv.tokens().size();
   for (size_t t = 0; t < turns.size(); ++t) {
     PRIMEKV_ASSIGN_OR_RETURN(TurnResult r, run.Answer(static_cast<int>(t), turns[t]));
     run.report.turns.push_back(std::move(r));
-    PRIMEKV_RETURN_IF_ERROR(run.session.EndTurn());
+    PRIMEKV_RETURN_IF_ERROR(run.conv.EndTurn());
     // Independent questions share the compressed context: drop this turn's entries.
     if (run.opt.mode != CompressionMode::kMultiTurn && t + 1 < turns.size())
-      run.cache.TruncateFrom(context_end);
+      run.conv.TruncateTo(context_end);
   }
   return Status::Ok();
 }
@@ -223,7 +263,7 @@ Status RunSharedContextModes(Runner& run, std::span<const Token> context,
 Status CheckPipeline(const Compressor& compressor, const PipelineOptions& options,
                      std::span<const Token> context) {
   if (context.empty()) return Status::Error("pipeline: empty context");
-  if (!(options.ratio >= 0 && options.ratio < 1))
+  if (!(options.schedule.ratio >= 0 && options.schedule.ratio < 1))
     return Status::Error("pipeline: ratio must be in [0, 1)");
   // Before the prefill, not at the first sampled token.
   PRIMEKV_RETURN_IF_ERROR(ValidateSamplerOptions(options.sampler));
@@ -240,11 +280,11 @@ Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compres
   const bool reuse = prefilled != nullptr && options.mode != CompressionMode::kQuestion &&
                      options.mode != CompressionMode::kChunked &&
                      options.mode != CompressionMode::kFirstQuestion;
-  Runner run(model, compressor, options, pool, reuse ? prefilled : nullptr);
+  Runner run(model, compressor, options, pool, context, reuse ? prefilled : nullptr);
   const ModelConfig& c = model.config();
   run.report.context_tokens = static_cast<int>(context.size());
-  run.report.kv_bytes_full =
-      context.size() * static_cast<size_t>(c.n_layers) * c.n_kv_heads * run.cache.BytesPerEntry();
+  run.report.kv_bytes_full = context.size() * static_cast<size_t>(c.n_layers) * c.n_kv_heads *
+                             run.conv.cache().BytesPerEntry();
   std::vector<std::vector<Token>> turns = questions;
   if (turns.empty()) turns.emplace_back();
   if (options.mode == CompressionMode::kQuestion) {

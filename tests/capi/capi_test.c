@@ -185,6 +185,10 @@ static void Hostile(pk_model* model, const char* dir) {
   so.ratio = 0.5;
   so.mode = "sideways";
   CHECK(pk_session_new(model, &so, &s) == PK_ERR_ARGUMENT);
+  /* An eval protocol, not a schedule a session runs: refused, never run as "context". */
+  so.mode = "question";
+  CHECK(pk_session_new(model, &so, &s) == PK_ERR_ARGUMENT && s == NULL);
+  CHECK(strstr(pk_last_error(), "question") != NULL);
   so.mode = "chunked";
   so.press = "snapkv"; /* reads queries: cannot compress between chunks */
   CHECK(pk_session_new(model, &so, &s) == PK_ERR_ARGUMENT);

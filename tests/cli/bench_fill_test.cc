@@ -60,11 +60,11 @@ TEST_F(BenchFill, ChunkedKeepsKvWithinBudgetPlusOneChunk) {
     const size_t in_use_bound = Heads(cache) * (budget + kChunk) * cache.BytesPerEntry();
     DepthFillOptions o;
     o.source = source;
-    o.mode = FillMode::kChunked;
-    o.chunk = kChunk;
-    o.ratio = kRatio;
+    o.schedule.mode = ScheduleMode::kChunked;
+    o.schedule.chunk = kChunk;
+    o.schedule.ratio = kRatio;
     int calls = 0;
-    const auto after_chunk = [&](int tokens) {
+    const auto after_chunk = [&](int tokens, const KvCache& cache) {
       ++calls;
       EXPECT_EQ(tokens, calls * kChunk);
       const int keep = KeepCount(tokens, kRatio);
@@ -97,8 +97,8 @@ TEST_F(BenchFill, ContextModeHoldsTheFullDepthBeforeCompressing) {
   const size_t allocated_bound = model_->NewCache().BytesAllocatedAfterReserve(budget + kChunk);
   DepthFillOptions o;
   o.source = FillSource::kSynthetic;
-  o.mode = FillMode::kContext;
-  o.ratio = kRatio;
+  o.schedule.mode = ScheduleMode::kContext;
+  o.schedule.ratio = kRatio;
   DepthFillStats st;
   const Status s = FillDepth(*model_, compressor, o, kDepth, cache, pool_, ws_, rng_, &st);
   ASSERT_TRUE(s.ok()) << s.message();
@@ -112,9 +112,9 @@ TEST_F(BenchFill, WithoutAPressTheDepthIsFilledWhole) {
   const Compressor compressor = MakeCompressor("none");
   KvCache cache = model_->NewCache();
   DepthFillOptions o;
-  o.mode = FillMode::kChunked;
-  o.chunk = 1000;  // not a divisor of the depth: the last chunk is short
-  o.ratio = kRatio;
+  o.schedule.mode = ScheduleMode::kChunked;
+  o.schedule.chunk = 1000;  // not a divisor of the depth: the last chunk is short
+  o.schedule.ratio = kRatio;
   DepthFillStats st;
   const Status s = FillDepth(*model_, compressor, o, kDepth, cache, pool_, ws_, rng_, &st);
   ASSERT_TRUE(s.ok()) << s.message();
@@ -128,8 +128,8 @@ TEST_F(BenchFill, ChunkedRefusesAPressThatReadsQueries) {
   const Compressor compressor = MakeCompressor("snapkv");
   KvCache cache = model_->NewCache();
   DepthFillOptions o;
-  o.mode = FillMode::kChunked;
-  o.ratio = kRatio;
+  o.schedule.mode = ScheduleMode::kChunked;
+  o.schedule.ratio = kRatio;
   const Status s = FillDepth(*model_, compressor, o, kDepth, cache, pool_, ws_, rng_);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("snapkv"), std::string::npos) << s.message();

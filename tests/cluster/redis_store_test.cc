@@ -133,41 +133,38 @@ class RedisStoreTest : public ::testing::Test {
     return out;
   }
 
-  SessionSnapshot Snapshot(uint64_t turn, int n_tokens) {
-    SessionSnapshot s;
-    s.id = "s0123abcd";
-    s.tenant = "tfeedbeef";
-    s.press = "primekv";
-    s.ratio = 0.5;
-    s.mode = "multiturn";
-    s.budget = 10;
-    s.turn = turn;
-    s.tokens.resize(static_cast<size_t>(n_tokens));
-    std::iota(s.tokens.begin(), s.tokens.end(), 3);
-    s.last_prompt_len = n_tokens;
-    return s;
-  }
-
-  KvCache CacheFor(const SessionSnapshot& s) {
-    KvCache cache = model_->NewCache();
-    ThreadPool pool(1);
-    ForwardWorkspace ws;
-    std::vector<float> logits(512);
-    EXPECT_TRUE(model_->Forward(s.tokens, cache, {}, {logits.data(), 1, 512}, pool, ws).ok());
-    return cache;
+  // A conversation at `turn` over n_tokens tokens, their K/V in its cache.
+  std::unique_ptr<Conversation> Conv(uint64_t turn, int n_tokens) {
+    ConversationRecord r;
+    r.id = "s0123abcd";
+    r.tenant = "tfeedbeef";
+    r.press = "primekv";
+    r.schedule = {.ratio = 0.5, .mode = ScheduleMode::kMultiTurn};
+    r.budget = 10;
+    r.turn = turn;
+    std::vector<Token> tokens(static_cast<size_t>(n_tokens));
+    std::iota(tokens.begin(), tokens.end(), 3);
+    r.last_prompt_len = n_tokens;
+    if (!compressor_)
+      compressor_.emplace(*model_, std::move(MakePress(*ParsePressSpec("primekv"))).value());
+    auto c = std::make_unique<Conversation>(*model_, *compressor_, pool_, std::move(r));
+    EXPECT_TRUE(c->Prefill(tokens).ok());
+    return c;
   }
 
   std::filesystem::path dir_;
   int port_ = 0;
   pid_t pid_ = -1;
   std::optional<Model> model_;
+  std::optional<Compressor> compressor_;
+  ThreadPool pool_{1};
   std::unique_ptr<SessionBackend> store_;
 };
 
 TEST_F(RedisStoreTest, RoundTripAndCompareAndSet) {
-  const SessionSnapshot s2 = Snapshot(2, 40);
-  const KvCache c2 = CacheFor(s2);
-  auto saved = store_->Save(s2, c2);
+  const auto s2 = Conv(2, 40);
+  const KvCache& c2 = s2->cache();
+  auto saved = store_->Save(*s2);
   ASSERT_TRUE(saved.ok()) << saved.message();
   EXPECT_EQ(*saved, SessionBackend::Saved::kSaved);
   // The key holds the tenant id; the value is the session file image.
@@ -179,7 +176,7 @@ TEST_F(RedisStoreTest, RoundTripAndCompareAndSet) {
   auto loaded = store_->Load("tfeedbeef", "s0123abcd");
   ASSERT_TRUE(loaded.ok()) << loaded.message();
   ASSERT_EQ(loaded->found, SessionBackend::Found::kFound) << loaded->why;
-  EXPECT_EQ(loaded->snapshot.tokens, s2.tokens);
+  EXPECT_EQ(loaded->snapshot.tokens, s2->tokens());
   EXPECT_EQ(loaded->snapshot.turn, 2u);
   std::vector<float> k1, v1, k2, v2;
   std::vector<int32_t> p1, p2;
@@ -194,16 +191,14 @@ TEST_F(RedisStoreTest, RoundTripAndCompareAndSet) {
   }
 
   // An older turn, or the same turn again, never replaces the stored one.
-  const SessionSnapshot s1 = Snapshot(1, 20);
-  auto older = store_->Save(s1, CacheFor(s1));
+  auto older = store_->Save(*Conv(1, 20));
   ASSERT_TRUE(older.ok());
   EXPECT_EQ(*older, SessionBackend::Saved::kStale);
-  auto same = store_->Save(Snapshot(2, 20), CacheFor(s1));
+  auto same = store_->Save(*Conv(2, 20));
   ASSERT_TRUE(same.ok());
   EXPECT_EQ(*same, SessionBackend::Saved::kStale);
   EXPECT_EQ(store_->Load("tfeedbeef", "s0123abcd")->snapshot.tokens.size(), 40u);
-  const SessionSnapshot s3 = Snapshot(3, 30);
-  EXPECT_EQ(*store_->Save(s3, CacheFor(s3)), SessionBackend::Saved::kSaved);
+  EXPECT_EQ(*store_->Save(*Conv(3, 30)), SessionBackend::Saved::kSaved);
   EXPECT_EQ(*store_->StoredTurn("tfeedbeef", "s0123abcd"), std::optional<uint64_t>(3));
   EXPECT_GT(std::stoi(Raw({"TTL", key})), 0);  // --store-ttl-s
 
@@ -214,8 +209,7 @@ TEST_F(RedisStoreTest, RoundTripAndCompareAndSet) {
 }
 
 TEST_F(RedisStoreTest, TenantsAndDamagedValuesAreRefused) {
-  const SessionSnapshot s = Snapshot(1, 30);
-  ASSERT_TRUE(store_->Save(s, CacheFor(s)).ok());
+  ASSERT_TRUE(store_->Save(*Conv(1, 30)).ok());
   // Another tenant asks for the same id: a different key, so nothing is found.
   auto other = store_->Load("tother", "s0123abcd");
   ASSERT_TRUE(other.ok());
@@ -246,11 +240,10 @@ TEST_F(RedisStoreTest, UnreachableStoreIsAnErrorAndUrlsAreChecked) {
   ASSERT_TRUE(a.ok());
   auto dead = MakeRedisBackend(*a, 0, 1024, *model_, {});
   EXPECT_FALSE(dead->Load("t", "s1").ok());
-  const SessionSnapshot s = Snapshot(1, 30);
-  EXPECT_EQ(*store_->Save(s, CacheFor(s)), SessionBackend::Saved::kSaved);
+  EXPECT_EQ(*store_->Save(*Conv(1, 30)), SessionBackend::Saved::kSaved);
   auto small = MakeRedisBackend(*ParseRedisUrl("redis://127.0.0.1:" + std::to_string(port_)), 0,
                                 1024, *model_, {});
-  EXPECT_EQ(*small->Save(Snapshot(2, 30), CacheFor(s)), SessionBackend::Saved::kTooLarge);
+  EXPECT_EQ(*small->Save(*Conv(2, 30)), SessionBackend::Saved::kTooLarge);
   for (const char* bad : {"", "redis://", "http://h:1", "redis://h:0", "redis://h:70000",
                           "redis://h:1/x", "redis://u@h:1", "redis://h:1/1001"})
     EXPECT_FALSE(ParseRedisUrl(bad).ok()) << bad;

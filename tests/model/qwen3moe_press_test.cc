@@ -53,7 +53,7 @@ TEST(Qwen3MoePresses, EveryPressHalvesTheCacheAndGenerates) {
     ASSERT_TRUE(press.ok()) << press.message();
     Compressor comp(m, std::move(press).value());
     PipelineOptions opt;
-    opt.ratio = 0.5;
+    opt.schedule.ratio = 0.5;
     opt.max_new_tokens = 8;
     auto r = RunPipeline(m, comp, opt, ctx, questions, pool);
     ASSERT_TRUE(r.ok()) << r.message();
@@ -78,7 +78,7 @@ TEST(Qwen3MoePresses, RatioZeroChangesNothing) {
   auto run = [&](const std::string& name, double ratio) {
     Compressor comp(m, std::move(MakePress(*ParsePressSpec(name))).value());
     PipelineOptions opt;
-    opt.ratio = ratio;
+    opt.schedule.ratio = ratio;
     opt.max_new_tokens = 16;
     auto r = RunPipeline(m, comp, opt, ctx, questions, pool);
     Check(r.ok(), "pipeline");

@@ -30,25 +30,24 @@ class SessionStoreTest : public ::testing::Test {
     o.kv_budget_bytes = budget;
     o.tenant_kv_bytes = tenant_cap;
     o.prefix_reuse = prefix_reuse;
-    store_ = std::make_unique<SessionStore>(*model_, KvCacheOptions{}, o, nullptr, metrics_);
+    store_ = std::make_unique<SessionStore>(*model_, KvCacheOptions{}, o, nullptr, metrics_, pool_,
+                                            model_mutex_);
   }
 
   // An idle session of `tenant`; `bytes` > 0 gives it a cache in memory.
   Session& Add(const std::string& id, const std::string& tenant, std::vector<Token> tokens,
                size_t bytes = 0, uint64_t last_used = 0) {
-    auto s = std::make_unique<Session>();
-    s->id = id;
-    s->tenant = tenant;
-    s->press = "knorm";
-    s->ratio = 0.5;
-    s->last_prompt_len = static_cast<int>(tokens.size());
-    s->tokens = std::move(tokens);
-    s->last_used = last_used;
-    if (bytes > 0) {
-      s->cache = std::make_unique<KvCache>(model_->NewCache());
-      s->bytes = bytes;
-    }
-    return store_->Add(std::move(s));
+    const int n = static_cast<int>(tokens.size());
+    Session& s = store_->Add({.id = id,
+                              .tenant = tenant,
+                              .press = "knorm",
+                              .schedule = {.ratio = 0.5},
+                              .last_prompt_len = n,
+                              .tokens = std::move(tokens)},
+                             bytes > 0);
+    s.last_used = last_used;
+    s.bytes = bytes;
+    return s;
   }
 
   static TurnRequest Request(const std::string& tenant, std::vector<Token> prompt) {
@@ -62,6 +61,8 @@ class SessionStoreTest : public ::testing::Test {
 
   static Model* model_;
   Metrics metrics_;
+  ThreadPool pool_{1};
+  std::mutex model_mutex_;
   std::unique_ptr<SessionStore> store_;
 };
 
@@ -72,7 +73,7 @@ TEST_F(SessionStoreTest, PrefixMatchPicksTheLongestSessionOfTheTenantAndSalt) {
   Add("short", "t1", {1, 2, 3});
   Session& longest = Add("long", "t1", {1, 2, 3, 4, 5});
   Add("other-tenant", "t2", {1, 2, 3, 4, 5, 6, 7});
-  Add("other-salt", "t1", {1, 2, 3, 4, 5, 6, 7}).cache_salt = "x";
+  Add("other-salt", "t1", {1, 2, 3, 4, 5, 6, 7}).record().cache_salt = "x";
   // Departs inside its last prompt: the request does not contain it.
   Add("departs", "t1", {1, 2, 3, 4, 5, 6, 9});
   auto found = store_->Find(Request("t1", {1, 2, 3, 4, 5, 6, 7}));
@@ -82,7 +83,7 @@ TEST_F(SessionStoreTest, PrefixMatchPicksTheLongestSessionOfTheTenantAndSalt) {
   EXPECT_EQ(f.keep, 5u);
   ASSERT_NE(f.session, nullptr);
   EXPECT_NE(f.session, &longest);  // a new session, copied from the source
-  EXPECT_EQ(f.session->tenant, "t1");
+  EXPECT_EQ(f.session->record().tenant, "t1");
   EXPECT_TRUE(f.session->busy && longest.busy);
   EXPECT_EQ(store_->size(), 6u);
 
@@ -95,7 +96,7 @@ TEST_F(SessionStoreTest, PrefixMatchPicksTheLongestSessionOfTheTenantAndSalt) {
   salted.cache_salt = "x";
   auto s = store_->Find(salted);
   ASSERT_TRUE(std::holds_alternative<SessionStore::Found>(s));
-  EXPECT_EQ(std::get<SessionStore::Found>(s).source->id, "other-salt");
+  EXPECT_EQ(std::get<SessionStore::Found>(s).source->record().id, "other-salt");
   EXPECT_EQ(std::get<SessionStore::Found>(s).keep, 7u);
 }
 
@@ -140,7 +141,7 @@ TEST_F(SessionStoreTest, EvictionTakesTenantsOverTheirShareFirstLeastRecentlyUse
   // For t2, the oldest session of t1 goes, though t3's and t2's own are older: its file is
   // current, so only its cache is dropped.
   EXPECT_EQ(store_->EvictOne(nullptr, "t2", false), std::optional<size_t>(300));
-  EXPECT_EQ(old.cache, nullptr);
+  EXPECT_FALSE(old.conv->has_cache());
   EXPECT_EQ(store_->size(), 5u);
   // Then the next oldest of t1 (without a file it is forgotten).
   EXPECT_EQ(store_->EvictOne(nullptr, "t2", false), std::optional<size_t>(300));
@@ -175,7 +176,7 @@ TEST_F(SessionStoreTest, FinishAccountsTheTurnAndForgetsAFailedNewSession) {
   Session& s = Add("a", "t1", {1, 2}, 300);
   s.busy = true;
   store_->SetReserved(s, 200);
-  const size_t now = s.cache->BytesAllocated();
+  const size_t now = s.conv->cache().BytesAllocated();
   const Accounted a = store_->Finish(s, /*ok=*/true, /*modified=*/true);
   EXPECT_EQ(a.before, 500u);
   EXPECT_EQ(a.after, now);

@@ -17,7 +17,7 @@ namespace {
 
 const char kModel[] = PRIMEKV_SOURCE_DIR "/models/primekv-retrieval.gguf";
 
-std::unique_ptr<Engine> MakeEngine(CompressionMode mode, int interval) {
+std::unique_ptr<Engine> MakeEngine(ScheduleMode mode, int interval) {
   ServerOptions o;
   o.model_path = kModel;
   o.press = "knorm";
@@ -64,7 +64,7 @@ double Metric(Engine& e, const std::string& name) {
 uint64_t Compressions(Engine& e) { return static_cast<uint64_t>(Metric(e, "compressions_total")); }
 
 TEST(ServerTurn, DecodeModeCompressesAfterThePromptAndEveryIntervalTokens) {
-  auto e = MakeEngine(CompressionMode::kDecode, 4);
+  auto e = MakeEngine(ScheduleMode::kDecode, 4);
   auto out = RunTurn(*e, Request(RandomPrompt(e->model(), 200), 13));
   ASSERT_TRUE(out.ok()) << out.message();
   const int fed = static_cast<int>(out->appended.size());
@@ -74,7 +74,7 @@ TEST(ServerTurn, DecodeModeCompressesAfterThePromptAndEveryIntervalTokens) {
 }
 
 TEST(ServerTurn, MultiTurnComesBackToTheFirstPromptsBudgetAfterEachTurn) {
-  auto e = MakeEngine(CompressionMode::kMultiTurn, 512);
+  auto e = MakeEngine(ScheduleMode::kMultiTurn, 512);
   const std::vector<Token> first = RandomPrompt(e->model(), 200);
   auto one = RunTurn(*e, Request(first, 8));
   ASSERT_TRUE(one.ok()) << one.message();

@@ -36,7 +36,7 @@ void ExpectNoAllocationPerToken(const Model& model, const std::string& press, fl
   ThreadPool pool(2);
   Compressor comp(model, std::move(MakePress(*ParsePressSpec(press))).value());
   PipelineOptions opt;
-  opt.ratio = 0.5;
+  opt.schedule.ratio = 0.5;
   opt.max_new_tokens = max_new;
   opt.sampler = {temperature, 40, 0.95f, 1};
   std::vector<long> counts;

@@ -204,22 +204,23 @@ TEST(Compression, ChunkedPrefillKeepsPeakWithinBudgetPlusChunk) {
     SCOPED_TRACE(name);
     Compressor comp(m, std::move(press));
     PipelineOptions opt;
-    opt.ratio = 0.75;
+    opt.schedule.ratio = 0.75;
     opt.mode = CompressionMode::kChunked;
-    opt.chunk = chunk;
+    opt.schedule.chunk = chunk;
     opt.max_new_tokens = 1;
     auto r = RunPipeline(m, comp, opt, ctx, {}, pool);
     ASSERT_TRUE(r.ok()) << r.message();
     const size_t per_token = static_cast<size_t>(m.config().n_layers) * m.config().n_kv_heads *
                              m.NewCache().BytesPerEntry();
-    const size_t bound = static_cast<size_t>(KeepCount(n, opt.ratio) + chunk + 1) * per_token;
+    const size_t bound =
+        static_cast<size_t>(KeepCount(n, opt.schedule.ratio) + chunk + 1) * per_token;
     EXPECT_LE(r->kv_bytes_peak, bound);
     EXPECT_LT(r->kv_bytes_peak, r->kv_bytes_full / 3);
   }
   // Query-aware presses refuse chunked mode instead of silently doing something else.
   Compressor snap(m, Make("snapkv"));
   PipelineOptions opt;
-  opt.ratio = 0.5;
+  opt.schedule.ratio = 0.5;
   opt.mode = CompressionMode::kChunked;
   EXPECT_FALSE(RunPipeline(m, snap, opt, ctx, {}, pool).ok());
 }
@@ -245,7 +246,7 @@ TEST(Pipeline, MultiTurnStaysNearBudgetAndAnswersEveryTurn) {
   ThreadPool pool(2);
   Compressor comp(m, Make("primekv"));
   PipelineOptions opt;
-  opt.ratio = 0.5;
+  opt.schedule.ratio = 0.5;
   opt.mode = CompressionMode::kMultiTurn;
   opt.max_new_tokens = 8;
   const auto ctx = RandomTokens(400, 6);
@@ -268,7 +269,7 @@ TEST(Pipeline, FirstQuestionCompressesOnceWithTheFirstQuestion) {
   ThreadPool pool(2);
   Compressor comp(m, Make("snapkv"));
   PipelineOptions opt;
-  opt.ratio = 0.5;
+  opt.schedule.ratio = 0.5;
   opt.max_new_tokens = 6;
   const auto ctx = RandomTokens(300, 11);
   std::vector<std::vector<Token>> qs{RandomTokens(10, 12), RandomTokens(8, 13),
@@ -354,7 +355,7 @@ TEST(Pipeline, OracleIsRefusedOutsideFidelity) {
   ThreadPool pool(1);
   Compressor comp(m, Make("oracle"));
   PipelineOptions opt;
-  opt.ratio = 0.5;
+  opt.schedule.ratio = 0.5;
   auto r = RunPipeline(m, comp, opt, RandomTokens(50, 1), {}, pool);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.message(),
@@ -376,10 +377,10 @@ TEST(Pipeline, RunsEveryPressItDeclaresItCanRun) {
       SCOPED_TRACE(::testing::Message() << name << " " << CompressionModeName(mode));
       Compressor comp(m, Make(name));
       PipelineOptions opt;
-      opt.ratio = 0.5;
+      opt.schedule.ratio = 0.5;
       opt.mode = mode;
-      opt.chunk = 32;
-      opt.interval = 2;
+      opt.schedule.chunk = 32;
+      opt.schedule.interval = 2;
       opt.max_new_tokens = 3;
       auto r = RunPipeline(m, comp, opt, ctx, qs, pool);
       EXPECT_EQ(r.ok(), PipelineRuns(comp.press(), mode)) << (r.ok() ? "" : r.message());
@@ -405,7 +406,7 @@ TEST(Pipeline, SharedPrefillGivesTheSameAnswers) {
     if (PipelineRuns(press, CompressionMode::kContext))
       all = UnionNeeds(all, press.scorer->Needs());
   }
-  auto pre = PrefillContext(m, all, {}, ctx, pool);
+  auto pre = PrefillForPresses(m, all, {}, ctx, pool);
   ASSERT_TRUE(pre.ok()) << pre.message();
   for (const std::string& name : names) {
     for (CompressionMode mode : {CompressionMode::kContext, CompressionMode::kMultiTurn}) {
@@ -413,7 +414,7 @@ TEST(Pipeline, SharedPrefillGivesTheSameAnswers) {
       SCOPED_TRACE(::testing::Message() << name << " " << CompressionModeName(mode));
       Compressor comp(m, Make(name));
       PipelineOptions opt;
-      opt.ratio = 0.6;
+      opt.schedule.ratio = 0.6;
       opt.mode = mode;
       opt.max_new_tokens = 6;
       auto a = RunPipeline(m, comp, opt, ctx, qs, pool);
@@ -540,7 +541,7 @@ TEST(Kvzip, CompressesOnceAfterThePrefillOnly) {
   Compressor comp(m, Make("kvzip"));
   EXPECT_FALSE(comp.press().query_free);
   PipelineOptions opt;
-  opt.ratio = 0.75;
+  opt.schedule.ratio = 0.75;
   opt.max_new_tokens = 4;
   auto r = RunPipeline(m, comp, opt, ctx, {RandomTokens(8, 33)}, pool);
   ASSERT_TRUE(r.ok()) << r.message();

@@ -20,7 +20,7 @@ struct ServerOptions {
   std::string press = "primekv";
   std::string chat_template;  // a built-in rendering by name; empty = the model's own template
   double ratio = 0.75;
-  CompressionMode mode = CompressionMode::kMultiTurn;
+  ScheduleMode mode = ScheduleMode::kMultiTurn;
   int interval = 512;  // kDecode: generated tokens between compressions
   int slots = 1;       // requests generating at once
   // Each key is a tenant: its sessions, their ids and prefix matching are seen by no other key.

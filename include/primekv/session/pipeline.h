@@ -1,6 +1,6 @@
-// One conversation (docs/design.md §4): a context, then one or more questions, run under one of
-// six modes (context, question, multiturn, chunked, decode, first-question) on a Session, whose
-// schedule compresses the KV cache.
+// The evaluation protocol around one conversation (docs/design.md §4): a context, then one or
+// more questions, run under one of six modes (context, question, multiturn, chunked, decode,
+// first-question) on a Conversation, whose schedule compresses the KV cache.
 #pragma once
 
 #include <functional>
@@ -12,21 +12,37 @@
 #include "primekv/model/model.h"
 #include "primekv/model/sampler.h"
 #include "primekv/press/compressor.h"
+#include "primekv/session/conversation.h"
 #include "primekv/session/session.h"
 
 namespace primekv {
 
+// How the questions meet the conversation: the four schedules of a conversation, and two
+// protocols that ask each question on a cache compressed with it (question), or with the first
+// question only (first-question); both of those compress once, like kContext.
+enum class CompressionMode {
+  kContext,    // compress after the context, before any question (default)
+  kQuestion,   // each question is prefilled with the context, then compressed
+  kMultiTurn,  // questions in turns; answers stay; re-compress when over budget
+  kChunked,    // prefill the context in chunks, compressing after each one
+  kDecode,     // like kContext, and re-compress every `interval` generated tokens
+  // The context and the first question are prefilled and compressed once (query-aware presses
+  // see the first question); every question is then asked on that cache, independently.
+  kFirstQuestion,
+};
+std::optional<CompressionMode> ParseCompressionMode(std::string_view s);
+std::string_view CompressionModeName(CompressionMode m);
+// The schedule the conversation runs under a mode.
+ScheduleMode ScheduleModeOf(CompressionMode m);
+
 struct PipelineOptions {
-  double ratio = 0.0;
   CompressionMode mode = CompressionMode::kContext;
-  int chunk = 512;     // kChunked: tokens per prefill chunk
-  int interval = 512;  // kDecode: generated tokens between compressions
+  // Ratio, chunk, interval, ubatch and window (its --ctx-size; bounds KVzip's second pass); the
+  // run sets its mode from `mode`.
+  Schedule schedule;
   int max_new_tokens = 64;
   SamplerOptions sampler{0.0f, 0, 1.0f, 0};  // greedy unless told otherwise
   KvCacheOptions kv;
-  // Positions the run may use (its --ctx-size; 0 = the model's trained context). Bounds KVzip's
-  // second pass, which runs after the context.
-  int window = 0;
   // Called after each generated token of a turn; return false to stop that turn.
   std::function<bool(int turn, Token)> on_token;
 };
@@ -62,8 +78,8 @@ struct PrefilledContext {
   double prefill_ms = 0;
 };
 // `needs` should cover every press that will compress this context (UnionNeeds); `window` as
-// PipelineOptions::window.
-Result<PrefilledContext> PrefillContext(const Model& model, const PressNeeds& needs,
+// the schedule's.
+Result<PrefilledContext> PrefillForPresses(const Model& model, const PressNeeds& needs,
                                         const KvCacheOptions& kv, std::span<const Token> context,
                                         ThreadPool& pool, int window = 0);
 

@@ -1,18 +1,21 @@
 // Session files: "PKVSESS1" magic, u32 version, u64 payload size, payload, u64 FNV-1a of the
 // payload. Payload: u32 header length + JSON header, i32 tokens, then per (layer, KV head):
 // u32 length, i32 positions, f32 keys, f32 values. F16 caches round-trip exactly via f32.
+#include "primekv/session/session_file.h"
+
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "server/server_internal.h"
-
-namespace primekv::server {
+namespace primekv {
 
 namespace {
 
@@ -27,6 +30,18 @@ uint64_t Fnv1a(const uint8_t* p, size_t n) {
     h *= 1099511628211ull;
   }
   return h;
+}
+
+// 32 random bits in hex: a temporary file's name nobody can guess in advance.
+Result<std::string> Nonce() {
+  uint32_t bits = 0;
+  while (::getrandom(&bits, sizeof(bits), 0) != static_cast<ssize_t>(sizeof(bits))) {
+    if (errno != EINTR)
+      return Status::Error(std::string("no random bytes: ") + std::strerror(errno));
+  }
+  char text[9];
+  std::snprintf(text, sizeof(text), "%08x", bits);
+  return std::string(text);
 }
 
 template <typename T>
@@ -72,14 +87,16 @@ bool ValidSessionId(const std::string& id) {
   return true;
 }
 
-Result<std::string> SerializeSession(const SessionSnapshot& s, const KvCache& c) {
+Result<std::string> SerializeSession(const ConversationRecord& s) {
   if (!ValidSessionId(s.id)) return Status::Error("invalid session id");
+  if (!s.cache) return Status::Error("session " + s.id + " holds no cache");
+  const KvCache& c = *s.cache;
   nlohmann::json h = {{"id", s.id},
                       {"tenant", s.tenant},
                       {"cache_salt", s.cache_salt},
                       {"press", s.press},
-                      {"ratio", s.ratio},
-                      {"mode", s.mode},
+                      {"ratio", s.schedule.ratio},
+                      {"mode", ScheduleModeName(s.schedule.mode)},
                       {"budget", s.budget},
                       {"last_prompt_len", s.last_prompt_len},
                       {"turn", s.turn},
@@ -112,16 +129,16 @@ Result<std::string> SerializeSession(const SessionSnapshot& s, const KvCache& c)
   return file;
 }
 
-Status WriteSessionFile(const std::string& dir, const SessionSnapshot& s, const KvCache& c) {
-  auto bytes = SerializeSession(s, c);
+Status WriteSessionFile(const std::string& dir, const ConversationRecord& s) {
+  auto bytes = SerializeSession(s);
   if (!bytes.ok()) return bytes.status();
   const std::string& file = *bytes;
   const std::string final_path = dir + "/" + s.id + ".pkvs";
   // A new name, created exclusively and never through a link: whatever sits in the directory
   // under a guessable name (a link to another file, a FIFO) is neither written nor waited on.
-  auto nonce = RandomSessionId();
+  auto nonce = Nonce();
   if (!nonce.ok()) return nonce.status();
-  const std::string tmp = final_path + "." + nonce->substr(1, 8) + ".tmp";
+  const std::string tmp = final_path + "." + *nonce + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return Status::Error("cannot write '" + tmp + "': " + std::strerror(errno));
   size_t done = 0;
@@ -209,7 +226,7 @@ Result<std::string> ReadImage(const std::string& path) {
 }
 
 // The JSON header into `s`; the token count and next position come back separately.
-Status ReadHeader(Reader& r, const ModelConfig& mc, SessionSnapshot& s, size_t& n_tokens,
+Status ReadHeader(Reader& r, const ModelConfig& mc, ConversationRecord& s, size_t& n_tokens,
                   int32_t& next_position) {
   uint32_t hlen = 0;
   std::vector<char> htext;
@@ -220,8 +237,13 @@ Status ReadHeader(Reader& r, const ModelConfig& mc, SessionSnapshot& s, size_t& 
     s.tenant = h.value("tenant", std::string());
     s.cache_salt = h.value("cache_salt", std::string());
     s.press = h.at("press").get<std::string>();
-    s.ratio = h.at("ratio").get<double>();
-    s.mode = h.at("mode").get<std::string>();
+    s.schedule.ratio = h.at("ratio").get<double>();
+    // A file of the C API's question mode, which ran as context.
+    const auto mode = h.at("mode").get<std::string>();
+    const auto parsed = ParseScheduleMode(mode);
+    if (!parsed && mode != "question" && mode != "first-question")
+      return Status::Error("unknown mode '" + mode + "'");
+    s.schedule.mode = parsed.value_or(ScheduleMode::kContext);
     s.budget = h.at("budget").get<int>();
     s.last_prompt_len = h.at("last_prompt_len").get<int>();
     s.turn = h.value("turn", uint64_t{0});  // absent in files written before the turn counter
@@ -262,12 +284,12 @@ Result<KvCache> ReadCache(Reader& r, const Model& model, const KvCacheOptions& k
   return cache;
 }
 
-Result<SessionSnapshot> ParseImage(std::string_view image, const Model& model,
-                                   const KvCacheOptions& kv, bool header_only) {
+Result<ConversationRecord> ParseImage(std::string_view image, const Model& model,
+                                      const KvCacheOptions& kv, bool header_only) {
   auto payload = VerifyImage(image);
   if (!payload.ok()) return payload.status();
   Reader r{reinterpret_cast<const uint8_t*>(payload->data()), payload->size()};
-  SessionSnapshot s;
+  ConversationRecord s;
   const ModelConfig& mc = model.config();
   int32_t next_position = 0;
   size_t n_tokens = 0;
@@ -287,8 +309,8 @@ Result<SessionSnapshot> ParseImage(std::string_view image, const Model& model,
   return s;
 }
 
-Result<SessionSnapshot> ParseSessionFile(const std::string& path, const Model& model,
-                                         const KvCacheOptions& kv, bool header_only) {
+Result<ConversationRecord> ParseSessionFile(const std::string& path, const Model& model,
+                                            const KvCacheOptions& kv, bool header_only) {
   auto image = ReadImage(path);
   if (!image.ok()) return image.status();
   auto s = ParseImage(*image, model, kv, header_only);
@@ -300,16 +322,16 @@ Result<SessionSnapshot> ParseSessionFile(const std::string& path, const Model& m
 
 }  // namespace
 
-Result<SessionSnapshot> ReadSessionFile(const std::string& path, const Model& model,
-                                        const KvCacheOptions& kv, bool header_only) {
+Result<ConversationRecord> ReadSessionFile(const std::string& path, const Model& model,
+                                           const KvCacheOptions& kv, bool header_only) {
   auto s = ParseSessionFile(path, model, kv, header_only);
   if (!s.ok()) return Status::Error("session file '" + path + "': " + s.message());
   return s;
 }
 
-Result<SessionSnapshot> ParseSessionImage(std::string_view image, const Model& model,
-                                          const KvCacheOptions& kv) {
+Result<ConversationRecord> ParseSessionImage(std::string_view image, const Model& model,
+                                             const KvCacheOptions& kv) {
   return ParseImage(image, model, kv, /*header_only=*/false);
 }
 
-}  // namespace primekv::server
+}  // namespace primekv

@@ -1,7 +1,8 @@
-// Session (session/session.h) on a random model: its chunk, context, decode-interval and
-// multi-turn rules leave the caches a hand-written loop of forward passes and compressions
-// leaves, at the token counts the schedule names, and its decode loop feeds what it says.
-#include "primekv/session/session.h"
+// Conversation (session/conversation.h) on a random model: its chunk, context, decode-interval
+// and multi-turn rules leave the caches a hand-written loop of forward passes and compressions
+// leaves, at the token counts the schedule names; its decode loop feeds what it says; it keeps
+// its tokens and turns with its cache.
+#include "primekv/session/conversation.h"
 
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "common/random_models.h"
+#include "primekv/session/pipeline.h"
 
 namespace primekv {
 namespace {
@@ -75,10 +77,9 @@ TEST_F(SessionTest, ChunkedPrefillLeavesTheCacheOfTheChunkLoop) {
     PressCapture want_cap(m, comp.Needs());
     ChunkLoop(m, comp, ctx, 48, 0.5, want, want_cap, pool);
 
-    KvCache cache = m.NewCache();
-    PressCapture cap(m, comp.Needs());
-    const Schedule schedule{.ratio = 0.5, .mode = CompressionMode::kChunked, .chunk = 48};
-    Session s(m, comp, schedule, pool, {.cache = cache, .capture = &cap});
+    const Schedule schedule{.ratio = 0.5, .mode = ScheduleMode::kChunked, .chunk = 48};
+    Conversation s(m, comp, pool, {.schedule = schedule});
+    KvCache& cache = s.cache();
     ASSERT_TRUE(s.PrefillContext(ctx).ok());
     ExpectSameCache(cache, want);
     EXPECT_EQ(s.stats().compressions, 5);  // chunks of 48, 48, 48, 48, 8
@@ -92,9 +93,9 @@ TEST_F(SessionTest, ChunkedPrefillLeavesTheCacheOfTheChunkLoop) {
 
 TEST_F(SessionTest, ChunkRuleCountsPositionsSoFar) {
   Compressor comp(m, Make("knorm"));
-  KvCache cache = m.NewCache();
-  const Schedule schedule{.ratio = 0.75, .mode = CompressionMode::kChunked, .chunk = 64};
-  Session s(m, comp, schedule, pool, {.cache = cache});
+  const Schedule schedule{.ratio = 0.75, .mode = ScheduleMode::kChunked, .chunk = 64};
+  Conversation s(m, comp, pool, {.schedule = schedule});
+  KvCache& cache = s.cache();
   const auto ctx = RandomTokens(128, 2);
   ASSERT_TRUE(s.Prefill(std::span(ctx).first(64)).ok());
   ASSERT_TRUE(s.AfterChunk().ok());
@@ -105,8 +106,8 @@ TEST_F(SessionTest, ChunkRuleCountsPositionsSoFar) {
   EXPECT_EQ(cache.MaxLength(), KeepCount(128, 0.75));
   EXPECT_EQ(s.stats().compressions, 2);
   // Outside chunked mode the chunk rule does nothing.
-  KvCache other = m.NewCache();
-  Session ctx_mode(m, comp, {.ratio = 0.75}, pool, {.cache = other});
+  Conversation ctx_mode(m, comp, pool, {.schedule = {.ratio = 0.75}});
+  KvCache& other = ctx_mode.cache();
   ASSERT_TRUE(ctx_mode.Prefill(ctx).ok());
   ASSERT_TRUE(ctx_mode.AfterChunk().ok());
   EXPECT_EQ(other.MaxLength(), 128);
@@ -125,9 +126,8 @@ TEST_F(SessionTest, ContextModeCompressesOnceToTheRatio) {
           .ok());
   ASSERT_TRUE(comp.Compress(want, 0.6, &want_cap, pool).ok());
 
-  KvCache cache = m.NewCache();
-  PressCapture cap(m, comp.Needs());
-  Session s(m, comp, {.ratio = 0.6}, pool, {.cache = cache, .capture = &cap});
+  Conversation s(m, comp, pool, {.schedule = {.ratio = 0.6}});
+  KvCache& cache = s.cache();
   ASSERT_TRUE(s.PrefillContext(ctx).ok());
   ExpectSameCache(cache, want);
   EXPECT_EQ(s.stats().compressions, 1);
@@ -143,9 +143,9 @@ TEST_F(SessionTest, NothingIsCompressedWithoutARatioOrAPress) {
   Compressor none(m, Make("none")), knorm(m, Make("knorm"));
   for (const auto& [comp, ratio] :
        {std::pair<const Compressor*, double>{&none, 0.5}, {&knorm, 0.0}}) {
-    KvCache cache = m.NewCache();
-    Session s(m, *comp, {.ratio = ratio, .mode = CompressionMode::kChunked, .chunk = 16}, pool,
-              {.cache = cache});
+    Conversation s(m, *comp, pool,
+                   {.schedule = {.ratio = ratio, .mode = ScheduleMode::kChunked, .chunk = 16}});
+    KvCache& cache = s.cache();
     EXPECT_FALSE(s.Compressing());
     ASSERT_TRUE(s.PrefillContext(ctx).ok());
     EXPECT_EQ(cache.MaxLength(), 90);
@@ -155,9 +155,9 @@ TEST_F(SessionTest, NothingIsCompressedWithoutARatioOrAPress) {
 
 TEST_F(SessionTest, DecodeIntervalRuleFiresEveryIntervalTokens) {
   Compressor comp(m, Make("knorm"));
-  KvCache cache = m.NewCache();
-  const Schedule schedule{.ratio = 0.5, .mode = CompressionMode::kDecode, .interval = 3};
-  Session s(m, comp, schedule, pool, {.cache = cache});
+  const Schedule schedule{.ratio = 0.5, .mode = ScheduleMode::kDecode, .interval = 3};
+  Conversation s(m, comp, pool, {.schedule = schedule});
+  KvCache& cache = s.cache();
   ASSERT_TRUE(s.PrefillContext(RandomTokens(60, 5)).ok());
   ASSERT_EQ(s.stats().compressions, 1);
   std::vector<int> fired;
@@ -172,8 +172,7 @@ TEST_F(SessionTest, DecodeIntervalRuleFiresEveryIntervalTokens) {
   }
   EXPECT_EQ(fired, (std::vector<int>{3, 6, 9}));
   // The decode loop applies the same rule after each token it feeds and will follow up on.
-  KvCache c2 = m.NewCache();
-  Session loop(m, comp, schedule, pool, {.cache = c2});
+  Conversation loop(m, comp, pool, {.schedule = schedule});
   ASSERT_TRUE(loop.PrefillContext(RandomTokens(60, 5)).ok());
   std::vector<int> seen;  // compressions when the k-th token is handed on
   DecodeOptions d;
@@ -191,10 +190,8 @@ TEST_F(SessionTest, DecodeIntervalRuleFiresEveryIntervalTokens) {
 
 TEST_F(SessionTest, EndTurnBringsAMultiTurnCacheBackToItsBudget) {
   Compressor comp(m, Make("primekv"));
-  KvCache cache = m.NewCache();
-  PressCapture cap(m, comp.Needs());
-  Session s(m, comp, {.ratio = 0.5, .mode = CompressionMode::kMultiTurn}, pool,
-            {.cache = cache, .capture = &cap});
+  Conversation s(m, comp, pool, {.schedule = {.ratio = 0.5, .mode = ScheduleMode::kMultiTurn}});
+  KvCache& cache = s.cache();
   ASSERT_TRUE(s.PrefillContext(RandomTokens(100, 6)).ok());
   EXPECT_EQ(s.budget(), 50);
   EXPECT_EQ(cache.MaxLength(), 50);
@@ -210,8 +207,8 @@ TEST_F(SessionTest, EndTurnBringsAMultiTurnCacheBackToItsBudget) {
   ASSERT_TRUE(s.EndTurn().ok());
   EXPECT_EQ(cache.MaxLength(), 40);
   // Other modes never compress at the end of a turn.
-  KvCache c2 = m.NewCache();
-  Session ctx_mode(m, comp, {.ratio = 0.5}, pool, {.cache = c2});
+  Conversation ctx_mode(m, comp, pool, {.schedule = {.ratio = 0.5}});
+  KvCache& c2 = ctx_mode.cache();
   ASSERT_TRUE(ctx_mode.PrefillContext(RandomTokens(100, 6)).ok());
   ASSERT_TRUE(ctx_mode.Prefill(RandomTokens(30, 7)).ok());
   ASSERT_TRUE(ctx_mode.EndTurn().ok());
@@ -220,8 +217,8 @@ TEST_F(SessionTest, EndTurnBringsAMultiTurnCacheBackToItsBudget) {
 
 TEST_F(SessionTest, CompressContextCompressesWhatIsInTheCache) {
   Compressor comp(m, Make("knorm"));
-  KvCache cache = m.NewCache();
-  Session s(m, comp, {.ratio = 0.75, .mode = CompressionMode::kMultiTurn}, pool, {.cache = cache});
+  Conversation s(m, comp, pool, {.schedule = {.ratio = 0.75, .mode = ScheduleMode::kMultiTurn}});
+  KvCache& cache = s.cache();
   ASSERT_TRUE(s.Prefill(RandomTokens(120, 12)).ok());
   ASSERT_TRUE(s.CompressContext(120).ok());
   EXPECT_EQ(cache.MaxLength(), KeepCount(120, 0.75));
@@ -234,10 +231,10 @@ TEST_F(SessionTest, CompressContextCompressesWhatIsInTheCache) {
 // and its interval rule answer the same as with the session's own one-token forward.
 TEST_F(SessionTest, DecodeThroughABatchedFeedAnswersAsItsOwn) {
   Compressor comp(m, Make("knorm"));
-  const Schedule schedule{.ratio = 0.5, .mode = CompressionMode::kDecode, .interval = 4};
+  const Schedule schedule{.ratio = 0.5, .mode = ScheduleMode::kDecode, .interval = 4};
   const auto run = [&](bool batched) {
-    KvCache cache = m.NewCache();
-    Session s(m, comp, schedule, pool, {.cache = cache});
+    Conversation s(m, comp, pool, {.schedule = schedule});
+    KvCache& cache = s.cache();
     Check(s.PrefillContext(RandomTokens(50, 11)).ok(), "prefill");
     DecodeOptions d;
     d.max_new_tokens = 12;
@@ -263,8 +260,8 @@ TEST_F(SessionTest, DecodeFeedsWhatTheOptionsSay) {
   Compressor none(m, Make("none"));
   const auto ctx = RandomTokens(40, 8);
   const auto run = [&](bool feed_last, int stop_after) {
-    KvCache cache = m.NewCache();
-    Session s(m, none, {}, pool, {.cache = cache});
+    Conversation s(m, none, pool, {.schedule = {}});
+    KvCache& cache = s.cache();
     Check(s.Prefill(ctx).ok(), "prefill");
     DecodeOptions d;
     d.max_new_tokens = 6;
@@ -274,11 +271,17 @@ TEST_F(SessionTest, DecodeFeedsWhatTheOptionsSay) {
     int handed = 0;
     d.keep_going = [&] { return ++handed < stop_after; };
     int fed = 0;
+    ForwardWorkspace ws;
     auto r = s.Decode(d, [&](Token t) {
       ++fed;
-      return s.FeedToken(t);
+      const DecodeSlot slot{t, &cache, nullptr};
+      return m.ForwardDecodeBatch(std::span<const DecodeSlot>(&slot, 1),
+                                  MatView<float>(s.logits().data(), 1, m.config().vocab_size), pool,
+                                  ws);
     });
     Check(r.ok(), "decode");
+    // Whatever runs the forward pass, the conversation records each token fed.
+    Check(s.tokens().size() == static_cast<size_t>(cache.NextPosition()), "tokens recorded");
     return std::tuple(fed, cache.NextPosition(), r->tokens.size() + r->stopped_at_end);
   };
   // Every sampled token but the last is fed back, or every one with feed_last.
@@ -296,8 +299,8 @@ TEST_F(SessionTest, DecodeFeedsWhatTheOptionsSay) {
 
 TEST_F(SessionTest, DecodeSamplesFromTheLogitsItWasGiven) {
   Compressor none(m, Make("none"));
-  KvCache cache = m.NewCache();
-  Session s(m, none, {}, pool, {.cache = cache});
+  Conversation s(m, none, pool, {.schedule = {}});
+  KvCache& cache = s.cache();
   ASSERT_TRUE(s.Prefill(RandomTokens(10, 9)).ok());
   std::vector<float> logits(static_cast<size_t>(m.config().vocab_size), 0.0f);
   logits[123] = 10.0f;
@@ -321,9 +324,9 @@ TEST_F(SessionTest, DecodeSamplesFromTheLogitsItWasGiven) {
 
 TEST_F(SessionTest, MicroBatchesAndWorkspaceKeepPositions) {
   Compressor none(m, Make("none"));
-  KvCache cache = m.NewCache();
   ForwardWorkspace ws;
-  Session s(m, none, {.ubatch = 16}, pool, {.cache = cache, .workspace = &ws});
+  Conversation s(m, none, pool, {.schedule = {.ubatch = 16}}, {}, {.workspace = &ws});
+  KvCache& cache = s.cache();
   ASSERT_TRUE(s.Prefill(RandomTokens(50, 10)).ok());
   EXPECT_EQ(cache.NextPosition(), 50);
   EXPECT_EQ(cache.MaxLength(), 50);
@@ -335,9 +338,9 @@ TEST_F(SessionTest, MicroBatchesAndWorkspaceKeepPositions) {
 }
 
 TEST_F(SessionTest, ScheduleChecksFollowWhatThePressDeclares) {
-  const Schedule chunked{.ratio = 0.5, .mode = CompressionMode::kChunked};
+  const Schedule chunked{.ratio = 0.5, .mode = ScheduleMode::kChunked};
   const Schedule context{.ratio = 0.5};
-  const Schedule multiturn{.ratio = 0.5, .mode = CompressionMode::kMultiTurn};
+  const Schedule multiturn{.ratio = 0.5, .mode = ScheduleMode::kMultiTurn};
   EXPECT_TRUE(CheckSchedule(Make("primekv"), chunked).ok());
   EXPECT_TRUE(CheckSchedule(Make("none"), chunked).ok());
   const Status snap = CheckSchedule(Make("snapkv"), chunked);
@@ -350,17 +353,82 @@ TEST_F(SessionTest, ScheduleChecksFollowWhatThePressDeclares) {
   EXPECT_TRUE(CheckSchedule(Make("kvzip"), context).ok());
   const Status kvzip = CheckSchedule(Make("kvzip"), multiturn);
   EXPECT_NE(kvzip.message().find("not multiturn"), std::string::npos) << kvzip.message();
-  EXPECT_TRUE(CheckSchedule(Make("kvzip"), {.mode = CompressionMode::kMultiTurn}).ok());
+  EXPECT_TRUE(CheckSchedule(Make("kvzip"), {.mode = ScheduleMode::kMultiTurn}).ok());
 }
 
 TEST_F(SessionTest, ModeNamesRoundTrip) {
+  for (auto mode : {ScheduleMode::kContext, ScheduleMode::kMultiTurn, ScheduleMode::kChunked,
+                    ScheduleMode::kDecode}) {
+    EXPECT_EQ(ParseScheduleMode(ScheduleModeName(mode)), mode);
+  }
+  EXPECT_EQ(ParseScheduleMode("multi-turn"), ScheduleMode::kMultiTurn);
+  // The eval protocols are not schedules a conversation runs.
+  EXPECT_EQ(ParseScheduleMode("question"), std::nullopt);
+  EXPECT_EQ(ParseScheduleMode("first-question"), std::nullopt);
   for (auto mode :
        {CompressionMode::kContext, CompressionMode::kQuestion, CompressionMode::kMultiTurn,
         CompressionMode::kChunked, CompressionMode::kDecode, CompressionMode::kFirstQuestion}) {
     EXPECT_EQ(ParseCompressionMode(CompressionModeName(mode)), mode);
   }
-  EXPECT_EQ(ParseCompressionMode("multi-turn"), CompressionMode::kMultiTurn);
+  EXPECT_EQ(ScheduleModeOf(CompressionMode::kQuestion), ScheduleMode::kContext);
+  EXPECT_EQ(ScheduleModeOf(CompressionMode::kFirstQuestion), ScheduleMode::kContext);
+  EXPECT_EQ(ScheduleModeOf(CompressionMode::kChunked), ScheduleMode::kChunked);
   EXPECT_EQ(ParseCompressionMode("nosuchmode"), std::nullopt);
+}
+
+TEST_F(SessionTest, KeepsItsTokensAndTurnsWithItsCache) {
+  Compressor comp(m, Make("knorm"));
+  Conversation s(m, comp, pool, {.schedule = {.ratio = 0.5, .mode = ScheduleMode::kMultiTurn}});
+  const auto ctx = RandomTokens(60, 13), q = RandomTokens(9, 14);
+  ASSERT_TRUE(s.PrefillContext(ctx).ok());
+  ASSERT_TRUE(s.Prefill(q).ok());
+  std::vector<Token> want = ctx;
+  want.insert(want.end(), q.begin(), q.end());
+  EXPECT_EQ(s.tokens(), want);
+  EXPECT_EQ(s.cache().NextPosition(), 69);
+  DecodeOptions d;
+  d.max_new_tokens = 5;
+  d.sampler = {0.0f, 0, 1.0f, 0};
+  d.feed_last = true;
+  auto r = s.Decode(d);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(s.tokens().size(), static_cast<size_t>(s.cache().NextPosition()));
+  EXPECT_EQ(s.record().turn, 0u);
+  ASSERT_TRUE(s.EndTurn().ok());
+  EXPECT_EQ(s.record().turn, 1u);
+  // Truncation drops tokens and their entries together.
+  s.TruncateTo(60);
+  EXPECT_EQ(s.tokens(), ctx);
+  EXPECT_EQ(s.cache().NextPosition(), 60);
+  EXPECT_LE(s.cache().MaxLength(), 30);
+  s.Reset();
+  EXPECT_TRUE(s.tokens().empty());
+  EXPECT_EQ(s.cache().TotalEntries(), 0);
+}
+
+// CompressNow is Compressor::Compress on the conversation's cache and capture, counted in its
+// stats, and sets the multi-turn budget to the ratio's share of its tokens.
+TEST_F(SessionTest, CompressNowIsOneCompressionToTheRatio) {
+  const auto ctx = RandomTokens(120, 15);
+  Compressor comp(m, Make("primekv"));
+  KvCache want = m.NewCache();
+  PressCapture want_cap(m, comp.Needs());
+  ForwardWorkspace ws;
+  std::vector<float> logits(static_cast<size_t>(m.config().vocab_size));
+  ASSERT_TRUE(
+      m.Forward(ctx, want, {}, {logits.data(), 1, m.config().vocab_size}, pool, ws, &want_cap)
+          .ok());
+  ASSERT_TRUE(comp.Compress(want, 0.7, &want_cap, pool).ok());
+  Conversation s(m, comp, pool, {.schedule = {.ratio = 0.25}});
+  ASSERT_TRUE(s.Prefill(ctx).ok());
+  ASSERT_TRUE(s.CompressNow(0.7).ok());
+  ExpectSameCache(s.cache(), want);
+  EXPECT_EQ(s.stats().compressions, 1);
+  EXPECT_EQ(s.budget(), KeepCount(120, 0.7));
+  EXPECT_FALSE(s.CompressNow(1.0).ok());
+  EXPECT_FALSE(s.CompressNow(-0.1).ok());
+  ASSERT_TRUE(s.CompressNow(0.0).ok());  // nothing to do
+  EXPECT_EQ(s.stats().compressions, 1);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
-// Session files of `primekv serve`: a compressed (ragged) cache round-trips bit-exactly; a
+// Session files (session/session_file.h): a compressed (ragged) cache round-trips bit-exactly; a
 // flipped byte, a truncation, a wrong model shape or a renamed file is refused.
+#include "primekv/session/session_file.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -7,11 +9,10 @@
 #include <numeric>
 
 #include "common/random_models.h"
-#include "primekv/press/compressor.h"
 #include "primekv/model/random_model.h"
-#include "server/server_internal.h"
+#include "primekv/press/compressor.h"
 
-namespace primekv::server {
+namespace primekv {
 namespace {
 
 class SessionFileTest : public ::testing::Test {
@@ -53,15 +54,15 @@ TEST_F(SessionFileTest, CompressedCacheRoundTripsAndDamageIsRefused) {
   Compressor compressor(*model, std::move(press).value());
   ASSERT_TRUE(compressor.Compress(cache, 0.6, nullptr, pool).ok());
 
-  SessionSnapshot snap;
+  ConversationRecord snap;
   snap.id = "abc_123";
   snap.press = "adakv:primekv";
-  snap.ratio = 0.6;
-  snap.mode = "multiturn";
+  snap.schedule = {.ratio = 0.6, .mode = ScheduleMode::kMultiTurn};
   snap.budget = 60;
   snap.last_prompt_len = 150;
   snap.tokens = tokens;
-  ASSERT_TRUE(WriteSessionFile(dir_.string(), snap, cache).ok());
+  snap.cache = cache.Clone();
+  ASSERT_TRUE(WriteSessionFile(dir_.string(), snap).ok());
   const auto path = dir_ / "abc_123.pkvs";
   EXPECT_FALSE(std::filesystem::exists(dir_ / "abc_123.pkvs.tmp"));
 
@@ -70,6 +71,8 @@ TEST_F(SessionFileTest, CompressedCacheRoundTripsAndDamageIsRefused) {
   EXPECT_EQ(back->tokens, tokens);
   EXPECT_EQ(back->budget, 60);
   EXPECT_EQ(back->press, "adakv:primekv");
+  EXPECT_EQ(back->schedule.ratio, 0.6);
+  EXPECT_EQ(back->schedule.mode, ScheduleMode::kMultiTurn);
   const KvCache& c = *back->cache;
   EXPECT_EQ(c.NextPosition(), cache.NextPosition());
   bool ragged = false;
@@ -138,4 +141,4 @@ TEST(KvCacheReserve, AllocatedAfterReserveIsExact) {
 }
 
 }  // namespace
-}  // namespace primekv::server
+}  // namespace primekv

@@ -1,0 +1,146 @@
+// A conversation over one KV cache (docs/design.md §4): the one owner of its cache, its tokens,
+// its turns, its multi-turn budget and its schedule. It prefills, compresses when its schedule
+// says (after the context, per chunk, per decode interval, per turn) or when told
+// (CompressNow), runs the decode loop, and is the only reader and writer of session files
+// (session/session_file.h). The pipeline, the server's turns, the C API's pk_session, `primekv
+// bench`'s depth fill and fidelity all drive one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "primekv/kv/kv_cache.h"
+#include "primekv/model/model.h"
+#include "primekv/press/compressor.h"
+#include "primekv/session/session.h"
+
+namespace primekv {
+
+// A conversation's state: what a session file holds.
+struct ConversationRecord {
+  std::string id{};             // a session file's name; 1 to 64 of [A-Za-z0-9_-] (ValidSessionId)
+  std::string tenant{};         // the server's API-key tenant, empty without keys
+  std::string cache_salt{};     // the server's isolation field: prefixes are shared only within it
+  std::string press{};          // press spec text
+  Schedule schedule{};          // a file keeps its ratio and mode
+  int budget = 0;               // entries per head after each turn (multi-turn), 0 = none yet
+  int last_prompt_len = 0;      // tokens before the last answer
+  uint64_t turn = 0;            // completed turns: a shared store keeps only the newest
+  std::vector<Token> tokens{};  // every token whose K/V went into the cache, in order
+  std::optional<KvCache> cache{};  // absent while evicted, or when only the header was read
+};
+
+// What a conversation borrows from its caller; the caller keeps each alive.
+struct ConversationParts {
+  // The press's inputs, shared with other conversations over one prefill (fidelity); null: the
+  // conversation captures its own.
+  PressCapture* capture = nullptr;
+  ForwardWorkspace* workspace = nullptr;  // null: the conversation's own
+  std::mutex* model_mutex = nullptr;      // held around each forward pass and compression
+};
+
+class Conversation {
+ public:
+  // Over `record`; a record without a cache gets an empty one of `kv`.
+  Conversation(const Model& model, const Compressor& compressor, ThreadPool& pool,
+               ConversationRecord record, const KvCacheOptions& kv = {},
+               ConversationParts parts = {});
+  Conversation(const Conversation&) = delete;
+  Conversation& operator=(const Conversation&) = delete;
+
+  const ConversationRecord& record() const { return record_; }
+  ConversationRecord& record() { return record_; }
+  const std::vector<Token>& tokens() const { return record_.tokens; }
+  const Schedule& schedule() const { return record_.schedule; }
+  int budget() const { return record_.budget; }
+  void set_budget(int budget) { record_.budget = budget; }
+  bool Compressing() const { return record_.schedule.ratio > 0 && compressor_->enabled(); }
+  const Compressor& compressor() const { return *compressor_; }
+
+  bool has_cache() const { return record_.cache.has_value(); }
+  KvCache& cache() { return *record_.cache; }
+  const KvCache& cache() const { return *record_.cache; }
+  PressCapture& capture() { return *capture_; }
+  // Starts from a copy of another run's capture (a prefilled context's), as its own.
+  void AdoptCapture(const PressCapture& capture);
+  // Frees the cache (evicted: the tokens stay, and a store holds the rest).
+  void DropCache() { record_.cache.reset(); }
+  // A cache read back for the same tokens.
+  void RestoreCache(KvCache cache) { record_.cache = std::move(cache); }
+  // The cache, handed to the caller; the conversation holds none after.
+  KvCache TakeCache();
+  // Drops the tokens from position `n` on, with their entries.
+  void TruncateTo(size_t n);
+  // Empties the cache, the tokens and the capture (a new context on the same conversation).
+  void Reset();
+
+  // The distribution after the last token fed: a decode step overwrites it.
+  std::span<float> logits() { return logits_; }
+  void SetLogits(std::span<const float> logits);
+  const ConversationStats& stats() const { return stats_; }
+  // Folds the cache's current size into the peak (a cache filled elsewhere).
+  void NotePeak();
+  // Frees the forward buffers (a caller whose decode steps run elsewhere).
+  void ReleaseWorkspace();
+  // Frees the forward buffers and the logits (an idle conversation kept in memory).
+  void ReleaseBuffers();
+
+  // Runs tokens through the model (in micro-batches of the schedule's ubatch), appending them
+  // to tokens(); no compression.
+  Status Prefill(std::span<const Token> tokens);
+  // The context under the schedule: in chunks compressing after each (kChunked), or whole and
+  // compressed once after it. Sets the multi-turn budget to the context's share.
+  Status PrefillContext(std::span<const Token> context);
+  // After a chunk of the context: every head comes down to the share of the positions so far.
+  Status AfterChunk();
+  // After a context of `context_tokens` already in the cache (and reconstructed, for a press
+  // that needs it): one compression to the ratio. Sets the multi-turn budget.
+  Status CompressContext(int context_tokens);
+  // Compresses now to `ratio` of every entry, whatever the schedule; the multi-turn budget
+  // becomes that share of the tokens.
+  Status CompressNow(double ratio);
+  // One decode step: the token through the model (appended to tokens()), its logits into
+  // logits().
+  Status FeedToken(Token token);
+  // After the `generated`-th token of an answer was fed: every `interval` tokens (kDecode) the
+  // cache comes down to the share of its positions.
+  Status AfterToken(int generated);
+  // After a turn: a multi-turn cache over its budget comes back to it. Counts the turn.
+  Status EndTurn();
+  // The decode loop: samples from logits(), hands each token on, feeds it (through `feed` when
+  // given, which must leave the next logits in logits(), else FeedToken), appends it to
+  // tokens() and applies AfterToken. Sampling errors read label + "token N: ..."; errors of
+  // feed pass unchanged.
+  Result<DecodeResult> Decode(const DecodeOptions& options,
+                              const std::function<Status(Token)>& feed = {});
+
+  // The conversation as a session file's bytes (session/session_file.h), and written as
+  // `dir/<id>.pkvs`. It needs its cache and an id.
+  Result<std::string> Image() const;
+  Status Save(const std::string& dir) const;
+
+ private:
+  Status Forward(std::span<const Token> tokens);
+  Status CompressTo(int target, bool context);
+  Status Account(const Status& s, const CompressStats& st, bool context);
+  std::unique_lock<std::mutex> LockModel();
+
+  const Model* model_;
+  const Compressor* compressor_;
+  ThreadPool* pool_;
+  ConversationRecord record_;
+  std::optional<PressCapture> own_capture_;
+  PressCapture* capture_;
+  std::mutex* model_mutex_;
+  ForwardWorkspace own_ws_;
+  ForwardWorkspace* ws_;
+  std::vector<float> logits_;
+  ConversationStats stats_;
+};
+
+}  // namespace primekv

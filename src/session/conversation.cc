@@ -1,0 +1,208 @@
+#include "primekv/session/conversation.h"
+
+#include <algorithm>
+#include <string>
+
+#include "primekv/session/session_file.h"
+
+namespace primekv {
+
+Conversation::Conversation(const Model& model, const Compressor& compressor, ThreadPool& pool,
+                           ConversationRecord record, const KvCacheOptions& kv,
+                           ConversationParts parts)
+    : model_(&model),
+      compressor_(&compressor),
+      pool_(&pool),
+      record_(std::move(record)),
+      capture_(parts.capture),
+      model_mutex_(parts.model_mutex),
+      ws_(parts.workspace != nullptr ? parts.workspace : &own_ws_) {
+  if (!record_.cache) record_.cache = model.NewCache(kv);
+  if (capture_ == nullptr) capture_ = &own_capture_.emplace(model, compressor.Needs());
+}
+
+KvCache Conversation::TakeCache() {
+  KvCache c = std::move(*record_.cache);
+  record_.cache.reset();
+  return c;
+}
+
+void Conversation::AdoptCapture(const PressCapture& capture) {
+  capture_ = &own_capture_.emplace(capture);
+}
+
+void Conversation::TruncateTo(size_t n) {
+  if (n >= record_.tokens.size()) return;
+  record_.tokens.resize(n);
+  record_.cache->TruncateFrom(static_cast<int32_t>(n));
+}
+
+void Conversation::Reset() {
+  record_.tokens.clear();
+  record_.cache->Clear();
+  capture_->Clear();
+}
+
+void Conversation::SetLogits(std::span<const float> logits) {
+  logits_.assign(logits.begin(), logits.end());
+  Check(logits_.size() == static_cast<size_t>(model_->config().vocab_size),
+        "Conversation::SetLogits: not one row of the vocabulary");
+}
+
+void Conversation::NotePeak() {
+  stats_.kv_bytes_peak = std::max(stats_.kv_bytes_peak, record_.cache->BytesInUse());
+}
+
+void Conversation::ReleaseWorkspace() { *ws_ = ForwardWorkspace{}; }
+
+void Conversation::ReleaseBuffers() {
+  ReleaseWorkspace();
+  logits_ = {};
+}
+
+std::unique_lock<std::mutex> Conversation::LockModel() {
+  return model_mutex_ != nullptr ? std::unique_lock<std::mutex>(*model_mutex_)
+                                 : std::unique_lock<std::mutex>();
+}
+
+Status Conversation::Forward(std::span<const Token> tokens) {
+  logits_.resize(static_cast<size_t>(model_->config().vocab_size));
+  MatView<float> out(logits_.data(), 1, model_->config().vocab_size);
+  const auto lock = LockModel();
+  Status s = model_->Forward(tokens, *record_.cache, {}, out, *pool_, *ws_, capture_);
+  NotePeak();
+  if (s.ok()) record_.tokens.insert(record_.tokens.end(), tokens.begin(), tokens.end());
+  return s;
+}
+
+Status Conversation::Prefill(std::span<const Token> tokens) {
+  const Schedule& sc = record_.schedule;
+  const size_t ub = sc.ubatch > 0 ? static_cast<size_t>(sc.ubatch) : tokens.size();
+  for (size_t b = 0; b < tokens.size(); b += ub)
+    PRIMEKV_RETURN_IF_ERROR(Forward(tokens.subspan(b, std::min(ub, tokens.size() - b))));
+  return Status::Ok();
+}
+
+Status Conversation::FeedToken(Token token) { return Forward(std::span<const Token>(&token, 1)); }
+
+Status Conversation::Account(const Status& s, const CompressStats& st, bool context) {
+  stats_.score_ms += st.score_ms;
+  ++stats_.compressions;
+  if (context) {
+    stats_.kv_bytes_compressed = st.bytes_after;
+    stats_.kept_per_layer = st.kept_per_layer;
+  }
+  return s;
+}
+
+Status Conversation::CompressTo(int target, bool context) {
+  CompressStats st;
+  const auto lock = LockModel();
+  return Account(compressor_->CompressTo(*record_.cache, target, capture_, *pool_, &st), st,
+                 context);
+}
+
+Status Conversation::PrefillContext(std::span<const Token> context) {
+  const Schedule& sc = record_.schedule;
+  if (sc.mode != ScheduleMode::kChunked) {
+    PRIMEKV_RETURN_IF_ERROR(Prefill(context));
+    if (Compressing() && compressor_->Needs().reconstruction) {
+      const auto lock = LockModel();
+      PRIMEKV_RETURN_IF_ERROR(
+          ReconstructContext(*model_, *record_.cache, context, sc.window, *pool_, *capture_));
+    }
+    return CompressContext(static_cast<int>(context.size()));
+  }
+  const size_t chunk = static_cast<size_t>(std::max(1, sc.chunk));
+  for (size_t b = 0; b < context.size(); b += chunk) {
+    PRIMEKV_RETURN_IF_ERROR(Prefill(context.subspan(b, std::min(chunk, context.size() - b))));
+    PRIMEKV_RETURN_IF_ERROR(AfterChunk());
+  }
+  record_.budget = KeepCount(static_cast<int>(context.size()), sc.ratio);
+  return Status::Ok();
+}
+
+Status Conversation::AfterChunk() {
+  if (record_.schedule.mode != ScheduleMode::kChunked || !Compressing()) return Status::Ok();
+  // The forward buffers (sized by the chunk) go before the press allocates its scratch, so
+  // peak memory holds the larger of the two, not both (docs/performance.md).
+  ReleaseWorkspace();
+  // Each chunk's compression overwrites the context figures: they describe the last chunk's.
+  return CompressTo(KeepCount(record_.cache->NextPosition(), record_.schedule.ratio),
+                    /*context=*/true);
+}
+
+Status Conversation::CompressContext(int context_tokens) {
+  record_.budget = KeepCount(context_tokens, record_.schedule.ratio);
+  if (!Compressing()) return Status::Ok();
+  CompressStats st;
+  const auto lock = LockModel();
+  return Account(
+      compressor_->Compress(*record_.cache, record_.schedule.ratio, capture_, *pool_, &st), st,
+      true);
+}
+
+Status Conversation::CompressNow(double ratio) {
+  if (!(ratio >= 0 && ratio < 1)) return Status::Error("ratio must be in [0, 1)");
+  if (!compressor_->enabled() || ratio == 0) return Status::Ok();
+  CompressStats st;
+  const auto lock = LockModel();
+  PRIMEKV_RETURN_IF_ERROR(
+      Account(compressor_->Compress(*record_.cache, ratio, capture_, *pool_, &st), st, false));
+  record_.budget = KeepCount(static_cast<int>(record_.tokens.size()), ratio);
+  return Status::Ok();
+}
+
+Status Conversation::AfterToken(int generated) {
+  const Schedule& sc = record_.schedule;
+  if (sc.mode != ScheduleMode::kDecode || !Compressing() ||
+      generated % std::max(1, sc.interval) != 0)
+    return Status::Ok();
+  return CompressTo(KeepCount(record_.cache->NextPosition(), sc.ratio), false);
+}
+
+Status Conversation::EndTurn() {
+  if (record_.schedule.mode == ScheduleMode::kMultiTurn && Compressing() &&
+      record_.cache->MaxLength() > record_.budget)
+    PRIMEKV_RETURN_IF_ERROR(CompressTo(record_.budget, false));
+  ++record_.turn;
+  return Status::Ok();
+}
+
+Result<DecodeResult> Conversation::Decode(const DecodeOptions& options,
+                                          const std::function<Status(Token)>& feed) {
+  DecodeResult r;
+  r.tokens.reserve(static_cast<size_t>(std::max(0, options.reserve)));
+  record_.cache->Reserve(options.reserve + 1);
+  record_.tokens.reserve(record_.tokens.size() + static_cast<size_t>(options.reserve) + 1);
+  Sampler sampler(options.sampler);
+  for (int i = 0; i < options.max_new_tokens; ++i) {
+    auto sampled = sampler.Sample(logits_);
+    if (!sampled.ok())
+      return Status::Error(options.label + "token " + std::to_string(i + 1) + ": " +
+                           sampled.message());
+    const Token next = *sampled;
+    const bool end = model_->tokenizer().IsEndOfGeneration(next);
+    if (!end) r.tokens.push_back(next);
+    bool go = end || !options.on_token || options.on_token(next);
+    if (options.keep_going && !options.keep_going()) go = false;
+    const bool stop = end || !go || i + 1 == options.max_new_tokens;
+    r.stopped_at_end = end;
+    if (stop && !options.feed_last) break;
+    if (feed) {
+      PRIMEKV_RETURN_IF_ERROR(feed(next));
+      record_.tokens.push_back(next);
+    } else {
+      PRIMEKV_RETURN_IF_ERROR(FeedToken(next));
+    }
+    if (stop) break;
+    PRIMEKV_RETURN_IF_ERROR(AfterToken(i + 1));
+  }
+  return r;
+}
+
+Result<std::string> Conversation::Image() const { return SerializeSession(record_); }
+
+Status Conversation::Save(const std::string& dir) const { return WriteSessionFile(dir, record_); }
+
+}  // namespace primekv
