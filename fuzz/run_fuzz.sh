@@ -5,7 +5,8 @@
 #           manifest reader), jsonl (the jsonl:/aime:/longbench: task-file loaders), eval_json
 #           (eval's config.json and results.jsonl readers), hf_tokenizer (make-model
 #           --hf-tokenizer's tokenizer.json reader), server_request (`primekv serve`'s request
-#           bodies), score_input (the C API's pk_score arguments) or all
+#           bodies), score_input (the C API's pk_score arguments), session_file (session files
+#           and Redis values) or all
 #           (default: gguf, the historical behaviour);
 #   SECONDS: per target (default 60). `fuzz/run_fuzz.sh 60` still means gguf for 60 s.
 # Env: PRIMEKV_FUZZ_BUILD_DIR (default <repo>/build/fuzz, the `fuzz` preset's directory),
@@ -23,10 +24,10 @@ if [[ $# -gt 0 && ! "$1" =~ ^[0-9]+$ ]]; then
 fi
 seconds="${1:-60}"
 case "$target" in
-  gguf | press_spec | manifest | jsonl | eval_json | hf_tokenizer | server_request | score_input) targets=("$target") ;;
-  all) targets=(gguf press_spec manifest jsonl eval_json hf_tokenizer server_request score_input) ;;
+  gguf | press_spec | manifest | jsonl | eval_json | hf_tokenizer | server_request | score_input | session_file) targets=("$target") ;;
+  all) targets=(gguf press_spec manifest jsonl eval_json hf_tokenizer server_request score_input session_file) ;;
   *)
-    echo "run_fuzz.sh: unknown target '$target' (gguf, press_spec, manifest, jsonl, eval_json, hf_tokenizer, server_request, score_input, all)" >&2
+    echo "run_fuzz.sh: unknown target '$target' (gguf, press_spec, manifest, jsonl, eval_json, hf_tokenizer, server_request, score_input, session_file, all)" >&2
     exit 2
     ;;
 esac
@@ -78,6 +79,9 @@ run_one() {
       ;;
     score_input)
       binary="$build/fuzz/score_input_fuzz" dict="$root/fuzz/press_spec.dict" max_len=16384
+      ;;
+    session_file)
+      binary="$build/fuzz/session_file_fuzz" dict="$root/fuzz/session_file.dict" max_len=16384
       ;;
     hf_tokenizer)
       binary="$build/fuzz/hf_tokenizer_fuzz" dict="$root/fuzz/json.dict" max_len=8192

@@ -130,8 +130,9 @@ void WriteCsvRow(std::ostream& csv, const eval_internal::ResultRow& r) {
   csv << Csv(r.task) << "," << Csv(r.id) << "," << Csv(r.press) << "," << r.ratio << ","
       << Csv(r.mode) << "," << r.seed << "," << r.length << "," << r.turn << "," << r.status << ","
       << (r.score ? Num(*r.score, "%.6g") : std::string()) << "," << r.kv_bytes_full << ","
-      << r.kv_bytes_compressed << "," << r.prefill_ms << "," << r.score_ms << "," << r.answer_ms
-      << "," << Csv(expected) << "," << Csv(r.prediction) << "\n";
+      << r.kv_bytes_compressed << "," << r.prefill_ms << "," << r.second_pass_ms << ","
+      << r.score_ms << "," << r.answer_ms << "," << Csv(expected) << "," << Csv(r.prediction)
+      << "\n";
 }
 
 // Writes results.csv and gathers the score tables of the rows.
@@ -139,7 +140,7 @@ Result<ScoreTables> WriteCsvAndTabulate(const std::vector<eval_internal::ResultR
                                         const std::filesystem::path& csv_path) {
   std::ofstream csv(csv_path);
   csv << "task,id,press,ratio,mode,seed,length,turn,status,score,kv_bytes_full,"
-         "kv_bytes_compressed,prefill_ms,score_ms,answer_ms,expected,prediction\n";
+         "kv_bytes_compressed,prefill_ms,second_pass_ms,score_ms,answer_ms,expected,prediction\n";
   ScoreTables t;
   for (const eval_internal::ResultRow& r : rows) {
     WriteCsvRow(csv, r);

@@ -124,6 +124,7 @@ Result<ResultRow> ParseResultRow(const json& j) {
   row.kv_bytes_full = r.Num("kv_bytes_full", false);
   row.kv_bytes_compressed = r.Num("kv_bytes_compressed", false);
   row.prefill_ms = r.Num("prefill_ms", false);
+  row.second_pass_ms = r.Num("second_pass_ms", false);
   row.score_ms = r.Num("score_ms", false);
   row.answer_ms = r.Num("answer_ms", false);
   if (!r.error.empty()) return Status::Error(r.error);

@@ -33,6 +33,7 @@ struct ResultRow {
   std::string prediction;
   double kv_bytes_full = 0, kv_bytes_compressed = 0;
   double prefill_ms = 0, score_ms = 0, answer_ms = 0;
+  double second_pass_ms = 0;  // KVzip's second pass over the context (0 for other presses)
 };
 
 // Limits on DIR/results.jsonl: the whole file is read when a run resumes or a report is built,

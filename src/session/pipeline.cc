@@ -145,9 +145,12 @@ Result<PrefilledContext> PrefillForPresses(const Model& model, const PressNeeds&
   const auto t0 = std::chrono::steady_clock::now();
   MatView<float> out(p.last_logits.data(), 1, model.config().vocab_size);
   PRIMEKV_RETURN_IF_ERROR(model.Forward(context, p.cache, {}, out, pool, ws, &p.capture));
-  if (needs.reconstruction)
-    PRIMEKV_RETURN_IF_ERROR(ReconstructContext(model, p.cache, context, window, pool, p.capture));
   p.prefill_ms = MsSince(t0);
+  if (needs.reconstruction) {
+    const auto t1 = std::chrono::steady_clock::now();
+    PRIMEKV_RETURN_IF_ERROR(ReconstructContext(model, p.cache, context, window, pool, p.capture));
+    p.second_pass_ms = MsSince(t1);
+  }
   return p;
 }
 

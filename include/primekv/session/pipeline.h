@@ -75,7 +75,10 @@ struct PrefilledContext {
   KvCache cache;
   PressCapture capture;
   std::vector<float> last_logits;  // [vocab] after the context's last token
-  double prefill_ms = 0;
+  double prefill_ms = 0;           // the forward pass over the context
+  // KVzip's second pass over the context (ReconstructContext), when `needs` asked for it: a cost
+  // of the presses that read it, not of the prefill the others share.
+  double second_pass_ms = 0;
 };
 // `needs` should cover every press that will compress this context (UnionNeeds); `window` as
 // the schedule's.
