@@ -85,6 +85,22 @@ inline RandomModelSpec SmallGqaSpec(uint64_t seed) {
   return s;
 }
 
+// The cheapest llama that still has a KV cache, for 16K-token prefills: one block of 2 heads
+// sharing 1 KV head of 16, d_model 32, FFN 64, a synthetic vocabulary of 512, context 32768.
+inline RandomModelSpec LongPrefillSpec(uint64_t seed = 12) {
+  RandomModelSpec s;
+  s.n_layers = 1;
+  s.d_model = 32;
+  s.n_heads = 2;
+  s.n_kv_heads = 1;
+  s.head_dim = 16;
+  s.d_ff = 64;
+  s.vocab_size = 512;
+  s.max_context = 32768;
+  s.seed = seed;
+  return s;
+}
+
 // A qwen3moe of the given shape: 4 heads sharing 2 KV heads, n_experts experts of width
 // d_ff_expert per layer, n_used routed per token.
 inline RandomModelSpec MoeSpec(int n_layers, int d_model, int head_dim, int n_experts, int n_used,
