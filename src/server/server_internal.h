@@ -2,8 +2,8 @@
 // turns (turn.cc), over parts with their own headers: the session store (session_store.h) of
 // stored sessions (stored_session.h), the KV budget (memory_budget.h), the slots (slots.h), the
 // decode batcher (decode_batcher.h) and the metrics (server_metrics.h). Also a client's
-// connection (connection.cc); session files are the session module's (session/session_file.h). The HTTP transport is http.cc
-// (http.h); routes and request validation are server.cc.
+// connection (connection.cc); session files are the session module's (session/session_file.h). The
+// HTTP transport is http.cc (http.h); routes and request validation are server.cc.
 #pragma once
 
 #include <chrono>
