@@ -83,8 +83,8 @@ struct PrefilledContext {
 // `needs` should cover every press that will compress this context (UnionNeeds); `window` as
 // the schedule's.
 Result<PrefilledContext> PrefillForPresses(const Model& model, const PressNeeds& needs,
-                                        const KvCacheOptions& kv, std::span<const Token> context,
-                                        ThreadPool& pool, int window = 0);
+                                           const KvCacheOptions& kv, std::span<const Token> context,
+                                           ThreadPool& pool, int window = 0);
 
 // Context size (docs/reliability.md): the most positions a run may use.
 inline constexpr int kMaxContextSize = 1 << 24;
