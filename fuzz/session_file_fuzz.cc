@@ -1,8 +1,9 @@
 // libFuzzer target for session files (session/session_file.h): the bytes a Redis store hands
 // back, or a --session-dir holds, read against a small model. ParseSessionImage returns a record
 // whose tokens, cache shape and positions agree with the model, or an error; it never crashes.
-// Inputs whose first byte is odd are wrapped in a valid envelope (magic, version, size and the
-// payload's checksum), so the fuzzer reaches the header and cache readers behind the checksum.
+// Inputs whose first byte is odd are wrapped in a valid envelope (magic, version 1 or 2 by the
+// first byte's second bit, size and the payload's checksum), so the fuzzer reaches the header and
+// cache readers behind the checksum.
 #include <unistd.h>
 
 #include <cstddef>
@@ -39,13 +40,12 @@ const primekv::Model& TheModel() {
 }
 
 // The envelope the session file format puts around a payload (FNV-1a 64 of the payload).
-std::string Envelope(std::string_view payload) {
+std::string Envelope(std::string_view payload, uint32_t version) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : payload) {
     h ^= c;
     h *= 1099511628211ull;
   }
-  const uint32_t version = 1;
   const uint64_t size = payload.size();
   std::string out("PKVSESS1", 8);
   out.append(reinterpret_cast<const char*>(&version), 4);
@@ -60,7 +60,8 @@ std::string Envelope(std::string_view payload) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
-  const std::string image = (data[0] & 1) != 0 ? Envelope(rest) : std::string(rest);
+  const std::string image =
+      (data[0] & 1) != 0 ? Envelope(rest, (data[0] & 2) != 0 ? 2 : 1) : std::string(rest);
   const primekv::Model& model = TheModel();
   auto r = primekv::ParseSessionImage(image, model, {});
   if (!r.ok()) {

@@ -1,11 +1,12 @@
 #include "primekv/kv/kv_cache.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
-#include "primekv/util/dtype.h"
 #include "primekv/quant/quant.h"
+#include "primekv/util/dtype.h"
 
 namespace primekv {
 
@@ -232,15 +233,11 @@ Status KvCache::Append(int layer, MatView<const float> k, MatView<const float> v
   return Status::Ok();
 }
 
-Status KvCache::AppendHead(int layer, int kv_head, std::span<const float> keys,
-                           std::span<const float> values, std::span<const int32_t> positions) {
+Status KvCache::CheckHeadAppend(int layer, int kv_head, std::span<const int32_t> positions) {
   if (layer < 0 || layer >= n_layers_ || kv_head < 0 || kv_head >= n_kv_heads_)
     return Status::Error("KV append: head out of range");
   const size_t n = positions.size();
-  const size_t d = static_cast<size_t>(head_dim_);
-  if (keys.size() != n * d || values.size() != n * d)
-    return Status::Error("KV append: row sizes do not match head_dim");
-  HeadState& head = Head(layer, kv_head);
+  const HeadState& head = Head(layer, kv_head);
   if (options_.max_tokens_per_head > 0 &&
       static_cast<size_t>(head.length) + n > static_cast<size_t>(options_.max_tokens_per_head))
     return Status::Error("KV cache full");
@@ -251,6 +248,13 @@ Status KvCache::AppendHead(int layer, int kv_head, std::span<const float> keys,
     if (!after_prev || positions[i] < 0)
       return Status::Error("KV append: positions not increasing");
   }
+  return Status::Ok();
+}
+
+template <typename Write>
+void KvCache::AppendRows(int layer, int kv_head, std::span<const int32_t> positions, Write write) {
+  HeadState& head = Head(layer, kv_head);
+  const size_t n = positions.size();
   const int pt = options_.page_tokens;
   for (size_t i = 0; i < n; ++i) {
     const int slot = head.length % pt;
@@ -258,12 +262,64 @@ Status KvCache::AppendHead(int layer, int kv_head, std::span<const float> keys,
       head.pages.push_back(pool_->Acquire());
     }
     const KvPage& page = pool_->pages[head.pages[head.length / pt]];
-    WriteRow(page, slot, keys.data() + i * d, values.data() + i * d, positions[i]);
+    write(page, slot, i);
+    page.positions[slot] = positions[i];
     ++head.length;
   }
   live_entries_ += static_cast<int64_t>(n);
   if (n > 0) next_position_ = std::max(next_position_, positions[n - 1] + 1);
   TrackPeak();
+}
+
+Status KvCache::AppendHead(int layer, int kv_head, std::span<const float> keys,
+                           std::span<const float> values, std::span<const int32_t> positions) {
+  PRIMEKV_RETURN_IF_ERROR(CheckHeadAppend(layer, kv_head, positions));
+  const size_t n = positions.size();
+  const size_t d = static_cast<size_t>(head_dim_);
+  if (keys.size() != n * d || values.size() != n * d)
+    return Status::Error("KV append: row sizes do not match head_dim");
+  AppendRows(layer, kv_head, positions, [&](const KvPage& page, int slot, size_t i) {
+    WriteRow(page, slot, keys.data() + i * d, values.data() + i * d, positions[i]);
+  });
+  return Status::Ok();
+}
+
+namespace {
+
+// Whether every f16 value (or every q8_0 block's f16 scale) of `rows` is finite: an f16 with all
+// exponent bits set is Inf or NaN.
+bool StoredRowsFinite(KvDType t, std::span<const uint8_t> rows) {
+  if (t == KvDType::kF32) {
+    for (size_t at = 0; at + 4 <= rows.size(); at += 4) {
+      float f;
+      std::memcpy(&f, rows.data() + at, 4);
+      if (!std::isfinite(f)) return false;
+    }
+    return true;
+  }
+  const size_t stride = t == KvDType::kF16 ? 2 : KvRowBytes(t, 32);  // one value, or one block
+  for (size_t at = 0; at + 2 <= rows.size(); at += stride) {
+    uint16_t h;
+    std::memcpy(&h, rows.data() + at, 2);
+    if ((h & 0x7C00) == 0x7C00) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status KvCache::AppendHeadRaw(int layer, int kv_head, std::span<const uint8_t> keys,
+                              std::span<const uint8_t> values, std::span<const int32_t> positions) {
+  PRIMEKV_RETURN_IF_ERROR(CheckHeadAppend(layer, kv_head, positions));
+  const size_t row = KvRowBytes(options_.dtype, head_dim_);
+  if (keys.size() != positions.size() * row || values.size() != keys.size())
+    return Status::Error("KV append: row sizes do not match the cache type");
+  if (!StoredRowsFinite(options_.dtype, keys) || !StoredRowsFinite(options_.dtype, values))
+    return Status::Error("KV append: a stored row holds Inf or NaN");
+  AppendRows(layer, kv_head, positions, [&](const KvPage& page, int slot, size_t i) {
+    std::memcpy(static_cast<uint8_t*>(page.keys) + row * slot, keys.data() + i * row, row);
+    std::memcpy(static_cast<uint8_t*>(page.values) + row * slot, values.data() + i * row, row);
+  });
   return Status::Ok();
 }
 
@@ -372,6 +428,24 @@ void KvCache::ReadHead(int layer, int kv_head, std::vector<float>* keys, std::ve
     if (keys) PageKeysToFloat(page, count, keys->data() + off);
     if (values) PageValuesToFloat(page, count, values->data() + off);
     if (positions) std::copy(page.positions, page.positions + count, positions->data() + p * pt);
+  }
+}
+
+void KvCache::ReadHeadRaw(int layer, int kv_head, std::vector<uint8_t>* keys,
+                          std::vector<uint8_t>* values, std::vector<int32_t>* positions) const {
+  const int len = Length(layer, kv_head);
+  const int pt = options_.page_tokens;
+  const size_t row = KvRowBytes(options_.dtype, head_dim_);
+  keys->resize(static_cast<size_t>(len) * row);
+  values->resize(static_cast<size_t>(len) * row);
+  positions->resize(static_cast<size_t>(len));
+  for (int p = 0; p < NumPages(layer, kv_head); ++p) {
+    const KvPage& page = Page(layer, kv_head, p);
+    const size_t count = static_cast<size_t>(std::min(pt, len - p * pt));
+    const size_t at = static_cast<size_t>(p) * pt;
+    std::memcpy(keys->data() + at * row, page.keys, count * row);
+    std::memcpy(values->data() + at * row, page.values, count * row);
+    std::copy(page.positions, page.positions + count, positions->data() + at);
   }
 }
 

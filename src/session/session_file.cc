@@ -1,6 +1,8 @@
 // Session files: "PKVSESS1" magic, u32 version, u64 payload size, payload, u64 FNV-1a of the
 // payload. Payload: u32 header length + JSON header, i32 tokens, then per (layer, KV head):
-// u32 length, i32 positions, f32 keys, f32 values. F16 caches round-trip exactly via f32.
+// u32 length, i32 positions, keys, values. Version 2 stores the rows as the cache holds them
+// (header "kv_dtype": f32, f16, or q8_0 blocks), so a file costs what the cache does; version 1
+// (still read) stored f32 rows whatever the cache's type.
 #include "primekv/session/session_file.h"
 
 #include <fcntl.h>
@@ -20,7 +22,8 @@ namespace primekv {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'K', 'V', 'S', 'E', 'S', 'S', '1'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersionF32Rows = 1;
 constexpr uint64_t kMaxPayload = uint64_t{1} << 34;  // 16 GiB: rejects absurd sizes early
 
 uint64_t Fnv1a(const uint8_t* p, size_t n) {
@@ -69,7 +72,7 @@ struct Reader {
   bool GetVec(size_t count, std::vector<T>* v) {
     if (count > (n - at) / sizeof(T)) return false;
     v->resize(count);
-    std::memcpy(v->data(), p + at, count * sizeof(T));
+    if (count > 0) std::memcpy(v->data(), p + at, count * sizeof(T));  // (data() may be null)
     at += count * sizeof(T);
     return true;
   }
@@ -104,17 +107,18 @@ Result<std::string> SerializeSession(const ConversationRecord& s) {
                       {"n_layers", c.n_layers()},
                       {"n_kv_heads", c.n_kv_heads()},
                       {"head_dim", c.head_dim()},
+                      {"kv_dtype", KvDTypeName(c.dtype())},
                       {"next_position", c.NextPosition()}};
   const std::string header = h.dump();
   std::string payload;
   Put(payload, static_cast<uint32_t>(header.size()));
   payload += header;
   PutSpan(payload, s.tokens);
-  std::vector<float> keys, values;
+  std::vector<uint8_t> keys, values;
   std::vector<int32_t> pos;
   for (int l = 0; l < c.n_layers(); ++l) {
     for (int kh = 0; kh < c.n_kv_heads(); ++kh) {
-      c.ReadHead(l, kh, &keys, &values, &pos);
+      c.ReadHeadRaw(l, kh, &keys, &values, &pos);
       Put(payload, static_cast<uint32_t>(pos.size()));
       PutSpan(payload, pos);
       PutSpan(payload, keys);
@@ -188,15 +192,23 @@ bool ReadFully(int fd, void* data, size_t n) {
   return true;
 }
 
+struct Verified {
+  std::string_view payload;
+  uint32_t version = 0;
+};
+
 // The payload of a session image (magic, version, size and checksum verified), or why not.
-Result<std::string_view> VerifyImage(std::string_view image) {
+Result<Verified> VerifyImage(std::string_view image) {
   if (image.size() < 20 || std::memcmp(image.data(), kMagic, 8) != 0)
     return Status::Error("bad magic");
   uint32_t version = 0;
   uint64_t size = 0;
   std::memcpy(&version, image.data() + 8, 4);
   std::memcpy(&size, image.data() + 12, 8);
-  if (version != kVersion) return Status::Error("unsupported version");
+  if (version != kVersion && version != kVersionF32Rows)
+    return Status::Error("unsupported version " + std::to_string(version) + " (this build reads " +
+                         std::to_string(kVersionF32Rows) + " and " + std::to_string(kVersion) +
+                         ")");
   if (size > kMaxPayload) return Status::Error("bad payload size");
   if (image.size() != 20 + size + 8) return Status::Error("truncated or oversized");
   const std::string_view payload = image.substr(20, size);
@@ -204,7 +216,17 @@ Result<std::string_view> VerifyImage(std::string_view image) {
   std::memcpy(&sum, image.data() + 20 + size, 8);
   if (Fnv1a(reinterpret_cast<const uint8_t*>(payload.data()), payload.size()) != sum)
     return Status::Error("checksum mismatch");
-  return payload;
+  return Verified{payload, version};
+}
+
+// The row type a header names (version 2's "kv_dtype").
+Result<KvDType> ParseStoredType(const std::string& name, int head_dim) {
+  for (KvDType t : {KvDType::kF32, KvDType::kF16, KvDType::kQ8_0}) {
+    if (name != KvDTypeName(t)) continue;
+    PRIMEKV_RETURN_IF_ERROR(CheckKvDType(t, head_dim));
+    return t;
+  }
+  return Status::Error("unknown kv_dtype '" + name + "'");
 }
 
 // The bytes of a session file. Only a regular file is read: the open neither follows a link nor
@@ -225,9 +247,16 @@ Result<std::string> ReadImage(const std::string& path) {
   return image;
 }
 
-// The JSON header into `s`; the token count and next position come back separately.
-Status ReadHeader(Reader& r, const ModelConfig& mc, ConversationRecord& s, size_t& n_tokens,
-                  int32_t& next_position) {
+// What a header says besides the record: the counts, and how the rows are stored.
+struct Layout {
+  size_t n_tokens = 0;
+  int32_t next_position = 0;
+  KvDType stored = KvDType::kF32;
+};
+
+// The JSON header into `s` and `layout`.
+Status ReadHeader(Reader& r, const ModelConfig& mc, uint32_t version, ConversationRecord& s,
+                  Layout& layout) {
   uint32_t hlen = 0;
   std::vector<char> htext;
   if (!r.Get(&hlen) || !r.GetVec(hlen, &htext)) return Status::Error("bad header");
@@ -247,63 +276,86 @@ Status ReadHeader(Reader& r, const ModelConfig& mc, ConversationRecord& s, size_
     s.budget = h.at("budget").get<int>();
     s.last_prompt_len = h.at("last_prompt_len").get<int>();
     s.turn = h.value("turn", uint64_t{0});  // absent in files written before the turn counter
-    n_tokens = h.at("n_tokens").get<size_t>();
-    next_position = h.at("next_position").get<int32_t>();
+    layout.n_tokens = h.at("n_tokens").get<size_t>();
+    layout.next_position = h.at("next_position").get<int32_t>();
     if (h.at("n_layers").get<int>() != mc.n_layers ||
         h.at("n_kv_heads").get<int>() != mc.n_kv_heads ||
         h.at("head_dim").get<int>() != mc.head_dim)
       return Status::Error("written for a model of another shape");
+    if (version != kVersionF32Rows) {
+      auto stored = ParseStoredType(h.at("kv_dtype").get<std::string>(), mc.head_dim);
+      if (!stored.ok()) return stored.status();
+      layout.stored = *stored;
+    }
   } catch (const nlohmann::json::exception& e) {
     return Status::Error(std::string("bad header: ") + e.what());
   }
   return Status::Ok();
 }
 
-// The per-(layer, KV head) entries into a fresh cache.
-Result<KvCache> ReadCache(Reader& r, const Model& model, const KvCacheOptions& kv, size_t n_tokens,
-                          int32_t next_position) {
-  const ModelConfig& mc = model.config();
-  KvCache cache = model.NewCache(kv);
-  const size_t d = static_cast<size_t>(mc.head_dim);
+// A cache of `to`'s type holding `from`'s entries (rows through float).
+Result<KvCache> ConvertCache(const KvCache& from, const Model& model, const KvCacheOptions& to) {
+  KvCache out = model.NewCache(to);
   std::vector<float> keys, values;
+  std::vector<int32_t> pos;
+  for (int l = 0; l < from.n_layers(); ++l) {
+    for (int kh = 0; kh < from.n_kv_heads(); ++kh) {
+      from.ReadHead(l, kh, &keys, &values, &pos);
+      PRIMEKV_RETURN_IF_ERROR(out.AppendHead(l, kh, keys, values, pos));
+    }
+  }
+  out.SetNextPosition(from.NextPosition());
+  return out;
+}
+
+// The per-(layer, KV head) entries into a fresh cache of `kv`'s type: bit for bit when the file
+// stores that type, else converted.
+Result<KvCache> ReadCache(Reader& r, const Model& model, const KvCacheOptions& kv,
+                          const Layout& layout) {
+  const ModelConfig& mc = model.config();
+  KvCacheOptions stored_kv = kv;
+  stored_kv.dtype = layout.stored;
+  KvCache cache = model.NewCache(stored_kv);
+  const size_t row = KvRowBytes(layout.stored, mc.head_dim);
+  std::vector<uint8_t> keys, values;
   std::vector<int32_t> pos;
   for (int l = 0; l < mc.n_layers; ++l) {
     for (int kh = 0; kh < mc.n_kv_heads; ++kh) {
       uint32_t len = 0;
-      if (!r.Get(&len) || len > n_tokens || !r.GetVec(len, &pos) || !r.GetVec(len * d, &keys) ||
-          !r.GetVec(len * d, &values))
+      if (!r.Get(&len) || len > layout.n_tokens || !r.GetVec(len, &pos) ||
+          !r.GetVec(len * row, &keys) || !r.GetVec(len * row, &values))
         return Status::Error("truncated cache");
       for (int32_t p : pos) {
-        if (p < 0 || p >= next_position) return Status::Error("cache position out of range");
+        if (p < 0 || p >= layout.next_position) return Status::Error("cache position out of range");
       }
-      if (Status st = cache.AppendHead(l, kh, keys, values, pos); !st.ok()) return st;
+      PRIMEKV_RETURN_IF_ERROR(cache.AppendHeadRaw(l, kh, keys, values, pos));
     }
   }
   if (r.at != r.n) return Status::Error("trailing bytes");
-  cache.SetNextPosition(next_position);
-  return cache;
+  cache.SetNextPosition(layout.next_position);
+  if (layout.stored == kv.dtype) return cache;
+  return ConvertCache(cache, model, kv);
 }
 
 Result<ConversationRecord> ParseImage(std::string_view image, const Model& model,
                                       const KvCacheOptions& kv, bool header_only) {
-  auto payload = VerifyImage(image);
-  if (!payload.ok()) return payload.status();
-  Reader r{reinterpret_cast<const uint8_t*>(payload->data()), payload->size()};
+  auto verified = VerifyImage(image);
+  if (!verified.ok()) return verified.status();
+  Reader r{reinterpret_cast<const uint8_t*>(verified->payload.data()), verified->payload.size()};
   ConversationRecord s;
   const ModelConfig& mc = model.config();
-  int32_t next_position = 0;
-  size_t n_tokens = 0;
-  if (Status st = ReadHeader(r, mc, s, n_tokens, next_position); !st.ok()) return st;
+  Layout layout;
+  PRIMEKV_RETURN_IF_ERROR(ReadHeader(r, mc, verified->version, s, layout));
   if (!ValidSessionId(s.id)) return Status::Error("bad session id");
-  if (!r.GetVec(n_tokens, &s.tokens)) return Status::Error("truncated tokens");
+  if (!r.GetVec(layout.n_tokens, &s.tokens)) return Status::Error("truncated tokens");
   if (s.last_prompt_len < 0 || static_cast<size_t>(s.last_prompt_len) > s.tokens.size() ||
-      next_position != static_cast<int32_t>(s.tokens.size()))
+      layout.next_position != static_cast<int32_t>(s.tokens.size()))
     return Status::Error("inconsistent token counts");
   for (Token t : s.tokens) {
     if (t < 0 || t >= mc.vocab_size) return Status::Error("token id out of range");
   }
   if (header_only) return s;
-  auto cache = ReadCache(r, model, kv, n_tokens, next_position);
+  auto cache = ReadCache(r, model, kv, layout);
   if (!cache.ok()) return cache.status();
   s.cache = std::move(cache).value();
   return s;

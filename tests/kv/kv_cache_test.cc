@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <utility>
@@ -119,6 +120,43 @@ TEST(KvCache, RejectsNonIncreasingPositionsAndOverflow) {
   Status s = cache.Append(0, {r.data(), 3, 4}, {r.data(), 3, 4}, three);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("KV cache full"), std::string::npos);
+}
+
+// Rows as stored (session files): another cache of the same type takes them bit for bit, across
+// page boundaries; a stored f16 value or q8_0 scale that is Inf or NaN is refused.
+TEST(KvCache, StoredRowsRoundTripAndNonFiniteOnesAreRefused) {
+  for (KvDType t : {KvDType::kF32, KvDType::kF16, KvDType::kQ8_0}) {
+    SCOPED_TRACE(KvDTypeName(t));
+    KvCache a(1, 2, 32, {t, 4, 0}), b(1, 2, 32, {t, 4, 0});
+    const auto rows = Rows(11, 2, 32, 0, 0.25f);
+    std::vector<int32_t> pos(11);
+    std::iota(pos.begin(), pos.end(), 0);
+    ASSERT_TRUE(a.Append(0, {rows.data(), 11, 64}, {rows.data(), 11, 64}, pos).ok());
+    std::vector<uint8_t> k, v, k2, v2;
+    std::vector<int32_t> p, p2;
+    a.ReadHeadRaw(0, 1, &k, &v, &p);
+    ASSERT_EQ(k.size(), 11 * KvRowBytes(t, 32));
+    ASSERT_TRUE(b.AppendHeadRaw(0, 1, k, v, p).ok());
+    b.ReadHeadRaw(0, 1, &k2, &v2, &p2);
+    EXPECT_EQ(k, k2);
+    EXPECT_EQ(v, v2);
+    EXPECT_EQ(p, p2);
+    EXPECT_EQ(b.Length(0, 0), 0);
+    // The last row's first stored value (f32, f16) or block scale (q8_0) made NaN.
+    const size_t last = 10 * KvRowBytes(t, 32);
+    if (t == KvDType::kF32) {
+      const float nan = std::nanf("");
+      std::memcpy(&v[last], &nan, 4);
+    } else {
+      v[last] = 0x00;
+      v[last + 1] = 0x7E;  // f16 NaN
+    }
+    KvCache c(1, 2, 32, {t, 4, 0});
+    const Status bad = c.AppendHeadRaw(0, 1, k, v, p);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.message().find("Inf or NaN"), std::string::npos) << bad.message();
+    EXPECT_FALSE(c.AppendHeadRaw(0, 1, std::span(k).first(k.size() - 1), v, p).ok());
+  }
 }
 
 TEST(KvCache, FreedPagesAreReused) {

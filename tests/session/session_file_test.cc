@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 
 #include "common/random_models.h"
@@ -121,6 +122,86 @@ TEST_F(SessionFileTest, CompressedCacheRoundTripsAndDamageIsRefused) {
                              std::filesystem::copy_options::overwrite_existing);
   auto renamed = ReadSessionFile((dir_ / "renamed.pkvs").string(), *model, {}, false);
   EXPECT_FALSE(renamed.ok());
+}
+
+// A cache is stored as it is held: f16 rows for an f16 cache and q8_0 blocks for a q8_0 one,
+// read back bit for bit, or converted when the reader's cache is of another type. Per entry and
+// head (head_dim 32) a file holds 4 + 2 x 128 bytes in f32, 4 + 2 x 64 in f16 and 4 + 2 x 34 in
+// q8_0: 51% and 28% of f32, which is what every cache cost before (version 1 stored f32 rows).
+TEST_F(SessionFileTest, EachCacheTypeIsStoredAsItIsHeld) {
+  auto model = Model::Load(dir_ / "m.gguf");
+  ASSERT_TRUE(model.ok()) << model.message();
+  ThreadPool pool(1);
+  Compressor compressor(*model, std::move(MakePress(*ParsePressSpec("adakv:primekv"))).value());
+  std::vector<Token> tokens(300);
+  std::iota(tokens.begin(), tokens.end(), 3);
+  std::map<KvDType, size_t> bytes;
+  for (KvDType t : {KvDType::kF32, KvDType::kF16, KvDType::kQ8_0}) {
+    SCOPED_TRACE(KvDTypeName(t));
+    Conversation conv(*model, compressor, pool, {.id = std::string("t_") + KvDTypeName(t)},
+                      {.dtype = t});
+    ASSERT_TRUE(conv.Prefill(tokens).ok());
+    ASSERT_TRUE(conv.CompressNow(0.5).ok());  // ragged heads
+    ASSERT_TRUE(conv.Save(dir_.string()).ok());
+    const auto path = dir_ / (conv.record().id + ".pkvs");
+    bytes[t] = std::filesystem::file_size(path);
+    auto same = ReadSessionFile(path.string(), *model, {.dtype = t}, false);
+    ASSERT_TRUE(same.ok()) << same.message();
+    ASSERT_EQ(same->cache->dtype(), t);
+    for (int l = 0; l < 2; ++l) {
+      for (int h = 0; h < 2; ++h) {
+        std::vector<uint8_t> k1, v1, k2, v2;
+        std::vector<int32_t> p1, p2;
+        conv.cache().ReadHeadRaw(l, h, &k1, &v1, &p1);
+        same->cache->ReadHeadRaw(l, h, &k2, &v2, &p2);
+        EXPECT_EQ(p1, p2);
+        EXPECT_EQ(k1, k2);
+        EXPECT_EQ(v1, v2);
+      }
+    }
+    // Read into an f32 cache: the stored rows, converted exactly (f16 and q8_0 are exact in f32).
+    auto wide = ReadSessionFile(path.string(), *model, {.dtype = KvDType::kF32}, false);
+    ASSERT_TRUE(wide.ok()) << wide.message();
+    std::vector<float> k1, v1, k2, v2;
+    std::vector<int32_t> p1, p2;
+    conv.cache().ReadHead(1, 1, &k1, &v1, &p1);
+    wide->cache->ReadHead(1, 1, &k2, &v2, &p2);
+    EXPECT_EQ(k1, k2);
+    EXPECT_EQ(v1, v2);
+    EXPECT_EQ(p1, p2);
+  }
+  const double f16 = double(bytes[KvDType::kF16]) / double(bytes[KvDType::kF32]);
+  const double q8 = double(bytes[KvDType::kQ8_0]) / double(bytes[KvDType::kF32]);
+  EXPECT_LT(f16, 0.52) << bytes[KvDType::kF16] << " of " << bytes[KvDType::kF32];
+  EXPECT_LT(q8, 0.29) << bytes[KvDType::kQ8_0] << " of " << bytes[KvDType::kF32];
+  EXPECT_GT(q8, 0.26);  // the rows dominate: the ratio is the row types', not the header's
+}
+
+// A file of format version 1 (f32 rows, written before the cache's own type was kept) still
+// loads, into whatever cache type the reader holds.
+TEST_F(SessionFileTest, VersionOneFilesStillLoad) {
+  auto model = Model::Load(dir_ / "m.gguf");
+  ASSERT_TRUE(model.ok()) << model.message();
+  const std::string path = std::string(PRIMEKV_SOURCE_DIR) + "/tests/session/data/v1-session.pkvs";
+  for (KvDType t : {KvDType::kF16, KvDType::kQ8_0}) {
+    auto r = ReadSessionFile(path, *model, {.dtype = t}, false);
+    ASSERT_TRUE(r.ok()) << r.message();
+    EXPECT_EQ(r->tokens.size(), 40u);
+    EXPECT_EQ(r->tokens.front(), 3);
+    EXPECT_EQ(r->press, "knorm");
+    EXPECT_EQ(r->turn, 1u);
+    EXPECT_EQ(r->cache->dtype(), t);
+    EXPECT_EQ(r->cache->NextPosition(), 40);
+    EXPECT_EQ(r->cache->MaxLength(), 20);  // multiturn at ratio 0.5 after its first turn
+  }
+  // An unknown version is named in the refusal.
+  std::vector<char> bytes = ReadAll(path);
+  bytes[8] = 9;
+  WriteAll(dir_ / "v1-session.pkvs", bytes);
+  auto refused = ReadSessionFile((dir_ / "v1-session.pkvs").string(), *model, {}, false);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("unsupported version 9"), std::string::npos)
+      << refused.message();
 }
 
 TEST(SessionIds, OnlyPlainTokens) {

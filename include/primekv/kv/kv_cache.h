@@ -69,6 +69,12 @@ class KvCache {
   // [n * head_dim], positions [n] strictly increasing and after the head's last position.
   Status AppendHead(int layer, int kv_head, std::span<const float> keys,
                     std::span<const float> values, std::span<const int32_t> positions);
+  // The same with rows as stored in this cache's dtype (ReadHeadRaw's bytes: KvRowBytes each),
+  // so a session file restores an f16 or q8_0 cache bit for bit without a float round trip.
+  // Rows whose f16 values or q8_0 scales are Inf or NaN are refused (the bytes may come from a
+  // file or a store).
+  Status AppendHeadRaw(int layer, int kv_head, std::span<const uint8_t> keys,
+                       std::span<const uint8_t> values, std::span<const int32_t> positions);
   // Makes room for `extra` more entries in every head without allocating later: the pool gets
   // enough free pages and each head's page table enough capacity (decode loops call this).
   void Reserve(int extra);
@@ -87,6 +93,9 @@ class KvCache {
   // Copies one head's rows as float: keys/values [Length, head_dim]; positions [Length].
   void ReadHead(int layer, int kv_head, std::vector<float>* keys, std::vector<float>* values,
                 std::vector<int32_t>* positions) const;
+  // Copies one head's rows as stored: keys/values [Length * KvRowBytes]; positions [Length].
+  void ReadHeadRaw(int layer, int kv_head, std::vector<uint8_t>* keys, std::vector<uint8_t>* values,
+                   std::vector<int32_t>* positions) const;
   // Converts `count` rows of a page to float (count <= page_tokens).
   void PageKeysToFloat(const KvPage& page, int count, float* out) const;
   void PageValuesToFloat(const KvPage& page, int count, float* out) const;
@@ -113,6 +122,11 @@ class KvCache {
     return heads_[layer * n_kv_heads_ + kv_head];
   }
   void WriteRow(const KvPage& page, int slot, const float* k, const float* v, int32_t pos);
+  // The checks of an append of n rows to one head (range, capacity, increasing positions).
+  Status CheckHeadAppend(int layer, int kv_head, std::span<const int32_t> positions);
+  // Appends n rows to one head, `write(page, slot, i)` filling row i (after CheckHeadAppend).
+  template <typename Write>
+  void AppendRows(int layer, int kv_head, std::span<const int32_t> positions, Write write);
   void CopyRow(const KvPage& from, int from_slot, const KvPage& to, int to_slot);
   void TrackPeak();
   void RowsToFloat(const void* rows, int count, float* out) const;  // `count` rows of a page
