@@ -345,7 +345,11 @@ std::optional<HttpError> SessionStore::RestoreIfEvicted(Session& s, bool& restor
     restored = true;
     metrics_.Count(Metrics::Event::kRestore);
   }
-  if (!s.conv->has_cache()) s.conv->RestoreCache(model_.NewCache(kv_));
+  if (!s.conv->has_cache()) {
+    KvCache fresh = model_.NewCache(kv_);
+    std::lock_guard lock(mu_);  // (census() reads whether a session holds a cache)
+    s.conv->RestoreCache(std::move(fresh));
+  }
   return std::nullopt;
 }
 
