@@ -3,6 +3,7 @@
 #include "primekv/session/session_file.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -19,7 +20,9 @@ namespace {
 class SessionFileTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = std::filesystem::temp_directory_path() / "primekv_session_file_test";
+    // One folder per process: ctest runs each test of this suite as its own process, at once.
+    dir_ = std::filesystem::temp_directory_path() /
+           ("primekv_session_file_test_" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
     RandomModelSpec ms = SessionFileSpec();
@@ -27,6 +30,7 @@ class SessionFileTest : public ::testing::Test {
     ms.n_layers = 3;
     ASSERT_TRUE(WriteRandomModel(ms, dir_ / "other.gguf").ok());
   }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
   static std::filesystem::path dir_;
 };
 std::filesystem::path SessionFileTest::dir_;
