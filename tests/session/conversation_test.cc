@@ -28,6 +28,19 @@ std::vector<Token> RandomTokens(int n, uint32_t seed) { return RandomTokenIds(n,
 
 class SessionTest : public ::testing::Test {
  protected:
+  // The reference a conversation must match: one forward pass over `ctx` and one compression
+  // to `ratio`, by hand; `logits` gets the last position's.
+  KvCache ForwardAndCompress(const Compressor& comp, const std::vector<Token>& ctx, double ratio,
+                             std::vector<float>& logits) {
+    KvCache want = m.NewCache();
+    PressCapture cap(m, comp.Needs());
+    ForwardWorkspace ws;
+    logits.assign(static_cast<size_t>(m.config().vocab_size), 0.0f);
+    Check(m.Forward(ctx, want, {}, {logits.data(), 1, m.config().vocab_size}, pool, ws, &cap).ok(),
+          "reference forward");
+    Check(comp.Compress(want, ratio, &cap, pool).ok(), "reference compression");
+    return want;
+  }
   const Model& m = TestModel();
   ThreadPool pool{2};
 };
@@ -117,14 +130,8 @@ TEST_F(SessionTest, ChunkRuleCountsPositionsSoFar) {
 TEST_F(SessionTest, ContextModeCompressesOnceToTheRatio) {
   const auto ctx = RandomTokens(150, 3);
   Compressor comp(m, Make("snapkv"));
-  KvCache want = m.NewCache();
-  PressCapture want_cap(m, comp.Needs());
-  ForwardWorkspace ws;
-  std::vector<float> logits(static_cast<size_t>(m.config().vocab_size));
-  ASSERT_TRUE(
-      m.Forward(ctx, want, {}, {logits.data(), 1, m.config().vocab_size}, pool, ws, &want_cap)
-          .ok());
-  ASSERT_TRUE(comp.Compress(want, 0.6, &want_cap, pool).ok());
+  std::vector<float> logits;
+  const KvCache want = ForwardAndCompress(comp, ctx, 0.6, logits);
 
   Conversation s(m, comp, pool, {.schedule = {.ratio = 0.6}});
   KvCache& cache = s.cache();
@@ -411,14 +418,8 @@ TEST_F(SessionTest, KeepsItsTokensAndTurnsWithItsCache) {
 TEST_F(SessionTest, CompressNowIsOneCompressionToTheRatio) {
   const auto ctx = RandomTokens(120, 15);
   Compressor comp(m, Make("primekv"));
-  KvCache want = m.NewCache();
-  PressCapture want_cap(m, comp.Needs());
-  ForwardWorkspace ws;
-  std::vector<float> logits(static_cast<size_t>(m.config().vocab_size));
-  ASSERT_TRUE(
-      m.Forward(ctx, want, {}, {logits.data(), 1, m.config().vocab_size}, pool, ws, &want_cap)
-          .ok());
-  ASSERT_TRUE(comp.Compress(want, 0.7, &want_cap, pool).ok());
+  std::vector<float> logits;
+  const KvCache want = ForwardAndCompress(comp, ctx, 0.7, logits);
   Conversation s(m, comp, pool, {.schedule = {.ratio = 0.25}});
   ASSERT_TRUE(s.Prefill(ctx).ok());
   ASSERT_TRUE(s.CompressNow(0.7).ok());
