@@ -300,14 +300,18 @@ pk_status pk_session_load(pk_model* model, const char* path, const pk_session_op
     PK_REQUIRE(model != nullptr && path != nullptr, "pk_session_load", "NULL argument");
     const pk_session_options o = options != nullptr ? *options : pk_session_options_default();
     PK_REQUIRE(o.kv_q8 == 0 || o.kv_q8 == 1, "pk_session_load", "kv_q8 must be 0 or 1");
-    auto record =
-        primekv::ReadSessionFile(path, model->model, primekv::capi::CacheOptions(o), false);
+    primekv::ImageExtent extent;
+    auto record = primekv::ReadSessionFile(path, model->model, primekv::capi::CacheOptions(o),
+                                           false, &extent);
     if (!record.ok()) return Fail(PK_ERR_IO, "pk_session_load: " + record.message());
     const std::string mode(primekv::ScheduleModeName(record->schedule.mode));
     pk_session* s = nullptr;
     const pk_status made =
         primekv::capi::MakeSession(model, o, std::move(record).value(), mode, &s);
     if (made != PK_OK) return made;
+    // A later save to the same file appends its turns (session/session_file.h).
+    if (extent.stored == s->conv->cache().dtype())
+      s->conv->SetStored(primekv::DescribeStored(s->conv->record(), path, extent));
     if (s->conv->tokens().size() > static_cast<size_t>(s->ctx_size)) {
       pk_session_free(s);
       return Fail(PK_ERR_STATE, "pk_session_load: the session's tokens exceed the context size");

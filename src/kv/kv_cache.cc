@@ -433,19 +433,40 @@ void KvCache::ReadHead(int layer, int kv_head, std::vector<float>* keys, std::ve
 
 void KvCache::ReadHeadRaw(int layer, int kv_head, std::vector<uint8_t>* keys,
                           std::vector<uint8_t>* values, std::vector<int32_t>* positions) const {
-  const int len = Length(layer, kv_head);
+  ReadRowsRaw(layer, kv_head, 0, Length(layer, kv_head), keys, values, positions);
+}
+
+void KvCache::ReadRowsRaw(int layer, int kv_head, int first, int count, std::vector<uint8_t>* keys,
+                          std::vector<uint8_t>* values, std::vector<int32_t>* positions) const {
+  Check(first >= 0 && count >= 0 && first + count <= Length(layer, kv_head),
+        "KvCache::ReadRowsRaw: rows out of range");
   const int pt = options_.page_tokens;
   const size_t row = KvRowBytes(options_.dtype, head_dim_);
-  keys->resize(static_cast<size_t>(len) * row);
-  values->resize(static_cast<size_t>(len) * row);
+  keys->resize(static_cast<size_t>(count) * row);
+  values->resize(static_cast<size_t>(count) * row);
+  positions->resize(static_cast<size_t>(count));
+  for (int r = first; r < first + count;) {
+    const KvPage& page = Page(layer, kv_head, r / pt);
+    const int slot = r % pt;
+    const size_t n = static_cast<size_t>(std::min(pt - slot, first + count - r));
+    const size_t at = static_cast<size_t>(r - first);
+    std::memcpy(keys->data() + at * row, static_cast<const uint8_t*>(page.keys) + slot * row,
+                n * row);
+    std::memcpy(values->data() + at * row, static_cast<const uint8_t*>(page.values) + slot * row,
+                n * row);
+    std::copy(page.positions + slot, page.positions + slot + n, positions->data() + at);
+    r += static_cast<int>(n);
+  }
+}
+
+void KvCache::ReadPositions(int layer, int kv_head, std::vector<int32_t>* positions) const {
+  const int len = Length(layer, kv_head);
+  const int pt = options_.page_tokens;
   positions->resize(static_cast<size_t>(len));
   for (int p = 0; p < NumPages(layer, kv_head); ++p) {
     const KvPage& page = Page(layer, kv_head, p);
-    const size_t count = static_cast<size_t>(std::min(pt, len - p * pt));
-    const size_t at = static_cast<size_t>(p) * pt;
-    std::memcpy(keys->data() + at * row, page.keys, count * row);
-    std::memcpy(values->data() + at * row, page.values, count * row);
-    std::copy(page.positions, page.positions + count, positions->data() + at);
+    const int count = std::min(pt, len - p * pt);
+    std::copy(page.positions, page.positions + count, positions->data() + p * pt);
   }
 }
 

@@ -1,8 +1,9 @@
 // The Redis session backend (--session-store redis://HOST:PORT/DB), through hiredis: one hash per
-// session, key primekv:session:<tenant id>:<session id>, fields `turn` (the turn counter) and
-// `data` (the session file image, checksum included). A write is a Lua script that replaces the
-// value only when its turn is newer than the stored one, so a replica that is behind never
-// overwrites a turn another replica already served.
+// session, key primekv:session:<tenant id>:<session id>, fields `turn` (the turn counter), `data`
+// (a session file's base record, checksum included), `nd` and `d1`..`dN` (the deltas appended
+// since, session/session_file.h). Writes are Lua scripts that change the hash only when their
+// turn is newer than the stored one, so a replica that is behind never overwrites a turn another
+// replica already served; a delta is appended only onto the turn it was computed from.
 #include <hiredis/hiredis.h>
 
 #include <charconv>
@@ -18,10 +19,32 @@ namespace {
 constexpr const char* kSaveScript = R"(
 local cur = tonumber(redis.call('HGET', KEYS[1], 'turn') or '-1')
 if cur >= tonumber(ARGV[1]) then return 0 end
-redis.call('HSET', KEYS[1], 'turn', ARGV[1], 'data', ARGV[2])
-if tonumber(ARGV[3]) > 0 then redis.call('EXPIRE', KEYS[1], ARGV[3])
-else redis.call('PERSIST', KEYS[1]) end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'turn', ARGV[1], 'data', ARGV[2], 'nd', 0)
+if tonumber(ARGV[3]) > 0 then redis.call('EXPIRE', KEYS[1], ARGV[3]) end
 return 1
+)";
+
+// KEYS[1] the session; ARGV: turn, delta, ttl, the turn the delta follows. 1 = appended, 0 =
+// stale, 2 = the store holds another turn than the delta follows (write the whole image).
+constexpr const char* kAppendScript = R"(
+local cur = tonumber(redis.call('HGET', KEYS[1], 'turn') or '-1')
+if cur >= tonumber(ARGV[1]) then return 0 end
+if cur ~= tonumber(ARGV[4]) then return 2 end
+local n = tonumber(redis.call('HGET', KEYS[1], 'nd') or '0') + 1
+redis.call('HSET', KEYS[1], 'turn', ARGV[1], 'd' .. n, ARGV[2], 'nd', n)
+if tonumber(ARGV[3]) > 0 then redis.call('EXPIRE', KEYS[1], ARGV[3]) end
+return 1
+)";
+
+// KEYS[1] the session: {turn, base, delta 1, ..., delta N} in one atomic read.
+constexpr const char* kLoadScript = R"(
+local v = redis.call('HMGET', KEYS[1], 'turn', 'data', 'nd')
+local out = {v[1] or false, v[2] or false}
+for i = 1, tonumber(v[3] or '0') or 0 do
+  out[#out + 1] = redis.call('HGET', KEYS[1], 'd' .. i) or false
+end
+return out
 )";
 
 struct ReplyDeleter {
@@ -45,39 +68,39 @@ class RedisBackend final : public SessionBackend {
                const KvCacheOptions& kv)
       : address_(a), ttl_s_(ttl_s), max_bytes_(max_bytes), model_(model), kv_(kv) {}
   const char* name() const override { return "redis"; }
+  std::string where(const std::string&) const override { return "redis"; }
   bool shared() const override { return true; }
 
-  Result<Saved> Save(const Conversation& conv) override {
+  Result<Saved> Save(Conversation& conv) override {
     const auto t0 = std::chrono::steady_clock::now();
-    const ConversationRecord& s = conv.record();
-    auto image = conv.Image();
-    if (!image.ok()) return image.status();
-    Result<Saved> r = Saved::kTooLarge;
-    if (image->size() <= max_bytes_) {
-      const std::string key = RedisSessionKey(s.tenant, s.id);
-      const std::string turn = std::to_string(s.turn), ttl = std::to_string(ttl_s_);
-      const char* argv[] = {"EVAL",       kSaveScript,   "1",        key.c_str(),
-                            turn.c_str(), image->data(), ttl.c_str()};
-      const size_t lens[] = {
-          4, std::strlen(kSaveScript), 1, key.size(), turn.size(), image->size(), ttl.size()};
-      auto reply = Command(7, argv, lens);
-      if (!reply.ok()) {
-        r = reply.status();
-      } else if ((*reply)->type != REDIS_REPLY_INTEGER) {
-        r = Status::Error("redis: unexpected answer to the save script");
-      } else {
-        r = (*reply)->integer == 1 ? Saved::kSaved : Saved::kStale;
-      }
+    auto w = conv.NextWrite("redis");
+    if (!w.ok()) return w.status();
+    Result<Answer> a = Write(conv, *w);
+    if (a.ok() && *a == Answer::kOtherTurn) {
+      // The store holds another turn than the delta follows: the whole image replaces it.
+      conv.SetStored(std::nullopt);
+      w = conv.NextWrite("redis");
+      if (!w.ok()) return w.status();
+      a = Write(conv, *w);
     }
-    CountSave(r, t0, image->size());
+    Result<Saved> r = Saved::kStale;
+    if (!a.ok()) {
+      r = a.status();
+    } else if (*a == Answer::kSaved) {
+      r = Saved::kSaved;
+      conv.Stored(*w, "redis");
+    } else if (*a == Answer::kTooLarge) {
+      r = Saved::kTooLarge;
+    }
+    CountSave(r, t0, w->bytes.size());
     return r;
   }
 
   Result<Loaded> Load(const std::string& tenant, const std::string& id) override {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string key = RedisSessionKey(tenant, id);
-    const char* argv[] = {"HMGET", key.c_str(), "turn", "data"};
-    const size_t lens[] = {5, key.size(), 4, 4};
+    const char* argv[] = {"EVAL", kLoadScript, "1", key.c_str()};
+    const size_t lens[] = {4, std::strlen(kLoadScript), 1, key.size()};
     auto reply = Command(4, argv, lens);
     size_t bytes = 0;
     Result<Loaded> r = reply.ok() ? Decode(**reply, tenant, id, bytes) : reply.status();
@@ -100,11 +123,41 @@ class RedisBackend final : public SessionBackend {
   }
 
  private:
-  // The session in a HMGET turn data answer, verified as a session file is.
+  enum class Answer { kSaved, kStale, kOtherTurn, kTooLarge };
+
+  // One save script: the whole image (kSaveScript) or a delta (kAppendScript); nothing is sent
+  // when the value would grow past max_bytes.
+  Result<Answer> Write(const Conversation& conv, const Conversation::StoreWrite& w) {
+    const ConversationRecord& s = conv.record();
+    const uint64_t total = w.bytes.size() + (w.delta ? conv.stored()->extent.bytes : 0);
+    if (total > max_bytes_) return Answer::kTooLarge;
+    const std::string key = RedisSessionKey(s.tenant, s.id);
+    const std::string turn = std::to_string(s.turn), ttl = std::to_string(ttl_s_);
+    const std::string after = std::to_string(w.after_turn);
+    const char* script = w.delta ? kAppendScript : kSaveScript;
+    const char* argv[] = {"EVAL",       script,         "1",         key.c_str(),
+                          turn.c_str(), w.bytes.data(), ttl.c_str(), after.c_str()};
+    const size_t lens[] = {4,           std::strlen(script), 1,          key.size(),
+                           turn.size(), w.bytes.size(),      ttl.size(), after.size()};
+    auto reply = Command(w.delta ? 8 : 7, argv, lens);
+    if (!reply.ok()) return reply.status();
+    if ((*reply)->type != REDIS_REPLY_INTEGER)
+      return Status::Error("redis: unexpected answer to the save script");
+    switch ((*reply)->integer) {
+      case 1:
+        return Answer::kSaved;
+      case 0:
+        return Answer::kStale;
+      default:
+        return Answer::kOtherTurn;
+    }
+  }
+
+  // The session in a load script's answer, verified as a session file is.
   Result<Loaded> Decode(const redisReply& rep, const std::string& tenant, const std::string& id,
                         size_t& bytes) {
-    if (rep.type != REDIS_REPLY_ARRAY || rep.elements != 2)
-      return Status::Error("redis: unexpected answer to HMGET");
+    if (rep.type != REDIS_REPLY_ARRAY || rep.elements < 2)
+      return Status::Error("redis: unexpected answer to the load script");
     const redisReply* turn = rep.element[0];
     const redisReply* data = rep.element[1];
     Loaded out;
@@ -114,8 +167,18 @@ class RedisBackend final : public SessionBackend {
       out.why = "not a session value";
       return out;
     }
-    bytes = data->len;
-    auto snap = ParseSessionImage(std::string_view(data->str, data->len), model_, kv_);
+    // The base and its deltas, as one image.
+    std::string image(data->str, data->len);
+    for (size_t i = 2; i < rep.elements; ++i) {
+      const redisReply* d = rep.element[i];
+      if (d->type != REDIS_REPLY_STRING) {
+        out.why = "a delta is missing";
+        return out;
+      }
+      image.append(d->str, d->len);
+    }
+    bytes = image.size();
+    auto snap = ParseSessionImage(image, model_, kv_, &out.extent);
     if (!snap.ok()) {
       out.why = snap.message();
       return out;

@@ -2,6 +2,7 @@
 #include "server/session_backend.h"
 
 #include <filesystem>
+#include <string>
 
 namespace primekv::server {
 
@@ -54,16 +55,20 @@ class DirBackend final : public SessionBackend {
   DirBackend(std::string dir, const Model& model, const KvCacheOptions& kv)
       : dir_(std::move(dir)), model_(model), kv_(kv) {}
   const char* name() const override { return "dir"; }
+  std::string where(const std::string& id) const override { return dir_ + "/" + id + ".pkvs"; }
   bool shared() const override { return false; }
 
-  Result<Saved> Save(const Conversation& conv) override {
+  Result<Saved> Save(Conversation& conv) override {
     const auto t0 = std::chrono::steady_clock::now();
     // One replica writes its own directory: nothing can be newer than its own last turn.
     Result<Saved> r = Saved::kSaved;
+    const uint64_t before = conv.stored() ? conv.stored()->extent.bytes : 0;
     if (Status st = conv.Save(dir_); !st.ok()) r = st;
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(dir_ + "/" + conv.record().id + ".pkvs", ec);
-    CountSave(r, t0, ec ? 0 : static_cast<size_t>(size));
+    // The bytes this save wrote: a delta's, or the whole image's.
+    const auto& e = conv.stored();
+    const uint64_t written =
+        !e ? 0 : (e->extent.deltas > 0 ? e->extent.bytes - before : e->extent.bytes);
+    CountSave(r, t0, static_cast<size_t>(written));
     return r;
   }
 
@@ -75,7 +80,7 @@ class DirBackend final : public SessionBackend {
     Loaded out;
     if (ec) {
       out.found = Found::kMissing;
-    } else if (auto snap = ReadSessionFile(path, model_, kv_, false); !snap.ok()) {
+    } else if (auto snap = ReadSessionFile(path, model_, kv_, false, &out.extent); !snap.ok()) {
       out.found = Found::kDamaged;
       out.why = snap.message();
     } else if (snap->tenant != tenant) {

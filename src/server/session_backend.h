@@ -30,16 +30,21 @@ class SessionBackend {
   struct Loaded {
     Found found = Found::kMissing;
     ConversationRecord snapshot;  // kFound: with its cache
+    ImageExtent extent;           // kFound: what the store holds of it
     std::string why;              // kDamaged: what was wrong, for the log
   };
 
   virtual ~SessionBackend() = default;
   virtual const char* name() const = 0;
+  // Where session `id`'s image lies, as Conversation::stored() names it (a file's path, or
+  // "redis").
+  virtual std::string where(const std::string& id) const = 0;
   // True when other replicas write to the same store (a local copy may then be behind).
   virtual bool shared() const = 0;
-  // Writes the conversation's turn (its record's); kStale (nothing written) when the store holds
+  // Writes the conversation's turn (its record's): a delta over what the store holds when the
+  // conversation knows that, else the whole image; kStale (nothing written) when the store holds
   // that turn or a newer one. An error means the store is unreachable.
-  virtual Result<Saved> Save(const Conversation& conv) = 0;
+  virtual Result<Saved> Save(Conversation& conv) = 0;
   // The session `id` of `tenant`. kDamaged: refused (checksum, shape, another id or tenant).
   virtual Result<Loaded> Load(const std::string& tenant, const std::string& id) = 0;
   // The turn the store holds (nullopt: none); only asked of shared stores.

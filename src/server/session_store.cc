@@ -340,6 +340,12 @@ std::optional<HttpError> SessionStore::RestoreIfEvicted(Session& s, bool& restor
     r.budget = snap.budget;
     r.last_prompt_len = snap.last_prompt_len;
     r.turn = snap.turn;
+    // What the store holds, so the next save appends a delta (over rows of the cache's type).
+    if (r.cache && loaded->extent.stored == r.cache->dtype()) {
+      s.conv->SetStored(DescribeStored(r, backend_->where(id), loaded->extent));
+    } else {
+      s.conv->SetStored(std::nullopt);
+    }
     s.conv->capture().Clear();  // a restored session starts with an empty query window
     s.load = false;
     restored = true;

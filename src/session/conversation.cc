@@ -24,6 +24,7 @@ Conversation::Conversation(const Model& model, const Compressor& compressor, Thr
 KvCache Conversation::TakeCache() {
   KvCache c = std::move(*record_.cache);
   record_.cache.reset();
+  stored_.reset();
   return c;
 }
 
@@ -35,11 +36,13 @@ void Conversation::TruncateTo(size_t n) {
   if (n >= record_.tokens.size()) return;
   record_.tokens.resize(n);
   record_.cache->TruncateFrom(static_cast<int32_t>(n));
+  if (stored_) stored_->stable = std::min(stored_->stable, n);
 }
 
 void Conversation::Reset() {
   record_.tokens.clear();
   record_.cache->Clear();
+  if (stored_) stored_->stable = 0;
   capture_->Clear();
 }
 
@@ -203,6 +206,58 @@ Result<DecodeResult> Conversation::Decode(const DecodeOptions& options,
 
 Result<std::string> Conversation::Image() const { return SerializeSession(record_); }
 
-Status Conversation::Save(const std::string& dir) const { return WriteSessionFile(dir, record_); }
+Result<Conversation::StoreWrite> Conversation::NextWrite(const std::string& where) const {
+  StoreWrite w;
+  if (stored_ && stored_->where == where && stored_->extent.appendable) {
+    auto delta = SerializeSessionDelta(record_, *stored_);
+    const ImageExtent& e = stored_->extent;
+    // Deltas past the base's size cost a load more than the base: write the whole image.
+    if (delta.ok() && e.bytes - e.base_bytes + delta->size() <= e.base_bytes) {
+      w.delta = true;
+      w.after_turn = stored_->turn;
+      w.bytes = std::move(delta).value();
+      return w;
+    }
+  }
+  auto image = Image();
+  if (!image.ok()) return image.status();
+  w.bytes = std::move(image).value();
+  return w;
+}
+
+void Conversation::Stored(const StoreWrite& w, const std::string& where) {
+  ImageExtent e;
+  if (w.delta && stored_) {
+    e = stored_->extent;
+    e.bytes += w.bytes.size();
+    ++e.deltas;
+  } else {
+    e.bytes = e.base_bytes = w.bytes.size();
+    e.appendable = true;
+  }
+  e.last_sum = RecordChecksum(w.bytes);
+  e.torn_bytes = 0;
+  if (record_.cache) e.stored = record_.cache->dtype();
+  stored_ = DescribeStored(record_, where, e);
+}
+
+Status Conversation::Save(const std::string& dir) {
+  const std::string path = dir + "/" + record_.id + ".pkvs";
+  auto w = NextWrite(path);
+  if (!w.ok()) return w.status();
+  if (w->delta && AppendSessionDelta(dir, record_.id, w->bytes, *stored_).ok()) {
+    Stored(*w, path);
+    return Status::Ok();
+  }
+  if (w->delta) {
+    // The file is not what this conversation stored (replaced, or gone): write it whole.
+    stored_.reset();
+    w = NextWrite(path);
+    if (!w.ok()) return w.status();
+  }
+  PRIMEKV_RETURN_IF_ERROR(WriteSessionImage(dir, record_.id, w->bytes));
+  Stored(*w, path);
+  return Status::Ok();
+}
 
 }  // namespace primekv

@@ -13,6 +13,7 @@
 #include "common/random_models.h"
 #include "primekv/model/random_model.h"
 #include "primekv/press/compressor.h"
+#include "primekv/session/conversation.h"
 
 namespace primekv {
 namespace {

@@ -96,6 +96,11 @@ class KvCache {
   // Copies one head's rows as stored: keys/values [Length * KvRowBytes]; positions [Length].
   void ReadHeadRaw(int layer, int kv_head, std::vector<uint8_t>* keys, std::vector<uint8_t>* values,
                    std::vector<int32_t>* positions) const;
+  // Rows [first, first + count) of one head as stored (a session delta's appended entries).
+  void ReadRowsRaw(int layer, int kv_head, int first, int count, std::vector<uint8_t>* keys,
+                   std::vector<uint8_t>* values, std::vector<int32_t>* positions) const;
+  // One head's positions only, in row order.
+  void ReadPositions(int layer, int kv_head, std::vector<int32_t>* positions) const;
   // Converts `count` rows of a page to float (count <= page_tokens).
   void PageKeysToFloat(const KvPage& page, int count, float* out) const;
   void PageValuesToFloat(const KvPage& page, int count, float* out) const;

@@ -17,23 +17,11 @@
 #include "primekv/kv/kv_cache.h"
 #include "primekv/model/model.h"
 #include "primekv/press/compressor.h"
+#include "primekv/session/record.h"
 #include "primekv/session/session.h"
+#include "primekv/session/session_file.h"
 
 namespace primekv {
-
-// A conversation's state: what a session file holds.
-struct ConversationRecord {
-  std::string id{};             // a session file's name; 1 to 64 of [A-Za-z0-9_-] (ValidSessionId)
-  std::string tenant{};         // the server's API-key tenant, empty without keys
-  std::string cache_salt{};     // the server's isolation field: prefixes are shared only within it
-  std::string press{};          // press spec text
-  Schedule schedule{};          // a file keeps its ratio and mode
-  int budget = 0;               // entries per head after each turn (multi-turn), 0 = none yet
-  int last_prompt_len = 0;      // tokens before the last answer
-  uint64_t turn = 0;            // completed turns: a shared store keeps only the newest
-  std::vector<Token> tokens{};  // every token whose K/V went into the cache, in order
-  std::optional<KvCache> cache{};  // absent while evicted, or when only the header was read
-};
 
 // What a conversation borrows from its caller; the caller keeps each alive.
 struct ConversationParts {
@@ -70,8 +58,11 @@ class Conversation {
   void AdoptCapture(const PressCapture& capture);
   // Frees the cache (evicted: the tokens stay, and a store holds the rest).
   void DropCache() { record_.cache.reset(); }
-  // A cache read back for the same tokens.
-  void RestoreCache(KvCache cache) { record_.cache = std::move(cache); }
+  // A cache read back for the same tokens (the store's description comes with SetStored).
+  void RestoreCache(KvCache cache) {
+    record_.cache = std::move(cache);
+    stored_.reset();
+  }
   // The cache, handed to the caller; the conversation holds none after.
   KvCache TakeCache();
   // Drops the tokens from position `n` on, with their entries.
@@ -119,10 +110,28 @@ class Conversation {
   Result<DecodeResult> Decode(const DecodeOptions& options,
                               const std::function<Status(Token)>& feed = {});
 
-  // The conversation as a session file's bytes (session/session_file.h), and written as
-  // `dir/<id>.pkvs`. It needs its cache and an id.
+  // The conversation as a session file's bytes (session/session_file.h). It needs its cache
+  // and an id.
   Result<std::string> Image() const;
-  Status Save(const std::string& dir) const;
+  // Writes `dir/<id>.pkvs`: the turns since the last save or load there appended as a delta,
+  // or the whole image (the first save, another directory, deltas grown past the base's size,
+  // or a file another writer replaced).
+  Status Save(const std::string& dir);
+
+  // What a store is sent next: a delta over what it holds (`stored()`, when that is at `where`,
+  // a file's path or a store's name, and the deltas stay below the base's size), else the
+  // whole image.
+  struct StoreWrite {
+    bool delta = false;
+    uint64_t after_turn = 0;  // a delta's: the turn the store must hold
+    std::string bytes;
+  };
+  Result<StoreWrite> NextWrite(const std::string& where) const;
+  // The store at `where` now holds `w`.
+  void Stored(const StoreWrite& w, const std::string& where);
+  // What a store holds of this conversation (after a load: DescribeStored), or nothing.
+  void SetStored(std::optional<StoredImage> stored) { stored_ = std::move(stored); }
+  const std::optional<StoredImage>& stored() const { return stored_; }
 
  private:
   Status Forward(std::span<const Token> tokens);
@@ -141,6 +150,7 @@ class Conversation {
   ForwardWorkspace* ws_;
   std::vector<float> logits_;
   ConversationStats stats_;
+  std::optional<StoredImage> stored_;
 };
 
 }  // namespace primekv
