@@ -55,6 +55,34 @@ void AppendString(std::string& out, std::string_view text) {
   out += '"';
 }
 
+// Base64url digits of 5 bits each, lowest first; a digit of 32 or more says another follows.
+// Kept masks and token lengths are small numbers: mostly one character each.
+constexpr std::string_view kDigits =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+void AppendVarints(std::string& out, std::span<const int> values) {
+  out += '"';
+  for (int v : values) {
+    auto n = static_cast<unsigned>(v);
+    while (n >= 32) {
+      out += kDigits[32 + (n & 31)];
+      n >>= 5;
+    }
+    out += kDigits[n];
+  }
+  out += '"';
+}
+
+// Length of valid UTF-8 text in UTF-16 code units, as a browser's string counts it.
+int Utf16Length(std::string_view text) {
+  int n = 0;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u & 0xC0) != 0x80) n += u >= 0xF0 ? 2 : 1;
+  }
+  return n;
+}
+
 template <typename T, typename Each>
 void AppendArray(std::string& out, const std::vector<T>& items, Each each) {
   out += '[';
@@ -97,7 +125,7 @@ void AppendKept(std::string& out, const SessionStore::CacheSnapshot& snap) {
   const int n_tokens = static_cast<int>(snap.tokens.size());
   out += ",\"kept\":";
   AppendArray(out, snap.positions,
-              [&](const std::vector<int32_t>& p) { AppendInts(out, KeptRuns(p, n_tokens)); });
+              [&](const std::vector<int32_t>& p) { AppendVarints(out, KeptRuns(p, n_tokens)); });
   std::vector<int> per_layer(static_cast<size_t>(snap.n_layers), 0);
   size_t entries = 0;
   for (size_t i = 0; i < snap.positions.size(); ++i) {
@@ -176,9 +204,20 @@ std::string CacheViewJson(const SessionStore::CacheSnapshot& snap, const Tokeniz
   AppendInt(out, snap.n_heads);
   out += ",\"n_tokens\":";
   AppendInt(out, static_cast<long long>(snap.tokens.size()));
-  out += ",\"pieces\":";
-  AppendArray(out, TokenTexts(tokenizer, snap.tokens),
-              [&](const std::string& s) { AppendString(out, s); });
+  // The tokens' texts as one string and each one's length: a 32K-token session's text is
+  // about 90 KB, and a JSON string per token would add about 3 bytes to each.
+  const std::vector<std::string> texts = TokenTexts(tokenizer, snap.tokens);
+  std::string text;
+  std::vector<int> lengths;
+  lengths.reserve(texts.size());
+  for (const std::string& t : texts) {
+    text += t;
+    lengths.push_back(Utf16Length(t));
+  }
+  out += ",\"text\":";
+  AppendString(out, text);
+  out += ",\"token_lengths\":";
+  AppendVarints(out, lengths);
   AppendKept(out, snap);
   out += ",\"last_compression\":";
   if (snap.last_before.empty()) {

@@ -22,7 +22,10 @@ std::vector<std::string> TokenTexts(const Tokenizer& tokenizer, std::span<const 
 // kept, removed, kept, ... (the first run may be 0; a trailing removed run is left out).
 std::vector<int> KeptRuns(std::span<const int32_t> positions, int n_tokens);
 
-// The endpoint's JSON (compact, no spaces).
+// The endpoint's JSON (compact, no spaces). Lists of small numbers (each head's run lengths,
+// each token's text length in UTF-16 code units) are strings of base64url digits, 5 bits each,
+// lowest first, a digit of 32 or more ('g' onwards) saying that another follows: "B" is 1,
+// "hB" is 33 (docs/server.md).
 std::string CacheViewJson(const SessionStore::CacheSnapshot& snap, const Tokenizer& tokenizer);
 
 }  // namespace primekv::server

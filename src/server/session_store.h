@@ -98,14 +98,14 @@ class SessionStore {
   // What the cache view reads of an idle session of `tenant` (404 as an unknown one for any
   // other tenant's; 409 while a turn runs on it or while its cache is not in memory).
   struct CacheSnapshot {
-    std::string id, press;
-    Schedule schedule;
-    std::vector<Token> tokens;
+    std::string id{}, press{};
+    Schedule schedule{};
+    std::vector<Token> tokens{};
     int n_layers = 0, n_heads = 0;
-    std::vector<std::vector<int32_t>> positions;  // [layer * n_heads + head], ascending
-    size_t bytes_per_entry = 0;                   // one key, value and position of one head
-    std::vector<int> last_before, last_after;     // ConversationStats' last compression
-    std::vector<TurnFigures> turns;
+    std::vector<std::vector<int32_t>> positions{};  // [layer * n_heads + head], ascending
+    size_t bytes_per_entry = 0;                     // one key, value and position of one head
+    std::vector<int> last_before{}, last_after{};   // ConversationStats' last compression
+    std::vector<TurnFigures> turns{};
   };
   std::variant<CacheSnapshot, HttpError> Snapshot(const std::string& tenant, const std::string& id);
 

@@ -248,6 +248,39 @@
 
   // ---- The cache view -----------------------------------------------------------------------
 
+  // The endpoint's lists of small numbers: base64url digits of 5 bits, lowest first; a digit
+  // of 32 or more says another follows.
+  const DIGITS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+  const DIGIT = new Map([...DIGITS].map((c, i) => [c, i]));
+
+  function varints(s) {
+    const out = [];
+    let n = 0;
+    let scale = 1;
+    for (const ch of s) {
+      const d = DIGIT.get(ch);
+      if (d >= 32) {
+        n += (d - 32) * scale;
+        scale *= 32;
+      } else {
+        out.push(n + d * scale);
+        n = 0;
+        scale = 1;
+      }
+    }
+    return out;
+  }
+
+  function tokenPieces(cache) {
+    const pieces = [];
+    let at = 0;
+    for (const len of varints(cache.token_lengths)) {
+      pieces.push(cache.text.slice(at, at + len));
+      at += len;
+    }
+    return pieces;
+  }
+
   // Run lengths (removed, kept, removed, kept, ...) to a list of kept [start, end) ranges.
   function keptRanges(runs) {
     const ranges = [];
@@ -263,7 +296,8 @@
   function keptCounts(cache) {
     const counts = new Uint16Array(cache.n_tokens);
     const perLayer = new Array(cache.n_layers).fill(0);
-    cache.ranges = cache.kept.map(keptRanges);
+    cache.pieces = tokenPieces(cache);
+    cache.ranges = cache.kept.map((runs) => keptRanges(varints(runs)));
     cache.ranges.forEach((ranges, head) => {
       for (const [a, b] of ranges) {
         for (let p = a; p < b; ++p) counts[p]++;
@@ -362,8 +396,9 @@
     const body = lane.el.querySelector('.turns tbody');
     body.replaceChildren(...c.turns.map((t) => {
       const tr = document.createElement('tr');
-      for (const v of [t.turn, t.tokens, kib(t.bytes_full), kib(t.bytes_kept), t.prefill_ms,
-        t.compress_ms, t.decode_ms, t.cached_tokens]) tr.appendChild(cell('td', String(v)));
+      for (const v of [t.turn, t.tokens, kib(t.bytes_full), kib(t.bytes_kept),
+        t.prefill_ms.toFixed(1), t.compress_ms.toFixed(1), t.decode_ms.toFixed(1),
+        t.cached_tokens]) tr.appendChild(cell('td', String(v)));
       return tr;
     }));
   }
