@@ -1,11 +1,16 @@
 // libFuzzer target for `primekv serve`'s request bodies (JSON from anyone who can reach the
 // port): any bytes must give a validated turn request or a 4xx error that names what is wrong,
-// never a crash, an exception, a 5xx or a request the engine would then fail on.
+// never a crash, an exception, a 5xx or a request the engine would then fail on. The same bytes
+// are tried as a path (GET /v1/sessions/{id}/cache), as an Accept-Encoding value, and as token
+// ids whose texts the cache view sends, which must join into valid UTF-8.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <variant>
 
+#include "primekv/util/text.h"
+#include "server/cache_view.h"
+#include "server/http.h"
 #include "server/request.h"
 
 namespace primekv::server {
@@ -37,6 +42,21 @@ void CheckOne(const std::string& body, const RequestContext& ctx, bool chat) {
   Check(t.stop.size() <= 4, "at most 4 stop strings");
 }
 
+void CheckCacheView(const std::string& bytes, const Tokenizer& tokenizer) {
+  if (const auto id = CacheViewSession(bytes))
+    Check(bytes == "/v1/sessions/" + *id + "/cache", "the id is the path's middle");
+  (void)AcceptsGzip(bytes);
+  std::vector<Token> ids;
+  for (const char c : bytes) ids.push_back(static_cast<unsigned char>(c) * 2 % kVocab);
+  std::string joined;
+  for (const std::string& t : TokenTexts(tokenizer, ids)) joined += t;
+  for (size_t i = 0; i < joined.size();) {
+    const size_t n = Utf8SequenceLength(joined, i);
+    Check(n > 0, "the token texts join into valid UTF-8");
+    i += n;
+  }
+}
+
 }  // namespace
 }  // namespace primekv::server
 
@@ -51,5 +71,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string body(reinterpret_cast<const char*>(data), size);
   CheckOne(body, ctx, /*chat=*/true);
   CheckOne(body, ctx, /*chat=*/false);
+  CheckCacheView(body, f.tokenizer);
   return 0;
 }

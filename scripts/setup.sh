@@ -19,6 +19,7 @@ PACKAGES=(
   clang libclang-rt-14-dev
   python3 python3-numpy python3-torch gnuplot-nox
   zlib1g-dev time
+  chromium  # headless, for the web page's browser test (ctest server_ui)
 )
 if [ "$cluster" = 1 ]; then PACKAGES+=(redis-server haproxy); fi
 missing=()

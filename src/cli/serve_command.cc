@@ -20,6 +20,7 @@ struct ServeArgs {
   double max_body_kib = 1024;
   std::string api_key_file;
   bool no_prefix_reuse = false;
+  bool no_ui = false;
   int max_header_kib = 32;
   int store_max_kib = 64 << 10;
 };
@@ -60,6 +61,7 @@ int RunServe(ServeArgs& a) {
   a.o.tenant_kv_bytes = static_cast<size_t>(a.tenant_kv_mib * 1024 * 1024);
   a.o.max_body_bytes = static_cast<size_t>(a.max_body_kib * 1024);
   a.o.prefix_reuse = !a.no_prefix_reuse;
+  a.o.ui = !a.no_ui;
   if (!a.api_key_file.empty()) {
     if (Status s = ReadApiKeys(a.api_key_file, a.o.api_keys); !s.ok()) return Fail(s.message());
   }
@@ -161,6 +163,8 @@ void AddServe(CLI::App& app, Runner& run) {
   cmd->add_option("--metrics-key", o.metrics_key,
                   "Key for GET /metrics, which shows every tenant's activity (with --api-key, "
                   "/metrics needs it; tenant keys get 403)");
+  cmd->add_flag("--no-ui", a->no_ui,
+                "No web page at / (the chat and cache view; the API is unchanged): 404 there");
   cmd->add_flag("--no-prefix-reuse", a->no_prefix_reuse,
                 "A request that names no session starts afresh (no prefix matching; closes the "
                 "timing channel inside a tenant)");

@@ -91,6 +91,44 @@ class Inflater {
   bool finished_ = false;
 };
 
+}  // namespace
+
+bool AcceptsGzip(std::string_view accept_encoding) {
+  size_t at = 0;
+  while (at < accept_encoding.size()) {
+    size_t end = accept_encoding.find(',', at);
+    if (end == std::string_view::npos) end = accept_encoding.size();
+    std::string item;  // the coding and its parameters, without spaces, in lower case
+    for (const char c : accept_encoding.substr(at, end - at))
+      if (c != ' ' && c != '\t')
+        item += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    at = end + 1;
+    if (item != "gzip" && !item.starts_with("gzip;")) continue;
+    const size_t q = item.find(";q=");
+    // q=0 (or 0.0, 0.000) refuses the coding; any other weight accepts it.
+    return q == std::string::npos || std::strtod(item.c_str() + q + 3, nullptr) > 0;
+  }
+  return false;
+}
+
+std::string GzipBody(std::string_view body) {
+  z_stream zs{};
+  // 15 + 16: a gzip header and trailer around the deflate stream.
+  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    return {};
+  std::string out(deflateBound(&zs, static_cast<uLong>(body.size())) + 32, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(body.data()));
+  zs.avail_in = static_cast<uInt>(body.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&zs, Z_FINISH);
+  out.resize(out.size() - zs.avail_out);
+  deflateEnd(&zs);
+  return rc == Z_STREAM_END ? out : std::string();
+}
+
+namespace {
+
 // One request while its body arrives.
 struct RequestState {
   std::string body;

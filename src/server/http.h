@@ -42,6 +42,11 @@ struct HttpResponse {
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 
+// Whether an Accept-Encoding value accepts gzip (a "gzip" coding whose q is not 0).
+bool AcceptsGzip(std::string_view accept_encoding);
+// `body` in gzip's format (zlib's default level), for a client that accepts it.
+std::string GzipBody(std::string_view body);
+
 class HttpTransport {
  public:
   // Binds options.host:options.port and starts serving with `handler`.

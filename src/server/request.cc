@@ -299,6 +299,14 @@ Parse ParseRequest(const std::string& body, const RequestContext& ctx, bool chat
   }
 }
 
+std::optional<std::string> CacheViewSession(std::string_view path) {
+  constexpr std::string_view kSessions = "/v1/sessions/", kCache = "/cache";
+  if (!path.starts_with(kSessions) || !path.ends_with(kCache) ||
+      path.size() <= kSessions.size() + kCache.size())
+    return std::nullopt;
+  return std::string(path.substr(kSessions.size(), path.size() - kSessions.size() - kCache.size()));
+}
+
 std::optional<HttpError> CheckServedPress(const std::string& press, double ratio,
                                           const std::string& param) {
   auto spec = ParsePressSpec(press);

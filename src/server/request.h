@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 
 #include "primekv/server/server.h"
@@ -33,6 +34,10 @@ using Parse = std::variant<ParsedRequest, HttpError>;
 
 // The body of POST /v1/chat/completions (chat) or /v1/completions; never throws.
 Parse ParseRequest(const std::string& body, const RequestContext& ctx, bool chat);
+
+// The {id} of a GET /v1/sessions/{id}/cache path (not yet checked as a session id), or nullopt
+// for any other path.
+std::optional<std::string> CacheViewSession(std::string_view path);
 
 // Whether `press` at `ratio` can be served (an error names the field `param`).
 std::optional<HttpError> CheckServedPress(const std::string& press, double ratio,

@@ -12,10 +12,14 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "primekv/press/press.h"
+#include "server/cache_view.h"
 #include "server/http.h"
 #include "server/request.h"
 #include "server/server_internal.h"
 #include "server/session_backend.h"
+#include "server/session_store.h"
+#include "server/ui_assets.h"
 
 namespace primekv {
 namespace {
@@ -155,6 +159,64 @@ class HttpServer {
     return res;
   }
 
+  // The page's files need no key (a browser cannot send one to load them); what the page asks
+  // for through the API does. Only this origin's scripts and styles may run or load there.
+  std::optional<HttpResponse> UiFile(const HttpRequest& req) const {
+    if (!engine_.options().ui || (req.method != "GET" && req.method != "HEAD")) return std::nullopt;
+    for (const UiAsset& a : UiAssets()) {
+      if (req.path != a.path) continue;
+      HttpResponse res = Content(std::string(a.body), std::string(a.content_type));
+      res.headers = {{"Content-Security-Policy",
+                      "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                      "connect-src 'self'; object-src 'none'; base-uri 'none'; "
+                      "form-action 'none'; frame-ancestors 'none'"},
+                     {"X-Content-Type-Options", "nosniff"},
+                     {"Referrer-Policy", "no-referrer"},
+                     {"Cache-Control", "no-cache"}};
+      return res;
+    }
+    return std::nullopt;
+  }
+
+  // The presses the page offers: the registry, each marked whether this server runs it.
+  HttpResponse Presses() const {
+    const ServerOptions& o = engine_.options();
+    json data = json::array();
+    for (const PressInfo& p : ListPresses()) {
+      const bool served = !CheckServedPress(p.name, o.ratio, "press").has_value();
+      data.push_back({{"name", p.name},
+                      {"summary", p.summary},
+                      {"query_free", p.query_free},
+                      {"served", served}});
+    }
+    const std::string mode(ScheduleModeName(o.mode));
+    return Content(Dump({{"object", "list"},
+                         {"data", data},
+                         {"default", {{"press", o.press}, {"ratio", o.ratio}, {"mode", mode}}},
+                         {"modes", {mode}}}));
+  }
+
+  // GET /v1/sessions/{id}/cache: which entries the session's cache kept (cache_view.h).
+  // Sent gzipped to a client that accepts it (every browser): a 32K-token session's 190 KB
+  // of JSON becomes about 50 KB.
+  HttpResponse SessionCache(const HttpRequest& req, const std::string& id,
+                            const std::string& tenant) {
+    if (!ValidSessionId(id))
+      return Error({404, "unknown session '" + id + "'", "session", "not_found_error"});
+    auto snap = engine_.store().Snapshot(tenant, id);
+    if (auto* err = std::get_if<HttpError>(&snap)) return Error(*err);
+    HttpResponse res = Content(
+        CacheViewJson(std::get<SessionStore::CacheSnapshot>(snap), engine_.model().tokenizer()));
+    res.headers.emplace_back("Vary", "Accept-Encoding");
+    if (AcceptsGzip(req.header("Accept-Encoding"))) {
+      if (std::string gz = GzipBody(res.body); !gz.empty()) {
+        res.body = std::move(gz);
+        res.headers.emplace_back("Content-Encoding", "gzip");
+      }
+    }
+    return res;
+  }
+
   // The tenant of the request's API key (empty without keys), hashed once per request; nullopt
   // when the key is missing or wrong. /health needs no key.
   std::optional<std::string> TenantOf(const HttpRequest& req) const {
@@ -173,6 +235,7 @@ class HttpServer {
   HttpResponse Route(const HttpRequest& req) {
     if (req.refused) return Error(*req.refused);
     if (req.path == "/metrics") return Metrics(req);
+    if (auto file = UiFile(req)) return *file;
     const std::optional<std::string> tenant = TenantOf(req);
     if (!tenant)
       return Error({401, "missing or wrong API key (Authorization: Bearer KEY)", "",
@@ -189,10 +252,13 @@ class HttpServer {
         return Error({404, "no model '" + id + "' here", "model", "model_not_found"});
       return Content(Dump(ModelJson()));
     }
+    if (req.path == "/v1/presses" && get) return Presses();
+    if (const auto id = CacheViewSession(req.path); id && get)
+      return SessionCache(req, *id, *tenant);
     if (req.path == "/v1/chat/completions" && post) return Handle(req, true, *tenant);
     if (req.path == "/v1/completions" && post) return Handle(req, false, *tenant);
-    for (const char* path :
-         {"/health", "/metrics", "/v1/models", "/v1/chat/completions", "/v1/completions"})
+    for (const char* path : {"/health", "/metrics", "/v1/models", "/v1/presses",
+                             "/v1/chat/completions", "/v1/completions"})
       if (req.path == path) return Error({405, "method not allowed", "", "invalid_request_error"});
     return Error({404, "no such endpoint", "", "invalid_request_error"});
   }
@@ -290,9 +356,15 @@ class HttpServer {
   // The response's "primekv" field: the turn's token ids, and whether the store holds the turn
   // (only with a session store).
   static json Extension(const TurnOutcome& out) {
-    json x = {{"answer_tokens", out.appended}};
+    json x = {{"answer_tokens", out.appended}, {"timings", Timings(out)}};
     if (out.saved) x["saved"] = *out.saved;
     return x;
+  }
+
+  static json Timings(const TurnOutcome& out) {
+    return {{"prefill_ms", out.prefill_ms},
+            {"compress_ms", out.compress_ms},
+            {"decode_ms", out.decode_ms}};
   }
 
   static json Chunk(const Reply& r, json delta, json finish) {
@@ -323,7 +395,8 @@ class HttpServer {
         send(ErrorJson({500, out.message(), "", "server_error"}));
       } else if (alive) {
         json last = Chunk(r, json::object(), out->finish_reason);
-        if (out->saved) last["primekv"] = {{"saved", *out->saved}};  // headers went out first
+        last["primekv"] = {{"timings", Timings(*out)}};
+        if (out->saved) last["primekv"]["saved"] = *out->saved;  // headers went out first
         send(last);
         if (r.p->include_usage) {
           json u = Chunk(r, json::object(), nullptr);

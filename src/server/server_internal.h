@@ -85,6 +85,8 @@ struct TurnOutcome {
   int prefilled_tokens = 0;
   // With a session store: whether the store holds this turn (false: a failed or refused save).
   std::optional<bool> saved;
+  // Wall times: prefill without the compressions it ran, every compression of the turn, decode.
+  double prefill_ms = 0, compress_ms = 0, decode_ms = 0;
 };
 
 // Returns false when the client is gone: generation stops.
@@ -118,6 +120,7 @@ class Turn {
   void Emit(State& st, const TextSink& sink, bool all);
   bool AppendText(State& st, Token next);
   Status EndTurn(State& st);
+  void Record(const State& st, double compress_ms);
 
   Engine* engine_;
   Session* session_;

@@ -117,6 +117,45 @@ void SessionStore::Unclaim(const std::string& id) {
   if (auto it = sessions_.find(id); it != sessions_.end()) it->second->claimed = false;
 }
 
+std::variant<SessionStore::CacheSnapshot, HttpError> SessionStore::Snapshot(
+    const std::string& tenant, const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  // Another tenant's session is answered exactly as one that does not exist.
+  if (it == sessions_.end() || it->second->record().tenant != tenant)
+    return HttpError{404, "unknown session '" + id + "'", "session", "not_found_error"};
+  Session& s = *it->second;
+  if (s.busy) return BusySession(id);
+  if (s.load || !s.conv->has_cache())
+    return HttpError{409, "session '" + id + "' is not in memory; its next turn reads it back",
+                     "session"};
+  const KvCache& c = s.conv->cache();
+  CacheSnapshot snap{.id = id,
+                     .press = s.record().press,
+                     .schedule = s.record().schedule,
+                     .tokens = s.record().tokens,
+                     .n_layers = c.n_layers(),
+                     .n_heads = c.n_kv_heads(),
+                     .bytes_per_entry = c.BytesPerEntry(),
+                     .last_before = s.conv->stats().last_before,
+                     .last_after = s.conv->stats().last_after,
+                     .turns = s.turns};
+  // Positions only: the view needs which entries are kept, never their keys or values.
+  for (int l = 0; l < c.n_layers(); ++l) {
+    for (int h = 0; h < c.n_kv_heads(); ++h) {
+      std::vector<int32_t>& out = snap.positions.emplace_back();
+      out.reserve(static_cast<size_t>(c.Length(l, h)));
+      for (int p = 0; p < c.NumPages(l, h); ++p) {
+        const int first = p * c.page_tokens();
+        const int n = std::min(c.page_tokens(), c.Length(l, h) - first);
+        const int32_t* pos = c.Page(l, h, p).positions;
+        out.insert(out.end(), pos, pos + n);
+      }
+    }
+  }
+  return snap;
+}
+
 std::map<std::string, size_t> SessionStore::TenantBytes() const {
   std::lock_guard lock(mu_);
   return TenantBytesLocked();

@@ -95,6 +95,20 @@ class SessionStore {
   // Writes the session's completed turn to the backend (none: OK).
   Status Persist(Session& s);
 
+  // What the cache view reads of an idle session of `tenant` (404 as an unknown one for any
+  // other tenant's; 409 while a turn runs on it or while its cache is not in memory).
+  struct CacheSnapshot {
+    std::string id{}, press{};
+    Schedule schedule{};
+    std::vector<Token> tokens{};
+    int n_layers = 0, n_heads = 0;
+    std::vector<std::vector<int32_t>> positions{};  // [layer * n_heads + head], ascending
+    size_t bytes_per_entry = 0;                     // one key, value and position of one head
+    std::vector<int> last_before{}, last_after{};   // ConversationStats' last compression
+    std::vector<TurnFigures> turns{};
+  };
+  std::variant<CacheSnapshot, HttpError> Snapshot(const std::string& tenant, const std::string& id);
+
   struct Census {
     size_t bytes_held = 0;  // sessions' caches in memory
     size_t in_memory = 0, on_disk = 0;

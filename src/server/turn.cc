@@ -53,12 +53,14 @@ Status Turn::Prefill(State& st) {
       std::span<const Token>(req_.prompt).subspan(static_cast<size_t>(keep_));
   st.out.prefilled_tokens = static_cast<int>(fresh.size());
   const auto t0 = std::chrono::steady_clock::now();
+  const double compress_ms = conv.stats().compress_ms;
   // The first turn's prompt is the conversation's context: the schedule compresses after it.
   if (Status r = first_turn ? conv.PrefillContext(fresh) : conv.Prefill(fresh); !r.ok()) return r;
   // Decode steps run in the engine's batches, with their own buffers.
   conv.ReleaseWorkspace();
   conv.record().last_prompt_len = static_cast<int>(conv.tokens().size());
   st.prefill_s = SecondsSince(t0);
+  st.out.prefill_ms = st.prefill_s * 1e3 - (conv.stats().compress_ms - compress_ms);
   return Status::Ok();
 }
 
@@ -148,11 +150,33 @@ Status Turn::EndTurn(State& st) {
   return Status::Ok();
 }
 
+// The turn's figures in the session's history, for the cache view.
+void Turn::Record(const State& st, double compress_ms) {
+  Session& s = *session_;
+  const KvCache& cache = s.conv->cache();
+  const auto n_tokens = s.conv->tokens().size();
+  const TurnOutcome& out = st.out;
+  if (s.turns.size() == Session::kMaxTurnFigures) s.turns.erase(s.turns.begin());
+  s.turns.push_back(
+      {.turn = s.record().turn,
+       .tokens = static_cast<int>(n_tokens),
+       .prompt_tokens = out.prompt_tokens,
+       .cached_tokens = out.cached_tokens,
+       .completion_tokens = static_cast<int>(out.tokens.size()),
+       .prefill_ms = out.prefill_ms,
+       .compress_ms = compress_ms,
+       .decode_ms = out.decode_ms,
+       .bytes_full = n_tokens * static_cast<size_t>(cache.n_layers() * cache.n_kv_heads()) *
+                     cache.BytesPerEntry(),
+       .bytes_kept = cache.BytesInUse()});
+}
+
 Result<TurnOutcome> Turn::Run(const TextSink& sink, const AliveCheck& alive) {
   Engine& e = *engine_;
   Session& s = *session_;
   State st;
   st.compressions = s.conv->stats().compressions;
+  const double compress_ms = s.conv->stats().compress_ms;
   st.out.session_id = s.record().id;
   st.out.prompt_tokens = static_cast<int>(req_.prompt.size());
   st.out.cached_tokens = keep_;
@@ -163,7 +187,10 @@ Result<TurnOutcome> Turn::Run(const TextSink& sink, const AliveCheck& alive) {
     e.batcher().Leave();
     if (!r.ok()) return r;
   }
+  st.out.decode_ms = st.decode_s * 1e3;
   if (Status r = EndTurn(st); !r.ok()) return r;
+  st.out.compress_ms = s.conv->stats().compress_ms - compress_ms;
+  Record(st, st.out.compress_ms);
   ran_ = true;
   const TurnOutcome& out = st.out;
   e.metrics().AddTurn(

@@ -1,6 +1,7 @@
 #include "primekv/session/conversation.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "primekv/session/session_file.h"
@@ -88,6 +89,15 @@ Status Conversation::Prefill(std::span<const Token> tokens) {
 
 Status Conversation::FeedToken(Token token) { return Forward(std::span<const Token>(&token, 1)); }
 
+std::vector<int> Conversation::HeadLengths() const {
+  const KvCache& c = *record_.cache;
+  std::vector<int> lengths;
+  lengths.reserve(static_cast<size_t>(c.n_layers() * c.n_kv_heads()));
+  for (int l = 0; l < c.n_layers(); ++l)
+    for (int h = 0; h < c.n_kv_heads(); ++h) lengths.push_back(c.Length(l, h));
+  return lengths;
+}
+
 Status Conversation::Account(const Status& s, const CompressStats& st, bool context) {
   stats_.score_ms += st.score_ms;
   ++stats_.compressions;
@@ -98,11 +108,26 @@ Status Conversation::Account(const Status& s, const CompressStats& st, bool cont
   return s;
 }
 
-Status Conversation::CompressTo(int target, bool context) {
+Status Conversation::RunCompression(const std::function<Status(CompressStats*)>& compress,
+                                    bool context) {
   CompressStats st;
   const auto lock = LockModel();
-  return Account(compressor_->CompressTo(*record_.cache, target, capture_, *pool_, &st), st,
-                 context);
+  std::vector<int> before = HeadLengths();
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status s = compress(&st);
+  stats_.compress_ms +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  stats_.last_before = std::move(before);
+  stats_.last_after = HeadLengths();
+  return Account(s, st, context);
+}
+
+Status Conversation::CompressTo(int target, bool context) {
+  return RunCompression(
+      [&](CompressStats* st) {
+        return compressor_->CompressTo(*record_.cache, target, capture_, *pool_, st);
+      },
+      context);
 }
 
 Status Conversation::PrefillContext(std::span<const Token> context) {
@@ -138,20 +163,21 @@ Status Conversation::AfterChunk() {
 Status Conversation::CompressContext(int context_tokens) {
   record_.budget = KeepCount(context_tokens, record_.schedule.ratio);
   if (!Compressing()) return Status::Ok();
-  CompressStats st;
-  const auto lock = LockModel();
-  return Account(
-      compressor_->Compress(*record_.cache, record_.schedule.ratio, capture_, *pool_, &st), st,
+  return RunCompression(
+      [&](CompressStats* st) {
+        return compressor_->Compress(*record_.cache, record_.schedule.ratio, capture_, *pool_, st);
+      },
       true);
 }
 
 Status Conversation::CompressNow(double ratio) {
   if (!(ratio >= 0 && ratio < 1)) return Status::Error("ratio must be in [0, 1)");
   if (!compressor_->enabled() || ratio == 0) return Status::Ok();
-  CompressStats st;
-  const auto lock = LockModel();
-  PRIMEKV_RETURN_IF_ERROR(
-      Account(compressor_->Compress(*record_.cache, ratio, capture_, *pool_, &st), st, false));
+  PRIMEKV_RETURN_IF_ERROR(RunCompression(
+      [&](CompressStats* st) {
+        return compressor_->Compress(*record_.cache, ratio, capture_, *pool_, st);
+      },
+      false));
   record_.budget = KeepCount(static_cast<int>(record_.tokens.size()), ratio);
   return Status::Ok();
 }

@@ -4,7 +4,8 @@ session ids, tenants per API key, the isolation salt, prefix reuse that never ch
 session, session files that are not regular files, and the statuses of odd but valid or invalid
 requests; then the third hardening round (issue 55): --port-file on what is not a regular file,
 settings that cannot work, /metrics and response ids, unknown models and top_k, 409 before a
-slot, failed saves, tenant shares of the KV budget, stalled connections from one address.
+slot, failed saves, tenant shares of the KV budget, stalled connections from one address; and
+the web page (issue 54): its CSP, the cache endpoint's 401 and 404, --no-ui.
 
 Usage: security_test.py --primekv BIN --model GGUF [--sanitized] [--only CHECK,...]
 (--sanitized: an ASan/UBSan build, where the budget contention count is printed, not checked;
@@ -408,6 +409,83 @@ def model_and_top_k(s):
     check(same == 3, "top_k 1 at temperature 2 gives the greedy answer (%d of 3 seeds)" % same)
 
 
+def get(s, path, key=None):
+    """(status, body text, headers) of one GET."""
+    conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+    conn.request("GET", path, headers={"Authorization": "Bearer " + key} if key else {})
+    r = conn.getresponse()
+    text = r.read().decode("utf-8", "replace")
+    headers = {k.lower(): v for k, v in r.getheaders()}
+    conn.close()
+    return r.status, text, headers
+
+
+def csp_third_party_free(policy):
+    """Every directive's sources are keywords ('self', 'none'): no host, scheme or wildcard,
+    and no inline script or style."""
+    directives = {}
+    for part in policy.split(";"):
+        words = part.split()
+        if words:
+            directives[words[0]] = words[1:]
+    sources = [x for v in directives.values() for x in v]
+    return ("default-src" in directives and "script-src" in directives and
+            all(x in ("'self'", "'none'") for x in sources)), directives
+
+
+def cache_view(s):
+    """Issue 54: the web page's files and the cache endpoint. The page needs no key and sets a
+    CSP that allows no other origin; GET /v1/sessions/{id}/cache needs the key (401), and
+    another tenant's session id is the same 404 as an unknown one."""
+    code, text, h = get(s, "/")
+    ok, directives = csp_third_party_free(h.get("content-security-policy", ""))
+    check(code == 200 and h.get("content-type", "").startswith("text/html") and ok,
+          "GET / -> 200 HTML with a CSP naming no other origin (%d, %s)" % (code, directives))
+    check("'unsafe-inline'" not in h.get("content-security-policy", "") and
+          "<script>" not in text and re.search(r"(src|href)=\"(https?:)?//", text) is None,
+          "the page has no inline script and loads nothing from another origin")
+    check(h.get("x-content-type-options") == "nosniff", "the page is sent with nosniff")
+    for path, kind in (("/app.js", "text/javascript"), ("/style.css", "text/css")):
+        code, _, h = get(s, path)
+        check(code == 200 and h.get("content-type", "").startswith(kind) and
+              "content-security-policy" in h, "GET %s -> 200 %s with the CSP" % (path, kind))
+    code, j, _ = complete(s, DOC, key="alpha", max_tokens=2, cache_salt="view")
+    sid = j["session"]
+    code, _, _ = get(s, "/v1/sessions/%s/cache" % sid)
+    check(code == 401, "the cache endpoint without a key -> 401 (%d)" % code)
+    code, _, _ = get(s, "/v1/sessions/%s/cache" % sid, key="nope")
+    check(code == 401, "the cache endpoint with a wrong key -> 401 (%d)" % code)
+    code, other, _ = get(s, "/v1/sessions/%s/cache" % sid, key="beta")
+    unknown = "s" + "0" * 32
+    code_u, text_u, _ = get(s, "/v1/sessions/%s/cache" % unknown, key="beta")
+    check(code == 404 and code_u == 404 and other.replace(sid, unknown) == text_u,
+          "another tenant's session -> the same 404 as an unknown one (%d, %d)" % (code, code_u))
+    code, text, h = get(s, "/v1/sessions/%s/cache" % sid, key="alpha")
+    view = json.loads(text) if code == 200 else {}
+    check(code == 200 and view.get("session") == sid and view.get("n_tokens", 0) > 0 and
+          len(view.get("kept", [])) == view.get("n_layers", 0) * view.get("n_heads", 0) and
+          sum(view.get("kept_per_layer", [])) < view.get("n_tokens", 0) * len(view["kept"]),
+          "the owner reads the cache view (%d): every head's kept runs, fewer entries than "
+          "positions" % code)
+    code, _, _ = get(s, "/v1/sessions/..%2f..%2fetc/cache", key="alpha")
+    check(code == 404, "a session id that is not one -> 404 (%d)" % code)
+
+
+def no_ui(work):
+    """--no-ui: no page at / (404), the API as before."""
+    s = Server(work, "--no-ui")
+    try:
+        for path in ("/", "/app.js", "/style.css"):
+            code, _, _ = get(s, path)
+            check(code == 404, "--no-ui: GET %s -> 404 (%d)" % (path, code))
+        code, j, _ = complete(s, "hello")
+        check(code == 200, "--no-ui: completions answered (%d)" % code)
+        code, _, _ = get(s, "/v1/sessions/%s/cache" % j["session"])
+        check(code == 200, "--no-ui: the cache endpoint is API, still answered (%d)" % code)
+    finally:
+        s.stop()
+
+
 def busy_session_slots1(work):
     """Item 18: with one slot, a turn naming a session that is answering, or waiting for the slot
     to answer, gets 409 at once instead of queueing (and then cutting the other turn out)."""
@@ -604,7 +682,7 @@ def checks(work):
         return not st.ARGS.only or fn.__name__ in st.ARGS.only.split(",")
 
     on_keyed = [ids_are_random, tenants, prefix_never_changes_session, statuses, metrics_and_ids,
-                model_and_top_k]
+                model_and_top_k, cache_view]
     if any(want(fn) for fn in on_keyed):
         s = Server(work, "--api-key", "alpha", "--api-key", "beta")
         try:
@@ -614,7 +692,7 @@ def checks(work):
         finally:
             s.stop()
     for fn in [no_prefix_reuse, session_files, budget_waits, port_file_rows, unworkable_settings,
-               busy_session_slots1, failed_saves, tenant_share, slow_heads]:
+               busy_session_slots1, failed_saves, tenant_share, slow_heads, no_ui]:
         if want(fn):
             fn(work)
 

@@ -30,6 +30,7 @@ struct ServerOptions {
   // is refused to tenants (403). Without api_keys /metrics is open unless this is set.
   std::string metrics_key;
   bool prefix_reuse = true;  // a request that names no session may continue one sharing its prefix
+  bool ui = true;            // the web page at / (its files are compiled in); --no-ui: 404
   int ctx_size = 0;          // 0 = the model's context
   bool allow_ctx_overflow = false;  // ctx_size may exceed the trained context (warns)
   size_t kv_budget_bytes = size_t{256} << 20;

@@ -137,6 +137,9 @@ class Conversation {
   Status Forward(std::span<const Token> tokens);
   Status CompressTo(int target, bool context);
   Status Account(const Status& s, const CompressStats& st, bool context);
+  // One compression under the model lock, timed, with the heads' lengths before and after.
+  Status RunCompression(const std::function<Status(CompressStats*)>& compress, bool context);
+  std::vector<int> HeadLengths() const;  // entries per (layer, KV head), row-major
   std::unique_lock<std::mutex> LockModel();
 
   const Model* model_;

@@ -76,6 +76,10 @@ struct ConversationStats {
   // The compression after the context (after its last chunk in chunked mode), if any ran.
   size_t kv_bytes_compressed = 0;
   std::vector<int64_t> kept_per_layer;  // summed over KV heads
+  double compress_ms = 0;               // every compression's wall time, compaction included
+  // The last compression's entries per (layer, KV head), row-major, before and after it (the
+  // server's cache view shows what it removed); empty until one runs.
+  std::vector<int> last_before, last_after;
 };
 
 }  // namespace primekv
