@@ -21,6 +21,7 @@
 
 #include "common/random_models.h"
 #include "primekv/model/random_model.h"
+#include "primekv/session/conversation.h"
 #include "server/session_backend.h"
 
 extern char** environ;
@@ -206,6 +207,65 @@ TEST_F(RedisStoreTest, RoundTripAndCompareAndSet) {
   EXPECT_EQ(st.saves, 2u);
   EXPECT_EQ(st.stale_saves, 2u);
   EXPECT_EQ(st.loads, 2u);
+}
+
+// After the first save a turn appends a delta (a hash field `dN`) onto the turn it follows; a
+// load applies them all, bit for bit. A replica whose copy is behind writes nothing (stale), and
+// one whose delta follows another turn than the store holds writes the whole image instead.
+TEST_F(RedisStoreTest, TurnsAppendDeltasOntoTheTurnTheyFollow) {
+  const std::string key = RedisSessionKey("tfeedbeef", "s0123abcd");
+  auto a = Conv(1, 40);
+  ASSERT_EQ(*store_->Save(*a), SessionBackend::Saved::kSaved);
+  const size_t base = Raw({"HGET", key, "data"}).size();
+  for (int turn = 2; turn <= 4; ++turn) {
+    std::vector<Token> more(6, static_cast<Token>(100 + turn));
+    ASSERT_TRUE(a->Prefill(more).ok());
+    ASSERT_TRUE(a->CompressNow(0.5).ok());  // removes entries: the delta names their rows
+    a->record().turn = static_cast<uint64_t>(turn);
+    ASSERT_EQ(*store_->Save(*a), SessionBackend::Saved::kSaved);
+    EXPECT_EQ(Raw({"HGET", key, "nd"}), std::to_string(turn - 1));
+    EXPECT_EQ(Raw({"HGET", key, "data"}).size(), base) << "the base is not rewritten";
+    const std::string delta = Raw({"HGET", key, "d" + std::to_string(turn - 1)});
+    EXPECT_EQ(delta.substr(0, 8), "PKVDELT1");
+    EXPECT_LT(delta.size(), base);
+    auto loaded = store_->Load("tfeedbeef", "s0123abcd");
+    ASSERT_TRUE(loaded.ok()) << loaded.message();
+    ASSERT_EQ(loaded->found, SessionBackend::Found::kFound) << loaded->why;
+    EXPECT_EQ(loaded->extent.deltas, turn - 1);
+    EXPECT_EQ(loaded->snapshot.turn, static_cast<uint64_t>(turn));
+    EXPECT_EQ(loaded->snapshot.tokens, a->tokens());
+    for (int l = 0; l < a->cache().n_layers(); ++l) {
+      for (int h = 0; h < a->cache().n_kv_heads(); ++h) {
+        std::vector<uint8_t> k1, v1, k2, v2;
+        std::vector<int32_t> p1, p2;
+        a->cache().ReadHeadRaw(l, h, &k1, &v1, &p1);
+        loaded->snapshot.cache->ReadHeadRaw(l, h, &k2, &v2, &p2);
+        EXPECT_EQ(p1, p2);
+        EXPECT_TRUE(k1 == k2 && v1 == v2);
+      }
+    }
+  }
+  // Another replica loaded turn 4 and saves turn 5 as a delta over it.
+  auto b = Conv(4, 40);
+  auto at4 = store_->Load("tfeedbeef", "s0123abcd");
+  ASSERT_TRUE(at4.ok());
+  b->record().tokens = at4->snapshot.tokens;
+  b->RestoreCache(std::move(*at4->snapshot.cache));
+  b->SetStored(DescribeStored(b->record(), "redis", at4->extent));
+  // Meanwhile `a`, still at turn 4 in its own view, saves a turn 5 first: b's is then stale.
+  a->record().turn = 5;
+  ASSERT_EQ(*store_->Save(*a), SessionBackend::Saved::kSaved);
+  b->record().turn = 5;
+  EXPECT_EQ(*store_->Save(*b), SessionBackend::Saved::kStale);
+  // b's turn 6 follows turn 4, which the store no longer holds: the whole image replaces it.
+  b->record().turn = 6;
+  ASSERT_EQ(*store_->Save(*b), SessionBackend::Saved::kSaved);
+  EXPECT_EQ(Raw({"HGET", key, "nd"}), "0");
+  auto at6 = store_->Load("tfeedbeef", "s0123abcd");
+  ASSERT_TRUE(at6.ok());
+  ASSERT_EQ(at6->found, SessionBackend::Found::kFound) << at6->why;
+  EXPECT_EQ(at6->snapshot.turn, 6u);
+  EXPECT_EQ(at6->extent.deltas, 0);
 }
 
 TEST_F(RedisStoreTest, TenantsAndDamagedValuesAreRefused) {
