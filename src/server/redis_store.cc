@@ -7,7 +7,9 @@
 #include <hiredis/hiredis.h>
 
 #include <charconv>
+#include <cstdio>
 #include <cstring>
+#include <string_view>
 
 #include "server/session_backend.h"
 
@@ -37,6 +39,15 @@ if tonumber(ARGV[3]) > 0 then redis.call('EXPIRE', KEYS[1], ARGV[3]) end
 return 1
 )";
 
+// KEYS[1] a prefix index; ARGV: field, session id, ttl. An index past 4,096 entries starts
+// anew (it is a cache of where prefixes are, not a record).
+constexpr const char* kIndexScript = R"(
+if redis.call('HLEN', KEYS[1]) >= 4096 then redis.call('DEL', KEYS[1]) end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if tonumber(ARGV[3]) > 0 then redis.call('EXPIRE', KEYS[1], ARGV[3]) end
+return 1
+)";
+
 // KEYS[1] the session: {turn, base, delta 1, ..., delta N} in one atomic read.
 constexpr const char* kLoadScript = R"(
 local v = redis.call('HMGET', KEYS[1], 'turn', 'data', 'nd')
@@ -54,6 +65,13 @@ using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 struct ContextDeleter {
   void operator()(redisContext* c) const { redisFree(c); }
 };
+
+std::optional<uint64_t> ParseHex(std::string_view text) {
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v, 16);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
 
 std::optional<uint64_t> ParseU64(const char* p, size_t n) {
   uint64_t v = 0;
@@ -89,6 +107,7 @@ class RedisBackend final : public SessionBackend {
     } else if (*a == Answer::kSaved) {
       r = Saved::kSaved;
       conv.Stored(*w, "redis");
+      Index(conv.record());
     } else if (*a == Answer::kTooLarge) {
       r = Saved::kTooLarge;
     }
@@ -108,6 +127,35 @@ class RedisBackend final : public SessionBackend {
     return r;
   }
 
+  Result<std::optional<PrefixHit>> FindPrefix(const ConversationRecord& like,
+                                              const std::vector<Token>& prompt) override {
+    const std::string key = RedisPrefixKey(like);
+    const char* argv[] = {"HGETALL", key.c_str()};
+    const size_t lens[] = {7, key.size()};
+    auto reply = Command(2, argv, lens);
+    if (!reply.ok()) return reply.status();
+    const redisReply& rep = **reply;
+    if (rep.type != REDIS_REPLY_ARRAY) return Status::Error("redis: unexpected answer to HGETALL");
+    const std::vector<uint64_t> hashes = PrefixHashes(prompt, prompt.size());
+    std::optional<PrefixHit> best;
+    for (size_t i = 0; i + 1 < rep.elements; i += 2) {
+      const redisReply* f = rep.element[i];
+      const redisReply* v = rep.element[i + 1];
+      if (f->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) continue;
+      const std::string_view field(f->str, f->len);
+      const size_t colon = field.find(':');
+      if (colon == std::string_view::npos) continue;
+      const auto hash = ParseHex(field.substr(0, colon));
+      const auto length = ParseU64(field.data() + colon + 1, field.size() - colon - 1);
+      if (!hash || !length || *length == 0 || *length > prompt.size()) continue;
+      if (hashes[*length] != *hash || (best && best->length >= *length)) continue;
+      const std::string id(v->str, v->len);
+      if (ValidSessionId(id)) best = PrefixHit{id, static_cast<size_t>(*length)};
+    }
+    if (best) CountPrefixHit();
+    return best;
+  }
+
   Result<std::optional<uint64_t>> StoredTurn(const std::string& tenant,
                                              const std::string& id) override {
     const std::string key = RedisSessionKey(tenant, id);
@@ -124,6 +172,23 @@ class RedisBackend final : public SessionBackend {
 
  private:
   enum class Answer { kSaved, kStale, kOtherTurn, kTooLarge };
+
+  // Names the saved session in its tenant's prefix index under its last prompt. A failure
+  // costs only a later cross-replica match (counted as an error).
+  void Index(const ConversationRecord& s) {
+    if (s.last_prompt_len <= 0 || static_cast<size_t>(s.last_prompt_len) > s.tokens.size()) return;
+    const size_t n = static_cast<size_t>(s.last_prompt_len);
+    char hex[17];
+    std::snprintf(hex, sizeof(hex), "%016llx",
+                  static_cast<unsigned long long>(PrefixHashes(s.tokens, n)[n]));
+    const std::string key = RedisPrefixKey(s), field = std::string(hex) + ":" + std::to_string(n);
+    const std::string ttl = std::to_string(ttl_s_);
+    const char* argv[] = {"EVAL",        kIndexScript, "1",        key.c_str(),
+                          field.c_str(), s.id.c_str(), ttl.c_str()};
+    const size_t lens[] = {
+        4, std::strlen(kIndexScript), 1, key.size(), field.size(), s.id.size(), ttl.size()};
+    if (!Command(7, argv, lens).ok()) CountError();
+  }
 
   // One save script: the whole image (kSaveScript) or a delta (kAppendScript); nothing is sent
   // when the value would grow past max_bytes.
@@ -276,6 +341,36 @@ Result<RedisAddress> ParseRedisUrl(const std::string& url) {
   if (rest.empty() || rest.find_first_of("@?#") != std::string::npos) return Status::Error(bad);
   a.host = rest;
   return a;
+}
+
+std::vector<uint64_t> PrefixHashes(const std::vector<Token>& tokens, size_t up_to) {
+  std::vector<uint64_t> out(std::min(up_to, tokens.size()) + 1);
+  uint64_t h = 1469598103934665603ull;
+  out[0] = h;
+  for (size_t i = 0; i + 1 < out.size(); ++i) {
+    const auto* b = reinterpret_cast<const unsigned char*>(&tokens[i]);
+    for (size_t j = 0; j < sizeof(Token); ++j) {
+      h ^= b[j];
+      h *= 1099511628211ull;
+    }
+    out[i + 1] = h;
+  }
+  return out;
+}
+
+std::string RedisPrefixKey(const ConversationRecord& like) {
+  // Salt, press and ratio as one hash: prefixes are shared only between equal ones.
+  char ratio[32];
+  std::snprintf(ratio, sizeof(ratio), "%.17g", like.schedule.ratio);
+  const std::string what = like.cache_salt + '\0' + like.press + '\0' + ratio;
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : what) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  return "primekv:prefix:" + (like.tenant.empty() ? std::string("-") : like.tenant) + ":" + hex;
 }
 
 std::string RedisSessionKey(const std::string& tenant, const std::string& id) {

@@ -46,6 +46,13 @@ size_t CommonPrefix(const std::vector<Token>& a, const std::vector<Token>& b);
 
 // A fresh session id: "s" and 128 bits from the kernel's random source in hex.
 Result<std::string> RandomSessionId();
+
+// A stored session whose last prompt begins a new conversation's prompt (a shared store's
+// prefix index: SessionBackend::FindPrefix).
+struct PrefixHit {
+  std::string id;
+  size_t length = 0;  // the stored session's last prompt length: the tokens the hit covers
+};
 // A tenant's name for an API key: the first 128 bits of its SHA-256 in hex, so session files
 // and logs never hold the key itself.
 std::string TenantId(const std::string& api_key);

@@ -32,6 +32,9 @@ void WriteStoreMetrics(const MetricWriter& metric, const StoreStats& st, uint64_
   metric("store_errors_total", "counter", "Store operations that failed (unreachable)", st.errors);
   metric("store_bytes_loaded_total", "counter", "Bytes of sessions read", st.bytes_loaded);
   metric("store_bytes_saved_total", "counter", "Bytes of sessions written", st.bytes_saved);
+  metric("store_prefix_hits_total", "counter",
+         "New conversations that found their prefix in a session another replica stored",
+         st.prefix_hits);
   metric("store_load_seconds_total", "counter", "Time reading sessions (with verification)",
          st.load_seconds);
   metric("store_save_seconds_total", "counter", "Time writing sessions (with serialising)",

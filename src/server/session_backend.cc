@@ -43,6 +43,11 @@ void SessionBackend::CountSave(const Result<Saved>& r, std::chrono::steady_clock
   }
 }
 
+void SessionBackend::CountPrefixHit() {
+  std::lock_guard lock(stats_mu_);
+  ++stats_.prefix_hits;
+}
+
 void SessionBackend::CountError() {
   std::lock_guard lock(stats_mu_);
   ++stats_.errors;

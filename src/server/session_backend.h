@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "server/server_internal.h"
 
@@ -18,7 +19,8 @@ namespace primekv::server {
 // Counters of one backend, for /metrics.
 struct StoreStats {
   uint64_t loads = 0, saves = 0, misses = 0, rejected = 0, stale_saves = 0, too_large = 0;
-  uint64_t errors = 0;  // the store could not be reached or answered an error
+  uint64_t errors = 0;       // the store could not be reached or answered an error
+  uint64_t prefix_hits = 0;  // FindPrefix answers naming a session
   uint64_t bytes_loaded = 0, bytes_saved = 0;
   double load_seconds = 0, save_seconds = 0;
 };
@@ -50,12 +52,23 @@ class SessionBackend {
   // The turn the store holds (nullopt: none); only asked of shared stores.
   virtual Result<std::optional<uint64_t>> StoredTurn(const std::string& tenant,
                                                      const std::string& id) = 0;
+  // Cross-replica prefix reuse: a stored session of the same tenant, cache salt, press and
+  // ratio whose last prompt begins `prompt` (the longest such), by the hash of those tokens
+  // (LMCache's way: any replica finds what another one computed). Only shared stores keep the
+  // index; the others answer none.
+  virtual Result<std::optional<PrefixHit>> FindPrefix(const ConversationRecord& like,
+                                                      const std::vector<Token>& prompt) {
+    (void)like;
+    (void)prompt;
+    return std::optional<PrefixHit>();
+  }
   StoreStats stats() const;
 
  protected:
   void CountLoad(const Result<Loaded>& r, std::chrono::steady_clock::time_point t0, size_t bytes);
   void CountSave(const Result<Saved>& r, std::chrono::steady_clock::time_point t0, size_t bytes);
   void CountError();
+  void CountPrefixHit();
 
  private:
   mutable std::mutex stats_mu_;
@@ -75,6 +88,11 @@ struct RedisAddress {
 Result<RedisAddress> ParseRedisUrl(const std::string& url);
 // The key of a session: namespaced by the tenant id (never the API key itself).
 std::string RedisSessionKey(const std::string& tenant, const std::string& id);
+// The prefix index of one tenant, salt, press and ratio: a hash whose fields are
+// "<hash of a session's last prompt, hex>:<its length>" and values session ids.
+std::string RedisPrefixKey(const ConversationRecord& like);
+// FNV-1a 64 of each prefix of `tokens` (as i32 bytes): hashes[n] covers tokens[0, n).
+std::vector<uint64_t> PrefixHashes(const std::vector<Token>& tokens, size_t up_to);
 // Connects lazily (and again after an error); `ttl_s` 0 = no expiry; values over `max_bytes`
 // are not written.
 std::unique_ptr<SessionBackend> MakeRedisBackend(const RedisAddress& address, int ttl_s,

@@ -247,7 +247,54 @@ Session* SessionStore::BestPrefixLocked(const TurnRequest& req, size_t& keep) {
   return best;
 }
 
+std::optional<PrefixHit> SessionStore::RemotePrefix(const TurnRequest& req) {
+  if (!options_.prefix_reuse || !backend_ || !backend_->shared() || !req.session_id.empty())
+    return std::nullopt;
+  {
+    std::lock_guard lock(mu_);
+    size_t keep = 0;
+    if (BestPrefixLocked(req, keep) != nullptr) return std::nullopt;
+  }
+  const ConversationRecord like{.tenant = req.tenant,
+                                .cache_salt = req.cache_salt,
+                                .press = req.press,
+                                .schedule = {.ratio = req.ratio}};
+  auto hit = backend_->FindPrefix(like, req.prompt);
+  if (!hit.ok()) {
+    // An unreachable store costs this request its prefix, nothing more.
+    std::fprintf(stderr, "primekv serve: %s\n", hit.message().c_str());
+    return std::nullopt;
+  }
+  return *hit;
+}
+
+Session* SessionStore::RemoteSourceLocked(const TurnRequest& req, const PrefixHit& hit,
+                                          size_t& keep) {
+  auto it = sessions_.find(hit.id);
+  if (it != sessions_.end()) {
+    // Known here: a local match would have found it unless it is busy or of another tenant.
+    return nullptr;
+  }
+  // Another replica's session, known by id until CopyPrefix reads it from the store under this
+  // request's tenant (RestoreIfEvicted), which also checks its press and ratio.
+  auto remote = std::make_unique<Session>();
+  remote->conv = NewConversationLocked({.id = hit.id,
+                                        .tenant = req.tenant,
+                                        .cache_salt = req.cache_salt,
+                                        .press = req.press,
+                                        .schedule = {.ratio = req.ratio}});
+  remote->conv->DropCache();
+  remote->persisted = true;
+  remote->load = true;
+  Session* s = remote.get();
+  sessions_.emplace(hit.id, std::move(remote));
+  keep = hit.length;
+  return s;
+}
+
 std::variant<SessionStore::Found, HttpError> SessionStore::Find(const TurnRequest& req) {
+  // Asked of the shared store before the lock is taken: a network round trip.
+  const std::optional<PrefixHit> remote_prefix = RemotePrefix(req);
   std::lock_guard lock(mu_);
   Found f;
   if (!req.session_id.empty()) {
@@ -283,6 +330,7 @@ std::variant<SessionStore::Found, HttpError> SessionStore::Find(const TurnReques
     f.keep = CommonPrefix(s->record().tokens, req.prompt);
   } else {
     if (options_.prefix_reuse) f.source = BestPrefixLocked(req, f.keep);
+    if (!f.source && remote_prefix) f.source = RemoteSourceLocked(req, *remote_prefix, f.keep);
     auto id = RandomSessionId();
     if (!id.ok()) return HttpError{500, id.message(), "", "server_error"};
     if (sessions_.count(*id))
@@ -311,8 +359,10 @@ Accounted SessionStore::CopyPrefix(Session& s, Session& source, const std::vecto
     keep = 0;  // its file was unreadable (and it is gone, or released): start afresh
     return {};
   }
-  // A shared store may hold a later turn than the tokens the match was made on.
+  // A shared store may hold a later turn than the tokens the match was made on; a session read
+  // from the store for a prefix hash must have been made under this request's salt.
   keep = std::min(keep, CommonPrefix(source.record().tokens, prompt));
+  if (source.record().cache_salt != s.record().cache_salt) keep = 0;
   ConversationRecord& r = s.record();
   r.cache = source.conv->cache().Clone();
   r.tokens = source.record().tokens;

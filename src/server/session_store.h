@@ -119,6 +119,11 @@ class SessionStore {
 
  private:
   Session* BestPrefixLocked(const TurnRequest& req, size_t& keep);
+  // A new conversation's prefix in a session another replica stored (the shared store's prefix
+  // index), when no session here matches; asked without the lock held.
+  std::optional<PrefixHit> RemotePrefix(const TurnRequest& req);
+  // That session, added as known by id only (read by CopyPrefix); null when it is here already.
+  Session* RemoteSourceLocked(const TurnRequest& req, const PrefixHit& hit, size_t& keep);
   const Compressor& CompressorForLocked(const std::string& press);
   // A conversation over `r` (its id, tenant, salt, press and ratio), under the server's mode.
   std::unique_ptr<Conversation> NewConversationLocked(ConversationRecord r);

@@ -11,6 +11,11 @@ CASE store: replicas without the proxy: a session continued on another replica; 
   copy is behind reads the newer turn; keys namespaced by tenant (another key's session is
   never loaded); a Redis restart (append-only file) keeps every completed turn; a replica keeps
   answering while Redis is down; a damaged value is refused and the conversation starts afresh.
+CASE prefix: 3 replicas without the proxy, one Redis: a new conversation on one replica finds
+  the prefix another replica computed (the store's prefix index: cached_tokens > 0, the same
+  answer as without it), another tenant's identical prompt finds nothing (cached_tokens 0);
+  then the prefix hit rate of 12 new conversations over one document spread over the three
+  replicas (printed, and checked: every one after the first hits).
 CASE measure: the figures of docs/server.md (store latency against turn time, bytes per
   session for none and primekv at 0.75 / 0.9, a turn on a replica that does not hold the
   session against one that does); prints a table, checks nothing.
@@ -395,7 +400,8 @@ def case_store(work):
         check(value.startswith(b"PKVSESS1") and redis.cmd("HGET", key, "turn") == b"1",
               "the value is the session file image (turn 1) under the tenant's key")
         names = [k.decode() for k in redis.cmd("KEYS", "*")]
-        check(names == [key] and not any("alpha" in k or "beta" in k for k in names),
+        check(names and key in names and all(tenant_id("alpha") in k for k in names) and
+              not any("alpha" in k.replace(tenant_id("alpha"), "") or "beta" in k for k in names),
               "keys are namespaced by the tenant id, never the API key: %s" % names)
         # Another key names the session on a replica that does not hold it: the store is asked
         # under that key's tenant only, and finds nothing.
@@ -499,6 +505,55 @@ def measure_press(work, redis, press, ratio, context):
         b.stop()
 
 
+def case_prefix(work):
+    # A document put into a session first (max_tokens 0), then questions over it as new
+    # conversations: each starts with the document's tokens, the stored session's whole prompt.
+    context = st.demo_prompt() * 2 + "\n"
+    redis = Redis(work)
+    servers = []
+    try:
+        servers = [Server(work, "--session-store", redis.url(), *TENANT_KEYS) for _ in range(3)]
+        for s in servers:
+            s.key = "alpha"  # for /metrics
+
+        def ask(server, i, key="alpha", question=True):
+            body = {"prompt": context + ("What is the special magic number for %s?\n" %
+                                         KEYS[i % 4] if question else ""),
+                    "temperature": 0, "max_tokens": 6 if question else 0}
+            code, j, _ = post(server.port, body, key=key)
+            check(code == 200, "conversation %d answered (%s)" % (i, code))
+            return j if code == 200 else {"usage": {"prompt_tokens_details": {"cached_tokens": -1},
+                                                    "prompt_tokens": 0},
+                                          "choices": [{"text": None}]}
+
+        ask(servers[0], 0, question=False)
+        index = [k.decode() for k in redis.cmd("KEYS", "primekv:prefix:*")]
+        check(len(index) == 1 and tenant_id("alpha") in index[0] and "alpha" not in
+              index[0].replace(tenant_id("alpha"), ""),
+              "replica A put the document in a session: one prefix index, named by the tenant "
+              "id: %s" % index)
+        other = ask(servers[1], 1)
+        check(cached(other) > 0, "a new conversation on replica B reads the prefix replica A "
+              "stored (cached %d of %d)" % (cached(other), other["usage"]["prompt_tokens"]))
+        check(metric(servers[1], "store_prefix_hits_total") == 1, "B counts one prefix hit")
+        beta = ask(servers[2], 1, key="beta")
+        check(cached(beta) == 0, "another tenant's identical prompt on replica C finds nothing "
+              "(cached 0)")
+        check(beta["choices"][0]["text"] == other["choices"][0]["text"],
+              "and gets the same answer, computed afresh")
+        hits = 0
+        for i in range(2, 14):
+            j = ask(servers[i % 3], i)
+            hits += cached(j) > 0
+        print("     prefix hit rate, 12 new conversations of one tenant over one document on "
+              "3 replicas (after B's): %d of 12" % hits)
+        check(hits == 12, "every one reuses the stored prefix")
+    finally:
+        for s in servers:
+            s.stop()
+        redis.stop()
+
+
 def case_measure(work):
     """Store latency per turn (load, save) against the turn time, bytes per session for none and
     primekv at 0.75 / 0.9, a turn on a replica that does not hold the session's last turn against
@@ -524,7 +579,7 @@ def main():
     ap.add_argument("--primekv", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--sanitized", action="store_true")
-    ap.add_argument("case", choices=["failover", "store", "measure"])
+    ap.add_argument("case", choices=["failover", "store", "prefix", "measure"])
     st.ARGS = ap.parse_args()
     need = ["redis-server"] + (["haproxy"] if st.ARGS.case == "failover" else [])
     missing = [t for t in need if not shutil.which(t)]
@@ -535,7 +590,8 @@ def main():
             return 1
         print("SKIPPED: " + msg)
         return SKIP
-    cases = {"failover": case_failover, "store": case_store, "measure": case_measure}
+    cases = {"failover": case_failover, "store": case_store, "prefix": case_prefix,
+             "measure": case_measure}
     return st.run_checks("primekv-cluster-test-", cases[st.ARGS.case])
 
 
