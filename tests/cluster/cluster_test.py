@@ -16,6 +16,9 @@ CASE prefix: 3 replicas without the proxy, one Redis: a new conversation on one 
   answer as without it), another tenant's identical prompt finds nothing (cached_tokens 0);
   then the prefix hit rate of 12 new conversations over one document spread over the three
   replicas (printed, and checked: every one after the first hits).
+CASE peers: 3 replicas behind two HAProxy balancers sharing their stick table (the `peers`
+  section of deploy/haproxy.cfg): 6 conversations begun through lb1 are continued through lb2,
+  whose table has learnt them, and each turn lands on the replica that answered the first.
 CASE measure: the figures of docs/server.md (store latency against turn time, bytes per
   session for none and primekv at 0.75 / 0.9, a turn on a replica that does not hold the
   session against one that does); prints a table, checks nothing.
@@ -136,23 +139,37 @@ class Redis:
 
 
 class Proxy:
-    """HAProxy with deploy/haproxy.cfg in front of three replicas."""
+    """HAProxy with deploy/haproxy.cfg in front of three replicas, as balancer lb1 (or, given
+    the first one as `peer_of`, as lb2, sharing its stick table)."""
 
-    def __init__(self, work, replicas):
+    def __init__(self, work, replicas, peer_of=None):
         self.port = free_port()
-        self.sock = os.path.join(work, "haproxy.sock")
-        env = dict(os.environ, PRIMEKV_PROXY="127.0.0.1:%d" % self.port, PRIMEKV_ADMIN=self.sock)
+        name = "lb2" if peer_of else "lb1"
+        self.sock = os.path.join(work, "haproxy-%s.sock" % name)
+        self.peers = peer_of.peers if peer_of else (free_port(), free_port())
+        env = dict(os.environ, PRIMEKV_PROXY="127.0.0.1:%d" % self.port, PRIMEKV_ADMIN=self.sock,
+                   PRIMEKV_PEER1="127.0.0.1:%d" % self.peers[0],
+                   PRIMEKV_PEER2="127.0.0.1:%d" % self.peers[1])
         for i, r in enumerate(replicas):
             env["PRIMEKV_R%d" % (i + 1)] = "127.0.0.1:%d" % r.port
-        self.log = open(os.path.join(work, "haproxy.log"), "w")
+        self.log = open(os.path.join(work, "haproxy-%s.log" % name), "w")
         self.proc = subprocess.Popen(
-            ["haproxy", "-db", "-f", os.path.join(ROOT, "deploy", "haproxy.cfg")], env=env,
-            stdout=self.log, stderr=subprocess.STDOUT)
+            ["haproxy", "-db", "-L", name, "-f", os.path.join(ROOT, "deploy", "haproxy.cfg")],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + 20
         while self.states() != {"r1": "UP", "r2": "UP", "r3": "UP"}:
             if self.proc.poll() is not None or time.time() > deadline:
                 raise RuntimeError("haproxy did not start: %s" % open(self.log.name).read())
             time.sleep(0.05)
+
+    def table(self):
+        """The stick table: {session id: server id}."""
+        out = {}
+        for line in self.admin("show table replicas").splitlines():
+            fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+            if "key" in fields and "server_id" in fields:
+                out[fields["key"]] = fields["server_id"]
+        return out
 
     def admin(self, line):
         with socket.socket(socket.AF_UNIX) as s:
@@ -554,6 +571,47 @@ def case_prefix(work):
         redis.stop()
 
 
+def case_peers(work):
+    context = st.demo_prompt()
+    redis = Redis(work)
+    servers, proxies = [], []
+    try:
+        servers = [Server(work, "--session-store", redis.url()) for _ in range(3)]
+        proxies = [Proxy(work, servers)]
+        proxies.append(Proxy(work, servers, peer_of=proxies[0]))
+        first = {}
+        for c in range(6):
+            code, j, replica = post(proxies[0].port, {"prompt": prompt_for(c, [], context),
+                                                      "temperature": 0, "max_tokens": 4})
+            check(code == 200 and replica, "conversation %d begun through lb1 on %s" % (
+                c, replica))
+            if code == 200:
+                first[j["session"]] = (c, replica, j["choices"][0]["text"])
+        check(len(set(r for _, r, _ in first.values())) > 1,
+              "lb1 spread the conversations over replicas: %s" % sorted(
+                  r for _, r, _ in first.values()))
+        deadline = time.time() + 10
+        while time.time() < deadline and not set(first) <= set(proxies[1].table()):
+            time.sleep(0.1)
+        learnt = proxies[1].table()
+        check(set(first) <= set(learnt) and all(
+            learnt[sid] == proxies[0].table()[sid] for sid in first),
+              "lb2's stick table holds lb1's %d sessions, each with lb1's server" % len(first))
+        for sid, (c, replica, text) in first.items():
+            code, j, again = post(proxies[1].port, {
+                "prompt": prompt_for(c, [text], context), "temperature": 0, "max_tokens": 4},
+                sid=sid)
+            check(code == 200 and again == replica,
+                  "conversation %d continued through lb2 on %s (first turn: %s)" % (
+                      c, again, replica))
+    finally:
+        for p in proxies:
+            p.stop()
+        for s in servers:
+            s.stop()
+        redis.stop()
+
+
 def case_measure(work):
     """Store latency per turn (load, save) against the turn time, bytes per session for none and
     primekv at 0.75 / 0.9, a turn on a replica that does not hold the session's last turn against
@@ -579,9 +637,9 @@ def main():
     ap.add_argument("--primekv", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--sanitized", action="store_true")
-    ap.add_argument("case", choices=["failover", "store", "prefix", "measure"])
+    ap.add_argument("case", choices=["failover", "store", "prefix", "peers", "measure"])
     st.ARGS = ap.parse_args()
-    need = ["redis-server"] + (["haproxy"] if st.ARGS.case == "failover" else [])
+    need = ["redis-server"] + (["haproxy"] if st.ARGS.case in ("failover", "peers") else [])
     missing = [t for t in need if not shutil.which(t)]
     if missing:
         msg = "%s not installed (bash scripts/setup.sh --cluster)" % " and ".join(missing)
@@ -591,7 +649,7 @@ def main():
         print("SKIPPED: " + msg)
         return SKIP
     cases = {"failover": case_failover, "store": case_store, "prefix": case_prefix,
-             "measure": case_measure}
+             "peers": case_peers, "measure": case_measure}
     return st.run_checks("primekv-cluster-test-", cases[st.ARGS.case])
 
 
