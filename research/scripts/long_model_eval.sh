@@ -7,9 +7,18 @@
 #              samples per family that retrieval-2's table used: extension must not cost the
 #              short skills.
 #   STEP=test  full cache, the long test split at 16K (N samples of single and multikey).
+#   STEP=tables  every press at ratios 0.5, 0.75 and 0.9 (primekv keydiff streamingllm knorm
+#              expected_attention lagkv curdkv kvzip) and the full cache, on the test split's
+#              single, multikey, near_key and vt at LENGTH (default 16384), N samples each
+#              (default 10): research/results/long-tables/test-LENGTH.
+#   STEP=drift multi-turn mode on the test split's drift family at 16K (twelve facts, six
+#              questions in turn), none / primekv / keydiff at 0.75 and 0.9, N samples.
+#   STEP=chunked chunked mode at 16K (chunks of CHUNK tokens, default 2048), primekv and
+#              keydiff at 0.75, N samples (default 5) of single and multikey.
+# Tables and the frontier plot from a tables folder: research/scripts/long_tables.py.
 # Environment: MODEL (default models/primekv-long.gguf), PRIMEKV_BIN (default
 # build/release/src/cli/primekv), SPLITS (make_long_splits.py --out folder, made when missing),
-# N, THREADS (default 2).
+# N, THREADS (default 2), LENGTH, CHUNK.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 step="${STEP:-dev}"
@@ -21,8 +30,9 @@ n="${N:-5}"
 threads="${THREADS:-2}"
 if [[ ! -d "$splits/long-dev" ]]; then
   /usr/bin/python3 scripts/make_long_splits.py --lengths 4096 8192 16384 --splits dev test \
-    --n 20 --families single multikey near_key vt --out "$splits"
+    --n 20 --families single multikey near_key vt drift --out "$splits"
 fi
+presses="none;primekv;keydiff;streamingllm;knorm;expected_attention;lagkv;curdkv;kvzip"
 run() {  # split length folder
   local split="$1" len="$2" dir="$3"
   "$bin" eval -m "$model" -c $((len + 512)) --allow-ctx-overflow --presses none \
@@ -32,6 +42,26 @@ run() {  # split length folder
 case "$step" in
   dev) for len in 4096 8192 16384; do run dev "$len" "$out/eval-dev-$len"; done ;;
   test) run test 16384 "$out/eval-test-16384" ;;
+  tables)
+    len="${LENGTH:-16384}" S="$splits/long-test/${LENGTH:-16384}"
+    "$bin" eval -m "$model" -c $((len + 512)) --allow-ctx-overflow --presses "$presses" \
+      --ratios 0.5 0.75 0.9 --samples "${N:-10}" --threads "$threads" -q --compare primekv,keydiff \
+      --tasks "jsonl:$S/single.jsonl,jsonl:$S/multikey.jsonl,jsonl:$S/near_key.jsonl,jsonl:$S/vt.jsonl" \
+      --out "${1:-research/results/long-tables/test-$len}"
+    ;;
+  drift)
+    "$bin" eval -m "$model" -c 16896 --allow-ctx-overflow --mode multiturn \
+      --presses "none;primekv;keydiff" --ratios 0.75 0.9 --samples "${N:-10}" --threads "$threads" \
+      -q --compare primekv,keydiff --tasks "jsonl:$splits/long-test/16384/drift.jsonl" \
+      --out "${1:-research/results/long-tables/drift-16384}"
+    ;;
+  chunked)
+    S="$splits/long-test/16384" chunk="${CHUNK:-2048}"
+    "$bin" eval -m "$model" -c 16896 --allow-ctx-overflow --mode chunked --chunk "$chunk" \
+      --presses "primekv;keydiff" --ratios 0.75 --samples "${N:-5}" --threads "$threads" -q \
+      --compare primekv,keydiff --tasks "jsonl:$S/single.jsonl,jsonl:$S/multikey.jsonl" \
+      --out "${1:-research/results/long-tables/chunked-$chunk-16384}"
+    ;;
   2k)
     tasks=""
     for f in single single_uuid multikey dense multivalue multiquery vt freq multiturn near_key drift; do
@@ -40,5 +70,5 @@ case "$step" in
     "$bin" eval -m "$model" -c 2048 --presses none --tasks "$tasks" --samples 30 --seed 42 \
       --threads "$threads" -q --out "$out/eval-2k-heldout-test"
     ;;
-  *) echo "STEP must be dev, 2k or test" >&2; exit 2 ;;
+  *) echo "STEP must be dev, 2k, test, tables, drift or chunked" >&2; exit 2 ;;
 esac

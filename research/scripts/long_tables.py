@@ -146,9 +146,13 @@ def plot(dat, out, title):
                 f.write("%.4f %.4f %.4f %.2f\n" % (d[3], d[4], d[2], d[1]))
             f.write("\n\n")
             names.append(p)
+    colours = ["#000000", "#009e73", "#56b4e9", "#e69f00", "#f0e442", "#0072b2", "#d55e00",
+               "#cc79a7", "#8c564b", "#7f7f7f"]
     series = lambda col: ", ".join(
-        "'frontier.dat' index %d using %s:3 with linespoints pt 7 title '%s'" %
-        (i, col, "full cache" if n == "none" else n) for i, n in enumerate(names))
+        "'frontier.dat' index %d using %s:3 with linespoints pt %d ps %s lc rgb '%s' title '%s'" %
+        (i, col, 3 if n == "none" else 7, "2" if n == "none" else "1",
+         colours[i % len(colours)], "full cache" if n == "none" else n)
+        for i, n in enumerate(names))
     gp = """set terminal pngcairo size 1200,500 noenhanced
 set output 'frontier.png'
 set multiplot layout 1,2 title 'Accuracy and cost, long model %s (mean over families)'
