@@ -343,18 +343,26 @@ Result<RedisAddress> ParseRedisUrl(const std::string& url) {
   return a;
 }
 
+namespace {
+
+constexpr uint64_t kFnvOffset = 1469598103934665603ull;
+
+// FNV-1a 64 of `n` more bytes after state `h`.
+uint64_t Fnv1a(uint64_t h, const void* data, size_t n) {
+  const auto* b = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) {
+    h ^= b[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
 std::vector<uint64_t> PrefixHashes(const std::vector<Token>& tokens, size_t up_to) {
   std::vector<uint64_t> out(std::min(up_to, tokens.size()) + 1);
-  uint64_t h = 1469598103934665603ull;
-  out[0] = h;
-  for (size_t i = 0; i + 1 < out.size(); ++i) {
-    const auto* b = reinterpret_cast<const unsigned char*>(&tokens[i]);
-    for (size_t j = 0; j < sizeof(Token); ++j) {
-      h ^= b[j];
-      h *= 1099511628211ull;
-    }
-    out[i + 1] = h;
-  }
+  out[0] = kFnvOffset;
+  for (size_t i = 0; i + 1 < out.size(); ++i) out[i + 1] = Fnv1a(out[i], &tokens[i], sizeof(Token));
   return out;
 }
 
@@ -363,11 +371,7 @@ std::string RedisPrefixKey(const ConversationRecord& like) {
   char ratio[32];
   std::snprintf(ratio, sizeof(ratio), "%.17g", like.schedule.ratio);
   const std::string what = like.cache_salt + '\0' + like.press + '\0' + ratio;
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : what) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
+  const uint64_t h = Fnv1a(kFnvOffset, what.data(), what.size());
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
   return "primekv:prefix:" + (like.tenant.empty() ? std::string("-") : like.tenant) + ":" + hex;

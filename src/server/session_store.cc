@@ -275,21 +275,25 @@ Session* SessionStore::RemoteSourceLocked(const TurnRequest& req, const PrefixHi
     // Known here: a local match would have found it unless it is busy or of another tenant.
     return nullptr;
   }
-  // Another replica's session, known by id until CopyPrefix reads it from the store under this
-  // request's tenant (RestoreIfEvicted), which also checks its press and ratio.
-  auto remote = std::make_unique<Session>();
-  remote->conv = NewConversationLocked({.id = hit.id,
-                                        .tenant = req.tenant,
-                                        .cache_salt = req.cache_salt,
-                                        .press = req.press,
-                                        .schedule = {.ratio = req.ratio}});
-  remote->conv->DropCache();
-  remote->persisted = true;
-  remote->load = true;
-  Session* s = remote.get();
-  sessions_.emplace(hit.id, std::move(remote));
+  // Another replica's session, read by CopyPrefix under this request's tenant
+  // (RestoreIfEvicted), which also checks its press and ratio.
   keep = hit.length;
-  return s;
+  return &AddStoredLocked({.id = hit.id,
+                           .tenant = req.tenant,
+                           .cache_salt = req.cache_salt,
+                           .press = req.press,
+                           .schedule = {.ratio = req.ratio}});
+}
+
+Session& SessionStore::AddStoredLocked(ConversationRecord record) {
+  auto s = std::make_unique<Session>();
+  s->conv = NewConversationLocked(std::move(record));
+  s->conv->DropCache();
+  s->persisted = true;
+  s->load = true;
+  Session& added = *s;
+  sessions_[added.record().id] = std::move(s);
+  return added;
 }
 
 std::variant<SessionStore::Found, HttpError> SessionStore::Find(const TurnRequest& req) {
@@ -302,15 +306,11 @@ std::variant<SessionStore::Found, HttpError> SessionStore::Find(const TurnReques
     if (it == sessions_.end() && backend_ && backend_->shared()) {
       // Perhaps served by another replica: known by id only until it is read from the store
       // under this request's tenant (RestoreIfEvicted), so another tenant's is never read.
-      auto remote = std::make_unique<Session>();
-      remote->conv = NewConversationLocked({.id = req.session_id,
-                                            .tenant = req.tenant,
-                                            .press = req.press,
-                                            .schedule = {.ratio = req.ratio}});
-      remote->conv->DropCache();
-      remote->persisted = true;
-      remote->load = true;
-      it = sessions_.emplace(req.session_id, std::move(remote)).first;
+      AddStoredLocked({.id = req.session_id,
+                       .tenant = req.tenant,
+                       .press = req.press,
+                       .schedule = {.ratio = req.ratio}});
+      it = sessions_.find(req.session_id);
     }
     // Another tenant's session is answered exactly as one that does not exist.
     if (it == sessions_.end() || it->second->record().tenant != req.tenant) {

@@ -122,6 +122,8 @@ class SessionStore {
   // A new conversation's prefix in a session another replica stored (the shared store's prefix
   // index), when no session here matches; asked without the lock held.
   std::optional<PrefixHit> RemotePrefix(const TurnRequest& req);
+  // A session the shared store holds, known here by id only until RestoreIfEvicted reads it.
+  Session& AddStoredLocked(ConversationRecord record);
   // That session, added as known by id only (read by CopyPrefix); null when it is here already.
   Session* RemoteSourceLocked(const TurnRequest& req, const PrefixHit& hit, size_t& keep);
   const Compressor& CompressorForLocked(const std::string& press);
