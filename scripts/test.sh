@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds with warnings as errors, and runs every test.
 # Usage: scripts/test.sh [preset]   (presets: ci (default), asan, tsan)
-# tsan builds only the C API's C test under ThreadSanitizer and runs it (its threaded rows: a
-# session used from two threads at once, a session outliving its model's pk_model_free).
+# tsan builds only the C API's C test and the KV cache's tests under ThreadSanitizer and runs
+# them (their threaded rows: a session used from two threads at once, a session outliving its
+# model's pk_model_free, caches sharing one page pool changed on their own threads).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-ci}"
@@ -15,10 +16,10 @@ bash scripts/setup.sh "${setup_args[@]}"
 t1=$(date +%s)
 cmake --preset "$preset" -G Ninja >/dev/null
 if [ "$preset" = tsan ]; then
-  cmake --build "build/$preset" -j "$(nproc)" --target capi_c11_test
+  cmake --build "build/$preset" -j "$(nproc)" --target capi_c11_test kv_cache_test
   t2=$(date +%s)
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-    ctest --test-dir "build/$preset" --output-on-failure -R '^capi_c11$'
+    ctest --test-dir "build/$preset" --output-on-failure -R '^capi_c11$|^KvCache\.'
   echo "-- $preset: setup $((t1 - t0)) s, build $((t2 - t1)) s, tests $(($(date +%s) - t2)) s"
   exit 0
 fi

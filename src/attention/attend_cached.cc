@@ -196,12 +196,12 @@ bool AttendCached(const AttnShape& shape, MatView<const float> q, std::span<cons
                        q0,    std::min(tq, n - q0)};
       GatherQueries(t, ts);
       const int32_t max_pos = q_pos[t.q0 + t.qn - 1];
-      const int len = cache.Length(layer, t.kvh);
+      const int n_pages = cache.NumPages(layer, t.kvh);
       bool task_finite = true;
-      for (int p = 0; p * pt < len; ++p) {
+      for (int p = 0; p < n_pages; ++p) {
         const KvPage& page = cache.Page(layer, t.kvh, p);
         if (page.positions[0] > max_pos) break;  // positions ascend: nothing visible further on
-        task_finite &= AttendPage(t, page, std::min(pt, len - p * pt), ts, softmax);
+        task_finite &= AttendPage(t, page, page.rows, ts, softmax);
       }
       if (!task_finite) finite.store(false, std::memory_order_relaxed);
       WriteOutputs(t, ts, out);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "primekv/quant/quant.h"
@@ -48,49 +49,68 @@ Status CheckKvDType(KvDType t, int head_dim) {
 }
 
 // Pages come from chunks of kPagesPerChunk; freed pages go on a free list and are reused first,
-// so compressing one head makes room for another head's growth.
+// so compressing one head makes room for another head's growth. Caches that share the pool run
+// on different threads: the chunk list, the reference counts and the free list are guarded.
 struct KvCache::Pool {
   static constexpr int kPagesPerChunk = 64;
   size_t page_bytes = 0;
   size_t key_bytes = 0;  // bytes of the keys (and of the values) in one page
   int page_tokens = 0;
+  mutable std::mutex mu;
   std::vector<std::unique_ptr<uint8_t[]>> chunks;
-  std::vector<KvPage> pages;
+  std::vector<int> refs;  // caches holding each page; 0 = free
   std::vector<int> free_list;
 
-  void AddChunk() {
+  KvPage ViewLocked(int id) const {
+    uint8_t* p = chunks[static_cast<size_t>(id / kPagesPerChunk)].get() +
+                 page_bytes * static_cast<size_t>(id % kPagesPerChunk);
+    return KvPage{p, p + key_bytes, reinterpret_cast<int32_t*>(p + 2 * key_bytes)};
+  }
+
+  void AddChunkLocked() {
     chunks.emplace_back(new uint8_t[page_bytes * kPagesPerChunk]);
-    uint8_t* base = chunks.back().get();
-    const int first = static_cast<int>(pages.size());
-    for (int i = 0; i < kPagesPerChunk; ++i) {
-      uint8_t* p = base + page_bytes * static_cast<size_t>(i);
-      pages.push_back(KvPage{p, p + key_bytes, reinterpret_cast<int32_t*>(p + 2 * key_bytes)});
-    }
+    const int first = static_cast<int>(refs.size());
+    refs.resize(refs.size() + kPagesPerChunk, 0);
     // Reverse order so the lowest page id is handed out first.
     std::vector<int> fresh;
     for (int i = kPagesPerChunk - 1; i >= 0; --i) fresh.push_back(first + i);
     free_list.insert(free_list.begin(), fresh.begin(), fresh.end());
   }
 
-  int Acquire() {
-    if (free_list.empty()) AddChunk();
+  PageSlot AcquireLocked() {
+    if (free_list.empty()) AddChunkLocked();
     const int id = free_list.back();
     free_list.pop_back();
-    return id;
+    refs[static_cast<size_t>(id)] = 1;
+    return PageSlot{ViewLocked(id), id};
   }
-  void Release(int id) { free_list.push_back(id); }
+
+  void ReleaseLocked(int id) {
+    if (--refs[static_cast<size_t>(id)] == 0) free_list.push_back(id);
+  }
+
+  size_t AllocatedBytes() const {
+    std::lock_guard lock(mu);
+    return chunks.size() * kPagesPerChunk * page_bytes;
+  }
 };
 
 KvCache::KvCache(int n_layers, int n_kv_heads, int head_dim, KvCacheOptions options)
+    : KvCache(n_layers, n_kv_heads, head_dim, options, nullptr) {}
+
+KvCache::KvCache(int n_layers, int n_kv_heads, int head_dim, KvCacheOptions options,
+                 std::shared_ptr<Pool> pool)
     : n_layers_(n_layers),
       n_kv_heads_(n_kv_heads),
       head_dim_(head_dim),
       options_(options),
       heads_(static_cast<size_t>(n_layers) * n_kv_heads),
-      pool_(std::make_unique<Pool>()) {
+      pool_(std::move(pool)) {
   Check(n_layers > 0 && n_kv_heads > 0 && head_dim > 0, "KvCache shape must be positive");
   Check(options_.page_tokens > 0, "page_tokens must be positive");
   Check(CheckKvDType(options_.dtype, head_dim).ok(), "KV type does not fit the head dimension");
+  if (pool_) return;
+  pool_ = std::make_shared<Pool>();
   pool_->page_tokens = options_.page_tokens;
   pool_->key_bytes =
       static_cast<size_t>(options_.page_tokens) * KvRowBytes(options_.dtype, head_dim_);
@@ -99,25 +119,131 @@ KvCache::KvCache(int n_layers, int n_kv_heads, int head_dim, KvCacheOptions opti
   pool_->page_bytes = (raw + 63) / 64 * 64;
 }
 
-KvCache::KvCache(KvCache&&) noexcept = default;
-KvCache& KvCache::operator=(KvCache&&) noexcept = default;
-KvCache::~KvCache() = default;
+KvCache::KvCache(KvCache&& o) noexcept
+    : n_layers_(o.n_layers_),
+      n_kv_heads_(o.n_kv_heads_),
+      head_dim_(o.head_dim_),
+      options_(o.options_),
+      next_position_(o.next_position_),
+      heads_(std::move(o.heads_)),
+      pool_(std::move(o.pool_)),
+      live_entries_(o.live_entries_),
+      peak_bytes_in_use_(o.peak_bytes_in_use_) {
+  o.heads_.clear();
+  o.live_entries_ = 0;
+}
+
+KvCache& KvCache::operator=(KvCache&& o) noexcept {
+  if (this == &o) return *this;
+  ReleaseAll();
+  n_layers_ = o.n_layers_;
+  n_kv_heads_ = o.n_kv_heads_;
+  head_dim_ = o.head_dim_;
+  options_ = o.options_;
+  next_position_ = o.next_position_;
+  heads_ = std::move(o.heads_);
+  pool_ = std::move(o.pool_);
+  live_entries_ = o.live_entries_;
+  peak_bytes_in_use_ = o.peak_bytes_in_use_;
+  o.heads_.clear();
+  o.live_entries_ = 0;
+  return *this;
+}
+
+KvCache::~KvCache() { ReleaseAll(); }
+
+void KvCache::ReleaseAll() {
+  if (!pool_) return;
+  std::lock_guard lock(pool_->mu);
+  for (auto& head : heads_) {
+    for (const PageSlot& slot : head.pages) pool_->ReleaseLocked(slot.id);
+    head.pages.clear();
+    head.length = 0;
+  }
+}
+
+KvCache::PageSlot KvCache::NewPage(int first) {
+  std::lock_guard lock(pool_->mu);
+  PageSlot slot = pool_->AcquireLocked();
+  slot.first = first;
+  return slot;
+}
+
+bool KvCache::Exclusive(int id) const {
+  std::lock_guard lock(pool_->mu);
+  return pool_->refs[static_cast<size_t>(id)] == 1;
+}
+
+int KvCache::PageOf(const HeadState& head, int row) const {
+  // Full pages put `row` at row / page_tokens; a partly filled page before it only moves it on.
+  const auto at = [&](size_t i) {
+    const PageSlot& s = head.pages[i];
+    return row >= s.first && row < s.first + s.page.rows;
+  };
+  const size_t guess = std::min(static_cast<size_t>(row / options_.page_tokens),
+                                head.pages.size() - 1);
+  if (at(guess)) return static_cast<int>(guess);
+  const auto it = std::upper_bound(head.pages.begin() + static_cast<std::ptrdiff_t>(guess),
+                                   head.pages.end(), row,
+                                   [](int r, const PageSlot& s) { return r < s.first; });
+  return static_cast<int>(it - head.pages.begin()) - 1;
+}
+
+KvCache::PageSlot& KvCache::AppendTarget(HeadState& head, bool& own_last) {
+  if (head.pages.empty() || !own_last || head.pages.back().page.rows == options_.page_tokens) {
+    head.pages.push_back(NewPage(head.length));
+    own_last = true;
+  }
+  return head.pages.back();
+}
+
+void KvCache::MakeWritable(HeadState& head, int index) {
+  PageSlot& slot = head.pages[static_cast<size_t>(index)];
+  PageSlot copy;
+  {
+    std::lock_guard lock(pool_->mu);
+    if (pool_->refs[static_cast<size_t>(slot.id)] == 1) return;
+    copy = pool_->AcquireLocked();
+  }
+  // The old page is still held here while it is read, so no other cache writes to it meanwhile
+  // (it sees a count above one and copies too). A page's keys pointer starts its block.
+  std::memcpy(copy.page.keys, slot.page.keys, pool_->page_bytes);
+  {
+    std::lock_guard lock(pool_->mu);
+    pool_->ReleaseLocked(slot.id);
+  }
+  copy.page.rows = slot.page.rows;
+  copy.first = slot.first;
+  slot = copy;
+}
 
 KvCache KvCache::Clone() const {
   KvCache copy(n_layers_, n_kv_heads_, head_dim_, options_);
   copy.next_position_ = next_position_;
-  for (int l = 0; l < n_layers_; ++l) {
-    for (int h = 0; h < n_kv_heads_; ++h) {
-      const HeadState& src = Head(l, h);
-      HeadState& dst = copy.Head(l, h);
-      dst.length = src.length;
-      for (int page : src.pages) {
-        int id = copy.pool_->Acquire();
-        // A page's keys pointer is the start of its block (keys, values, positions).
-        std::memcpy(copy.pool_->pages[id].keys, pool_->pages[page].keys, pool_->page_bytes);
-        dst.pages.push_back(id);
-      }
+  for (size_t i = 0; i < heads_.size(); ++i) {
+    const HeadState& src = heads_[i];
+    HeadState& dst = copy.heads_[i];
+    dst.length = src.length;
+    for (const PageSlot& page : src.pages) {
+      PageSlot fresh = copy.NewPage(page.first);
+      std::memcpy(fresh.page.keys, page.page.keys, pool_->page_bytes);
+      fresh.page.rows = page.page.rows;
+      dst.pages.push_back(fresh);
     }
+  }
+  copy.live_entries_ = live_entries_;
+  copy.peak_bytes_in_use_ = copy.BytesInUse();
+  return copy;
+}
+
+KvCache KvCache::Share() const {
+  KvCache copy(n_layers_, n_kv_heads_, head_dim_, options_, pool_);
+  copy.next_position_ = next_position_;
+  copy.heads_ = heads_;
+  {
+    std::lock_guard lock(pool_->mu);
+    for (const HeadState& head : heads_)
+      for (const PageSlot& slot : head.pages) ++pool_->refs[static_cast<size_t>(slot.id)];
   }
   copy.live_entries_ = live_entries_;
   copy.peak_bytes_in_use_ = copy.BytesInUse();
@@ -141,23 +267,44 @@ size_t KvCache::BytesPerEntry() const {
 size_t KvCache::BytesInUse() const { return static_cast<size_t>(live_entries_) * BytesPerEntry(); }
 
 size_t KvCache::BytesReserved() const {
-  return (pool_->pages.size() - pool_->free_list.size()) * pool_->page_bytes;
+  size_t pages = 0;
+  for (const auto& head : heads_) pages += head.pages.size();
+  return pages * pool_->page_bytes;
 }
 
-size_t KvCache::BytesAllocated() const { return pool_->pages.size() * pool_->page_bytes; }
+size_t KvCache::BytesShared() const {
+  size_t pages = 0;
+  std::lock_guard lock(pool_->mu);
+  for (const auto& head : heads_)
+    for (const PageSlot& slot : head.pages) pages += pool_->refs[static_cast<size_t>(slot.id)] > 1;
+  return pages * pool_->page_bytes;
+}
+
+size_t KvCache::BytesAllocated() const { return pool_->AllocatedBytes(); }
+
+size_t KvCache::PagesNeeded(int extra) const {
+  if (extra <= 0) return 0;
+  const int pt = options_.page_tokens;
+  size_t needed = 0;
+  std::lock_guard lock(pool_->mu);
+  for (const auto& head : heads_) {
+    // Room in the last page counts only while no other cache holds it.
+    int room = 0;
+    if (!head.pages.empty() && pool_->refs[static_cast<size_t>(head.pages.back().id)] == 1)
+      room = pt - head.pages.back().page.rows;
+    if (extra > room) needed += static_cast<size_t>((extra - room + pt - 1) / pt);
+  }
+  return needed;
+}
 
 size_t KvCache::BytesAllocatedAfterReserve(int extra) const {
-  const int pt = options_.page_tokens;
-  size_t pages_needed = 0;
-  for (const auto& head : heads_) {
-    const size_t want = static_cast<size_t>((head.length + extra + pt - 1) / pt);
-    if (want > head.pages.size()) pages_needed += want - head.pages.size();
-  }
-  size_t pages = pool_->pages.size();
+  const size_t needed = PagesNeeded(extra);
+  std::lock_guard lock(pool_->mu);
+  size_t pages = pool_->chunks.size() * Pool::kPagesPerChunk;
   const size_t free = pool_->free_list.size();
-  if (pages_needed > free) {
+  if (needed > free) {
     const size_t chunk = Pool::kPagesPerChunk;
-    pages += (pages_needed - free + chunk - 1) / chunk * chunk;
+    pages += (needed - free + chunk - 1) / chunk * chunk;
   }
   return pages * pool_->page_bytes;
 }
@@ -199,7 +346,6 @@ Status KvCache::Append(int layer, MatView<const float> k, MatView<const float> v
     if (positions[i] <= positions[i - 1])
       return Status::Error("KV append: positions not increasing");
   }
-  const int pt = options_.page_tokens;
   for (int h = 0; h < n_kv_heads_; ++h) {
     HeadState& head = Head(layer, h);
     if (options_.max_tokens_per_head > 0 && head.length + n > options_.max_tokens_per_head) {
@@ -214,14 +360,12 @@ Status KvCache::Append(int layer, MatView<const float> k, MatView<const float> v
   }
   for (int h = 0; h < n_kv_heads_; ++h) {
     HeadState& head = Head(layer, h);
+    bool own_last = !head.pages.empty() && Exclusive(head.pages.back().id);
     for (int i = 0; i < n; ++i) {
-      const int slot = head.length % pt;
-      if (slot == 0 && head.length / pt == static_cast<int>(head.pages.size())) {
-        head.pages.push_back(pool_->Acquire());
-      }
-      const KvPage& page = pool_->pages[head.pages[head.length / pt]];
-      WriteRow(page, slot, k.Row(i) + static_cast<int64_t>(h) * head_dim_,
+      KvPage& page = AppendTarget(head, own_last).page;
+      WriteRow(page, page.rows, k.Row(i) + static_cast<int64_t>(h) * head_dim_,
                v.Row(i) + static_cast<int64_t>(h) * head_dim_, positions[i]);
+      ++page.rows;
       ++head.length;
     }
   }
@@ -255,15 +399,12 @@ template <typename Write>
 void KvCache::AppendRows(int layer, int kv_head, std::span<const int32_t> positions, Write write) {
   HeadState& head = Head(layer, kv_head);
   const size_t n = positions.size();
-  const int pt = options_.page_tokens;
+  bool own_last = n > 0 && !head.pages.empty() && Exclusive(head.pages.back().id);
   for (size_t i = 0; i < n; ++i) {
-    const int slot = head.length % pt;
-    if (slot == 0 && head.length / pt == static_cast<int>(head.pages.size())) {
-      head.pages.push_back(pool_->Acquire());
-    }
-    const KvPage& page = pool_->pages[head.pages[head.length / pt]];
-    write(page, slot, i);
-    page.positions[slot] = positions[i];
+    KvPage& page = AppendTarget(head, own_last).page;
+    write(page, page.rows, i);
+    page.positions[page.rows] = positions[i];
+    ++page.rows;
     ++head.length;
   }
   live_entries_ += static_cast<int64_t>(n);
@@ -325,76 +466,115 @@ Status KvCache::AppendHeadRaw(int layer, int kv_head, std::span<const uint8_t> k
 
 void KvCache::Reserve(int extra) {
   const int pt = options_.page_tokens;
-  size_t pages_needed = 0;
-  for (auto& head : heads_) {
-    const size_t want = static_cast<size_t>((head.length + extra + pt - 1) / pt);
-    if (want > head.pages.size()) pages_needed += want - head.pages.size();
-    head.pages.reserve(want);
-  }
-  while (pool_->free_list.size() < pages_needed) pool_->AddChunk();
-  pool_->free_list.reserve(pool_->pages.size());
+  const size_t needed = PagesNeeded(extra);
+  for (auto& head : heads_)
+    head.pages.reserve(head.pages.size() + static_cast<size_t>((std::max(extra, 0) + pt - 1) / pt));
+  std::lock_guard lock(pool_->mu);
+  while (pool_->free_list.size() < needed) pool_->AddChunkLocked();
+  pool_->free_list.reserve(pool_->refs.size());
 }
 
 void KvCache::Retain(int layer, int kv_head, std::span<const int32_t> kept_rows) {
   HeadState& head = Head(layer, kv_head);
   const int pt = options_.page_tokens;
-  int out = 0;
+  const int n_keep = static_cast<int>(kept_rows.size());
   int prev = -1;
   for (int32_t r : kept_rows) {
     Check(r > prev && r < head.length, "KvCache::Retain: rows must be sorted, unique, in range");
     prev = r;
-    if (r != out) {
-      CopyRow(pool_->pages[head.pages[r / pt]], r % pt, pool_->pages[head.pages[out / pt]],
-              out % pt);
-    }
-    ++out;
   }
-  live_entries_ -= head.length - out;
-  head.length = out;
-  const size_t pages_needed = static_cast<size_t>((out + pt - 1) / pt);
-  while (head.pages.size() > pages_needed) {
-    pool_->Release(head.pages.back());
+  // Rows before the first removed one stay where they are, and so do their pages.
+  int g = 0;
+  while (g < n_keep && kept_rows[static_cast<size_t>(g)] == g) ++g;
+  live_entries_ -= head.length - n_keep;
+  if (g == n_keep) {
+    KeepFirst(head, n_keep);
+    return;
+  }
+  // The rest is packed from row g on, full pages from there; the writer never passes the
+  // reader (packed rows take no more room than the rows they came from).
+  const int p0 = PageOf(head, g);
+  int wp = p0;
+  int ws = g - head.pages[static_cast<size_t>(wp)].first;
+  int rp = wp;
+  int writable = -1;
+  for (int i = g; i < n_keep; ++i) {
+    const int r = kept_rows[static_cast<size_t>(i)];
+    while (r >= head.pages[static_cast<size_t>(rp)].first +
+                    head.pages[static_cast<size_t>(rp)].page.rows)
+      ++rp;
+    if (ws == pt) {
+      ++wp;
+      ws = 0;
+    }
+    if (wp != writable) {
+      MakeWritable(head, wp);
+      writable = wp;
+    }
+    const PageSlot& from = head.pages[static_cast<size_t>(rp)];
+    CopyRow(from.page, r - from.first, head.pages[static_cast<size_t>(wp)].page, ws);
+    ++ws;
+  }
+  // Pages up to wp now hold the rows in order: full, but the last.
+  int first = head.pages[static_cast<size_t>(p0)].first;
+  for (int p = p0; p <= wp; ++p) {
+    PageSlot& slot = head.pages[static_cast<size_t>(p)];
+    slot.first = first;
+    slot.page.rows = p == wp ? ws : pt;
+    first += slot.page.rows;
+  }
+  head.length = n_keep;
+  std::lock_guard lock(pool_->mu);
+  while (static_cast<int>(head.pages.size()) > wp + 1) {
+    pool_->ReleaseLocked(head.pages.back().id);
     head.pages.pop_back();
   }
 }
 
+void KvCache::KeepFirst(HeadState& head, int n) {
+  if (n >= head.length) return;
+  std::lock_guard lock(pool_->mu);
+  while (!head.pages.empty() && head.pages.back().first >= n) {
+    pool_->ReleaseLocked(head.pages.back().id);
+    head.pages.pop_back();
+  }
+  if (!head.pages.empty()) head.pages.back().page.rows = n - head.pages.back().first;
+  head.length = n;
+}
+
 void KvCache::TruncateFrom(int32_t pos) {
-  for (int l = 0; l < n_layers_; ++l) {
-    for (int h = 0; h < n_kv_heads_; ++h) {
-      HeadState& head = Head(l, h);
-      int keep = head.length;
-      while (keep > 0 && PositionAt(l, h, keep - 1) >= pos) --keep;
-      if (keep == head.length) continue;
-      std::vector<int32_t> rows(static_cast<size_t>(keep));
-      for (int i = 0; i < keep; ++i) rows[i] = i;
-      Retain(l, h, rows);
+  for (auto& head : heads_) {
+    int keep = head.length;
+    for (auto p = head.pages.rbegin(); p != head.pages.rend(); ++p) {
+      int r = p->page.rows;
+      while (r > 0 && p->page.positions[r - 1] >= pos) --r;
+      keep = p->first + r;
+      if (r > 0) break;
     }
+    live_entries_ -= head.length - keep;
+    KeepFirst(head, keep);
   }
   next_position_ = std::min(next_position_, pos);
 }
 
 void KvCache::Clear() {
-  for (auto& head : heads_) {
-    for (int p : head.pages) pool_->Release(p);
-    head.pages.clear();
-    head.length = 0;
-  }
+  ReleaseAll();
   live_entries_ = 0;
   next_position_ = 0;
 }
 
 int KvCache::NumPages(int layer, int kv_head) const {
-  const HeadState& head = Head(layer, kv_head);
-  return (head.length + options_.page_tokens - 1) / options_.page_tokens;
+  return static_cast<int>(Head(layer, kv_head).pages.size());
 }
 
 const KvPage& KvCache::Page(int layer, int kv_head, int page) const {
-  return pool_->pages[Head(layer, kv_head).pages[page]];
+  return Head(layer, kv_head).pages[static_cast<size_t>(page)].page;
 }
 
 int32_t KvCache::PositionAt(int layer, int kv_head, int row) const {
-  const int pt = options_.page_tokens;
-  return Page(layer, kv_head, row / pt).positions[row % pt];
+  const HeadState& head = Head(layer, kv_head);
+  const PageSlot& slot = head.pages[static_cast<size_t>(PageOf(head, row))];
+  return slot.page.positions[row - slot.first];
 }
 
 void KvCache::RowsToFloat(const void* rows, int count, float* out) const {
@@ -416,18 +596,18 @@ void KvCache::PageValuesToFloat(const KvPage& page, int count, float* out) const
 
 void KvCache::ReadHead(int layer, int kv_head, std::vector<float>* keys, std::vector<float>* values,
                        std::vector<int32_t>* positions) const {
-  const int len = Length(layer, kv_head);
-  const int pt = options_.page_tokens;
-  if (keys) keys->resize(static_cast<size_t>(len) * head_dim_);
-  if (values) values->resize(static_cast<size_t>(len) * head_dim_);
-  if (positions) positions->resize(static_cast<size_t>(len));
-  for (int p = 0; p < NumPages(layer, kv_head); ++p) {
-    const KvPage& page = Page(layer, kv_head, p);
-    const int count = std::min(pt, len - p * pt);
-    const size_t off = static_cast<size_t>(p) * pt * head_dim_;
-    if (keys) PageKeysToFloat(page, count, keys->data() + off);
-    if (values) PageValuesToFloat(page, count, values->data() + off);
-    if (positions) std::copy(page.positions, page.positions + count, positions->data() + p * pt);
+  const HeadState& head = Head(layer, kv_head);
+  const size_t len = static_cast<size_t>(head.length);
+  const size_t d = static_cast<size_t>(head_dim_);
+  if (keys) keys->resize(len * d);
+  if (values) values->resize(len * d);
+  if (positions) positions->resize(len);
+  for (const PageSlot& slot : head.pages) {
+    const size_t at = static_cast<size_t>(slot.first);
+    if (keys) PageKeysToFloat(slot.page, slot.page.rows, keys->data() + at * d);
+    if (values) PageValuesToFloat(slot.page, slot.page.rows, values->data() + at * d);
+    if (positions)
+      std::copy(slot.page.positions, slot.page.positions + slot.page.rows, positions->data() + at);
   }
 }
 
@@ -440,34 +620,28 @@ void KvCache::ReadRowsRaw(int layer, int kv_head, int first, int count, std::vec
                           std::vector<uint8_t>* values, std::vector<int32_t>* positions) const {
   Check(first >= 0 && count >= 0 && first + count <= Length(layer, kv_head),
         "KvCache::ReadRowsRaw: rows out of range");
-  const int pt = options_.page_tokens;
+  const HeadState& head = Head(layer, kv_head);
   const size_t row = KvRowBytes(options_.dtype, head_dim_);
   keys->resize(static_cast<size_t>(count) * row);
   values->resize(static_cast<size_t>(count) * row);
   positions->resize(static_cast<size_t>(count));
-  for (int r = first; r < first + count;) {
-    const KvPage& page = Page(layer, kv_head, r / pt);
-    const int slot = r % pt;
-    const size_t n = static_cast<size_t>(std::min(pt - slot, first + count - r));
+  if (count == 0) return;
+  for (int p = PageOf(head, first), r = first; r < first + count; ++p) {
+    const PageSlot& s = head.pages[static_cast<size_t>(p)];
+    const int slot = r - s.first;
+    const size_t n = static_cast<size_t>(std::min(s.page.rows - slot, first + count - r));
     const size_t at = static_cast<size_t>(r - first);
-    std::memcpy(keys->data() + at * row, static_cast<const uint8_t*>(page.keys) + slot * row,
+    std::memcpy(keys->data() + at * row, static_cast<const uint8_t*>(s.page.keys) + slot * row,
                 n * row);
-    std::memcpy(values->data() + at * row, static_cast<const uint8_t*>(page.values) + slot * row,
-                n * row);
-    std::copy(page.positions + slot, page.positions + slot + n, positions->data() + at);
+    std::memcpy(values->data() + at * row,
+                static_cast<const uint8_t*>(s.page.values) + slot * row, n * row);
+    std::copy(s.page.positions + slot, s.page.positions + slot + n, positions->data() + at);
     r += static_cast<int>(n);
   }
 }
 
 void KvCache::ReadPositions(int layer, int kv_head, std::vector<int32_t>* positions) const {
-  const int len = Length(layer, kv_head);
-  const int pt = options_.page_tokens;
-  positions->resize(static_cast<size_t>(len));
-  for (int p = 0; p < NumPages(layer, kv_head); ++p) {
-    const KvPage& page = Page(layer, kv_head, p);
-    const int count = std::min(pt, len - p * pt);
-    std::copy(page.positions, page.positions + count, positions->data() + p * pt);
-  }
+  ReadHead(layer, kv_head, nullptr, nullptr, positions);
 }
 
 }  // namespace primekv

@@ -234,7 +234,7 @@ std::variant<std::unique_ptr<Turn>, HttpError, Engine::Retry> Engine::BeginOnce(
 std::variant<std::monostate, HttpError, Engine::Retry> Engine::ReserveMemory(
     Session& s, size_t reserve, bool restored, MemoryBudget::GiveWay give_way,
     std::chrono::steady_clock::time_point deadline) {
-  const Accounted held = store_->Account(s, restored);
+  const Accounted held = store_->Account(s);
   Account(held);
   const size_t need = held.after + reserve;
   const std::string tenant = s.record().tenant;  // (`s` may be forgotten by `release`)
@@ -289,6 +289,7 @@ std::string Engine::MetricsText() {
                         .kv_budget_bytes = options_.kv_budget_bytes,
                         .sessions_in_memory = census.in_memory,
                         .sessions_on_disk = census.on_disk,
+                        .kv_pools = census.kv_pools,
                         .requests_waiting_memory = budget_.waiting(),
                         .decode_batches = batches.batches,
                         .decode_batch_rows = batches.rows,

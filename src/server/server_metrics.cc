@@ -97,7 +97,11 @@ std::string Metrics::Text(const Gauges& g) const {
          c.prefill_seconds > 0 ? static_cast<double>(c.prefill_tokens) / c.prefill_seconds : 0.0);
   metric("decode_tokens_per_second", "gauge", "Decode throughput over the server's life",
          c.decode_seconds > 0 ? static_cast<double>(c.completion_tokens) / c.decode_seconds : 0.0);
-  metric("kv_bytes_held", "gauge", "KV cache bytes held by sessions in memory", g.kv_bytes_held);
+  metric("kv_bytes_held", "gauge",
+         "KV cache bytes held by sessions in memory (pages that sessions share counted once)",
+         g.kv_bytes_held);
+  metric("kv_pools", "gauge", "KV page pools held (sessions begun by a prefix match share one)",
+         g.kv_pools);
   metric("kv_bytes_accounted", "gauge", "KV bytes held plus reservations of running turns",
          g.kv_bytes_accounted);
   metric("kv_budget_bytes", "gauge", "The --kv-budget-mib budget", g.kv_budget_bytes);

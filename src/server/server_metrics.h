@@ -29,6 +29,7 @@ class Metrics {
   struct Gauges {
     size_t kv_bytes_held = 0, kv_bytes_accounted = 0, kv_budget_bytes = 0;
     size_t sessions_in_memory = 0, sessions_on_disk = 0;
+    size_t kv_pools = 0;  // page pools behind those sessions (a prefix match shares one)
     size_t requests_waiting_memory = 0;
     uint64_t decode_batches = 0, decode_batch_rows = 0;
     const StoreStats* store = nullptr;  // null without a session store

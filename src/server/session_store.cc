@@ -143,14 +143,7 @@ std::variant<SessionStore::CacheSnapshot, HttpError> SessionStore::Snapshot(
   // Positions only: the view needs which entries are kept, never their keys or values.
   for (int l = 0; l < c.n_layers(); ++l) {
     for (int h = 0; h < c.n_kv_heads(); ++h) {
-      std::vector<int32_t>& out = snap.positions.emplace_back();
-      out.reserve(static_cast<size_t>(c.Length(l, h)));
-      for (int p = 0; p < c.NumPages(l, h); ++p) {
-        const int first = p * c.page_tokens();
-        const int n = std::min(c.page_tokens(), c.Length(l, h) - first);
-        const int32_t* pos = c.Page(l, h, p).positions;
-        out.insert(out.end(), pos, pos + n);
-      }
+      c.ReadPositions(l, h, &snap.positions.emplace_back());
     }
   }
   return snap;
@@ -163,7 +156,8 @@ std::map<std::string, size_t> SessionStore::TenantBytes() const {
 
 std::map<std::string, size_t> SessionStore::TenantBytesLocked() const {
   std::map<std::string, size_t> held;
-  for (const auto& [id, s] : sessions_) held[s->record().tenant] += s->bytes + s->reserved;
+  for (const auto& [id, s] : sessions_) held[s->record().tenant] += s->reserved;
+  for (const auto& [pool, charge] : kv_pools_) held[charge.tenant] += charge.bytes;
   return held;
 }
 
@@ -213,17 +207,48 @@ std::optional<size_t> SessionStore::EvictOne(const Session* except, const std::s
 }
 
 size_t SessionStore::DropCacheLocked(Session& s) {
-  const size_t freed = s.bytes;
-  s.bytes = 0;
   s.conv->DropCache();
-  return freed;
+  return DetachLocked(s);
 }
 
 size_t SessionStore::ForgetLocked(Session& s) {
-  const size_t freed = s.bytes;
+  const size_t freed = DetachLocked(s);
   const std::string id = s.record().id;  // erasing destroys `s`, and with it s.record().id
   sessions_.erase(id);
   return freed;
+}
+
+size_t SessionStore::DetachLocked(Session& s) {
+  const auto it = kv_pools_.find(s.kv_pool);
+  s.kv_pool.reset();
+  if (it == kv_pools_.end() || --it->second.sessions > 0) return 0;
+  const size_t freed = it->second.bytes;
+  kv_pools_.erase(it);
+  return freed;
+}
+
+Accounted SessionStore::ChargeLocked(Session& s) {
+  Accounted a;
+  std::weak_ptr<const void> now;
+  if (s.conv->has_cache()) now = s.conv->cache().PoolHandle();
+  const auto same = [](const auto& x, const auto& y) {
+    return !x.owner_before(y) && !y.owner_before(x);
+  };
+  if (!same(now, s.kv_pool)) {
+    // A new cache (restored, copied or compacted into a pool of its own), or none.
+    a.before += DetachLocked(s);
+    if (!s.conv->has_cache()) return a;
+    PoolCharge& c = kv_pools_[now];
+    ++c.sessions;
+    c.tenant = s.record().tenant;
+    s.kv_pool = now;
+  }
+  if (!s.conv->has_cache()) return a;
+  PoolCharge& c = kv_pools_[now];
+  a.before += c.bytes;
+  c.bytes = s.conv->cache().BytesAllocated();
+  a.after += c.bytes;
+  return a;
 }
 
 Session* SessionStore::BestPrefixLocked(const TurnRequest& req, size_t& keep) {
@@ -364,15 +389,15 @@ Accounted SessionStore::CopyPrefix(Session& s, Session& source, const std::vecto
   keep = std::min(keep, CommonPrefix(source.record().tokens, prompt));
   if (source.record().cache_salt != s.record().cache_salt) keep = 0;
   ConversationRecord& r = s.record();
-  r.cache = source.conv->cache().Clone();
+  // The copy shares the source's pages; whichever writes to a shared page copies it first.
+  r.cache = source.conv->cache().Share();
   r.tokens = source.record().tokens;
   s.conv->TruncateTo(keep);
   r.budget = source.record().budget;
   // What the press saw of the source's queries goes with the copy, as if it had continued.
   s.conv->AdoptCapture(source.conv->capture());
   std::lock_guard lock(mu_);
-  const Accounted a{source.bytes, source.conv->cache().BytesAllocated()};
-  source.bytes = a.after;
+  const Accounted a = ChargeLocked(source);
   source.busy = false;
   source.last_used = ++clock_;
   return a;
@@ -480,11 +505,9 @@ Status SessionStore::Persist(Session& s) {
   return Status::Ok();
 }
 
-Accounted SessionStore::Account(Session& s, bool restored) {
+Accounted SessionStore::Account(Session& s) {
   std::lock_guard lock(mu_);
-  const Accounted a{restored ? 0 : s.bytes, s.conv->cache().BytesAllocated()};
-  s.bytes = a.after;
-  return a;
+  return ChargeLocked(s);
 }
 
 void SessionStore::SetReserved(Session& s, size_t bytes) {
@@ -509,9 +532,9 @@ size_t SessionStore::GiveWay(Session& s, bool forget) {
 
 Accounted SessionStore::Finish(Session& s, bool ok, bool modified) {
   std::lock_guard lock(mu_);
-  Accounted a{s.bytes + s.reserved, s.conv->has_cache() ? s.conv->cache().BytesAllocated() : 0};
+  Accounted a = ChargeLocked(s);
+  a.before += s.reserved;
   s.reserved = 0;
-  s.bytes = a.after;
   s.busy = false;
   s.last_used = ++clock_;
   if (s.load && s.conv->has_cache()) {
@@ -531,9 +554,10 @@ Accounted SessionStore::Finish(Session& s, bool ok, bool modified) {
 SessionStore::Census SessionStore::census() const {
   std::lock_guard lock(mu_);
   Census c;
+  for (const auto& [pool, charge] : kv_pools_) c.bytes_held += charge.bytes;
+  c.kv_pools = kv_pools_.size();
   for (const auto& [id, s] : sessions_) {
     if (s->conv->has_cache()) {
-      c.bytes_held += s->bytes;
       ++c.in_memory;
     } else {
       ++c.on_disk;

@@ -77,8 +77,8 @@ class SessionStore {
   // the local copy is dropped and the session is read from the store.
   Accounted DropIfBehind(Session& s);
 
-  // Accounts what the cache of `s` holds now (its old bytes are not when it was `restored`).
-  Accounted Account(Session& s, bool restored);
+  // Accounts what the pool of the cache of `s` holds now.
+  Accounted Account(Session& s);
   // Whether `tenant` may hold `more` bytes under --tenant-kv-mib (always without it).
   bool TenantFits(const std::string& tenant, size_t more) const;
   // Evicts one idle session for a request of `tenant`: of a tenant over its share first, else
@@ -110,8 +110,9 @@ class SessionStore {
   std::variant<CacheSnapshot, HttpError> Snapshot(const std::string& tenant, const std::string& id);
 
   struct Census {
-    size_t bytes_held = 0;  // sessions' caches in memory
+    size_t bytes_held = 0;  // sessions' caches in memory (a pool that caches share, once)
     size_t in_memory = 0, on_disk = 0;
+    size_t kv_pools = 0;  // distinct page pools behind those caches
   };
   Census census() const;
   // Bytes each tenant holds (sessions and running turns' reservations).
@@ -140,6 +141,13 @@ class SessionStore {
   size_t DropCacheLocked(Session& s);
   // Removes a session (`s` is destroyed). The bytes freed.
   size_t ForgetLocked(Session& s);
+  // Charges the page pool of the session's cache at what the pool holds now. Caches made by a
+  // prefix match share their source's pool, so a pool is charged once, whichever of its
+  // sessions changed it; the pool's bytes before and after.
+  Accounted ChargeLocked(Session& s);
+  // The session lets go of its pool's charge: what the pool cost when it was the last session
+  // charged for it (the pool is gone with its cache), else 0 (the others still hold it).
+  size_t DetachLocked(Session& s);
 
   const Model& model_;
   const KvCacheOptions kv_;
@@ -150,6 +158,12 @@ class SessionStore {
   std::mutex& model_mutex_;
   mutable std::mutex mu_;  // everything below, and the sessions' bookkeeping fields
   std::map<std::string, std::unique_ptr<Session>> sessions_;
+  struct PoolCharge {
+    size_t bytes = 0;  // the pool's bytes when last charged
+    int sessions = 0;  // sessions charged for it (one tenant's: prefixes never cross tenants)
+    std::string tenant;
+  };
+  std::map<std::weak_ptr<const void>, PoolCharge, std::owner_less<>> kv_pools_;
   std::map<std::string, std::unique_ptr<Compressor>> compressors_;
   uint64_t clock_ = 0;  // last_used of the sessions
 };

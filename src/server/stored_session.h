@@ -29,7 +29,9 @@ struct Session {
   bool persisted = false;  // the store (file or Redis) holds its last completed turn
   bool load = false;       // known by id only: its tokens and cache are read from the store
   uint64_t last_used = 0;
-  size_t bytes = 0;     // accounted against the budget
+  // The page pool its cache draws from, as the session store charges it against the budget
+  // (once for all the sessions sharing it).
+  std::weak_ptr<const void> kv_pool;
   size_t reserved = 0;  // what its running turn reserved (accounted too)
   // The last turns run in this process (not stored: a restored session starts without them).
   std::vector<TurnFigures> turns;

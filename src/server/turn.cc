@@ -133,9 +133,11 @@ Status Turn::EndTurn(State& st) {
   Session& s = *session_;
   Conversation& conv = *s.conv;
   PRIMEKV_RETURN_IF_ERROR(conv.EndTurn());  // (counts the turn)
-  // Compression returns pages to the cache's own pool; a copy gives the memory back.
+  // Compression returns pages to the cache's pool; a copy gives the memory back. A pool shared
+  // with other sessions keeps them for those sessions' growth (a copy would duplicate pages).
   KvCache& cache = conv.cache();
-  if (cache.BytesAllocated() > 2 * cache.BytesReserved() + (size_t{1} << 20)) {
+  if (cache.PoolUsers() == 1 &&
+      cache.BytesAllocated() > 2 * cache.BytesReserved() + (size_t{1} << 20)) {
     cache = cache.Clone();
   }
   // The logits and forward buffers are a turn's: an idle conversation holds its cache only.

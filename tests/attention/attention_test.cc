@@ -40,34 +40,49 @@ TEST(AttendCached, MatchesReferenceAcrossShapes) {
     std::mt19937 rng(c.n_ctx * 31 + c.head_dim);
     const int kw = c.n_kv_heads * c.head_dim, qw = c.n_heads * c.head_dim;
     const int total = c.n_ctx + c.n_new;
-    KvCache cache(1, c.n_kv_heads, c.head_dim, {c.dtype, c.page, 0});
     auto k = Random(static_cast<size_t>(total) * kw, rng),
          v = Random(static_cast<size_t>(total) * kw, rng);
     std::vector<int32_t> pos(total);
     std::iota(pos.begin(), pos.end(), 0);
-    ASSERT_TRUE(cache.Append(0, {k.data(), total, kw}, {v.data(), total, kw}, pos).ok());
-    // Ragged heads: drop a different pseudo-random subset of the context from each head.
-    for (int h = 0; h < c.n_kv_heads && c.n_ctx > 0; ++h) {
-      std::vector<int32_t> keep;
-      for (int i = 0; i < total; ++i)
-        if (i >= c.n_ctx || (i * 7 + h * 3) % 5 != 0) keep.push_back(i);
-      cache.Retain(0, h, keep);
-    }
     auto q = Random(static_cast<size_t>(c.n_new) * qw, rng);
     std::span<const int32_t> qpos(pos.data() + c.n_ctx, static_cast<size_t>(c.n_new));
-    std::vector<float> fast(q.size()), ref(q.size());
-    const AttnShape shape{c.n_heads, c.n_kv_heads, c.head_dim,
-                          1.0f / std::sqrt(static_cast<float>(c.head_dim))};
-    AttentionWorkspace ws;
-    AttendCached(shape, {q.data(), c.n_new, qw}, qpos, cache, 0, {fast.data(), c.n_new, qw}, pool,
-                 ws);
-    AttendReference(shape, {q.data(), c.n_new, qw}, qpos, cache, 0, {ref.data(), c.n_new, qw});
-    double max_err = 0, max_ref = 0;
-    for (size_t i = 0; i < q.size(); ++i) {
-      max_err = std::max(max_err, static_cast<double>(std::abs(fast[i] - ref[i])));
-      max_ref = std::max(max_ref, static_cast<double>(std::abs(ref[i])));
+    // The context in its own cache, ragged heads (a different pseudo-random subset of it dropped
+    // from each), then the new rows; with `shared` they go to a share of the context's cache,
+    // so a partly filled page another cache holds sits inside the share's page table.
+    for (bool shared : {false, true}) {
+      SCOPED_TRACE(shared ? "shared context" : "one cache");
+      KvCache context(1, c.n_kv_heads, c.head_dim, {c.dtype, c.page, 0});
+      if (c.n_ctx > 0) {
+        ASSERT_TRUE(
+            context
+                .Append(0, {k.data(), c.n_ctx, kw}, {v.data(), c.n_ctx, kw},
+                        std::span<const int32_t>(pos.data(), static_cast<size_t>(c.n_ctx)))
+                .ok());
+        for (int h = 0; h < c.n_kv_heads; ++h) {
+          std::vector<int32_t> keep;
+          for (int i = 0; i < c.n_ctx; ++i)
+            if ((i * 7 + h * 3) % 5 != 0) keep.push_back(i);
+          context.Retain(0, h, keep);
+        }
+      }
+      KvCache cache = shared ? context.Share() : std::move(context);
+      const size_t at = static_cast<size_t>(c.n_ctx) * kw;
+      ASSERT_TRUE(cache.Append(0, {k.data() + at, c.n_new, kw}, {v.data() + at, c.n_new, kw}, qpos)
+                      .ok());
+      std::vector<float> fast(q.size()), ref(q.size());
+      const AttnShape shape{c.n_heads, c.n_kv_heads, c.head_dim,
+                            1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+      AttentionWorkspace ws;
+      AttendCached(shape, {q.data(), c.n_new, qw}, qpos, cache, 0, {fast.data(), c.n_new, qw},
+                   pool, ws);
+      AttendReference(shape, {q.data(), c.n_new, qw}, qpos, cache, 0, {ref.data(), c.n_new, qw});
+      double max_err = 0, max_ref = 0;
+      for (size_t i = 0; i < q.size(); ++i) {
+        max_err = std::max(max_err, static_cast<double>(std::abs(fast[i] - ref[i])));
+        max_ref = std::max(max_ref, static_cast<double>(std::abs(ref[i])));
+      }
+      EXPECT_LT(max_err, 1e-5 * std::max(1.0, max_ref));
     }
-    EXPECT_LT(max_err, 1e-5 * std::max(1.0, max_ref));
   }
 }
 

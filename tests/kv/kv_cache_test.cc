@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -195,6 +196,236 @@ TEST(KvCache, CloneIsDeepAndTruncateUndoes) {
   std::vector<float> keys;
   copy.ReadHead(1, 0, &keys, nullptr, nullptr);
   EXPECT_EQ(keys[5 * 4 + 2], 22.0f);
+}
+
+// Every head's rows as stored, for comparing a cache before and after another cache's writes.
+std::vector<std::vector<uint8_t>> Snapshot(const KvCache& c) {
+  std::vector<std::vector<uint8_t>> out;
+  for (int l = 0; l < c.n_layers(); ++l)
+    for (int h = 0; h < c.n_kv_heads(); ++h) {
+      std::vector<uint8_t> k, v;
+      std::vector<int32_t> p;
+      c.ReadHeadRaw(l, h, &k, &v, &p);
+      k.insert(k.end(), v.begin(), v.end());
+      const auto* pb = reinterpret_cast<const uint8_t*>(p.data());
+      k.insert(k.end(), pb, pb + p.size() * sizeof(int32_t));
+      out.push_back(std::move(k));
+    }
+  return out;
+}
+
+Status AppendRange(KvCache& c, int32_t first, int n, float salt) {
+  const int w = c.n_kv_heads() * c.head_dim();
+  auto k = Rows(n, c.n_kv_heads(), c.head_dim(), first, salt);
+  auto v = Rows(n, c.n_kv_heads(), c.head_dim(), first, salt + 0.5f);
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  std::iota(pos.begin(), pos.end(), first);
+  for (int l = 0; l < c.n_layers(); ++l)
+    PRIMEKV_RETURN_IF_ERROR(c.Append(l, {k.data(), n, w}, {v.data(), n, w}, pos));
+  return Status::Ok();
+}
+
+TEST(KvCache, SharedPagesAreCountedOnceAndCopiedOnlyWhenWritten) {
+  for (KvDType dt : {KvDType::kF32, KvDType::kF16, KvDType::kQ8_0}) {
+    const int layers = 2, heads = 2, pt = 16;
+    KvCache base(layers, heads, 32, {dt, pt, 0});
+    ASSERT_TRUE(AppendRange(base, 0, 100, 0.0f).ok());  // 7 pages a head, the last one partly
+    const auto base_rows = Snapshot(base);
+    const size_t allocated = base.BytesAllocated();
+    KvCache a = base.Share();
+    KvCache b = base.Share();
+    EXPECT_EQ(a.PoolUsers(), 3);
+    EXPECT_EQ(a.BytesAllocated(), allocated) << "a share costs no pages";
+    EXPECT_EQ(base.BytesShared(), base.BytesReserved());
+    EXPECT_EQ(Snapshot(a), base_rows);
+    const size_t page = base.BytesReserved() / (layers * heads * 7);
+
+    // An append leaves the partly filled shared page as it is and starts a page of its own.
+    ASSERT_TRUE(AppendRange(a, 100, 5, 7.0f).ok());
+    EXPECT_EQ(a.NumPages(0, 0), 8);
+    EXPECT_EQ(a.Page(0, 0, 6).rows, 4);
+    EXPECT_EQ(a.Page(0, 0, 6).keys, base.Page(0, 0, 6).keys);
+    EXPECT_EQ(a.Page(0, 0, 7).rows, 5);
+    EXPECT_EQ(a.PositionAt(0, 0, 100), 100);
+    EXPECT_EQ(a.PositionAt(0, 0, 99), 99);
+    EXPECT_EQ(Snapshot(base), base_rows);
+    EXPECT_EQ(Snapshot(b), base_rows);
+    EXPECT_EQ(a.BytesShared(), a.BytesReserved() - layers * heads * page);
+    EXPECT_EQ(a.Length(1, 1), 105);
+    std::vector<float> keys;
+    std::vector<int32_t> pos;
+    a.ReadHead(1, 1, &keys, nullptr, &pos);
+    EXPECT_EQ(pos[104], 104);
+    EXPECT_NEAR(keys[104 * 32], 7.0f + 104 + 0.001f, 0.1f);
+    EXPECT_NEAR(keys[99 * 32], 99 + 0.001f, 0.1f) << "the shared page's rows are read in place";
+
+    // Compression compacts its own copies; the other caches read what they read before.
+    std::vector<int32_t> odd;
+    for (int r = 1; r < 100; r += 2) odd.push_back(r);
+    base.Retain(0, 1, odd);
+    EXPECT_EQ(Snapshot(b), base_rows);
+    b.TruncateFrom(40);  // drops pages without writing any
+    EXPECT_EQ(b.BytesShared(), b.BytesReserved());
+    EXPECT_EQ(b.Length(0, 0), 40);
+
+    // The shared pages outlive the cache that made them.
+    const auto a_rows = Snapshot(a);
+    base = KvCache(1, 1, 32, {dt, pt, 0});
+    EXPECT_EQ(a.PoolUsers(), 2);
+    EXPECT_EQ(Snapshot(a), a_rows);
+    b.Clear();
+    EXPECT_EQ(a.BytesShared(), 0u);
+    EXPECT_EQ(a.BytesAllocated(), allocated) << "the pool keeps its chunks for its caches";
+  }
+}
+
+TEST(KvCache, ReservePredictsTheCopyOfASharedPage) {
+  KvCache base(1, 2, 32, {KvDType::kF16, 16, 0});
+  ASSERT_TRUE(AppendRange(base, 0, 16 * 64 - 8, 0.0f).ok());  // every page of one chunk, less 8 rows
+  KvCache share = base.Share();
+  for (int extra : {1, 8, 9, 40}) {
+    KvCache s = share.Share();
+    const size_t predicted = s.BytesAllocatedAfterReserve(extra);
+    s.Reserve(extra);
+    EXPECT_EQ(s.BytesAllocated(), predicted) << extra;
+    ASSERT_TRUE(AppendRange(s, 16 * 64 - 8, extra, 1.0f).ok());
+    EXPECT_EQ(s.BytesAllocated(), predicted) << extra;
+  }
+}
+
+// Caches that share a pool change on their own threads (TSan checks the pool's guard).
+TEST(KvCache, SharesChangeOnTheirOwnThreads) {
+  KvCache base(2, 2, 32, {KvDType::kF16, 16, 0});
+  ASSERT_TRUE(AppendRange(base, 0, 300, 0.0f).ok());
+  const auto base_rows = Snapshot(base);
+  std::vector<KvCache> shares;
+  for (int t = 0; t < 4; ++t) shares.push_back(base.Share());
+  std::vector<std::thread> threads;
+  std::vector<int> failures(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      KvCache& c = shares[static_cast<size_t>(t)];
+      int32_t next = 300;
+      for (int round = 0; round < 20; ++round) {
+        if (!AppendRange(c, next, 7 + t, static_cast<float>(t)).ok()) ++failures[t];
+        next += 7 + t;
+        std::vector<int32_t> keep;
+        for (int r = 0; r < c.Length(0, 0); ++r)
+          if (r % 5 != t) keep.push_back(r);
+        for (int l = 0; l < 2; ++l)
+          for (int h = 0; h < 2; ++h) c.Retain(l, h, keep);
+        KvCache extra = c.Share();  // made and dropped on this thread while others run
+        if (extra.Length(1, 1) != c.Length(1, 1)) ++failures[t];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures, std::vector<int>(4, 0));
+  EXPECT_EQ(Snapshot(base), base_rows);
+  // Each thread's cache holds what its own operations made, whatever the others did.
+  for (int t = 0; t < 4; ++t) {
+    std::vector<int32_t> pos;
+    shares[static_cast<size_t>(t)].ReadPositions(1, 0, &pos);
+    std::vector<int32_t> expect(300);
+    std::iota(expect.begin(), expect.end(), 0);
+    int32_t next = 300;
+    for (int round = 0; round < 20; ++round) {
+      for (int i = 0; i < 7 + t; ++i) expect.push_back(next + i);
+      next += 7 + t;
+      std::vector<int32_t> kept;
+      for (size_t r = 0; r < expect.size(); ++r)
+        if (static_cast<int>(r) % 5 != t) kept.push_back(expect[r]);
+      expect = kept;
+    }
+    EXPECT_EQ(pos, expect) << t;
+  }
+}
+
+TEST(KvCache, MoveAssignmentReleasesTheOldPages) {
+  KvCache base(1, 1, 32, {KvDType::kF32, 8, 0});
+  ASSERT_TRUE(AppendRange(base, 0, 20, 0.0f).ok());
+  KvCache other = base.Share();
+  EXPECT_EQ(base.BytesShared(), base.BytesReserved());
+  other = KvCache(1, 1, 32, {KvDType::kF32, 8, 0});
+  EXPECT_EQ(base.BytesShared(), 0u);
+  EXPECT_EQ(base.PoolUsers(), 1);
+  KvCache moved = std::move(base);
+  EXPECT_EQ(moved.Length(0, 0), 20);
+  EXPECT_EQ(moved.BytesShared(), 0u);
+}
+
+// Random operations on caches that share one pool, against a model that copies everything:
+// every head's rows and pages read what the model holds after every step.
+TEST(KvCache, SharingCachesMatchACopyingModel) {
+  const int layers = 2, heads = 2, d = 32, pt = 8;
+  using Model = std::vector<std::vector<int32_t>>;  // positions per (layer, head)
+  std::mt19937 rng(7);
+  std::vector<KvCache> caches;
+  std::vector<Model> models;
+  caches.emplace_back(layers, heads, d, KvCacheOptions{KvDType::kF32, pt, 0});
+  models.emplace_back(layers * heads);
+  const auto check = [&](int step) {
+    for (size_t c = 0; c < caches.size(); ++c) {
+      for (int i = 0; i < layers * heads; ++i) {
+        const int l = i / heads, h = i % heads;
+        std::vector<float> keys;
+        std::vector<int32_t> pos;
+        caches[c].ReadHead(l, h, &keys, nullptr, &pos);
+        ASSERT_EQ(pos, models[c][static_cast<size_t>(i)]) << "step " << step << " cache " << c;
+        int rows = 0;
+        for (int p = 0; p < caches[c].NumPages(l, h); ++p) {
+          const KvPage& page = caches[c].Page(l, h, p);
+          ASSERT_GT(page.rows, 0);
+          ASSERT_EQ(page.positions[0], pos[static_cast<size_t>(rows)]);
+          rows += page.rows;
+        }
+        ASSERT_EQ(rows, caches[c].Length(l, h));
+        for (size_t r = 0; r < pos.size(); ++r)  // Rows(): position + 0.001 h (+ 1e-5 c)
+          ASSERT_NEAR(keys[r * d], pos[r] + 0.001f * h, 1e-4) << "step " << step;
+        if (!pos.empty()) {
+          ASSERT_EQ(caches[c].PositionAt(l, h, static_cast<int>(pos.size()) / 2),
+                    pos[pos.size() / 2]);
+        }
+      }
+    }
+  };
+  for (int step = 0; step < 400; ++step) {
+    const size_t c = rng() % caches.size();
+    const int op = static_cast<int>(rng() % 10);
+    if (op < 2 && caches.size() < 6) {
+      caches.push_back(caches[c].Share());
+      models.push_back(models[c]);
+    } else if (op < 5) {
+      const int n = 1 + static_cast<int>(rng() % 20);
+      const int32_t first = caches[c].NextPosition();
+      ASSERT_TRUE(AppendRange(caches[c], first, n, 0.0f).ok());
+      for (auto& m : models[c])
+        for (int i = 0; i < n; ++i) m.push_back(first + i);
+    } else if (op < 8) {
+      const int i = static_cast<int>(rng() % (layers * heads));
+      auto& m = models[c][static_cast<size_t>(i)];
+      std::vector<int32_t> keep, kept_pos;
+      const unsigned drop = 2 + rng() % 6;  // drop about one row in `drop`
+      for (size_t r = 0; r < m.size(); ++r)
+        if (rng() % drop != 0) {
+          keep.push_back(static_cast<int32_t>(r));
+          kept_pos.push_back(m[r]);
+        }
+      caches[c].Retain(i / heads, i % heads, keep);
+      m = kept_pos;
+    } else if (op < 9) {
+      const int32_t cut = caches[c].NextPosition() > 0
+                              ? static_cast<int32_t>(rng() % caches[c].NextPosition())
+                              : 0;
+      caches[c].TruncateFrom(cut);
+      for (auto& m : models[c]) std::erase_if(m, [&](int32_t p) { return p >= cut; });
+    } else if (caches.size() > 1) {
+      caches.erase(caches.begin() + static_cast<std::ptrdiff_t>(c));
+      models.erase(models.begin() + static_cast<std::ptrdiff_t>(c));
+    }
+    check(step);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
 }
 
 }  // namespace

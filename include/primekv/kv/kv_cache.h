@@ -1,6 +1,8 @@
 // The KV cache: per (layer, KV head) a ragged, compacted list of post-RoPE keys and values with
-// the original position of every entry, stored in fixed-size pages drawn from a shared pool so
-// that what compression frees is reused (PagedAttention-style).
+// the original position of every entry, stored in fixed-size pages drawn from a pool so that
+// what compression frees is reused (PagedAttention-style). Caches made by Share() draw from one
+// pool and hold common pages by reference count; a page is copied before it is written while
+// another cache holds it, so no cache ever changes what another one reads.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +37,7 @@ struct KvPage {
   void* keys = nullptr;          // [page_tokens, head_dim] in the cache dtype
   void* values = nullptr;        // [page_tokens, head_dim]
   int32_t* positions = nullptr;  // [page_tokens]
+  int rows = 0;                  // this cache's rows in the page (the first `rows` slots)
 };
 
 class KvCache {
@@ -44,8 +47,12 @@ class KvCache {
   KvCache& operator=(KvCache&&) noexcept;
   ~KvCache();
 
-  // Deep copy (named, because it is costly).
+  // Deep copy into a pool of its own (named, because it is costly).
   KvCache Clone() const;
+  // A copy that holds this cache's pages by reference (copy-on-write): it costs a page table,
+  // not the entries. Neither cache may be changed while Share runs; afterwards each may be
+  // changed on its own thread.
+  KvCache Share() const;
 
   int n_layers() const { return n_layers_; }
   int n_kv_heads() const { return n_kv_heads_; }
@@ -76,7 +83,8 @@ class KvCache {
   Status AppendHeadRaw(int layer, int kv_head, std::span<const uint8_t> keys,
                        std::span<const uint8_t> values, std::span<const int32_t> positions);
   // Makes room for `extra` more entries in every head without allocating later: the pool gets
-  // enough free pages and each head's page table enough capacity (decode loops call this).
+  // enough free pages and each head's page table enough capacity (decode loops call this). In a
+  // shared pool another cache may take those pages first; an append then allocates.
   void Reserve(int extra);
 
   // Keeps only the entries at the given row indices (sorted ascending, unique) of one head,
@@ -86,7 +94,9 @@ class KvCache {
   void TruncateFrom(int32_t pos);
   void Clear();
 
-  // Page access for kernels: page i holds rows [i*page_tokens, min(len, (i+1)*page_tokens)).
+  // Page access for kernels: the pages hold the head's rows in order, page.rows each. Pages are
+  // full but where a shared prefix ends: rows after a page another cache holds start a new page
+  // rather than copy that one.
   int NumPages(int layer, int kv_head) const;
   const KvPage& Page(int layer, int kv_head, int page) const;
   int32_t PositionAt(int layer, int kv_head, int row) const;
@@ -105,23 +115,54 @@ class KvCache {
   void PageKeysToFloat(const KvPage& page, int count, float* out) const;
   void PageValuesToFloat(const KvPage& page, int count, float* out) const;
 
-  // Bytes of the live entries (keys + values + positions), and of all pages held from the pool.
+  // Bytes of the live entries (keys + values + positions), and of the pages this cache holds
+  // (shared ones included).
   size_t BytesInUse() const;
   size_t BytesReserved() const;
-  // Bytes of every page the pool holds, free ones included (what the cache costs in memory).
+  // Bytes of this cache's pages that another cache holds too.
+  size_t BytesShared() const;
+  // Bytes of every page the pool holds, free ones included: what the caches sharing the pool
+  // cost in memory together (counted once for all of them).
   size_t BytesAllocated() const;
-  // BytesAllocated() after Reserve(extra): what appending `extra` entries per head may cost.
+  // BytesAllocated() after Reserve(extra): what appending `extra` entries per head may cost
+  // (with the copies of shared pages an append writes to).
   size_t BytesAllocatedAfterReserve(int extra) const;
+  // How many caches draw from this cache's pool, and a handle naming the pool (for accounting
+  // a pool once, however many caches share it; it expires with the pool).
+  long PoolUsers() const { return pool_.use_count(); }
+  std::weak_ptr<const void> PoolHandle() const { return pool_; }
   size_t PeakBytesInUse() const { return peak_bytes_in_use_; }
   void ResetPeak() { peak_bytes_in_use_ = BytesInUse(); }
   size_t BytesPerEntry() const;  // one key + one value + one position
 
  private:
   struct Pool;
+  struct PageSlot {
+    KvPage page;    // the page's memory (chunks never move, so the addresses are stable)
+    int id = 0;     // the page in the pool
+    int first = 0;  // the head's row in its first slot
+  };
   struct HeadState {
-    std::vector<int> pages;  // indices into the pool
+    std::vector<PageSlot> pages;
     int length = 0;
   };
+  // The page holding `row` of a head.
+  int PageOf(const HeadState& head, int row) const;
+  // Keeps the first n rows of a head (no row moves).
+  void KeepFirst(HeadState& head, int n);
+  // Whether no other cache holds the page.
+  bool Exclusive(int id) const;
+  // The page a head's next row is written to: its last page while this cache alone holds it
+  // and it has room (`own_last`), else a new one.
+  PageSlot& AppendTarget(HeadState& head, bool& own_last);
+  KvCache(int n_layers, int n_kv_heads, int head_dim, KvCacheOptions options,
+          std::shared_ptr<Pool> pool);
+  // Page `index` of `head` copied first if another cache holds it too.
+  void MakeWritable(HeadState& head, int index);
+  PageSlot NewPage(int first);
+  void ReleaseAll();
+  // Pages appending `extra` entries per head needs from the pool.
+  size_t PagesNeeded(int extra) const;
   HeadState& Head(int layer, int kv_head) { return heads_[layer * n_kv_heads_ + kv_head]; }
   const HeadState& Head(int layer, int kv_head) const {
     return heads_[layer * n_kv_heads_ + kv_head];
@@ -142,7 +183,7 @@ class KvCache {
   KvCacheOptions options_;
   int32_t next_position_ = 0;
   std::vector<HeadState> heads_;  // [n_layers * n_kv_heads]
-  std::unique_ptr<Pool> pool_;
+  std::shared_ptr<Pool> pool_;
   int64_t live_entries_ = 0;
   size_t peak_bytes_in_use_ = 0;
 };
