@@ -208,14 +208,27 @@ int64_t ConversationPositions(CompressionMode mode, int64_t context_tokens,
 
 namespace {
 
-// kQuestion: each question is prefilled after the context, then the whole is compressed.
+// kQuestion: each question is prefilled after the context, then the whole is compressed. With
+// `pre`, the context's prefill is shared: each question goes after a share of its cache and a
+// copy of its capture (a causal forward pass gives the context the same entries either way).
 Status RunQuestionMode(Runner& run, std::span<const Token> context,
-                       const std::vector<std::vector<Token>>& turns) {
+                       const std::vector<std::vector<Token>>& turns, const PrefilledContext* pre) {
   for (size_t t = 0; t < turns.size(); ++t) {
-    run.conv.Reset();
     std::vector<Token> joined(context.begin(), context.end());
     joined.insert(joined.end(), turns[t].begin(), turns[t].end());
-    PRIMEKV_RETURN_IF_ERROR(run.Context(joined));
+    if (pre && !turns[t].empty()) {
+      ConversationRecord& r = run.conv.record();
+      r.cache = pre->cache.Share();
+      r.tokens.assign(context.begin(), context.end());
+      run.conv.AdoptCapture(pre->capture);
+      const auto t0 = std::chrono::steady_clock::now();
+      PRIMEKV_RETURN_IF_ERROR(run.conv.Prefill(turns[t]));
+      run.report.context_prefill_ms += MsSince(t0);
+      PRIMEKV_RETURN_IF_ERROR(run.conv.CompressContext(static_cast<int>(joined.size())));
+    } else {
+      run.conv.Reset();
+      PRIMEKV_RETURN_IF_ERROR(run.Context(joined));
+    }
     PRIMEKV_ASSIGN_OR_RETURN(TurnResult r, run.Answer(static_cast<int>(t), {}));
     run.report.turns.push_back(std::move(r));
   }
@@ -283,6 +296,12 @@ Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compres
   const bool reuse = prefilled != nullptr && options.mode != CompressionMode::kQuestion &&
                      options.mode != CompressionMode::kChunked &&
                      options.mode != CompressionMode::kFirstQuestion;
+  // Question mode prefills each question after the shared context, unless the press reads a
+  // second pass over the context and question together (KVzip).
+  const PrefilledContext* question_pre =
+      options.mode == CompressionMode::kQuestion && !compressor.Needs().reconstruction
+          ? prefilled
+          : nullptr;
   Runner run(model, compressor, options, pool, context, reuse ? prefilled : nullptr);
   const ModelConfig& c = model.config();
   run.report.context_tokens = static_cast<int>(context.size());
@@ -291,7 +310,7 @@ Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compres
   std::vector<std::vector<Token>> turns = questions;
   if (turns.empty()) turns.emplace_back();
   if (options.mode == CompressionMode::kQuestion) {
-    PRIMEKV_RETURN_IF_ERROR(RunQuestionMode(run, context, turns));
+    PRIMEKV_RETURN_IF_ERROR(RunQuestionMode(run, context, turns, question_pre));
   } else if (options.mode == CompressionMode::kFirstQuestion) {
     PRIMEKV_RETURN_IF_ERROR(RunFirstQuestionMode(run, context, turns));
   } else {

@@ -470,7 +470,8 @@ TEST(Pipeline, SharedPrefillGivesTheSameAnswers) {
   EXPECT_GT(pre->second_pass_ms, 0.0);
   EXPECT_GT(pre->prefill_ms, 0.0);
   for (const std::string& name : names) {
-    for (CompressionMode mode : {CompressionMode::kContext, CompressionMode::kMultiTurn}) {
+    for (CompressionMode mode :
+         {CompressionMode::kContext, CompressionMode::kMultiTurn, CompressionMode::kQuestion}) {
       if (!PipelineRuns(name, mode)) continue;
       SCOPED_TRACE(::testing::Message() << name << " " << CompressionModeName(mode));
       Compressor comp(m, Make(name));
