@@ -15,6 +15,10 @@
 #              questions in turn), none / primekv / keydiff at 0.75 and 0.9, N samples.
 #   STEP=chunked chunked mode at 16K (chunks of CHUNK tokens, default 2048), primekv and
 #              keydiff at 0.75, N samples (default 5) of single and multikey.
+#   STEP=question question mode at LENGTH (default 16384): the question is in the prefill, so a
+#              query-aware press sees it. snapkv (the query-aware reference), primekv and
+#              keydiff at 0.5, 0.75 and 0.9 and the full cache, N samples (default 10) of each
+#              tables family.
 # Tables and the frontier plot from a tables folder: research/scripts/long_tables.py.
 # Environment: MODEL (default models/primekv-long.gguf), PRIMEKV_BIN (default
 # build/release/src/cli/primekv), SPLITS (make_long_splits.py --out folder, made when missing),
@@ -62,6 +66,14 @@ case "$step" in
       --compare primekv,keydiff --tasks "jsonl:$S/single.jsonl,jsonl:$S/multikey.jsonl" \
       --out "${1:-research/results/long-tables/chunked-$chunk-16384}"
     ;;
+  question)
+    len="${LENGTH:-16384}" S="$splits/long-test/${LENGTH:-16384}"
+    "$bin" eval -m "$model" -c $((len + 512)) --allow-ctx-overflow --mode question \
+      --presses "none;snapkv;primekv;keydiff" --ratios 0.5 0.75 0.9 --samples "${N:-10}" \
+      --threads "$threads" -q --compare primekv,snapkv \
+      --tasks "jsonl:$S/single.jsonl,jsonl:$S/multikey.jsonl,jsonl:$S/near_key.jsonl,jsonl:$S/vt.jsonl" \
+      --out "${1:-research/results/long-tables/question-$len}"
+    ;;
   2k)
     tasks=""
     for f in single single_uuid multikey dense multivalue multiquery vt freq multiturn near_key drift; do
@@ -70,5 +82,5 @@ case "$step" in
     "$bin" eval -m "$model" -c 2048 --presses none --tasks "$tasks" --samples 30 --seed 42 \
       --threads "$threads" -q --out "$out/eval-2k-heldout-test"
     ;;
-  *) echo "STEP must be dev, 2k, test, tables, drift or chunked" >&2; exit 2 ;;
+  *) echo "STEP must be dev, 2k, test, tables, question, drift or chunked" >&2; exit 2 ;;
 esac
