@@ -30,7 +30,9 @@ t2=$(date +%s)
 # Compression and Pipeline tests. So are the tests that run no code of ours (the Python
 # selftests of the references, the training tools and the analysis scripts), and those labelled
 # no_asan: cluster_failover (38 s there; the server's store paths run under ASan in
-# cluster_store and cluster.RedisStoreTest, the rest is HAProxy's routing).
+# cluster_store and cluster.RedisStoreTest, the rest is HAProxy's routing) and
+# ref_long_model_smoke_4k (75 s there; a 4K answer of the long model, its forward pass is the
+# other model tests').
 exclude=()
 [ "$preset" = asan ] &&
   exclude=(-E '^(ref_presses_[0-9]+|ref_presses_selftest|train_long_selftest|train_tokenizer_selftest|analysis_scripts_selftest)$' -LE no_asan)
