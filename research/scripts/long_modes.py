@@ -37,7 +37,8 @@ def scores(rows, cfg):
 
 
 def has_rows(folder):
-    return folder and os.path.exists(os.path.join(folder, "results.jsonl"))
+    return folder and any(os.path.exists(os.path.join(folder, "results.jsonl" + x))
+                          for x in ("", ".xz"))
 
 
 def per_turn(folder, cfg):
