@@ -279,7 +279,7 @@ TEST(KvCache, SharedPagesAreCountedOnceAndCopiedOnlyWhenWritten) {
   }
 }
 
-TEST(KvCache, ReservePredictsTheCopyOfASharedPage) {
+TEST(KvCache, ReservePredictsAnAppendAfterASharedPage) {
   KvCache base(1, 2, 32, {KvDType::kF16, 16, 0});
   ASSERT_TRUE(AppendRange(base, 0, 16 * 64 - 8, 0.0f).ok());  // every page of one chunk, less 8 rows
   KvCache share = base.Share();

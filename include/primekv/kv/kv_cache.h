@@ -1,8 +1,9 @@
 // The KV cache: per (layer, KV head) a ragged, compacted list of post-RoPE keys and values with
 // the original position of every entry, stored in fixed-size pages drawn from a pool so that
 // what compression frees is reused (PagedAttention-style). Caches made by Share() draw from one
-// pool and hold common pages by reference count; a page is copied before it is written while
-// another cache holds it, so no cache ever changes what another one reads.
+// pool and hold common pages by reference count. A page another cache holds is never written
+// (compaction copies it first; an append after it starts a page of its own), so no cache ever
+// changes what another one reads.
 #pragma once
 
 #include <cstddef>
@@ -49,8 +50,7 @@ class KvCache {
 
   // Deep copy into a pool of its own (named, because it is costly).
   KvCache Clone() const;
-  // A copy that holds this cache's pages by reference (copy-on-write): it costs a page table,
-  // not the entries. Neither cache may be changed while Share runs; afterwards each may be
+  // A copy that holds this cache's pages by reference: it costs a page table, not the entries. Neither cache may be changed while Share runs; afterwards each may be
   // changed on its own thread.
   KvCache Share() const;
 
@@ -125,7 +125,7 @@ class KvCache {
   // cost in memory together (counted once for all of them).
   size_t BytesAllocated() const;
   // BytesAllocated() after Reserve(extra): what appending `extra` entries per head may cost
-  // (with the copies of shared pages an append writes to).
+  // (a partly filled last page that another cache holds leaves no room in it).
   size_t BytesAllocatedAfterReserve(int extra) const;
   // How many caches draw from this cache's pool, and a handle naming the pool (for accounting
   // a pool once, however many caches share it; it expires with the pool).
