@@ -180,12 +180,12 @@ int KvCache::PageOf(const HeadState& head, int row) const {
     const PageSlot& s = head.pages[i];
     return row >= s.first && row < s.first + s.page.rows;
   };
-  const size_t guess = std::min(static_cast<size_t>(row / options_.page_tokens),
-                                head.pages.size() - 1);
+  const size_t guess =
+      std::min(static_cast<size_t>(row / options_.page_tokens), head.pages.size() - 1);
   if (at(guess)) return static_cast<int>(guess);
-  const auto it = std::upper_bound(head.pages.begin() + static_cast<std::ptrdiff_t>(guess),
-                                   head.pages.end(), row,
-                                   [](int r, const PageSlot& s) { return r < s.first; });
+  const auto it =
+      std::upper_bound(head.pages.begin() + static_cast<std::ptrdiff_t>(guess), head.pages.end(),
+                       row, [](int r, const PageSlot& s) { return r < s.first; });
   return static_cast<int>(it - head.pages.begin()) - 1;
 }
 
@@ -633,8 +633,8 @@ void KvCache::ReadRowsRaw(int layer, int kv_head, int first, int count, std::vec
     const size_t at = static_cast<size_t>(r - first);
     std::memcpy(keys->data() + at * row, static_cast<const uint8_t*>(s.page.keys) + slot * row,
                 n * row);
-    std::memcpy(values->data() + at * row,
-                static_cast<const uint8_t*>(s.page.values) + slot * row, n * row);
+    std::memcpy(values->data() + at * row, static_cast<const uint8_t*>(s.page.values) + slot * row,
+                n * row);
     std::copy(s.page.positions + slot, s.page.positions + slot + n, positions->data() + at);
     r += static_cast<int>(n);
   }

@@ -299,9 +299,8 @@ Result<PipelineReport> RunPipeline(const Model& model, const Compressor& compres
   // Question mode prefills each question after the shared context, unless the press reads a
   // second pass over the context and question together (KVzip).
   const PrefilledContext* question_pre =
-      options.mode == CompressionMode::kQuestion && !compressor.Needs().reconstruction
-          ? prefilled
-          : nullptr;
+      options.mode == CompressionMode::kQuestion && !compressor.Needs().reconstruction ? prefilled
+                                                                                       : nullptr;
   Runner run(model, compressor, options, pool, context, reuse ? prefilled : nullptr);
   const ModelConfig& c = model.config();
   run.report.context_tokens = static_cast<int>(context.size());

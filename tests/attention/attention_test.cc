@@ -53,11 +53,10 @@ TEST(AttendCached, MatchesReferenceAcrossShapes) {
       SCOPED_TRACE(shared ? "shared context" : "one cache");
       KvCache context(1, c.n_kv_heads, c.head_dim, {c.dtype, c.page, 0});
       if (c.n_ctx > 0) {
-        ASSERT_TRUE(
-            context
-                .Append(0, {k.data(), c.n_ctx, kw}, {v.data(), c.n_ctx, kw},
-                        std::span<const int32_t>(pos.data(), static_cast<size_t>(c.n_ctx)))
-                .ok());
+        ASSERT_TRUE(context
+                        .Append(0, {k.data(), c.n_ctx, kw}, {v.data(), c.n_ctx, kw},
+                                std::span<const int32_t>(pos.data(), static_cast<size_t>(c.n_ctx)))
+                        .ok());
         for (int h = 0; h < c.n_kv_heads; ++h) {
           std::vector<int32_t> keep;
           for (int i = 0; i < c.n_ctx; ++i)
@@ -67,14 +66,14 @@ TEST(AttendCached, MatchesReferenceAcrossShapes) {
       }
       KvCache cache = shared ? context.Share() : std::move(context);
       const size_t at = static_cast<size_t>(c.n_ctx) * kw;
-      ASSERT_TRUE(cache.Append(0, {k.data() + at, c.n_new, kw}, {v.data() + at, c.n_new, kw}, qpos)
-                      .ok());
+      ASSERT_TRUE(
+          cache.Append(0, {k.data() + at, c.n_new, kw}, {v.data() + at, c.n_new, kw}, qpos).ok());
       std::vector<float> fast(q.size()), ref(q.size());
       const AttnShape shape{c.n_heads, c.n_kv_heads, c.head_dim,
                             1.0f / std::sqrt(static_cast<float>(c.head_dim))};
       AttentionWorkspace ws;
-      AttendCached(shape, {q.data(), c.n_new, qw}, qpos, cache, 0, {fast.data(), c.n_new, qw},
-                   pool, ws);
+      AttendCached(shape, {q.data(), c.n_new, qw}, qpos, cache, 0, {fast.data(), c.n_new, qw}, pool,
+                   ws);
       AttendReference(shape, {q.data(), c.n_new, qw}, qpos, cache, 0, {ref.data(), c.n_new, qw});
       double max_err = 0, max_ref = 0;
       for (size_t i = 0; i < q.size(); ++i) {

@@ -281,7 +281,8 @@ TEST(KvCache, SharedPagesAreCountedOnceAndCopiedOnlyWhenWritten) {
 
 TEST(KvCache, ReservePredictsAnAppendAfterASharedPage) {
   KvCache base(1, 2, 32, {KvDType::kF16, 16, 0});
-  ASSERT_TRUE(AppendRange(base, 0, 16 * 64 - 8, 0.0f).ok());  // every page of one chunk, less 8 rows
+  ASSERT_TRUE(
+      AppendRange(base, 0, 16 * 64 - 8, 0.0f).ok());  // every page of one chunk, less 8 rows
   KvCache share = base.Share();
   for (int extra : {1, 8, 9, 40}) {
     KvCache s = share.Share();
@@ -414,9 +415,8 @@ TEST(KvCache, SharingCachesMatchACopyingModel) {
       caches[c].Retain(i / heads, i % heads, keep);
       m = kept_pos;
     } else if (op < 9) {
-      const int32_t cut = caches[c].NextPosition() > 0
-                              ? static_cast<int32_t>(rng() % caches[c].NextPosition())
-                              : 0;
+      const int32_t cut =
+          caches[c].NextPosition() > 0 ? static_cast<int32_t>(rng() % caches[c].NextPosition()) : 0;
       caches[c].TruncateFrom(cut);
       for (auto& m : models[c]) std::erase_if(m, [&](int32_t p) { return p >= cut; });
     } else if (caches.size() > 1) {

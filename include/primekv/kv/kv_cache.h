@@ -50,8 +50,9 @@ class KvCache {
 
   // Deep copy into a pool of its own (named, because it is costly).
   KvCache Clone() const;
-  // A copy that holds this cache's pages by reference: it costs a page table, not the entries. Neither cache may be changed while Share runs; afterwards each may be
-  // changed on its own thread.
+  // A copy that holds this cache's pages by reference: it costs a page table, not the entries.
+  // Neither cache may be changed while Share runs; afterwards each may be changed on its own
+  // thread.
   KvCache Share() const;
 
   int n_layers() const { return n_layers_; }
