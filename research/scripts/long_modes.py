@@ -53,6 +53,27 @@ def per_turn(folder, cfg):
     return [100 * sum(v) / len(v) for _, v in sorted(by.items())]
 
 
+def repeats(folder, cfg):
+    """(wrong answers, wrong answers whose first number is an earlier turn's answer) of one
+    (press, ratio): how often the model copies its own earlier answer."""
+    from eval_rows import open_text
+    turns = collections.defaultdict(dict)
+    with open_text(os.path.join(folder, "results.jsonl")) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("status") == "ok" and (r["press"], r["ratio"]) == cfg:
+                m = re.search(r"\d+", r["prediction"])
+                turns[r["id"]][r["turn"]] = (r["score"], m.group(0) if m else "")
+    wrong = copied = 0
+    for conv in turns.values():
+        for t, (score, number) in conv.items():
+            if score >= 1:
+                continue
+            wrong += 1
+            copied += bool(number) and number in [conv[u][1] for u in range(t) if u in conv]
+    return wrong, copied
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tables", required=True, help="the whole-context eval folder")
@@ -102,16 +123,19 @@ def main():
         md.append("Twelve facts in a 16K-token document, six of them asked in turn; the cache is "
                   "compressed after the document and back to that budget after every answer. "
                   "Samples: %d; score per turn and its mean.\n" % len(keys))
-        md.append("| press | ratio | mean | turns 1..6 |")
-        md.append("|---|---|---|---|")
+        md.append("| press | ratio | mean | turns 1..6 | wrong answers | of them an earlier answer |")
+        md.append("|---|---|---|---|---|---|")
         out["drift"] = {"samples": len(keys), "rows": []}
         for (p, r) in sorted(rows, key=lambda c: (c[0] != "none", c[0], c[1])):
             turns = per_turn(args.drift, (p, r))
-            md.append("| %s | %.2f | %.1f | %s |" % (p, r, macro(scores(rows, (p, r)), keys),
-                                                     " / ".join("%.0f" % t for t in turns)))
+            wrong, copied = repeats(args.drift, (p, r))
+            md.append("| %s | %.2f | %.1f | %s | %d | %d |" % (
+                p, r, macro(scores(rows, (p, r)), keys), " / ".join("%.0f" % t for t in turns),
+                wrong, copied))
             out["drift"]["rows"].append({"press": p, "ratio": r,
                                          "score": macro(scores(rows, (p, r)), keys),
-                                         "turns": turns})
+                                         "turns": turns, "wrong": wrong,
+                                         "wrong_repeating_an_earlier_answer": copied})
         for r in sorted({r for (p, r) in rows if p == "primekv"}):
             if ("keydiff", r) in rows:
                 d = paired(scores(rows, ("keydiff", r)), scores(rows, ("primekv", r)), keys)
