@@ -76,32 +76,47 @@ def document(tokens):
     return "\n\n".join(parts)
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def add_document_args(ap, tokens, ratio):
+    """The arguments of a bench over one long document: binary, model, its size and press."""
     ap.add_argument("--primekv", required=True)
     ap.add_argument("--model", required=True)
-    ap.add_argument("--tokens", type=int, default=32000)
+    ap.add_argument("--tokens", type=int, default=tokens)
     ap.add_argument("--press", default="primekv")
-    ap.add_argument("--ratio", type=float, default=0.9)
+    ap.add_argument("--ratio", type=float, default=ratio)
+    ap.add_argument("--threads", type=int, default=2)
+
+
+def serve_document(name, doc, *extra, deadline_s=600):
+    """A server under st.ARGS's press and ratio, and the document put into a session with
+    `max_tokens` 0 (prefill and compression): (server, its answer, seconds), or the server and
+    None when the prefill failed (printed)."""
+    a = st.ARGS
+    s = Server(tempfile.mkdtemp(prefix="primekv-bench-%s-" % name), *extra, "--press", a.press,
+               "--ratio", str(a.ratio), "--max-body-kib", "4096", "--request-deadline-s",
+               str(deadline_s), threads=a.threads)
+    t0 = time.time()
+    code, j, text = s.post("/v1/completions", {"prompt": doc, "max_tokens": 0}, timeout=3600)
+    if code != 200:
+        print("prefill failed: %d %s" % (code, text[:300]))
+        return s, None, 0.0
+    return s, j, time.time() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    add_document_args(ap, tokens=32000, ratio=0.9)
     ap.add_argument("--reads", type=int, default=20)
     ap.add_argument("--max-kib", type=float, default=256)
     ap.add_argument("--max-ms", type=float, default=50)
-    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--save", default="", help="write the endpoint's body here")
     st.ARGS = ap.parse_args()
     doc = document(st.ARGS.tokens)
-    work = tempfile.mkdtemp(prefix="primekv-bench-cache-view-")
-    s = Server(work, "--kv-budget-mib", "2048", "--press", st.ARGS.press, "--ratio",
-               str(st.ARGS.ratio), "--max-body-kib", "4096", "--request-deadline-s", "600",
-               threads=st.ARGS.threads)
+    s, j, seconds = serve_document("cache-view", doc, "--kv-budget-mib", "2048")
     try:
-        t0 = time.time()
-        code, j, text = s.post("/v1/completions", {"prompt": doc, "max_tokens": 0}, timeout=3600)
-        if code != 200:
-            print("prefill failed: %d %s" % (code, text[:300]))
+        if j is None:
             return 1
         print("prefill and compression of %d tokens: %.1f s" % (j["usage"]["prompt_tokens"],
-                                                                 time.time() - t0))
+                                                                 seconds))
         code, j, text = s.post("/v1/completions", {
             "prompt": doc + "\nWhat is the special magic number?\n", "max_tokens": 8,
             "session": j["session"], "temperature": 0}, timeout=600)

@@ -18,23 +18,16 @@ Exits 1 when a conversation reused no prefix, or the ratio is over --max-ratio.
 """
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
 
 import server_test as st
-from server_test import Server
-from bench_cache_view import document
+from bench_cache_view import add_document_args, document, serve_document
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--primekv", required=True)
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--tokens", type=int, default=16000)
-    ap.add_argument("--press", default="primekv")
-    ap.add_argument("--ratio", type=float, default=0.75)
+    add_document_args(ap, tokens=16000, ratio=0.75)
     ap.add_argument("--conversations", type=int, default=100)
     ap.add_argument("--max-tokens", type=int, default=4)
     ap.add_argument("--mode", default="context",
@@ -42,29 +35,22 @@ def main():
                          "compresses every turn back to the budget, and a conversation copies "
                          "each shared page its compression rewrites")
     ap.add_argument("--max-ratio", type=float, default=1.3)
-    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--budget-mib", type=int, default=16384)
     ap.add_argument("--json", default="")
     st.ARGS = ap.parse_args()
     a = st.ARGS
     doc = document(a.tokens)
-    work = tempfile.mkdtemp(prefix="primekv-bench-prefix-share-")
-    s = Server(work, "--kv-budget-mib", str(a.budget_mib), "--mode", a.mode, "--press", a.press,
-               "--ratio",
-               str(a.ratio), "--max-body-kib", "4096", "--request-deadline-s", "3600",
-               threads=a.threads)
+    s, j, seconds = serve_document("prefix-share", doc, "--kv-budget-mib", str(a.budget_mib),
+                                   "--mode", a.mode, deadline_s=3600)
     try:
-        t0 = time.time()
-        code, j, text = s.post("/v1/completions", {"prompt": doc, "max_tokens": 0}, timeout=3600)
-        if code != 200:
-            print("prefill failed: %d %s" % (code, text[:300]))
+        if j is None:
             return 1
         doc_tokens = j["usage"]["prompt_tokens"]
         _, view, _ = s.request("GET", "/v1/sessions/%s/cache" % j["session"])
         doc_kept = view["bytes"]["kept"]
         doc_held = s.metrics()["primekv_kv_bytes_held"]
         print("document: %d tokens, prefill and %s %.2f in %.1f s; its session holds %.1f MiB "
-              "(live entries %.1f MiB)" % (doc_tokens, a.press, a.ratio, time.time() - t0,
+              "(live entries %.1f MiB)" % (doc_tokens, a.press, a.ratio, seconds,
                                           doc_held / 2**20, doc_kept / 2**20))
         held, own, cached, seconds = [], [], [], []
         for i in range(a.conversations):
