@@ -231,20 +231,16 @@ Accounted SessionStore::ChargeLocked(Session& s) {
   Accounted a;
   std::weak_ptr<const void> now;
   if (s.conv->has_cache()) now = s.conv->cache().PoolHandle();
-  const auto same = [](const auto& x, const auto& y) {
-    return !x.owner_before(y) && !y.owner_before(x);
-  };
-  if (!same(now, s.kv_pool)) {
-    // A new cache (restored, copied or compacted into a pool of its own), or none.
-    a.before += DetachLocked(s);
-    if (!s.conv->has_cache()) return a;
-    PoolCharge& c = kv_pools_[now];
+  const bool same = !now.owner_before(s.kv_pool) && !s.kv_pool.owner_before(now);
+  // A new cache (restored, copied or compacted into a pool of its own), or none.
+  if (!same) a.before += DetachLocked(s);
+  if (!s.conv->has_cache()) return a;
+  PoolCharge& c = kv_pools_[now];
+  if (!same) {
     ++c.sessions;
     c.tenant = s.record().tenant;
     s.kv_pool = now;
   }
-  if (!s.conv->has_cache()) return a;
-  PoolCharge& c = kv_pools_[now];
   a.before += c.bytes;
   c.bytes = s.conv->cache().BytesAllocated();
   a.after += c.bytes;

@@ -40,13 +40,13 @@ struct Runner {
     return s;
   }
 
-  // A fresh conversation, or one over a clone of the prefilled context.
+  // A fresh conversation, or one over a share of the prefilled context.
   static ConversationRecord RecordOf(const PipelineOptions& o, std::span<const Token> context,
                                      const PrefilledContext* pre) {
     ConversationRecord r{.schedule = ScheduleOf(o)};
     if (pre) {
       r.tokens.assign(context.begin(), context.end());
-      r.cache = pre->cache.Clone();
+      r.cache = pre->cache.Share();  // each press's compression copies only the pages it changes
     }
     return r;
   }
