@@ -410,7 +410,7 @@ void QuantizeQ8(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
     s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
-    d[b] = scale;
+    d[b] = RoundScaleToF16(scale);
     sum[b] = _mm_cvtsi128_si32(s4);
   }
 }

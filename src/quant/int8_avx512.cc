@@ -531,7 +531,7 @@ void QuantizeQ8(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
     const __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, vinv));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(i0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(i1));
-    d[b] = scale;
+    d[b] = RoundScaleToF16(scale);
     sum[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
   }
 }

@@ -25,7 +25,7 @@ void QuantizeQ8(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
       q[j] = static_cast<int8_t>(i);
       s += i;
     }
-    d[b] = scale;
+    d[b] = RoundScaleToF16(scale);
     sum[b] = s;
   }
 }
