@@ -108,15 +108,27 @@ bool OnlineSoftmaxRows(const TileTask& t, const KvPage& page, int count, TileScr
     float* s = ts.scores + static_cast<size_t>(r) * pt;
     int visible = count;
     while (visible > 0 && page.positions[visible - 1] > pos) --visible;
-    const float mx = visible == 0 ? ts.m[r] : softmax.row_max(s, visible, ts.m[r]);
-    if (visible == 0 || !std::isfinite(mx)) {
-      finite = finite && visible == 0;
+    // Entries [0, first) have left a sliding window.
+    int first = 0;
+    if (t.shape.window > 0) {
+      while (first < visible && page.positions[first] <= pos - t.shape.window) ++first;
+    }
+    if (t.shape.softcap > 0) {
+      const float cap = t.shape.softcap;
+      for (int j = first; j < visible; ++j) s[j] = cap * std::tanh(s[j] / cap);
+    }
+    const int seen = visible - first;
+    float* sv = s + first;
+    const float mx = seen == 0 ? ts.m[r] : softmax.row_max(sv, seen, ts.m[r]);
+    if (seen == 0 || !std::isfinite(mx)) {
+      finite = finite && seen == 0;
       std::fill_n(s, count, 0.0f);
       continue;
     }
     // ExpApprox(-inf) = 0 on the first page.
     const float corr = attention_internal::ExpApprox(ts.m[r] - mx);
-    const float sum = softmax.exp_sum(s, visible, mx);
+    const float sum = softmax.exp_sum(sv, seen, mx);
+    std::fill(s, sv, 0.0f);
     std::fill(s + visible, s + count, 0.0f);
     ts.l[r] = ts.l[r] * corr + sum;
     ts.m[r] = mx;
@@ -196,11 +208,14 @@ bool AttendCached(const AttnShape& shape, MatView<const float> q, std::span<cons
                        q0,    std::min(tq, n - q0)};
       GatherQueries(t, ts);
       const int32_t max_pos = q_pos[t.q0 + t.qn - 1];
+      const int32_t min_pos = q_pos[t.q0];
       const int n_pages = cache.NumPages(layer, t.kvh);
       bool task_finite = true;
       for (int p = 0; p < n_pages; ++p) {
         const KvPage& page = cache.Page(layer, t.kvh, p);
         if (page.positions[0] > max_pos) break;  // positions ascend: nothing visible further on
+        // Every entry of the page has left every query's window.
+        if (shape.window > 0 && page.positions[page.rows - 1] <= min_pos - shape.window) continue;
         task_finite &= AttendPage(t, page, page.rows, ts, softmax);
       }
       if (!task_finite) finite.store(false, std::memory_order_relaxed);
@@ -224,7 +239,14 @@ void AttendReference(const AttnShape& shape, MatView<const float> q, std::span<c
     for (int g = 0; g < shape.group(); ++g) {
       const int64_t col = static_cast<int64_t>(kvh * shape.group() + g) * d;
       for (int64_t i = 0; i < q.rows; ++i) {
-        CausalAttention(q.Row(i) + col, k, pos, q_pos[i], shape.scale, p);
+        for (int64_t j = 0; j < len; ++j) {
+          const int32_t kp = pos[static_cast<size_t>(j)];
+          double x = DotF64(q.Row(i) + col, k.Row(j), d) * shape.scale;
+          if (shape.softcap > 0) x = shape.softcap * std::tanh(x / shape.softcap);
+          const bool hidden = kp > q_pos[i] || (shape.window > 0 && kp <= q_pos[i] - shape.window);
+          p[static_cast<size_t>(j)] = hidden ? -std::numeric_limits<double>::infinity() : x;
+        }
+        MaskedSoftmax(p);
         float* o = out.Row(i) + col;
         for (int c = 0; c < d; ++c) {
           double acc = 0;

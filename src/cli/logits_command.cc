@@ -81,7 +81,8 @@ Result<std::vector<Token>> InputIds(const LogitsArgs& a, const Model& model) {
 int RunLogits(const LogitsArgs& a) {
   // A FIFO, device or link is refused before the model runs, not after.
   if (Status s = CheckReplaceableOutput(a.out, "-o"); !s.ok()) return Fail(s.message());
-  auto model = Model::Load(a.model);
+  // -c also picks LongRoPE's factors, as llama.cpp's context size does.
+  auto model = Model::Load(a.model, WeightMemory::kMapped, a.ctx_size);
   if (!model.ok()) return Fail(model.message());
   if (Status s = CheckKvDType(a.kv_type, model->config().head_dim); !s.ok())
     return Fail(s.message());

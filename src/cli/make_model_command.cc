@@ -28,7 +28,9 @@ void AddMakeModel(CLI::App& app, Runner& run) {
   auto arch = std::make_shared<std::string>("llama");
   auto experts = std::make_shared<ExpertOptions>();
   auto* cmd = app.add_subcommand("make-model", "Write a random-weight GGUF model of a given shape");
-  cmd->add_option("--arch", *arch, "llama | qwen2 | qwen3 | qwen3moe")->capture_default_str();
+  cmd->add_option("--arch", *arch,
+                  "llama | qwen2 | qwen3 | qwen3moe | granite | phi3 | gemma | gemma2")
+      ->capture_default_str();
   cmd->add_option("--layers", s->n_layers)->check(IntegerIn(1, 4096))->capture_default_str();
   cmd->add_option("--d-model", s->d_model)->check(IntegerIn(1, 1 << 20))->capture_default_str();
   cmd->add_option("--heads", s->n_heads)->check(IntegerIn(1, 65536))->capture_default_str();
@@ -49,7 +51,8 @@ void AddMakeModel(CLI::App& app, Runner& run) {
   cmd->add_option(
          "--type", *type,
          "F32 | F16 | BF16 | Q8_0 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | IQ4_NL (row lengths multiples "
-         "of 32) | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS (multiples of 256)")
+         "of 32) | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS (multiples of 256) | Q4_K_M (Q4_K "
+         "with llama.cpp's Q5_K/Q6_K choices)")
       ->capture_default_str();
   cmd->add_option("--seed", s->seed)->check(Seed())->capture_default_str();
   cmd->add_option("--tokenizer", s->tokenizer, "llama | gpt2")->capture_default_str();
@@ -61,19 +64,29 @@ void AddMakeModel(CLI::App& app, Runner& run) {
       ->capture_default_str();
   cmd->add_option("--rope-scaling", *rope_scaling, "none | llama3")->capture_default_str();
   cmd->add_flag("--tied", s->tied_embeddings, "Share the output matrix with the embeddings");
+  cmd->add_option("--sliding-window", s->sliding_window,
+                  "gemma2 (even layers), phi3 (every layer): tokens a query sees; 0 = none")
+      ->check(IntegerIn(0, 1 << 28))
+      ->capture_default_str();
+  cmd->add_option("--long-rope", s->rope_original_context,
+                  "phi3: write LongRoPE factors for this original context (below --context)")
+      ->check(IntegerIn(1, 1 << 28));
   cmd->add_option("-o,--output", *out, "Output GGUF file")->required();
   cmd->callback([&run, s, out, type, rope_scaling, arch, experts] {
     run = [s, out, type, rope_scaling, arch, experts] {
-      auto t = ParseGgmlType(*type);
+      s->q4_k_m = *type == "Q4_K_M";
+      auto t = ParseGgmlType(s->q4_k_m ? std::string("Q4_K") : *type);
       if (!t) return Fail("unknown --type '" + *type + "'");
       s->type = *t;
+      s->long_rope = s->rope_original_context > 0;
       if (*rope_scaling != "none" && *rope_scaling != "llama3") {
         return Fail("unknown --rope-scaling '" + *rope_scaling + "' (none, llama3)");
       }
       s->llama3_rope_scaling = *rope_scaling == "llama3";
       const std::optional<Arch> a = ArchFromName(*arch);
       if (!a)
-        return Fail("make-model: unknown --arch '" + *arch + "' (llama, qwen2, qwen3, qwen3moe)");
+        return Fail("make-model: unknown --arch '" + *arch +
+                    "' (llama, qwen2, qwen3, qwen3moe, granite, phi3, gemma, gemma2)");
       s->arch = *a;
       if (*a == Arch::kQwen3Moe) {
         s->n_experts = experts->count;

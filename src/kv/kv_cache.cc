@@ -125,6 +125,7 @@ KvCache::KvCache(KvCache&& o) noexcept
       head_dim_(o.head_dim_),
       options_(o.options_),
       next_position_(o.next_position_),
+      expired_below_(o.expired_below_),
       heads_(std::move(o.heads_)),
       pool_(std::move(o.pool_)),
       live_entries_(o.live_entries_),
@@ -141,6 +142,7 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
   head_dim_ = o.head_dim_;
   options_ = o.options_;
   next_position_ = o.next_position_;
+  expired_below_ = o.expired_below_;
   heads_ = std::move(o.heads_);
   pool_ = std::move(o.pool_);
   live_entries_ = o.live_entries_;
@@ -220,6 +222,7 @@ void KvCache::MakeWritable(HeadState& head, int index) {
 KvCache KvCache::Clone() const {
   KvCache copy(n_layers_, n_kv_heads_, head_dim_, options_);
   copy.next_position_ = next_position_;
+  copy.expired_below_ = expired_below_;
   for (size_t i = 0; i < heads_.size(); ++i) {
     const HeadState& src = heads_[i];
     HeadState& dst = copy.heads_[i];
@@ -239,6 +242,7 @@ KvCache KvCache::Clone() const {
 KvCache KvCache::Share() const {
   KvCache copy(n_layers_, n_kv_heads_, head_dim_, options_, pool_);
   copy.next_position_ = next_position_;
+  copy.expired_below_ = expired_below_;
   copy.heads_ = heads_;
   {
     std::lock_guard lock(pool_->mu);
@@ -557,10 +561,35 @@ void KvCache::TruncateFrom(int32_t pos) {
   next_position_ = std::min(next_position_, pos);
 }
 
+void KvCache::DropPagesBefore(int layer, int32_t pos) {
+  Check(layer >= 0 && layer < n_layers_, "KvCache::DropPagesBefore: layer out of range");
+  for (int h = 0; h < n_kv_heads_; ++h) {
+    HeadState& head = Head(layer, h);
+    size_t n_drop = 0;
+    while (n_drop < head.pages.size()) {
+      const KvPage& page = head.pages[n_drop].page;
+      if (page.rows > 0 && page.positions[page.rows - 1] >= pos) break;
+      ++n_drop;
+    }
+    if (n_drop == 0) continue;
+    const int rows = n_drop < head.pages.size() ? head.pages[n_drop].first : head.length;
+    {
+      std::lock_guard lock(pool_->mu);
+      for (size_t i = 0; i < n_drop; ++i) pool_->ReleaseLocked(head.pages[i].id);
+    }
+    head.pages.erase(head.pages.begin(), head.pages.begin() + static_cast<std::ptrdiff_t>(n_drop));
+    for (PageSlot& slot : head.pages) slot.first -= rows;
+    head.length -= rows;
+    live_entries_ -= rows;
+    expired_below_ = std::max(expired_below_, pos);
+  }
+}
+
 void KvCache::Clear() {
   ReleaseAll();
   live_entries_ = 0;
   next_position_ = 0;
+  expired_below_ = 0;
 }
 
 int KvCache::NumPages(int layer, int kv_head) const {

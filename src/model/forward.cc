@@ -66,6 +66,22 @@ void SwiGluInPlace(float* gate, const float* up, int64_t n, ThreadPool& pool) {
                    4);
 }
 
+// gate[i] = gelu(gate[i]) * up[i] with GELU's tanh form (gemma's GeGLU):
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void GeGluInPlace(float* gate, const float* up, int64_t n, ThreadPool& pool) {
+  constexpr int64_t kBlock = 512;
+  pool.ParallelFor((n + kBlock - 1) / kBlock,
+                   [&](int64_t begin, int64_t end, int) {
+                     for (int64_t i = begin * kBlock; i < std::min(n, end * kBlock); ++i) {
+                       const float x = gate[i];
+                       const float t =
+                           std::tanh(0.7978845608028654f * x * (1.0f + 0.044715f * x * x));
+                       gate[i] = 0.5f * x * (1.0f + t) * up[i];
+                     }
+                   },
+                   4);
+}
+
 template <typename T>
 void Grow(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(n);
@@ -180,8 +196,8 @@ void Model::ApplyRope(MatView<float> x, int n_heads_x, std::span<const int32_t> 
     const double pos = positions[static_cast<size_t>(r)];
     for (int i = 0; i < half; ++i) {
       const double theta = pos * rope_inv_freq_[static_cast<size_t>(i)];
-      const float cs = static_cast<float>(std::cos(theta));
-      const float sn = static_cast<float>(std::sin(theta));
+      const float cs = static_cast<float>(std::cos(theta)) * c.rope_attn_factor;
+      const float sn = static_cast<float>(std::sin(theta)) * c.rope_attn_factor;
       for (int h = 0; h < n_heads_x; ++h) {
         float* v = x.Row(r) + static_cast<int64_t>(h) * c.head_dim;
         const int a = c.rope_style == RopeStyle::kAdjacent ? 2 * i : i;
@@ -305,18 +321,20 @@ Status AttentionFailed(int layer) {
                        "model's weights or activations overflow)");
 }
 
-AttnShape AttentionShape(const ModelConfig& c) {
-  return {c.n_heads, c.n_kv_heads, c.head_dim,
-          static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))};
-}
-
-// x += h over n rows of d_model.
-void AddResidual(ThreadPool& pool, const RowViews& r) {
+// x += post_norm(h) * scale over n rows of d_model (granite's residual multiplier, gemma2's
+// norm after each block; either may be absent).
+void AddResidual(ThreadPool& pool, const RowViews& r, const std::vector<float>& post_norm = {},
+                 float eps = 0, float scale = 1.0f) {
   const int64_t D = r.x.cols;
   ForRows(pool, r.x.rows, D, [&](int64_t row) {
     float* x = r.x.Row(row);
-    const float* h = r.h.Row(row);
-    for (int64_t i = 0; i < D; ++i) x[i] += h[i];
+    float* h = r.h.Row(row);
+    if (!post_norm.empty()) RmsNorm(h, post_norm.data(), static_cast<int>(D), eps, h);
+    if (scale != 1.0f) {
+      for (int64_t i = 0; i < D; ++i) x[i] += h[i] * scale;
+    } else {
+      for (int64_t i = 0; i < D; ++i) x[i] += h[i];
+    }
   });
 }
 
@@ -359,9 +377,13 @@ void AddDenseFfn(const ModelConfig& c, const LayerWeights& L, const RowViews& r,
   const WeightView* const w[] = {&L.w_gate, &L.w_up};
   const MatView<float> out[] = {gate, up};
   MatMulSameInput(w, r.h, out, pool);
-  SwiGluInPlace(ws.gate.data(), ws.up.data(), n * c.d_ff, pool);
+  if (c.ffn_activation == FfnActivation::kGeluTanh) {
+    GeGluInPlace(ws.gate.data(), ws.up.data(), n * c.d_ff, pool);
+  } else {
+    SwiGluInPlace(ws.gate.data(), ws.up.data(), n * c.d_ff, pool);
+  }
   MatMul(L.w_down, gate, r.h, pool);
-  AddResidual(pool, r);
+  AddResidual(pool, r, L.ffn_post_norm, c.rms_eps, c.residual_scale);
 }
 
 // The rest of a layer after attention: W_O and the residual, then the FFN block (dense or
@@ -369,7 +391,7 @@ void AddDenseFfn(const ModelConfig& c, const LayerWeights& L, const RowViews& r,
 void FinishLayer(const ModelConfig& c, const LayerWeights& L, const RowViews& r, ThreadPool& pool,
                  ForwardWorkspace& ws) {
   MatMul(L.wo, r.attn, r.h, pool);
-  AddResidual(pool, r);
+  AddResidual(pool, r, L.attn_post_norm, c.rms_eps, c.residual_scale);
   RmsNormRows(r.x, L.ffn_norm, c.rms_eps, r.h, pool);
   if (c.moe()) {
     AddExpertFfn(c, L, r.h, r.x, pool, ws);
@@ -380,17 +402,43 @@ void FinishLayer(const ModelConfig& c, const LayerWeights& L, const RowViews& r,
 
 }  // namespace
 
+void Model::EmbedRow(Token token, float* row) const {
+  GetRow(token_embd_, token, row);
+  if (config_.embedding_scale != 1.0f) {
+    for (int j = 0; j < config_.d_model; ++j) row[j] *= config_.embedding_scale;
+  }
+}
+
 void Model::Embed(std::span<const Token> tokens, MatView<float> x) const {
-  for (size_t i = 0; i < tokens.size(); ++i)
-    GetRow(token_embd_, tokens[i], x.Row(static_cast<int64_t>(i)));
+  for (size_t i = 0; i < tokens.size(); ++i) EmbedRow(tokens[i], x.Row(static_cast<int64_t>(i)));
+}
+
+AttnShape Model::Attention(int layer) const {
+  const ModelConfig& c = config_;
+  AttnShape shape{c.n_heads, c.n_kv_heads, c.head_dim,
+                  c.attention_scale > 0
+                      ? c.attention_scale
+                      : static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))};
+  shape.softcap = c.attn_softcap;
+  if (c.LocalLayer(layer)) shape.window = c.sliding_window;
+  return shape;
 }
 
 void Model::OutputLogits(MatView<const float> rows, float* scratch, MatView<float> logits,
                          ThreadPool& pool) const {
   MatView<float> normed(scratch, rows.rows, config_.d_model);
   RmsNormRows(rows, output_norm_, config_.rms_eps, normed, pool);
-  MatMul(output_, normed, MatView<float>(logits.data, rows.rows, config_.vocab_size, logits.stride),
-         pool);
+  const MatView<float> out(logits.data, rows.rows, config_.vocab_size, logits.stride);
+  MatMul(output_, normed, out, pool);
+  const float scale = 1.0f / config_.logit_scale, cap = config_.final_softcap;
+  if (scale == 1.0f && cap == 0) return;
+  ForRows(pool, out.rows, out.cols, [&](int64_t r) {
+    float* row = out.Row(r);
+    for (int64_t j = 0; j < out.cols; ++j) {
+      row[j] *= scale;
+      if (cap > 0) row[j] = cap * std::tanh(row[j] / cap);
+    }
+  });
 }
 
 size_t ForwardWorkspace::Bytes() const {
@@ -422,8 +470,8 @@ Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const Forwa
   for (int i = 0; i < n; ++i) ws.positions[static_cast<size_t>(i)] = p0 + i;
   const std::span<const int32_t> pos(ws.positions.data(), static_cast<size_t>(n));
   Embed(tokens, r.x);
-  const AttnShape shape = AttentionShape(c);
   for (int l = 0; l < c.n_layers; ++l) {
+    const AttnShape shape = Attention(l);
     ProjectQkv(*this, l, r, pos, pool);
     PRIMEKV_RETURN_IF_ERROR(CheckKeys(l, r.k));
     if (Status s = cache.Append(l, r.k, r.v, pos); !s.ok()) return s;
@@ -476,11 +524,11 @@ Status Model::DecodeRows(std::span<const DecodeSlot> slots, MatView<float> logit
   for (int i = 0; i < n; ++i) {
     const DecodeSlot& slot = slots[static_cast<size_t>(i)];
     ws.positions[static_cast<size_t>(i)] = slot.cache->NextPosition();
-    GetRow(token_embd_, slot.token, r.x.Row(i));
+    EmbedRow(slot.token, r.x.Row(i));
   }
   const std::span<const int32_t> pos(ws.positions.data(), static_cast<size_t>(n));
-  const AttnShape shape = AttentionShape(c);
   for (int l = 0; l < c.n_layers; ++l) {
+    const AttnShape shape = Attention(l);
     ProjectQkv(*this, l, r, pos, pool);
     PRIMEKV_RETURN_IF_ERROR(CheckKeys(l, r.k));
     // Each row appends to and attends over its own cache, exactly as a one-token Forward.

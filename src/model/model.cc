@@ -31,7 +31,17 @@ constexpr ArchTraits kArchs[] = {
     {Arch::kQwen2, "qwen2", RopeStyle::kHalf, true, false},
     {Arch::kQwen3, "qwen3", RopeStyle::kHalf, false, true},
     {Arch::kQwen3Moe, "qwen3moe", RopeStyle::kHalf, false, true},
+    {Arch::kGranite, "granite", RopeStyle::kAdjacent, false, false},
+    {Arch::kPhi3, "phi3", RopeStyle::kHalf, false, false},
+    {Arch::kGemma, "gemma", RopeStyle::kHalf, false, false},
+    {Arch::kGemma2, "gemma2", RopeStyle::kHalf, false, false},
 };
+
+std::string SupportedArchNames() {
+  std::string out;
+  for (const ArchTraits& t : kArchs) out += (out.empty() ? "" : ", ") + std::string(t.name);
+  return out;
+}
 
 // File text in messages: printable ASCII, other bytes as \xNN, at most 80 bytes.
 // (Appended rather than "'" + ... + "'": g++ 12 -O3 warns falsely (-Wrestrict) on that form.)
@@ -202,7 +212,7 @@ Status ReadArch(const GgufFile& f, ModelConfig& c) {
                                    [&](const ArchTraits& t) { return t.name == c.arch_name; });
   if (traits == std::end(kArchs)) {
     return Status::Error(f.display_name() + ": architecture " + QuoteForMessage(c.arch_name) +
-                         " is not supported (supported: llama, qwen2, qwen3, qwen3moe)");
+                         " is not supported (supported: " + SupportedArchNames() + ")");
   }
   c.arch = traits->arch;
   c.rope_style = traits->rope_style;
@@ -258,12 +268,75 @@ Status ReadPositions(const GgufFile& f, ModelConfig& c) {
                          std::to_string(c.head_dim));
   }
   c.rope_base = static_cast<float>(f.GetFloat(Key(c, "rope.freq_base")).value_or(10000.0));
-  c.rms_eps = static_cast<float>(f.GetFloat(Key(c, "attention.layer_norm_rms_epsilon"))
-                                     .value_or(c.arch == Arch::kLlama ? 1e-5 : 1e-6));
+  c.rms_eps = static_cast<float>(
+      f.GetFloat(Key(c, "attention.layer_norm_rms_epsilon"))
+          .value_or(c.arch == Arch::kLlama || c.arch == Arch::kGranite ? 1e-5 : 1e-6));
   if (!(c.rope_base > 0) || !(c.rms_eps > 0) || !std::isfinite(c.rope_base) ||
       !std::isfinite(c.rms_eps)) {
     return Status::Error(f.display_name() + ": rope.freq_base and rms epsilon must be positive");
   }
+  return Status::Ok();
+}
+
+// A positive finite float key, or `fallback` when absent.
+Result<float> PositiveFloat(const GgufFile& f, const std::string& key, float fallback) {
+  const GgufValue* raw = f.Find(key);
+  if (!raw) return fallback;
+  auto v = f.GetFloat(key);
+  if (!v || !(*v > 0) || !std::isfinite(static_cast<float>(*v))) {
+    return Status::Error(f.display_name() + ": metadata '" + key + "' must be a finite number > 0");
+  }
+  return static_cast<float>(*v);
+}
+
+// Granite's four multipliers (llama.cpp's build_llama applies them).
+Status ReadGraniteScales(const GgufFile& f, ModelConfig& c) {
+  PRIMEKV_ASSIGN_OR_RETURN(c.embedding_scale, PositiveFloat(f, Key(c, "embedding_scale"), 1.0f));
+  PRIMEKV_ASSIGN_OR_RETURN(c.residual_scale, PositiveFloat(f, Key(c, "residual_scale"), 1.0f));
+  PRIMEKV_ASSIGN_OR_RETURN(c.attention_scale, PositiveFloat(f, Key(c, "attention.scale"), 0.0f));
+  PRIMEKV_ASSIGN_OR_RETURN(c.logit_scale, PositiveFloat(f, Key(c, "logit_scale"), 1.0f));
+  return Status::Ok();
+}
+
+// Gemma and Gemma 2: scaled embeddings and GeGLU; Gemma 2 adds post-norms, soft-capping and
+// sliding-window layers.
+Status ReadGemmaConfig(const GgufFile& f, ModelConfig& c) {
+  c.embedding_scale = std::sqrt(static_cast<float>(c.d_model));
+  c.ffn_activation = FfnActivation::kGeluTanh;
+  if (c.arch != Arch::kGemma2) return Status::Ok();
+  c.post_norms = true;
+  PRIMEKV_ASSIGN_OR_RETURN(c.attn_softcap,
+                           PositiveFloat(f, Key(c, "attn_logit_softcapping"), 50.0f));
+  PRIMEKV_ASSIGN_OR_RETURN(c.final_softcap,
+                           PositiveFloat(f, Key(c, "final_logit_softcapping"), 30.0f));
+  PRIMEKV_ASSIGN_OR_RETURN(c.sliding_window,
+                           OptionalInt(f, Key(c, "attention.sliding_window"), 1, kBig, 4096));
+  // llama.cpp scales queries by 1/sqrt(d_model / n_heads) for the 46-layer 27B (its
+  // query_pre_attn_scalar) and by 1/sqrt(head_dim) otherwise.
+  const int q_scalar = c.n_layers == 46 ? c.d_model / c.n_heads : c.head_dim;
+  c.attention_scale = 1.0f / std::sqrt(static_cast<float>(q_scalar));
+  return Status::Ok();
+}
+
+// Phi-3: the sliding window (llama.cpp's defaults for files that predate the key) and the
+// LongRoPE keys; the factors themselves are tensors, read with the weights.
+Status ReadPhi3Config(const GgufFile& f, ModelConfig& c) {
+  int window = 0;
+  if ((c.n_layers == 32 || c.n_layers == 40) && c.max_context == 4096) {
+    window = 2047;
+  } else if (c.n_layers == 32 && c.n_kv_heads == 32 && c.max_context == 131072) {
+    window = 262144;
+  } else if (c.n_layers == 40 && c.max_context == 131072) {
+    window = 131072;
+  }
+  PRIMEKV_ASSIGN_OR_RETURN(c.sliding_window,
+                           OptionalInt(f, Key(c, "attention.sliding_window"), 0, kBig, window));
+  c.swa_every_layer = true;
+  PRIMEKV_ASSIGN_OR_RETURN(c.rope_original_context,
+                           OptionalInt(f, Key(c, "rope.scaling.original_context_length"), 1,
+                                       int64_t{1} << 28, c.max_context));
+  PRIMEKV_ASSIGN_OR_RETURN(c.rope_attn_factor,
+                           PositiveFloat(f, Key(c, "rope.scaling.attn_factor"), 1.0f));
   return Status::Ok();
 }
 
@@ -273,6 +346,10 @@ Result<ModelConfig> ReadConfig(const GgufFile& f) {
   PRIMEKV_RETURN_IF_ERROR(ReadDimensions(f, c));
   PRIMEKV_RETURN_IF_ERROR(ReadPositions(f, c));
   if (c.arch == Arch::kQwen3Moe) PRIMEKV_RETURN_IF_ERROR(ReadExpertConfig(f, c));
+  if (c.arch == Arch::kGranite) PRIMEKV_RETURN_IF_ERROR(ReadGraniteScales(f, c));
+  if (c.arch == Arch::kGemma || c.arch == Arch::kGemma2)
+    PRIMEKV_RETURN_IF_ERROR(ReadGemmaConfig(f, c));
+  if (c.arch == Arch::kPhi3) PRIMEKV_RETURN_IF_ERROR(ReadPhi3Config(f, c));
   if (auto scaling = f.GetString(Key(c, "rope.scaling.type"));
       scaling && *scaling != "none" && *scaling != "llama3") {
     // llama3 scaling arrives as the rope_freqs tensor; linear/yarn are not implemented.
@@ -299,6 +376,14 @@ Status LoadExpertLayer(const TensorLoader& t, const std::string& p, const ModelC
   return Status::Ok();
 }
 
+// Rows [first, first + count) of a matrix.
+WeightView RowRange(const WeightView& w, int64_t first, int64_t count) {
+  WeightView out = w;
+  out.rows = count;
+  out.data = w.data + static_cast<size_t>(first) * w.row_bytes;
+  return out;
+}
+
 // The weights of layer l (prefix "blk.l."), checked against the configuration.
 Result<LayerWeights> LoadLayer(const TensorLoader& t, const ModelConfig& c, int l) {
   const std::string p = "blk." + std::to_string(l) + ".";
@@ -312,12 +397,35 @@ Result<LayerWeights> LoadLayer(const TensorLoader& t, const ModelConfig& c, int 
     PRIMEKV_ASSIGN_OR_RETURN(out, t.Matrix(p + name, rows, cols));
     return Status::Ok();
   };
-  for (Status s :
-       {vec("attn_norm.weight", c.d_model, L.attn_norm), mat("attn_q.weight", qw, c.d_model, L.wq),
-        mat("attn_k.weight", kw, c.d_model, L.wk), mat("attn_v.weight", kw, c.d_model, L.wv),
-        mat("attn_output.weight", c.d_model, qw, L.wo),
-        vec("ffn_norm.weight", c.d_model, L.ffn_norm)}) {
+  for (Status s : {vec("attn_norm.weight", c.d_model, L.attn_norm),
+                   mat("attn_output.weight", c.d_model, qw, L.wo),
+                   vec("ffn_norm.weight", c.d_model, L.ffn_norm)}) {
     PRIMEKV_RETURN_IF_ERROR(s);
+  }
+  if (c.arch == Arch::kPhi3) {
+    // Fused projections, viewed as row ranges (rows are quantised independently): attn_qkv is
+    // q, k, v stacked; ffn_up is the SwiGLU gate then its up half.
+    WeightView qkv, gate_up;
+    PRIMEKV_RETURN_IF_ERROR(mat("attn_qkv.weight", qw + 2 * kw, c.d_model, qkv));
+    L.wq = RowRange(qkv, 0, qw);
+    L.wk = RowRange(qkv, qw, kw);
+    L.wv = RowRange(qkv, qw + kw, kw);
+    PRIMEKV_RETURN_IF_ERROR(mat("ffn_up.weight", 2 * int64_t{c.d_ff}, c.d_model, gate_up));
+    L.w_gate = RowRange(gate_up, 0, c.d_ff);
+    L.w_up = RowRange(gate_up, c.d_ff, c.d_ff);
+    PRIMEKV_RETURN_IF_ERROR(mat("ffn_down.weight", c.d_model, c.d_ff, L.w_down));
+    return L;
+  }
+  for (Status s :
+       {mat("attn_q.weight", qw, c.d_model, L.wq), mat("attn_k.weight", kw, c.d_model, L.wk),
+        mat("attn_v.weight", kw, c.d_model, L.wv)}) {
+    PRIMEKV_RETURN_IF_ERROR(s);
+  }
+  if (c.post_norms) {
+    for (Status s : {vec("post_attention_norm.weight", c.d_model, L.attn_post_norm),
+                     vec("post_ffw_norm.weight", c.d_model, L.ffn_post_norm)}) {
+      PRIMEKV_RETURN_IF_ERROR(s);
+    }
   }
   if (c.moe()) {
     PRIMEKV_RETURN_IF_ERROR(LoadExpertLayer(t, p, c, L));
@@ -406,6 +514,22 @@ Result<std::vector<float>> RopeInvFreq(const GgufFile& f, const ModelConfig& c) 
   return out;
 }
 
+// Phi-3 LongRoPE: both factor tensors, and the one in force for `context` tokens (0: the trained
+// context), chosen as llama.cpp chooses by its context size.
+Status ReadLongRope(const TensorLoader& t, int context, ModelConfig& c) {
+  std::vector<float> long_f, short_f;
+  // The files store head_dim / 2 factors; only the first rope_dim / 2 rotate anything.
+  const int64_t n = c.head_dim / 2;
+  PRIMEKV_ASSIGN_OR_RETURN(long_f, t.Vector("rope_factors_long.weight", n));
+  PRIMEKV_ASSIGN_OR_RETURN(short_f, t.Vector("rope_factors_short.weight", n));
+  const int ctx = context > 0 ? context : c.max_context;
+  c.long_rope = true;
+  c.long_rope_in_force = ctx > c.rope_original_context;
+  c.rope_freq_factors = c.long_rope_in_force ? std::move(long_f) : std::move(short_f);
+  c.rope_freq_factors.resize(static_cast<size_t>(c.rope_dim / 2));
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string_view ArchName(Arch arch) {
@@ -426,7 +550,8 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
-Result<Model> Model::Load(const std::filesystem::path& path, WeightMemory memory) {
+Result<Model> Model::Load(const std::filesystem::path& path, WeightMemory memory, int context) {
+  if (context < 0) return Status::Error("load: the context must be >= 0");
   PRIMEKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path, memory));
   Model m;
   m.file_ = std::make_unique<GgufFile>(std::move(file));
@@ -451,6 +576,8 @@ Result<Model> Model::Load(const std::filesystem::path& path, WeightMemory memory
   }
   if (t.Has("rope_freqs.weight")) {
     PRIMEKV_ASSIGN_OR_RETURN(c.rope_freq_factors, t.Vector("rope_freqs.weight", c.rope_dim / 2));
+  } else if (t.Has("rope_factors_long.weight") || t.Has("rope_factors_short.weight")) {
+    PRIMEKV_RETURN_IF_ERROR(ReadLongRope(t, context, c));
   }
   PRIMEKV_ASSIGN_OR_RETURN(m.rope_inv_freq_, RopeInvFreq(f, c));
   // config_ and tokenizer_ hold everything read from the metadata.
@@ -460,6 +587,16 @@ Result<Model> Model::Load(const std::filesystem::path& path, WeightMemory memory
 
 KvCache Model::NewCache(KvCacheOptions options) const {
   return KvCache(config_.n_layers, config_.n_kv_heads, config_.head_dim, options);
+}
+
+void Model::DropExpired(KvCache& cache) const {
+  if (config_.sliding_window <= 0) return;
+  // A key at k is visible from p while k > p - window.
+  const int64_t first_visible = int64_t{cache.NextPosition()} - config_.sliding_window + 1;
+  if (first_visible <= 0) return;
+  for (int l = 0; l < config_.n_layers; ++l) {
+    if (config_.LocalLayer(l)) cache.DropPagesBefore(l, static_cast<int32_t>(first_visible));
+  }
 }
 
 }  // namespace primekv

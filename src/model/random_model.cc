@@ -85,6 +85,19 @@ std::vector<float> Llama3FreqFactors(int rope_dim, double base) {
 
 bool IsMoe(const RandomModelSpec& s) { return s.arch == Arch::kQwen3Moe; }
 
+// Phi-3.5-like LongRoPE factors for head_dim / 2 pairs: short ones near 1, long ones growing
+// from 1 to about 40 over the low frequencies, as the published 128K models have them.
+std::vector<float> LongRopeFactors(int head_dim, bool long_factors) {
+  const int n = head_dim / 2;
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const double t = n > 1 ? static_cast<double>(i) / (n - 1) : 0.0;
+    out[static_cast<size_t>(i)] =
+        static_cast<float>(long_factors ? 1.0 + 39.0 * t * t : 1.0 + 0.1 * t);
+  }
+  return out;
+}
+
 // Keys of a Qwen3-MoE file beside the shared ones (no shared expert).
 void AddExpertKeys(GgufWriter& w, const RandomModelSpec& s) {
   const std::string a(ArchName(s.arch));
@@ -138,6 +151,14 @@ Status CheckSpec(const RandomModelSpec& s) {
     return Status::Error("make-model: --heads must be a multiple of --kv-heads");
   }
   if (s.head_dim % 2 != 0) return Status::Error("make-model: --head-dim must be even");
+  if (s.arch == Arch::kPhi3 && s.n_heads * s.head_dim != s.d_model) {
+    return Status::Error("make-model: phi3 needs --heads x --head-dim = --d-model");
+  }
+  if (s.long_rope && (s.arch != Arch::kPhi3 || s.rope_original_context <= 0 ||
+                      s.rope_original_context >= s.max_context)) {
+    return Status::Error(
+        "make-model: LongRoPE is phi3's and needs an original context below --context");
+  }
   auto info = TypeInfo(s.type);
   if (!info || !info->computable) return Status::Error("make-model: unsupported --type");
   for (int cols : {s.d_model, s.n_heads * s.head_dim, IsMoe(s) ? s.d_ff_expert : s.d_ff}) {
@@ -151,13 +172,61 @@ Status CheckSpec(const RandomModelSpec& s) {
   return Status::Ok();
 }
 
+// llama.cpp's Q4_K_M mix over Q4_K: Q6_K for the output matrix (the embedding when it is also
+// the output) and for attn_v / ffn_down in the layers its use_more_bits picks (the first and
+// last eighth, every third between), Q5_K for a fused attn_qkv.
+GgmlType TensorType(const RandomModelSpec& s, std::string_view name, int layer) {
+  if (!s.q4_k_m) return s.type;
+  const bool tied = s.tied_embeddings || s.arch == Arch::kGemma || s.arch == Arch::kGemma2;
+  if (name == "output.weight" || (tied && name == "token_embd.weight")) return GgmlType::kQ6_K;
+  const int n = s.n_layers;
+  const bool more_bits = layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2;
+  if ((name == "attn_v.weight" || name == "ffn_down.weight") && more_bits) return GgmlType::kQ6_K;
+  if (name == "attn_qkv.weight") return GgmlType::kQ5_K;
+  return s.type;
+}
+
+// The keys of granite, phi3 and gemma2 beyond the llama ones, with the published models' values.
+void AddArchKeys(GgufWriter& w, const RandomModelSpec& s) {
+  const std::string a(ArchName(s.arch));
+  auto f32 = [](double v) { return GgufValue::Float32(static_cast<float>(v)); };
+  if (s.arch == Arch::kGranite) {
+    // Granite 3.x: embedding_multiplier 12, residual_multiplier 0.22, logits_scaling 8; the
+    // attention multiplier is 1/head_dim where the default would be 1/sqrt(head_dim).
+    w.Add(a + ".embedding_scale", f32(12.0));
+    w.Add(a + ".residual_scale", f32(0.22));
+    w.Add(a + ".attention.scale", f32(1.0 / s.head_dim));
+    w.Add(a + ".logit_scale", f32(8.0));
+  }
+  if (s.arch == Arch::kGemma2) {
+    w.Add(a + ".attn_logit_softcapping", f32(50.0));
+    w.Add(a + ".final_logit_softcapping", f32(30.0));
+  }
+  if (s.arch == Arch::kGemma2 || s.arch == Arch::kPhi3) {
+    w.Add(a + ".attention.sliding_window",
+          GgufValue::Uint32(static_cast<uint32_t>(s.sliding_window)));
+  }
+  if (s.arch == Arch::kPhi3 && s.long_rope) {
+    w.Add(a + ".rope.scaling.original_context_length",
+          GgufValue::Uint32(static_cast<uint32_t>(s.rope_original_context)));
+    // Phi-3.5's attention factor sqrt(1 + ln(scale) / ln(original context)).
+    const double scale = static_cast<double>(s.max_context) / s.rope_original_context;
+    w.Add(a + ".rope.scaling.attn_factor",
+          f32(std::sqrt(1.0 +
+                        std::log(scale) / std::log(static_cast<double>(s.rope_original_context)))));
+  }
+}
+
 // The "<arch>.*" keys of the shape; vocab_size is the tokenizer's, which may differ from the
 // spec's when a real tokenizer is imported.
 void AddShapeKeys(GgufWriter& w, const RandomModelSpec& s, int vocab_size) {
   const std::string a(ArchName(s.arch));
   auto u32 = [](int v) { return GgufValue::Uint32(static_cast<uint32_t>(v)); };
   w.Add("general.architecture", GgufValue::String(a));
-  w.Add("general.name", GgufValue::String("primekv-random-" + a));
+  // llama.cpp gives special tokens of a model named like "phi3" Phi-3's strip rules, which
+  // need Phi-3's own vocabulary: a random model's name leaves the architecture out.
+  w.Add("general.name",
+        GgufValue::String(s.arch == Arch::kPhi3 ? "primekv-random" : "primekv-random-" + a));
   w.Add(a + ".block_count", u32(s.n_layers));
   w.Add(a + ".context_length", u32(s.max_context));
   w.Add(a + ".embedding_length", u32(s.d_model));
@@ -169,9 +238,10 @@ void AddShapeKeys(GgufWriter& w, const RandomModelSpec& s, int vocab_size) {
   w.Add(a + ".rope.dimension_count", u32(s.head_dim));
   w.Add(a + ".rope.freq_base", GgufValue::Float32(s.rope_base));
   w.Add(a + ".attention.layer_norm_rms_epsilon",
-        GgufValue::Float32(s.arch == Arch::kLlama ? 1e-5f : 1e-6f));
+        GgufValue::Float32(s.arch == Arch::kLlama || s.arch == Arch::kGranite ? 1e-5f : 1e-6f));
   w.Add(a + ".vocab_size", u32(vocab_size));
   if (IsMoe(s)) AddExpertKeys(w, s);
+  AddArchKeys(w, s);
 }
 
 // The tensors of layer l, drawn from rng in a fixed order (the order fixes the weights).
@@ -179,21 +249,52 @@ Status AddLayer(GgufWriter& w, Rng& rng, const RandomModelSpec& s, int l) {
   const std::string p = "blk." + std::to_string(l) + ".";
   const int qw = s.q_width(), kw = s.kv_width();
   const double in_std = 1.0 / std::sqrt(static_cast<double>(s.d_model));
-  for (Status x : {AddVector(w, p + "attn_norm.weight", NormWeights(rng, s.d_model)),
-                   AddMatrix(w, rng, p + "attn_q.weight", qw, s.d_model, s.type, in_std),
-                   AddMatrix(w, rng, p + "attn_k.weight", kw, s.d_model, s.type, in_std),
-                   AddMatrix(w, rng, p + "attn_v.weight", kw, s.d_model, s.type, in_std),
-                   AddMatrix(w, rng, p + "attn_output.weight", s.d_model, qw, s.type,
-                             1.0 / std::sqrt(static_cast<double>(qw))),
-                   AddVector(w, p + "ffn_norm.weight", NormWeights(rng, s.d_model))}) {
+  if (s.arch == Arch::kPhi3) {
+    // Fused q/k/v and gate/up, as Phi-3's GGUFs store them.
+    for (Status x : {AddVector(w, p + "attn_norm.weight", NormWeights(rng, s.d_model)),
+                     AddMatrix(w, rng, p + "attn_qkv.weight", qw + 2 * kw, s.d_model,
+                               TensorType(s, "attn_qkv.weight", l), in_std),
+                     AddMatrix(w, rng, p + "attn_output.weight", s.d_model, qw,
+                               TensorType(s, "attn_output.weight", l),
+                               1.0 / std::sqrt(static_cast<double>(qw))),
+                     AddVector(w, p + "ffn_norm.weight", NormWeights(rng, s.d_model)),
+                     AddMatrix(w, rng, p + "ffn_up.weight", 2 * int64_t{s.d_ff}, s.d_model,
+                               TensorType(s, "ffn_up.weight", l), in_std),
+                     AddMatrix(w, rng, p + "ffn_down.weight", s.d_model, s.d_ff,
+                               TensorType(s, "ffn_down.weight", l),
+                               1.0 / std::sqrt(static_cast<double>(s.d_ff)))}) {
+      PRIMEKV_RETURN_IF_ERROR(x);
+    }
+    return Status::Ok();
+  }
+  for (Status x :
+       {AddVector(w, p + "attn_norm.weight", NormWeights(rng, s.d_model)),
+        AddMatrix(w, rng, p + "attn_q.weight", qw, s.d_model, TensorType(s, "attn_q.weight", l),
+                  in_std),
+        AddMatrix(w, rng, p + "attn_k.weight", kw, s.d_model, TensorType(s, "attn_k.weight", l),
+                  in_std),
+        AddMatrix(w, rng, p + "attn_v.weight", kw, s.d_model, TensorType(s, "attn_v.weight", l),
+                  in_std),
+        AddMatrix(w, rng, p + "attn_output.weight", s.d_model, qw,
+                  TensorType(s, "attn_output.weight", l), 1.0 / std::sqrt(static_cast<double>(qw))),
+        AddVector(w, p + "ffn_norm.weight", NormWeights(rng, s.d_model))}) {
     PRIMEKV_RETURN_IF_ERROR(x);
+  }
+  if (s.arch == Arch::kGemma2) {
+    for (Status x : {AddVector(w, p + "post_attention_norm.weight", NormWeights(rng, s.d_model)),
+                     AddVector(w, p + "post_ffw_norm.weight", NormWeights(rng, s.d_model))}) {
+      PRIMEKV_RETURN_IF_ERROR(x);
+    }
   }
   if (IsMoe(s)) {
     PRIMEKV_RETURN_IF_ERROR(AddExpertLayer(w, rng, s, p));
   } else {
-    for (Status x : {AddMatrix(w, rng, p + "ffn_gate.weight", s.d_ff, s.d_model, s.type, in_std),
-                     AddMatrix(w, rng, p + "ffn_up.weight", s.d_ff, s.d_model, s.type, in_std),
-                     AddMatrix(w, rng, p + "ffn_down.weight", s.d_model, s.d_ff, s.type,
+    for (Status x : {AddMatrix(w, rng, p + "ffn_gate.weight", s.d_ff, s.d_model,
+                               TensorType(s, "ffn_gate.weight", l), in_std),
+                     AddMatrix(w, rng, p + "ffn_up.weight", s.d_ff, s.d_model,
+                               TensorType(s, "ffn_up.weight", l), in_std),
+                     AddMatrix(w, rng, p + "ffn_down.weight", s.d_model, s.d_ff,
+                               TensorType(s, "ffn_down.weight", l),
                                1.0 / std::sqrt(static_cast<double>(s.d_ff)))}) {
       PRIMEKV_RETURN_IF_ERROR(x);
     }
@@ -241,16 +342,27 @@ Status WriteRandomModel(const RandomModelSpec& s, const std::filesystem::path& o
   AddTokenizerMetadata(w, *tok);
   Rng rng(s.seed);
   const double in_std = 1.0 / std::sqrt(static_cast<double>(s.d_model));
-  PRIMEKV_RETURN_IF_ERROR(
-      AddMatrix(w, rng, "token_embd.weight", vocab_size, s.d_model, s.type, 1.0));
-  if (!s.tied_embeddings) {
-    PRIMEKV_RETURN_IF_ERROR(
-        AddMatrix(w, rng, "output.weight", vocab_size, s.d_model, s.type, in_std));
+  // Gemma multiplies the embeddings by sqrt(d_model) (and reads its output through them):
+  // unit-variance entries after that scale, as in the published models.
+  const bool gemma = s.arch == Arch::kGemma || s.arch == Arch::kGemma2;
+  PRIMEKV_RETURN_IF_ERROR(AddMatrix(w, rng, "token_embd.weight", vocab_size, s.d_model,
+                                    TensorType(s, "token_embd.weight", -1), gemma ? in_std : 1.0));
+  // Gemma's files never carry output.weight: the embedding is the output matrix.
+  if (!s.tied_embeddings && s.arch != Arch::kGemma && s.arch != Arch::kGemma2) {
+    PRIMEKV_RETURN_IF_ERROR(AddMatrix(w, rng, "output.weight", vocab_size, s.d_model,
+                                      TensorType(s, "output.weight", -1), in_std));
   }
   PRIMEKV_RETURN_IF_ERROR(AddVector(w, "output_norm.weight", NormWeights(rng, s.d_model)));
   if (s.llama3_rope_scaling) {
     PRIMEKV_RETURN_IF_ERROR(
         AddVector(w, "rope_freqs.weight", Llama3FreqFactors(s.head_dim, s.rope_base)));
+  }
+  if (s.long_rope) {
+    for (Status x :
+         {AddVector(w, "rope_factors_long.weight", LongRopeFactors(s.head_dim, true)),
+          AddVector(w, "rope_factors_short.weight", LongRopeFactors(s.head_dim, false))}) {
+      PRIMEKV_RETURN_IF_ERROR(x);
+    }
   }
   for (int l = 0; l < s.n_layers; ++l) PRIMEKV_RETURN_IF_ERROR(AddLayer(w, rng, s, l));
   return w.WriteFile(out);

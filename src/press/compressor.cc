@@ -169,6 +169,11 @@ Result<Compressor::ScoredLayer> Compressor::ScoreLayer(const KvCache& cache, int
   int max_len = 0;
   for (int h = 0; h < c.n_kv_heads; ++h) max_len = std::max(max_len, cache.Length(layer, h));
   if (max_len == 0 || (target > 0 && max_len <= target)) return ScoredLayer{};
+  // Where windowed layers alternate with global ones (gemma2), a windowed layer already holds
+  // at most its window: compressed only when asked. Where every layer is windowed (phi3, whose
+  // window is about its trained context), they are the layers to compress.
+  if (c.LocalLayer(layer) && !c.swa_every_layer && !press_.budget.compress_local)
+    return ScoredLayer{};
   // A fixed target becomes the ratio that keeps exactly `target` of the longest head.
   const double r = target > 0 ? 1.0 - (target + 0.5) / max_len : ratio;
   const bool values = Needs().values;

@@ -205,13 +205,26 @@ Result<Press> MakePress(const PressSpec& spec, std::span<const PressEntry> table
   for (const auto& e : table) {
     if (e.info.name != spec.name) continue;
     Press p;
+    // "local=compress": sliding-window layers are compressed too (by default they are left
+    // alone: their window already bounds them). Every press but none takes it.
+    PressParams params = spec.params;
+    bool compress_local = false;
+    if (auto l = params.find("local"); l != params.end() && e.factory) {
+      if (l->second != "keep" && l->second != "compress")
+        return Status::Error("press " + e.info.name +
+                             ": local must be 'keep' or 'compress', not '" + Shown(l->second) +
+                             "'");
+      compress_local = l->second == "compress";
+      params.erase(l);
+    }
     if (e.info.name == "pyramidkv") {
-      PRIMEKV_ASSIGN_OR_RETURN(p, MakePyramidKv(spec.params, e));
+      PRIMEKV_ASSIGN_OR_RETURN(p, MakePyramidKv(params, e));
     } else if (e.factory) {
-      PRIMEKV_ASSIGN_OR_RETURN(p, MakeScored(spec.params, e));
+      PRIMEKV_ASSIGN_OR_RETURN(p, MakeScored(params, e));
     } else if (!spec.params.empty()) {
       return Status::Error("press none takes no parameters");
     }
+    p.budget.compress_local = compress_local;
     p.name = spec.Text();
     p.resolved =
         ResolvedText(e.info.name, p.scorer ? MergeResolved(spec.params, p.scorer->resolved_params())

@@ -388,7 +388,7 @@ Accounted SessionStore::CopyPrefix(Session& s, Session& source, const std::vecto
   // The copy shares the source's pages; whichever writes to a shared page copies it first.
   r.cache = source.conv->cache().Share();
   r.tokens = source.record().tokens;
-  s.conv->TruncateTo(keep);
+  keep = s.conv->TruncateTo(keep);
   r.budget = source.record().budget;
   // What the press saw of the source's queries goes with the copy, as if it had continued.
   s.conv->AdoptCapture(source.conv->capture());

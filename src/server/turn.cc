@@ -48,7 +48,7 @@ Status Turn::Prefill(State& st) {
   const bool first_turn = conv.tokens().empty();
   modified_ = true;
   // Cut the cache where the request departs from the session, then prefill the rest.
-  conv.TruncateTo(static_cast<size_t>(keep_));
+  keep_ = static_cast<int>(conv.TruncateTo(static_cast<size_t>(keep_)));
   const std::span<const Token> fresh =
       std::span<const Token>(req_.prompt).subspan(static_cast<size_t>(keep_));
   st.out.prefilled_tokens = static_cast<int>(fresh.size());

@@ -33,11 +33,17 @@ void Conversation::AdoptCapture(const PressCapture& capture) {
   capture_ = &own_capture_.emplace(capture);
 }
 
-void Conversation::TruncateTo(size_t n) {
-  if (n >= record_.tokens.size()) return;
+size_t Conversation::TruncateTo(size_t n) {
+  if (n >= record_.tokens.size()) return record_.tokens.size();
+  const int window = model_->config().sliding_window;
+  if (window > 0 && static_cast<int64_t>(n) + 1 < int64_t{record_.cache->ExpiredBelow()} + window) {
+    Reset();
+    return 0;
+  }
   record_.tokens.resize(n);
   record_.cache->TruncateFrom(static_cast<int32_t>(n));
   if (stored_) stored_->stable = std::min(stored_->stable, n);
+  return n;
 }
 
 void Conversation::Reset() {
@@ -151,6 +157,7 @@ Status Conversation::PrefillContext(std::span<const Token> context) {
 }
 
 Status Conversation::AfterChunk() {
+  if (record_.schedule.mode == ScheduleMode::kChunked) DropExpired();
   if (record_.schedule.mode != ScheduleMode::kChunked || !Compressing()) return Status::Ok();
   // The forward buffers (sized by the chunk) go before the press allocates its scratch, so
   // peak memory holds the larger of the two, not both (docs/performance.md).
@@ -162,12 +169,21 @@ Status Conversation::AfterChunk() {
 
 Status Conversation::CompressContext(int context_tokens) {
   record_.budget = KeepCount(context_tokens, record_.schedule.ratio);
-  if (!Compressing()) return Status::Ok();
-  return RunCompression(
-      [&](CompressStats* st) {
-        return compressor_->Compress(*record_.cache, record_.schedule.ratio, capture_, *pool_, st);
-      },
-      true);
+  if (Compressing()) {
+    PRIMEKV_RETURN_IF_ERROR(RunCompression(
+        [&](CompressStats* st) {
+          return compressor_->Compress(*record_.cache, record_.schedule.ratio, capture_, *pool_,
+                                       st);
+        },
+        true));
+  }
+  DropExpired();
+  return Status::Ok();
+}
+
+void Conversation::DropExpired() {
+  const auto lock = LockModel();
+  model_->DropExpired(*record_.cache);
 }
 
 Status Conversation::CompressNow(double ratio) {
@@ -194,6 +210,7 @@ Status Conversation::EndTurn() {
   if (record_.schedule.mode == ScheduleMode::kMultiTurn && Compressing() &&
       record_.cache->MaxLength() > record_.budget)
     PRIMEKV_RETURN_IF_ERROR(CompressTo(record_.budget, false));
+  DropExpired();
   ++record_.turn;
   return Status::Ok();
 }

@@ -249,7 +249,8 @@ Status RunFirstQuestionMode(Runner& run, std::span<const Token> context,
         TurnResult r,
         run.Answer(static_cast<int>(t), t == 0 ? std::span<const Token>() : turns[t]));
     run.report.turns.push_back(std::move(r));
-    if (t + 1 < turns.size()) run.conv.TruncateTo(first_end);
+    if (t + 1 < turns.size() && run.conv.TruncateTo(first_end) != first_end)
+      return Status::Error("first-question mode: the sliding-window layers cannot rewind");
   }
   return Status::Ok();
 }
@@ -270,8 +271,9 @@ Status RunSharedContextModes(Runner& run, std::span<const Token> context,
     run.report.turns.push_back(std::move(r));
     PRIMEKV_RETURN_IF_ERROR(run.conv.EndTurn());
     // Independent questions share the compressed context: drop this turn's entries.
-    if (run.opt.mode != CompressionMode::kMultiTurn && t + 1 < turns.size())
-      run.conv.TruncateTo(context_end);
+    if (run.opt.mode != CompressionMode::kMultiTurn && t + 1 < turns.size() &&
+        run.conv.TruncateTo(context_end) != context_end)
+      return Status::Error("the sliding-window layers cannot rewind to the context's end");
   }
   return Status::Ok();
 }

@@ -21,7 +21,9 @@ struct AttnShape {
   int n_heads = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
-  float scale = 0;  // usually 1/sqrt(head_dim)
+  float scale = 0;    // usually 1/sqrt(head_dim)
+  float softcap = 0;  // > 0: a score s becomes softcap * tanh(s / softcap) (gemma2)
+  int window = 0;     // > 0: a query at p sees keys at positions > p - window only
   int group() const { return n_heads / n_kv_heads; }
 };
 

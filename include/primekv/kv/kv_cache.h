@@ -93,6 +93,12 @@ class KvCache {
   void Retain(int layer, int kv_head, std::span<const int32_t> kept_rows);
   // Drops every entry with position >= pos in all heads (undo of appended turns).
   void TruncateFrom(int32_t pos);
+  // Sliding-window layers: returns to the pool the leading pages of `layer` whose every entry
+  // is at a position below `pos` (whole pages, so nothing is copied; a page that straddles
+  // `pos` stays until it has left entirely). Remembered in ExpiredBelow().
+  void DropPagesBefore(int layer, int32_t pos);
+  // The highest position below which DropPagesBefore has removed entries (0: none removed).
+  int32_t ExpiredBelow() const { return expired_below_; }
   void Clear();
 
   // Page access for kernels: the pages hold the head's rows in order, page.rows each. Pages are
@@ -183,6 +189,7 @@ class KvCache {
   int head_dim_ = 0;
   KvCacheOptions options_;
   int32_t next_position_ = 0;
+  int32_t expired_below_ = 0;
   std::vector<HeadState> heads_;  // [n_layers * n_kv_heads]
   std::shared_ptr<Pool> pool_;
   int64_t live_entries_ = 0;

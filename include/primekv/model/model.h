@@ -21,12 +21,14 @@
 
 namespace primekv {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe };
+enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kGranite, kPhi3, kGemma, kGemma2 };
 // The GGUF general.architecture name of an architecture, and back (nullopt: not supported).
 std::string_view ArchName(Arch arch);
 std::optional<Arch> ArchFromName(std::string_view name);
 // kAdjacent rotates (x[2i], x[2i+1]) (llama); kHalf rotates (x[i], x[i + n/2]) (NeoX: qwen2/3).
 enum class RopeStyle { kAdjacent, kHalf };
+// The FFN's gate activation: SiLU (SwiGLU) or GELU with the tanh approximation (GeGLU: gemma).
+enum class FfnActivation { kSilu, kGeluTanh };
 
 struct ModelConfig {  // filled from "<arch>.*" GGUF keys
   Arch arch = Arch::kLlama;
@@ -47,7 +49,28 @@ struct ModelConfig {  // filled from "<arch>.*" GGUF keys
   bool tied_embeddings = false;
   bool qkv_bias = false;                 // qwen2
   bool qk_norm = false;                  // qwen3
-  std::vector<float> rope_freq_factors;  // [rope_dim / 2]; empty = none (llama3 scaling)
+  std::vector<float> rope_freq_factors;  // [rope_dim / 2]; empty = none (llama3 or LongRoPE)
+  // Phi-3 LongRoPE: the factors above are rope_factors_long when the context the model is loaded
+  // for exceeds rope_original_context, else rope_factors_short (llama.cpp's rule); rotated
+  // dimensions of queries and keys are also multiplied by rope_attn_factor.
+  int rope_original_context = 0;
+  float rope_attn_factor = 1.0f;
+  bool long_rope = false;  // the file has LongRoPE factors
+  bool long_rope_in_force = false;
+  FfnActivation ffn_activation = FfnActivation::kSilu;
+  // Scalars of granite and gemma (1 or 0: absent).
+  float embedding_scale = 1.0f;  // embeddings are multiplied by it (gemma: sqrt(d_model))
+  float residual_scale = 1.0f;   // each block's output is multiplied by it before the residual
+  float attention_scale = 0.0f;  // the q.k scale; 0 = 1/sqrt(head_dim)
+  float logit_scale = 1.0f;      // the logits are divided by it
+  float attn_softcap = 0.0f;     // gemma2: a score s becomes cap * tanh(s / cap); 0 = off
+  float final_softcap = 0.0f;    // gemma2: the same on the logits
+  bool post_norms = false;       // gemma2: RMSNorm after attention and after the FFN
+  // Sliding-window attention: a query at p sees keys at p - sliding_window + 1 .. p in the
+  // local layers (gemma2: even layers; phi3: every layer). 0 = none.
+  int sliding_window = 0;
+  bool swa_every_layer = false;
+  bool LocalLayer(int l) const { return sliding_window > 0 && (swa_every_layer || l % 2 == 0); }
   // Mixture of experts (qwen3moe); 0 for dense models.
   int n_experts = 0;       // expert_count
   int n_experts_used = 0;  // expert_used_count: top-k per token
@@ -79,6 +102,8 @@ struct LayerWeights {
   WeightView wo;                      // [d_model, n_heads * head_dim]
   std::vector<float> bq, bk, bv;      // qwen2 biases, else empty
   std::vector<float> q_norm, k_norm;  // qwen3 per-head norms [head_dim], else empty
+  std::vector<float> attn_post_norm;  // gemma2 [d_model], else empty
+  std::vector<float> ffn_post_norm;   // gemma2 [d_model], else empty
   std::vector<float> ffn_norm;        // [d_model]
   WeightView w_gate;                  // [d_ff, d_model]
   WeightView w_up;                    // [d_ff, d_model]
@@ -154,8 +179,10 @@ inline constexpr int kDecodeBatchRows = 5;
 class Model {
  public:
   // `memory`: how the file's bytes are held (GgufFile::Open).
+  // `context`: the context the model will run at, 0 = its trained context_length; it only
+  // chooses Phi-3's LongRoPE factors, as llama.cpp's n_ctx does.
   static Result<Model> Load(const std::filesystem::path& path,
-                            WeightMemory memory = WeightMemory::kMapped);
+                            WeightMemory memory = WeightMemory::kMapped, int context = 0);
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
   ~Model();
@@ -169,6 +196,10 @@ class Model {
 
   // A cache shaped for this model.
   KvCache NewCache(KvCacheOptions options = {}) const;
+  // Sliding-window layers: returns to the pool every page whose entries no query at
+  // cache.NextPosition() or later can see. Forward never drops anything itself, so a caller
+  // may still rewind (TruncateFrom) to any position since its last DropExpired.
+  void DropExpired(KvCache& cache) const;
 
   // Runs `tokens` at positions cache.NextPosition() onward, appending their K/V to `cache`.
   // logits: [1, vocab] (last token) or [n, vocab] with opts.all_logits.
@@ -191,13 +222,17 @@ class Model {
   // presses that recompute window queries. h: [n, d_model], out: [n, n_heads * head_dim].
   void ProjectQueries(int layer, MatView<const float> h, std::span<const int32_t> positions,
                       MatView<float> out, ThreadPool& pool) const;
-  // RoPE inverse frequencies per rotated pair [rope_dim / 2], after any llama3 scaling.
+  // RoPE inverse frequencies per rotated pair [rope_dim / 2], after any llama3 or LongRoPE
+  // factors.
   std::span<const float> rope_inv_freq() const { return rope_inv_freq_; }
+  // The attention of a layer as the forward pass runs it (scale, soft-cap, window).
+  AttnShape Attention(int layer) const;
 
  private:
   Model() = default;
   // Steps of Forward and ForwardDecodeBatch (forward.cc).
   void Embed(std::span<const Token> tokens, MatView<float> x) const;
+  void EmbedRow(Token token, float* row) const;
   void OutputLogits(MatView<const float> rows, float* scratch, MatView<float> logits,
                     ThreadPool& pool) const;
   Status DecodeRows(std::span<const DecodeSlot> slots, MatView<float> logits, ThreadPool& pool,

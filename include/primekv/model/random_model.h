@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <string>
 
-#include "primekv/util/dtype.h"
 #include "primekv/model/model.h"
+#include "primekv/util/dtype.h"
 #include "primekv/util/status.h"
 
 namespace primekv {
@@ -24,6 +24,10 @@ struct RandomModelSpec : ModelConfig {
   // A Hugging Face tokenizer folder to import instead (vocab_size then only pads it).
   std::string hf_tokenizer;
   bool llama3_rope_scaling = false;
+  // With type Q4_K: llama.cpp's Q4_K_M choice of Q5_K / Q6_K for some tensors.
+  bool q4_k_m = false;
+  // ModelConfig's sliding_window, long_rope (phi3: rope_factors_long/short with
+  // rope_original_context) are written as the keys and tensors real files carry.
 };
 
 Status WriteRandomModel(const RandomModelSpec& spec, const std::filesystem::path& out);

@@ -143,6 +143,7 @@ struct BudgetOptions {
   int pyramid_window = 64;  // PyramidKV: observation window w
   double pyramid_beta = 20;
   double adaptive_alpha = 0.2;  // AdaKV safeguard: each head keeps at least alpha * keep
+  bool compress_local = false;  // sliding-window layers compressed too ("local=compress")
 };
 
 // KVPress's per-head count: max(1, floor(n * (1 - ratio))).

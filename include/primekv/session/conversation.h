@@ -66,7 +66,9 @@ class Conversation {
   // The cache, handed to the caller; the conversation holds none after.
   KvCache TakeCache();
   // Drops the tokens from position `n` on, with their entries.
-  void TruncateTo(size_t n);
+  // Returns the tokens kept: n, or 0 when a sliding-window layer has already freed entries that
+  // position n still needs (the conversation is then reset, and the caller prefills it all).
+  size_t TruncateTo(size_t n);
   // Empties the cache, the tokens and the capture (a new context on the same conversation).
   void Reset();
 
@@ -134,6 +136,9 @@ class Conversation {
   const std::optional<StoredImage>& stored() const { return stored_; }
 
  private:
+  // Frees the sliding-window layers' pages no later query can see (at points the conversation
+  // is not rewound past: after the context, a chunk, a turn).
+  void DropExpired();
   Status Forward(std::span<const Token> tokens);
   Status CompressTo(int target, bool context);
   Status Account(const Status& s, const CompressStats& st, bool context);
