@@ -27,13 +27,15 @@ def random_tokens(model, n, seed):
     return ids
 
 
-def run_engine(primekv, model_path, tokens, timeout_s, chunk=0):
+def run_engine(primekv, model_path, tokens, timeout_s, chunk=0, ctx=0):
     with tempfile.TemporaryDirectory(prefix="primekv_logits_") as tmp:
         out = os.path.join(tmp, "logits.f32")
         cmd = [primekv, "logits", "-m", model_path, "--tokens", ",".join(map(str, tokens)),
                "-o", out]
         if chunk:
             cmd += ["--chunk", str(chunk)]
+        if ctx:
+            cmd += ["-c", str(ctx)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         if proc.returncode != 0:
             raise RuntimeError(f"engine failed (rc {proc.returncode}): {' '.join(cmd[:4])} ...\n"
@@ -76,14 +78,16 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=300.0, help="engine timeout in seconds")
     ap.add_argument("--chunk", type=int, default=0,
                     help="engine prefills in chunks of this many tokens (1 = token by token)")
+    ap.add_argument("--ctx", type=int, default=0,
+                    help="the context the model runs at (picks Phi-3's LongRoPE factors)")
     args = ap.parse_args(argv)
 
     name = os.path.basename(args.model)
-    model = Model(args.model)
+    model = Model(args.model, args.ctx)
     tokens = random_tokens(model, args.n_tokens, args.seed)
     ref = model.forward(tokens)
     try:
-        flat = run_engine(args.primekv, args.model, tokens, args.timeout, args.chunk)
+        flat = run_engine(args.primekv, args.model, tokens, args.timeout, args.chunk, args.ctx)
     except (RuntimeError, subprocess.TimeoutExpired, OSError) as e:
         print(f"FAIL {name}: {e}")
         return 1

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Independent float64 numpy forward pass for Llama-family GGUF models (llama, qwen2, qwen3,
-qwen3moe).
+qwen3moe, granite, phi3, gemma, gemma2).
 
 It is the oracle for the C++ engine's logits, so it is written to read like the maths rather
 than to be fast: every position is recomputed from scratch with a full causal mask.
@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gguf_read import GGUFFile  # noqa: E402
 
 # Architectures whose RoPE rotates (x[i], x[i + rope_dim/2]) instead of (x[2i], x[2i+1]).
-NEOX_ROPE_ARCHS = {"qwen2", "qwen3", "qwen3moe"}
-SUPPORTED_ARCHS = {"llama", "qwen2", "qwen3", "qwen3moe"}
+NEOX_ROPE_ARCHS = {"qwen2", "qwen3", "qwen3moe", "phi3", "gemma", "gemma2"}
+SUPPORTED_ARCHS = {"llama", "qwen2", "qwen3", "qwen3moe", "granite", "phi3", "gemma", "gemma2"}
 # Architectures whose FFN is a routed mixture of experts.
 MOE_ARCHS = {"qwen3moe"}
 
@@ -28,7 +28,7 @@ MOE_ARCHS = {"qwen3moe"}
 class Config:
     """Hyper-parameters read from the `<arch>.*` GGUF keys, with the usual defaults."""
 
-    def __init__(self, meta, vocab_size):
+    def __init__(self, meta, vocab_size, context=0):
         self.arch = meta["general.architecture"]
         if self.arch not in SUPPORTED_ARCHS:
             raise ValueError(f"unsupported architecture {self.arch!r}")
@@ -64,6 +64,37 @@ class Config:
             self.n_experts_used = int(get("expert_used_count"))
             if not 1 <= self.n_experts_used <= self.n_experts:
                 raise ValueError("expert_used_count must be in [1, expert_count]")
+        self.max_context = int(get("context_length", 2048))
+        # Granite's multipliers; gemma's embedding scale sqrt(d_model) and GELU (tanh form).
+        self.embedding_scale = float(get("embedding_scale", 1.0))
+        self.residual_scale = float(get("residual_scale", 1.0))
+        self.attention_scale = float(get("attention.scale", 1.0 / math.sqrt(self.head_dim)))
+        self.logit_scale = float(get("logit_scale", 1.0))
+        self.gelu = a in ("gemma", "gemma2")
+        if self.gelu:
+            self.embedding_scale = math.sqrt(self.d_model)
+        self.attn_softcap = 0.0
+        self.final_softcap = 0.0
+        self.sliding_window = 0
+        self.swa_layers = lambda layer: False
+        if a == "gemma2":
+            self.attn_softcap = float(get("attn_logit_softcapping", 50.0))
+            self.final_softcap = float(get("final_logit_softcapping", 30.0))
+            self.sliding_window = int(get("attention.sliding_window", 4096))
+            self.swa_layers = lambda layer: layer % 2 == 0
+            # Gemma 2 27B (46 layers) scales queries by 1/sqrt(d_model / n_heads).
+            scalar = self.d_model // self.n_heads if self.n_layers == 46 else self.head_dim
+            self.attention_scale = 1.0 / math.sqrt(scalar)
+        # Phi-3: a window on every layer; LongRoPE's long factors when the context run exceeds
+        # the original one, and its attention factor on the rotated dimensions.
+        self.rope_attn_factor = 1.0
+        self.long_rope_ctx = 0
+        if a == "phi3":
+            self.sliding_window = int(get("attention.sliding_window", 0))
+            self.swa_layers = lambda layer: True
+            self.rope_attn_factor = float(get("rope.scaling.attn_factor", 1.0))
+            self.long_rope_ctx = int(get("rope.scaling.original_context_length", self.max_context))
+        self.context = context if context > 0 else self.max_context
         if self.n_heads % self.n_kv_heads:
             raise ValueError("head_count must be a multiple of head_count_kv")
         if self.rope_dim % 2 or self.rope_dim > self.head_dim:
@@ -113,13 +144,15 @@ def rope_frequencies(cfg, rope_freqs=None):
     return freqs
 
 
-def apply_rope(x, positions, freqs, rope_dim, neox):
-    """Rotates the first rope_dim dims of each head. x: [n_tokens, n_heads, head_dim]."""
+def apply_rope(x, positions, freqs, rope_dim, neox, mscale=1.0):
+    """Rotates the first rope_dim dims of each head. x: [n_tokens, n_heads, head_dim].
+
+    mscale multiplies the rotated dims (LongRoPE's attention factor)."""
     x = x.copy()
     half = rope_dim // 2
     angle = np.outer(np.asarray(positions, dtype=np.float64), freqs)  # [n_tokens, half]
-    cos = np.cos(angle)[:, None, :]
-    sin = np.sin(angle)[:, None, :]
+    cos = mscale * np.cos(angle)[:, None, :]
+    sin = mscale * np.sin(angle)[:, None, :]
     if neox:
         a_idx = np.arange(half)
         b_idx = a_idx + half
@@ -148,15 +181,27 @@ def softmax(x, axis=-1):
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
-def causal_attention(q, k, v, n_heads, n_kv_heads):
-    """q: [n, n_heads, d], k/v: [n, n_kv_heads, d] -> ([n, n_heads, d], probs [n_heads, n, n])."""
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def causal_attention(q, k, v, n_heads, n_kv_heads, scale=None, softcap=0.0, window=0):
+    """q: [n, n_heads, d], k/v: [n, n_kv_heads, d] -> ([n, n_heads, d], probs [n_heads, n, n]).
+
+    scores = scale q.k (default 1/sqrt(d)), then softcap * tanh(scores / softcap) when softcap > 0;
+    with a window, query i sees keys j with i - window < j <= i."""
     n, _, d = q.shape
     group = n_heads // n_kv_heads
     kv_of_head = np.arange(n_heads) // group
     kh = k[:, kv_of_head, :]  # [n, n_heads, d]
     vh = v[:, kv_of_head, :]
-    scores = np.einsum("qhd,khd->hqk", q, kh) / math.sqrt(d)
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    scores = np.einsum("qhd,khd->hqk", q, kh) * scale
+    if softcap > 0:
+        scores = softcap * np.tanh(scores / softcap)
     mask = np.triu(np.ones((n, n), dtype=bool), k=1)  # key after query
+    if window > 0:
+        mask |= np.tril(np.ones((n, n), dtype=bool), k=-window)  # key left the window
     scores = np.where(mask[None, :, :], -np.inf, scores)
     probs = softmax(scores, axis=-1)
     out = np.einsum("hqk,khd->qhd", probs, vh)
@@ -193,12 +238,12 @@ def moe_ffn(h, router, gate_exps, up_exps, down_exps, k):
 
 
 class Model:
-    def __init__(self, path):
+    def __init__(self, path, context=0):
         self.file = GGUFFile(path)
         self.meta = self.file.metadata
         self._cache = {}
         vocab = self.W("token_embd.weight").shape[0]
-        self.cfg = Config(self.meta, vocab)
+        self.cfg = Config(self.meta, vocab, context)
         self.tied = not self.file.has("output.weight")
 
     def W(self, name):
@@ -226,15 +271,25 @@ class Model:
             raise ValueError("token id out of range")
         n = tokens.size
         positions = np.arange(n)
-        freqs = rope_frequencies(cfg, self.opt("rope_freqs.weight"))
+        factors = self.opt("rope_freqs.weight")
+        if self.file.has("rope_factors_long.weight"):
+            use_long = cfg.context > cfg.long_rope_ctx
+            factors = self.W("rope_factors_long.weight" if use_long else "rope_factors_short.weight")
+            factors = np.asarray(factors).reshape(-1)[: cfg.rope_dim // 2]
+        freqs = rope_frequencies(cfg, factors)
         hd = cfg.head_dim
-        x = self.W("token_embd.weight")[tokens]  # [n, d_model]
+        x = self.W("token_embd.weight")[tokens] * cfg.embedding_scale  # [n, d_model]
+        qw, kw = cfg.n_heads * hd, cfg.n_kv_heads * hd
         for L in range(cfg.n_layers):
             p = f"blk.{L}."
             h = rms_norm(x, self.W(p + "attn_norm.weight"), cfg.rms_eps)
-            q = h @ self.W(p + "attn_q.weight").T
-            k = h @ self.W(p + "attn_k.weight").T
-            v = h @ self.W(p + "attn_v.weight").T
+            if self.file.has(p + "attn_qkv.weight"):
+                qkv = h @ self.W(p + "attn_qkv.weight").T
+                q, k, v = qkv[:, :qw], qkv[:, qw:qw + kw], qkv[:, qw + kw:]
+            else:
+                q = h @ self.W(p + "attn_q.weight").T
+                k = h @ self.W(p + "attn_k.weight").T
+                v = h @ self.W(p + "attn_v.weight").T
             for name, t in (("attn_q.bias", "q"), ("attn_k.bias", "k"), ("attn_v.bias", "v")):
                 b = self.opt(p + name)
                 if b is not None:
@@ -253,15 +308,21 @@ class Model:
                 q = rms_norm(q, qn, cfg.rms_eps)
             if kn is not None:
                 k = rms_norm(k, kn, cfg.rms_eps)
-            q = apply_rope(q, positions, freqs, cfg.rope_dim, cfg.rope_neox)
-            k = apply_rope(k, positions, freqs, cfg.rope_dim, cfg.rope_neox)
+            q = apply_rope(q, positions, freqs, cfg.rope_dim, cfg.rope_neox, cfg.rope_attn_factor)
+            k = apply_rope(k, positions, freqs, cfg.rope_dim, cfg.rope_neox, cfg.rope_attn_factor)
             if tap:
                 tap(L, "k", k)
                 tap(L, "v", v)
                 tap(L, "q", q)
-            attn, _ = causal_attention(q, k, v, cfg.n_heads, cfg.n_kv_heads)
+            window = cfg.sliding_window if cfg.swa_layers(L) else 0
+            attn, _ = causal_attention(q, k, v, cfg.n_heads, cfg.n_kv_heads, cfg.attention_scale,
+                                       cfg.attn_softcap, window)
             attn = attn.reshape(n, cfg.n_heads * hd)
-            x = x + attn @ self.W(p + "attn_output.weight").T
+            out = attn @ self.W(p + "attn_output.weight").T
+            post = self.opt(p + "post_attention_norm.weight")
+            if post is not None:
+                out = rms_norm(out, post, cfg.rms_eps)
+            x = x + cfg.residual_scale * out
             h = rms_norm(x, self.W(p + "ffn_norm.weight"), cfg.rms_eps)
             if cfg.n_experts:
                 x = x + moe_ffn(h, self.W(p + "ffn_gate_inp.weight"),
@@ -269,14 +330,26 @@ class Model:
                                 self.W(p + "ffn_up_exps.weight"),
                                 self.W(p + "ffn_down_exps.weight"), cfg.n_experts_used)
             else:
-                gate = h @ self.W(p + "ffn_gate.weight").T
-                up = h @ self.W(p + "ffn_up.weight").T
-                x = x + (silu(gate) * up) @ self.W(p + "ffn_down.weight").T
+                if self.file.has(p + "ffn_gate.weight"):
+                    gate = h @ self.W(p + "ffn_gate.weight").T
+                    up = h @ self.W(p + "ffn_up.weight").T
+                else:  # phi3: ffn_up holds the gate, then the up projection
+                    gate_up = h @ self.W(p + "ffn_up.weight").T
+                    gate, up = gate_up[:, :cfg.d_ff], gate_up[:, cfg.d_ff:]
+                act = gelu_tanh(gate) if cfg.gelu else silu(gate)
+                out = (act * up) @ self.W(p + "ffn_down.weight").T
+                post = self.opt(p + "post_ffw_norm.weight")
+                if post is not None:
+                    out = rms_norm(out, post, cfg.rms_eps)
+                x = x + cfg.residual_scale * out
             if tap:
                 tap(L, "x", x)
         x = rms_norm(x, self.W("output_norm.weight"), cfg.rms_eps)
         out_w = self.W("token_embd.weight") if self.tied else self.W("output.weight")
-        return x @ out_w.T
+        logits = (x @ out_w.T) / cfg.logit_scale
+        if cfg.final_softcap > 0:
+            logits = cfg.final_softcap * np.tanh(logits / cfg.final_softcap)
+        return logits
 
 
 def decode_tokens(meta, ids):
