@@ -415,10 +415,7 @@ void Model::Embed(std::span<const Token> tokens, MatView<float> x) const {
 
 AttnShape Model::Attention(int layer) const {
   const ModelConfig& c = config_;
-  AttnShape shape{c.n_heads, c.n_kv_heads, c.head_dim,
-                  c.attention_scale > 0
-                      ? c.attention_scale
-                      : static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))};
+  AttnShape shape{c.n_heads, c.n_kv_heads, c.head_dim, static_cast<float>(c.QkScale())};
   shape.softcap = c.attn_softcap;
   if (c.LocalLayer(layer)) shape.window = c.sliding_window;
   return shape;

@@ -202,7 +202,8 @@ void AddArchKeys(GgufWriter& w, const RandomModelSpec& s) {
     w.Add(a + ".attn_logit_softcapping", f32(50.0));
     w.Add(a + ".final_logit_softcapping", f32(30.0));
   }
-  if (s.arch == Arch::kGemma2 || s.arch == Arch::kPhi3) {
+  // Gemma 2's files always carry a window (the loader's default is 4096); Phi-3's may say 0.
+  if ((s.arch == Arch::kGemma2 && s.sliding_window > 0) || s.arch == Arch::kPhi3) {
     w.Add(a + ".attention.sliding_window",
           GgufValue::Uint32(static_cast<uint32_t>(s.sliding_window)));
   }

@@ -11,9 +11,9 @@
 #include <limits>
 #include <string_view>
 
-#include "primekv/attention/softmax_kernels.h"
 #include "press/scorer_util.h"
 #include "press/scorers.h"
+#include "primekv/attention/softmax_kernels.h"
 #include "primekv/press/compressor.h"
 #include "primekv/quant/dense.h"
 #include "primekv/tokenizer/tokenizer.h"
@@ -70,7 +70,7 @@ class ReconstructionTap : public ForwardTap {
     }
     // Each query head's largest probability per chunk entry, then the max over the group.
     std::vector<float> best(static_cast<size_t>(c_.n_heads) * span, 0.0f);
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    const auto scale = static_cast<float>(c_.QkScale());
     // The attention kernels' exponential: the pass's probabilities as the forward computes them.
     const attention_internal::SoftmaxKernels& softmax = attention_internal::BestSoftmax();
     pool_.ParallelFor(c_.n_heads, [&](int64_t b, int64_t e, int) {
@@ -85,6 +85,9 @@ class ReconstructionTap : public ForwardTap {
           for (int r = 0; r < rows; ++r) {
             float* x = logits.data() + static_cast<int64_t>(r) * m;
             const int visible = sinks + span + t0 + r + 1;  // repeat rows up to its own
+            if (c_.attn_softcap > 0) {
+              for (int i = 0; i < visible; ++i) x[i] = static_cast<float>(c_.SoftCap(x[i]));
+            }
             const float mx = softmax.row_max(x, visible, -std::numeric_limits<float>::infinity());
             const float inv = 1.0f / softmax.exp_sum(x, visible, mx);
             for (int i = 0; i < span; ++i) out[i] = std::max(out[i], x[sinks + i] * inv);

@@ -59,10 +59,11 @@ class OracleScorer : public HeadScorer {
       vmv[i] = QuadForm(m, v, mv.RowSpan(i));
     }
     const MatView<const float> q = in.QueryHead(in.future_queries, qh);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    const double scale = in.config.QkScale();
     std::vector<double> a(n), o(d), mo(d);
     for (int64_t t = 0; t < q.rows; ++t) {
-      for (int64_t i = 0; i < n; ++i) a[i] = Dot(q.Row(t), keys.Row(i), d) * scale;
+      for (int64_t i = 0; i < n; ++i)
+        a[i] = in.config.SoftCap(Dot(q.Row(t), keys.Row(i), d) * scale);
       MaskedSoftmax(a);
       std::fill(o.begin(), o.end(), 0.0);
       for (int64_t i = 0; i < n; ++i)

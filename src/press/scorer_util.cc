@@ -18,11 +18,20 @@ void ProtectFirst(std::vector<float>& s, int count) {
 Mat<double> WindowAttention(const LayerInput& in, int query_head, int h) {
   const MatView<const float> q = in.QueryHead(in.window_queries, query_head);
   const MatView<const float> keys = in.Keys(h);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(in.head_dim()));
+  // The model's own scale and soft-cap (granite, gemma2), so the scores are its attention.
+  const ModelConfig& c = in.config;
   Mat<double> p(q.rows, keys.rows);
+  const std::span<const int32_t> pos = in.heads[static_cast<size_t>(h)].positions;
   for (int64_t i = 0; i < q.rows; ++i) {
-    CausalAttention(q.Row(i), keys, in.heads[static_cast<size_t>(h)].positions,
-                    in.window_positions[static_cast<size_t>(i)], scale, p.RowSpan(i));
+    const int32_t q_pos = in.window_positions[static_cast<size_t>(i)];
+    std::span<double> row = p.RowSpan(i);
+    for (int64_t j = 0; j < keys.rows; ++j) {
+      row[static_cast<size_t>(j)] =
+          pos[static_cast<size_t>(j)] > q_pos
+              ? -std::numeric_limits<double>::infinity()
+              : c.SoftCap(DotF64(q.Row(i), keys.Row(j), keys.cols) * c.QkScale());
+    }
+    MaskedSoftmax(row);
   }
   return p;
 }

@@ -169,16 +169,14 @@ Status Conversation::AfterChunk() {
 
 Status Conversation::CompressContext(int context_tokens) {
   record_.budget = KeepCount(context_tokens, record_.schedule.ratio);
-  if (Compressing()) {
-    PRIMEKV_RETURN_IF_ERROR(RunCompression(
-        [&](CompressStats* st) {
-          return compressor_->Compress(*record_.cache, record_.schedule.ratio, capture_, *pool_,
-                                       st);
-        },
-        true));
-  }
+  // Expired pages go first, so a press scores only what a window still holds.
   DropExpired();
-  return Status::Ok();
+  if (!Compressing()) return Status::Ok();
+  return RunCompression(
+      [&](CompressStats* st) {
+        return compressor_->Compress(*record_.cache, record_.schedule.ratio, capture_, *pool_, st);
+      },
+      true);
 }
 
 void Conversation::DropExpired() {
@@ -207,10 +205,10 @@ Status Conversation::AfterToken(int generated) {
 }
 
 Status Conversation::EndTurn() {
+  DropExpired();
   if (record_.schedule.mode == ScheduleMode::kMultiTurn && Compressing() &&
       record_.cache->MaxLength() > record_.budget)
     PRIMEKV_RETURN_IF_ERROR(CompressTo(record_.budget, false));
-  DropExpired();
   ++record_.turn;
   return Status::Ok();
 }

@@ -163,13 +163,14 @@ TEST_P(ForwardBatch, RefusesBadSlotsBeforeTouchingAnyCache) {
   EXPECT_EQ(b.MaxLength(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, ForwardBatch,
-                         ::testing::Values(Case{"llama", GgmlType::kF32},
-                                           Case{"qwen2", GgmlType::kQ8_0},
-                                           Case{"qwen3", GgmlType::kQ4_K},
-                                           Case{"qwen3moe", GgmlType::kQ4_0},
-                                           Case{"llama", GgmlType::kF16}),
-                         CaseName);
+INSTANTIATE_TEST_SUITE_P(
+    Types, ForwardBatch,
+    ::testing::Values(Case{"llama", GgmlType::kF32}, Case{"qwen2", GgmlType::kQ8_0},
+                      Case{"qwen3", GgmlType::kQ4_K}, Case{"qwen3moe", GgmlType::kQ4_0},
+                      Case{"llama", GgmlType::kF16}, Case{"granite", GgmlType::kF32},
+                      Case{"phi3", GgmlType::kQ8_0}, Case{"gemma", GgmlType::kF16},
+                      Case{"gemma2", GgmlType::kQ4_K}),
+    CaseName);
 
 }  // namespace
 }  // namespace primekv

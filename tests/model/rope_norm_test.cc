@@ -167,7 +167,8 @@ TEST_P(ProjectQueries, MatchesProjectionBiasNormAndRope) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ProjectQueries,
-                         ::testing::Values(Arch::kLlama, Arch::kQwen2, Arch::kQwen3),
+                         ::testing::Values(Arch::kLlama, Arch::kQwen2, Arch::kQwen3, Arch::kGranite,
+                                           Arch::kPhi3, Arch::kGemma, Arch::kGemma2),
                          [](const auto& info) { return std::string(ArchName(info.param)); });
 
 // The spec is a ModelConfig: loading the written file gives back the fields the writer reads.

@@ -2,6 +2,7 @@
 // the memory-mapped file, and a forward pass over a KV cache.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -77,6 +78,13 @@ struct ModelConfig {  // filled from "<arch>.*" GGUF keys
   int d_ff_expert = 0;     // expert_feed_forward_length
   bool moe() const { return n_experts > 0; }
   int group() const { return n_heads / n_kv_heads; }
+  // The q.k scale the forward pass uses, and its soft-cap of a scaled score (gemma2).
+  double QkScale() const {
+    return attention_scale > 0 ? attention_scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
+  }
+  double SoftCap(double score) const {
+    return attn_softcap > 0 ? attn_softcap * std::tanh(score / attn_softcap) : score;
+  }
   int q_width() const { return n_heads * head_dim; }
   int kv_width() const { return n_kv_heads * head_dim; }
 };
