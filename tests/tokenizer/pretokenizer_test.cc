@@ -198,14 +198,17 @@ TEST(PreTokenizer, NamesMapToRules) {
     ASSERT_TRUE(k.ok()) << name;
     EXPECT_EQ(*k, PreTokenizerKind::kQwen2);
   }
-  for (const char* name : {"default", "gpt2"}) {
+  for (const char* name : {"gpt-2", "gpt2", "mpt", "jina-v2-code"}) {
     auto k = PreTokenizerFromName(name);
     ASSERT_TRUE(k.ok()) << name;
     EXPECT_EQ(*k, PreTokenizerKind::kGpt2);
   }
-  auto bad = PreTokenizerFromName("falcon");
+  // llama.cpp's "default" is its own list of expressions, not GPT-2's.
+  ASSERT_TRUE(PreTokenizerFromName("default").ok());
+  EXPECT_EQ(*PreTokenizerFromName("default"), PreTokenizerKind::kDefault);
+  auto bad = PreTokenizerFromName("falcon4");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.message().find("falcon"), std::string::npos);
+  EXPECT_NE(bad.message().find("falcon4"), std::string::npos);
   EXPECT_NE(bad.message().find("llama-bpe"), std::string::npos);
   EXPECT_NE(bad.message().find("qwen2"), std::string::npos);
 }
