@@ -508,6 +508,10 @@ bool PreTokenizerIgnoresMerges(std::string_view pre) {
          pre == "tekken";
 }
 
+bool PreTokenizerAddsBos(std::string_view pre) {
+  return PreTokenizerIgnoresMerges(pre) || pre == "chameleon";
+}
+
 bool PreTokenizerNormalizesNfc(std::string_view pre) {
   return pre == "qwen2" || pre == "deepseek-r1-qwen";
 }

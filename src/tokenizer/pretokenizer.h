@@ -55,6 +55,9 @@ std::string SupportedPreTokenizerNames();
 // llama.cpp's ignore_merges: a pre-token that is itself in the vocabulary becomes that token
 // without running BPE; true for "llama3", "llama-bpe", "llama-v3", "falcon3" and "tekken".
 bool PreTokenizerIgnoresMerges(std::string_view pre);
+// llama.cpp adds BOS for these names when tokenizer.ggml.add_bos_token is absent: "llama3",
+// "llama-bpe", "llama-v3", "falcon3", "tekken" and "chameleon".
+bool PreTokenizerAddsBos(std::string_view pre);
 // Qwen2's Hugging Face tokenizer normalizes text to NFC before splitting; true for "qwen2" and
 // "deepseek-r1-qwen" (llama.cpp does not normalize: see docs/pretokenizers.md).
 bool PreTokenizerNormalizesNfc(std::string_view pre);

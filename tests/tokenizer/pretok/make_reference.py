@@ -48,6 +48,18 @@ def patch_pre(data, name):
     return data[:vtype_at + 4] + struct.pack("<Q", len(new)) + new + data[val_at + n:]
 
 
+def rename_token(data, old, new):
+    """The GGUF bytes with the first vocabulary string `old` renamed `new`."""
+    at = data.index(struct.pack("<Q", len(old)) + old, data.index(b"tokenizer.ggml.tokens"))
+    return data[:at] + struct.pack("<Q", len(new)) + new + data[at + 8 + len(old):]
+
+
+# Strings for jina-v2's "<mask>" (llama.cpp strips the whitespace before it), tokenized with
+# special-token parsing on GPT-2's vocabulary whose <|endoftext|> (id 50256) is renamed <mask>.
+MASK_STRINGS = ["a <mask> b", "a  \t\n<mask>", "<mask>", " <mask>", "x\u00a0<mask>y",
+                "a<mask>", "<mask> <mask>  <mask>", "hello world  <mask>.", "\n\n<mask>\n"]
+
+
 def fnv1a(ids):
     h = 0x811C9DC5
     for b in b"".join(struct.pack("<i", i) for i in ids):
@@ -69,12 +81,20 @@ def main():
     corpus = json.load(open(os.path.join(HERE, "corpus.json"), encoding="utf-8"))
     stdin = "\0".join(corpus).encode() + b"\0"
 
-    def run(name, data):
+    def run(name, data, base=vocab, extra=()):
+        path = os.path.join(tmp, "vocab.gguf")
+        with open(path, "wb") as f:
+            f.write(patch_pre(base, name))
+        out = subprocess.run([tool, path, *extra], input=data, capture_output=True).stdout
+        lines = out.decode().splitlines()
+        return lines[1:] if lines and lines[0].startswith("add_bos ") else lines
+
+    def add_bos(name):
         path = os.path.join(tmp, "vocab.gguf")
         with open(path, "wb") as f:
             f.write(patch_pre(vocab, name))
-        out = subprocess.run([tool, path], input=data, capture_output=True).stdout.decode()
-        return out.splitlines()
+        out = subprocess.run([tool, path], input=b"", capture_output=True).stdout.decode()
+        return out.split()[1] if out.startswith("add_bos ") else "-"
 
     columns = []
     for name in FAMILIES:
@@ -87,16 +107,26 @@ def main():
                 f.writelines(line + "\n" for line in lines)
         columns.append([fnv1a(x) for x in ids])
     with open(os.path.join(HERE, "names.txt"), "w") as f:
-        f.write("# name, whether llama.cpp c392e509 loads ggml-vocab-gpt-2.gguf with it, and the\n"
-                "# first expected.txt column whose ids it reproduces on every corpus string\n")
+        f.write("# name, whether llama.cpp c392e509 loads ggml-vocab-gpt-2.gguf with it, the first\n"
+                "# expected.txt column whose ids it reproduces on every corpus string, and whether\n"
+                "# it adds BOS by default (the vocabulary has no tokenizer.ggml.add_bos_token)\n")
         for name in NAMES + ["no-such-pre"]:
             lines = run(name, stdin)
             if len(lines) != len(corpus):
-                f.write(f"{name} refused -\n")
+                f.write(f"{name} refused - -\n")
                 continue
             hashes = [fnv1a([int(t) for t in line.split()]) for line in lines]
             same = [FAMILIES[k] for k, col in enumerate(columns) if col == hashes]
-            f.write(f"{name} loads {same[0] if same else '-'}\n")
+            f.write(f"{name} loads {same[0] if same else '-'} {add_bos(name)}\n")
+    masked = rename_token(vocab, b"<|endoftext|>", b"<mask>")
+    with open(os.path.join(HERE, "mask.txt"), "w") as f:
+        f.write("# name, then for each of MASK_STRINGS (make_reference.py) llama.cpp's ids with\n"
+                "# special tokens parsed, GPT-2's vocabulary with <|endoftext|> renamed <mask>\n")
+        mask_input = "\0".join(MASK_STRINGS).encode() + b"\0"
+        for name in ["gpt-2", "jina-v2-es", "jina-v2-de", "jina-v2-code"]:
+            lines = run(name, mask_input, masked, ["special"])
+            assert len(lines) == len(MASK_STRINGS), (name, lines)
+            f.write(name + "\n" + "".join(line + "\n" for line in lines))
     with open(os.path.join(HERE, "expected.txt"), "w") as f:
         f.write(" ".join(FAMILIES) + "\n")
         for row in zip(*columns):
