@@ -5,6 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iterator>
+#include <span>
+#include <string_view>
 
 #include "tokenizer/unicode.h"
 
