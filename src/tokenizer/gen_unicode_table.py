@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes unicode_table.cc: sorted code point ranges of Unicode letters (L*), numbers (N*) and
-punctuation (P*).
+"""Writes unicode_table.cc: sorted code point ranges of Unicode letters (L*), numbers (N*),
+punctuation (P*), symbols (S*) and marks (M*).
 
 Run from this directory with /usr/bin/python3 (its unicodedata fixes the Unicode version):
     /usr/bin/python3 gen_unicode_table.py > unicode_table.cc
@@ -48,10 +48,16 @@ print()
 emit("kNumberRanges", ranges("N"))
 print()
 emit("kPunctuationRanges", ranges("P"))
+print()
+emit("kSymbolRanges", ranges("S"))
+print()
+emit("kMarkRanges", ranges("M"))
 print("// clang-format on")
 print()
 print("std::span<const CodepointRange> LetterRanges() { return kLetterRanges; }")
 print("std::span<const CodepointRange> NumberRanges() { return kNumberRanges; }")
 print("std::span<const CodepointRange> PunctuationRanges() { return kPunctuationRanges; }")
+print("std::span<const CodepointRange> SymbolRanges() { return kSymbolRanges; }")
+print("std::span<const CodepointRange> MarkRanges() { return kMarkRanges; }")
 print()
 print("}  // namespace primekv::unicode_internal")

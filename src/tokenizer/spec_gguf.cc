@@ -3,6 +3,7 @@
 
 #include "primekv/gguf/gguf.h"
 #include "primekv/tokenizer/tokenizer.h"
+#include "tokenizer/pretokenizer.h"
 
 namespace primekv {
 namespace {
@@ -90,11 +91,12 @@ Status ReadSpecialIds(const GgufFile& file, const KeyReader& keys, TokenizerSpec
   return Status::Ok();
 }
 
-// add_bos / add_space_prefix default to true for SentencePiece ("llama") vocabularies.
+// add_bos / add_space_prefix default to true for SentencePiece ("llama") vocabularies; add_bos
+// also for the byte-level pre-tokenizers llama.cpp adds BOS for (PreTokenizerAddsBos).
 Status ReadFlagsAndTemplate(const KeyReader& keys, TokenizerSpec& spec) {
   const bool llama = spec.model == "llama";
   PRIMEKV_ASSIGN_OR_RETURN(const auto add_bos, keys.Bool("tokenizer.ggml.add_bos_token"));
-  spec.add_bos = add_bos.value_or(llama);
+  spec.add_bos = add_bos.value_or(llama || (spec.model == "gpt2" && PreTokenizerAddsBos(spec.pre)));
   PRIMEKV_ASSIGN_OR_RETURN(const auto add_eos, keys.Bool("tokenizer.ggml.add_eos_token"));
   spec.add_eos = add_eos.value_or(false);
   PRIMEKV_ASSIGN_OR_RETURN(const auto space, keys.Bool("tokenizer.ggml.add_space_prefix"));

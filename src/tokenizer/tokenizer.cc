@@ -20,6 +20,9 @@ namespace {
 using tokenizer_internal::Fragment;
 using tokenizer_internal::SpecialMatcher;
 
+// C's isspace in the "C" locale, as llama.cpp strips around special tokens.
+bool IsAsciiSpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
 constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD, what <unk> decodes to
 
 std::string IdError(std::string_view name, Token id, size_t n) {
@@ -152,6 +155,15 @@ void Tokenizer::Impl::Build() {
     pre = PreTokenizerFromName(spec.pre).value();
     ignore_merges = PreTokenizerIgnoresMerges(spec.pre);
     nfc = PreTokenizerNormalizesNfc(spec.pre);
+    // llama.cpp strips the whitespace before jina-v2's "<mask>" (its lstrip attribute).
+    if (spec.pre.find("jina-v2-") != std::string::npos) {
+      for (size_t i = 0; i < n; ++i) {
+        if (spec.tokens[i] == "<mask>") {
+          lstrip_token = static_cast<Token>(i);
+          break;
+        }
+      }
+    }
   }
   types.assign(n, TokenType::kNormal);
   for (size_t i = 0; i < spec.token_types.size(); ++i) {
@@ -203,8 +215,12 @@ std::vector<Fragment> Tokenizer::Impl::SplitSpecial(std::string_view text,
     for (auto it = starts.rbegin(); it != starts.rend(); ++it) {
       const auto [i, node] = *it;
       if (i < plain_begin) continue;
-      if (i > plain_begin) {
-        out.push_back({text.substr(plain_begin, i - plain_begin), -1, plain_begin == 0});
+      size_t left_end = i;
+      if (matcher.token(node) == lstrip_token) {
+        while (left_end > plain_begin && IsAsciiSpace(text[left_end - 1])) --left_end;
+      }
+      if (left_end > plain_begin) {
+        out.push_back({text.substr(plain_begin, left_end - plain_begin), -1, plain_begin == 0});
       }
       out.push_back({{}, matcher.token(node), false});
       plain_begin = i + matcher.length(node);

@@ -83,6 +83,7 @@ struct Tokenizer::Impl {
   std::array<uint32_t, 256> byte_cp = tokenizer_internal::ByteToCodepoint();  // gpt2 byte map
   bool ignore_merges = false;  // gpt2: a pre-token that is itself a token skips BPE
   bool nfc = false;            // gpt2: NFC-normalize each text fragment first
+  Token lstrip_token = -1;     // a special token that takes the whitespace before it
   // Control and user-defined tokens, matched longest first where parse_special is on
   // (vocabularies may hold hundreds of thousands of <|reserved_N|> tokens); user-defined ones
   // alone where it is off, as llama.cpp and Hugging Face match added tokens in any text.

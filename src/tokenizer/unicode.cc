@@ -75,6 +75,10 @@ bool IsUnicodePunctuation(uint32_t cp) {
   return InRanges(unicode_internal::PunctuationRanges(), cp);
 }
 
+bool IsUnicodeSymbol(uint32_t cp) { return InRanges(unicode_internal::SymbolRanges(), cp); }
+
+bool IsUnicodeMark(uint32_t cp) { return InRanges(unicode_internal::MarkRanges(), cp); }
+
 bool IsUnicodeSpace(uint32_t cp) {
   switch (cp) {
     case 0x09:

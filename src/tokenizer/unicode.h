@@ -1,5 +1,5 @@
 // UTF-8 decoding and the few Unicode classes the pre-tokenizers need (letter, number, space,
-// punctuation).
+// punctuation, symbol, mark).
 #pragma once
 
 #include <cstddef>
@@ -17,6 +17,8 @@ struct CodepointRange {
 std::span<const CodepointRange> LetterRanges();
 std::span<const CodepointRange> NumberRanges();
 std::span<const CodepointRange> PunctuationRanges();
+std::span<const CodepointRange> SymbolRanges();
+std::span<const CodepointRange> MarkRanges();
 
 // NFC data (nfc_table.cc): runs of equal non-zero canonical combining class, canonical
 // decompositions (second == 0: a singleton), and primary composites sorted by (first, second).
@@ -54,6 +56,8 @@ bool IsUnicodeLetter(uint32_t cp);       // general category L*
 bool IsUnicodeNumber(uint32_t cp);       // general category N*
 bool IsUnicodeSpace(uint32_t cp);        // White_Space property (regex \s)
 bool IsUnicodePunctuation(uint32_t cp);  // general category P*
+bool IsUnicodeSymbol(uint32_t cp);       // general category S*
+bool IsUnicodeMark(uint32_t cp);         // general category M*
 // Class of a decoded character; invalid bytes are kOther.
 CharClass ClassifyChar(const Utf8Char& c);
 

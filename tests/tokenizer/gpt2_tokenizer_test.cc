@@ -110,10 +110,10 @@ TEST(Gpt2Tokenizer, IgnoreMergesOnlyForLlama3) {
   using H = HandGpt2;
   // Plain BPE on " bell": l l (3) before e ll (4), then b ell (5) before Ġ b (6), so Ġ + bell and
   // never Ġbell (Ġ bell is no merge).
-  for (const char* pre : {"qwen2", "gpt2", "smaug-bpe"}) {
+  for (const char* pre : {"qwen2", "gpt2", "smaug-bpe", "dbrx", "chatglm-bpe", "stablelm2"}) {
     EXPECT_EQ(Make(HandGpt2::Spec(pre)).Encode(" bell", false), (V{' ', H::kBell})) << pre;
   }
-  for (const char* pre : {"llama3", "llama-bpe", "llama-v3"}) {
+  for (const char* pre : {"llama3", "llama-bpe", "llama-v3", "falcon3", "tekken"}) {
     EXPECT_EQ(Make(HandGpt2::Spec(pre)).Encode(" bell", false), (V{H::kGbell})) << pre;
     // Not a whole token: BPE as usual.
     EXPECT_EQ(Make(HandGpt2::Spec(pre)).Encode(" bells", false), (V{' ', H::kBell, 's'})) << pre;

@@ -179,6 +179,63 @@ TEST(PreTokenizer, ExpectedSplits) {
   EXPECT_GE(counts[static_cast<int>(PreTokenizerKind::kQwen2)], 10);
 }
 
+// One or more quirk-bearing strings per family added for llama.cpp's full list of names; the
+// pieces are what llama.cpp c392e509's unicode_regex_split returns for the family's expressions.
+TEST(PreTokenizer, LlamaCppFamilySplits) {
+  const SplitCase cases[] = {
+      {PreTokenizerKind::kDefault, "Hello, world!", {"Hello", ",", " world", "!"}},
+      {PreTokenizerKind::kDefault,
+       "a (b) 12345 c",
+       {"a", " ", "(", "b", ")", " ", "123", "45", " c"}},
+      {PreTokenizerKind::kDefault, " $x+=1;", {" ", "$", "x", "+=", "1", ";"}},
+      {PreTokenizerKind::kDefault, "`tick` ~tilde~", {"`", "tick", "`", " ", "~", "tilde", "~"}},
+      {PreTokenizerKind::kDefault, "x  \n y", {"x", "  \n", " y"}},
+      {PreTokenizerKind::kFalcon, "`tick` ~tilde~", {"`", "tick", "`", " ", "~", "tilde", "~"}},
+      {PreTokenizerKind::kFalcon, "1234567 and 12", {"123", "456", "7", " and", " 12"}},
+      {PreTokenizerKind::kFalcon,
+       "He said: \"ok\"...",
+       {"He", " said", ":", " ", "\"", "ok", "\"..."}},
+      {PreTokenizerKind::kStarcoder, "abc123 ٣٤", {"abc", "1", "2", "3", " ", "٣", "٤"}},
+      {PreTokenizerKind::kStarcoder, "x = 3.14;", {"x", " =", " ", "3", ".", "1", "4", ";"}},
+      {PreTokenizerKind::kStarcoder, " 2025", {" ", "2", "0", "2", "5"}},
+      {PreTokenizerKind::kChameleon,
+       "<sentinel:12>IMGIMGABZ IMGIMGABCDEZ",
+       {"<", "sentinel", ":", "1", "2", ">", "IMGIMGABZ", " IMGIMGABCDEZ"}},
+      {PreTokenizerKind::kChameleon, "a     b\tc\n", {"a", "    ", " b", "\t", "c", "\n"}},
+      {PreTokenizerKind::kChameleon,
+       "x=1, y=\"2\"",
+       {"x", "=", "1", ",", " y", "=", "\"", "2", "\""}},
+      {PreTokenizerKind::kChameleon, "12 apples", {"1", "2", " apples"}},
+      {PreTokenizerKind::kDeepseekV3, "12345 你好カナ", {"123", "45", " ", "你好カナ"}},
+      {PreTokenizerKind::kDeepseekV3, "~abc a~b ~~", {"~abc", " a", "~b", " ", "~~"}},
+      {PreTokenizerKind::kDeepseekV3, ".hello (x)", {".hello", " (", "x", ")"}},
+      {PreTokenizerKind::kDeepseekV3, "naïve é कि", {"naïve", " é", " कि"}},
+      {PreTokenizerKind::kDeepseekV3, "a\n\n b", {"a", "\n\n", " b"}},
+      {PreTokenizerKind::kDeepseekLlm, "Hello, world!  ", {"Hello", ",", " world", "!", "  "}},
+      {PreTokenizerKind::kDeepseekLlm, "你好　世界 12345", {"你好", "　", "世界", " ", "12345"}},
+      {PreTokenizerKind::kDeepseekLlm, "Ωmega Привет ∑x", {"Ω", "mega", " Привет", " ", "∑", "x"}},
+      {PreTokenizerKind::kDeepseekLlm, "a\r\nb ！？", {"a", "\r", "\n", "b", " ！？"}},
+      {PreTokenizerKind::kDeepseekCoder, "a 你好", {"a", " ", "你好"}},
+      {PreTokenizerKind::kDeepseekCoder, "x　y 你好", {"x", "　y", " ", "你好"}},
+      {PreTokenizerKind::kBloom,
+       "Hello, world! (yes|no)",
+       {"Hello", ",", " world", "! (", "yes", "|", "no", ")"}},
+      {PreTokenizerKind::kBloom, "a  b…c。d，e", {"a", " ", " b", "…", "c", "。", "d", "，", "e"}},
+      {PreTokenizerKind::kBloom, " 12 ٣", {" 12", " ٣"}},
+      {PreTokenizerKind::kViking, "abc123 x", {"abc", "1", "2", "3", " x"}},
+      {PreTokenizerKind::kViking, "Hello, 2025!", {"Hello", ",", " ", "2", "0", "2", "5", "!"}},
+      {PreTokenizerKind::kTekken,
+       "HelloWorld HTTPServer iPhone",
+       {"Hello", "World", " HTTPServer", " i", "Phone"}},
+      {PreTokenizerKind::kTekken, "ÄBC äBC ÜberMan", {"Ä", "BC", " ä", "BC", " Über", "Man"}},
+      {PreTokenizerKind::kTekken, "a/b/\nc 12", {"a", "/b", "/\n", "c", " ", "1", "2"}},
+      {PreTokenizerKind::kTekken, "I'M ok", {"I", "'M", " ok"}},
+  };
+  for (const SplitCase& c : cases) {
+    EXPECT_EQ(Split(c.kind, c.text), c.pieces) << "text: " << c.text;
+  }
+}
+
 TEST(PreTokenizer, ZwjEmojiStaysTogether) {
   // 👩‍👩‍👧 (three emoji joined by U+200D) after a space: one punctuation-class run.
   const std::string family =
@@ -198,14 +255,17 @@ TEST(PreTokenizer, NamesMapToRules) {
     ASSERT_TRUE(k.ok()) << name;
     EXPECT_EQ(*k, PreTokenizerKind::kQwen2);
   }
-  for (const char* name : {"default", "gpt2"}) {
+  for (const char* name : {"gpt-2", "gpt2", "mpt", "jina-v2-code"}) {
     auto k = PreTokenizerFromName(name);
     ASSERT_TRUE(k.ok()) << name;
     EXPECT_EQ(*k, PreTokenizerKind::kGpt2);
   }
-  auto bad = PreTokenizerFromName("falcon");
+  // llama.cpp's "default" is its own list of expressions, not GPT-2's.
+  ASSERT_TRUE(PreTokenizerFromName("default").ok());
+  EXPECT_EQ(*PreTokenizerFromName("default"), PreTokenizerKind::kDefault);
+  auto bad = PreTokenizerFromName("falcon4");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.message().find("falcon"), std::string::npos);
+  EXPECT_NE(bad.message().find("falcon4"), std::string::npos);
   EXPECT_NE(bad.message().find("llama-bpe"), std::string::npos);
   EXPECT_NE(bad.message().find("qwen2"), std::string::npos);
 }

@@ -56,9 +56,9 @@ TEST(TokenizerSpec, ValidationErrorsNameTheProblem) {
   s = HandLlama::Spec();
   s.pad = 1000;
   ExpectError(s, "padding token id 1000");
-  s = HandGpt2::Spec("starcoder");
+  s = HandGpt2::Spec("starcoder2");
   ExpectError(
-      s, "unsupported tokenizer.ggml.pre \"starcoder\"; supported: default, gpt2, gpt-2, llama3");
+      s, "unsupported tokenizer.ggml.pre \"starcoder2\"; supported: default, gpt-2, gpt2, phi-2");
   s = HandGpt2::Spec();
   s.merges[3] = "ll";
   ExpectError(s, "tokenizer.ggml.merges[3] = \"ll\" is not two space-separated tokens");
