@@ -270,36 +270,42 @@ void ScoresF16(const float* q, int rows, const uint16_t* k, int count, int d, fl
   }
 }
 
-// P V over f16 values, 4 rows by 64 columns of the accumulator in registers: each value row is
-// converted once and added with each row's weight. A short last group of rows repeats its last
-// row into an accumulator that is not stored.
-void PvF16(const float* p, int rows, int ldp, const uint16_t* v, int count, int d, float* acc) {
-  if (d % 64 != 0) return ScalarPvF16(p, rows, ldp, v, count, d, acc);
-  for (int c0 = 0; c0 < d; c0 += 64) {
-    for (int r0 = 0; r0 < rows; r0 += 4) {
-      const int nr = rows - r0 < 4 ? rows - r0 : 4;
-      const float* pr[4];
-      GroupRows(p, r0, nr, ldp, pr);
-      __m512 a[16];  // a[4 * r + t]
-      for (int r = 0; r < 4; ++r)
-        for (int t = 0; t < 4; ++t)
-          a[4 * r + t] = r < nr
-                             ? _mm512_loadu_ps(acc + static_cast<int64_t>(r0 + r) * d + c0 + 16 * t)
-                             : _mm512_setzero_ps();
-      for (int j = 0; j < count; ++j) {
-        __m512 x[4];
-        for (int t = 0; t < 4; ++t)
-          x[t] = LoadHalf16(v + static_cast<int64_t>(j) * d + c0 + 16 * t);
-        for (int r = 0; r < 4; ++r) {
-          const __m512 w = _mm512_set1_ps(pr[r][j]);
-          for (int t = 0; t < 4; ++t) a[4 * r + t] = _mm512_fmadd_ps(w, x[t], a[4 * r + t]);
-        }
+// P V over f16 values for a block of up to 4 x 16 columns from c0 (kT of them), 4 rows at a time
+// in registers: each value row is converted once and added with each row's weight. A short last
+// group of rows repeats its last row into an accumulator that is not stored.
+template <int kT>
+void PvF16Columns(const float* p, int rows, int ldp, const uint16_t* v, int count, int d, int c0,
+                  float* acc) {
+  for (int r0 = 0; r0 < rows; r0 += 4) {
+    const int nr = rows - r0 < 4 ? rows - r0 : 4;
+    const float* pr[4];
+    GroupRows(p, r0, nr, ldp, pr);
+    __m512 a[4 * kT];  // a[kT * r + t]
+    for (int r = 0; r < 4; ++r)
+      for (int t = 0; t < kT; ++t)
+        a[kT * r + t] = r < nr
+                            ? _mm512_loadu_ps(acc + static_cast<int64_t>(r0 + r) * d + c0 + 16 * t)
+                            : _mm512_setzero_ps();
+    for (int j = 0; j < count; ++j) {
+      __m512 x[kT];
+      for (int t = 0; t < kT; ++t) x[t] = LoadHalf16(v + static_cast<int64_t>(j) * d + c0 + 16 * t);
+      for (int r = 0; r < 4; ++r) {
+        const __m512 w = _mm512_set1_ps(pr[r][j]);
+        for (int t = 0; t < kT; ++t) a[kT * r + t] = _mm512_fmadd_ps(w, x[t], a[kT * r + t]);
       }
-      for (int r = 0; r < nr; ++r)
-        for (int t = 0; t < 4; ++t)
-          _mm512_storeu_ps(acc + static_cast<int64_t>(r0 + r) * d + c0 + 16 * t, a[4 * r + t]);
     }
+    for (int r = 0; r < nr; ++r)
+      for (int t = 0; t < kT; ++t)
+        _mm512_storeu_ps(acc + static_cast<int64_t>(r0 + r) * d + c0 + 16 * t, a[kT * r + t]);
   }
+}
+
+// P V over f16 values: 64-column blocks, then the 16-column blocks left (head_dim 96: Phi-3).
+void PvF16(const float* p, int rows, int ldp, const uint16_t* v, int count, int d, float* acc) {
+  if (d % 16 != 0) return ScalarPvF16(p, rows, ldp, v, count, d, acc);
+  int c0 = 0;
+  for (; c0 + 64 <= d; c0 += 64) PvF16Columns<4>(p, rows, ldp, v, count, d, c0, acc);
+  for (; c0 < d; c0 += 16) PvF16Columns<1>(p, rows, ldp, v, count, d, c0, acc);
 }
 
 }  // namespace

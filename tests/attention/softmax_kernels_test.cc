@@ -117,7 +117,7 @@ TEST(SoftmaxKernels, F16DecodeKernelsMatchDoubleSums) {
     if (k != nullptr && CpuRunsSoftmax(*k) && k->scores_f16 != nullptr) all.push_back(k);
   ASSERT_NE(ScalarSoftmax().scores_f16, nullptr);
   for (const SoftmaxKernels* k : all) {
-    for (int d : {64, 128, 48, 40}) {
+    for (int d : {64, 128, 96, 48, 40}) {
       for (int rows : {1, 3, 4, 5, 8}) {
         for (int count : {1, 3, 4, 5, 16, 17, 63}) {
           const std::string what = std::string(k->isa) + " d=" + std::to_string(d) +
