@@ -1,8 +1,9 @@
 // Reference tokenizer for make_reference.py, built against a llama.cpp checkout outside this
 // tree (never part of the project's build). Usage: llamacpp_tokenize VOCAB.gguf [special] <
 // corpus, where the corpus is NUL-separated UTF-8 strings; prints "add_bos 0|1" (whether the
-// vocabulary asks for BOS), then one line of space-separated token ids per string (no BOS/EOS; special-token text parsed only with "special"), or
-// "ERROR <message>" when the vocabulary does not load.
+// vocabulary asks for BOS), then one line of space-separated token ids per string (no BOS/EOS;
+// special-token text parsed only with "special"), or "ERROR <message>" when the vocabulary does not
+// load.
 #include <cstdio>
 #include <iostream>
 #include <iterator>
