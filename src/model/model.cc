@@ -524,8 +524,7 @@ Status ReadLongRope(const TensorLoader& t, int context, ModelConfig& c) {
   PRIMEKV_ASSIGN_OR_RETURN(short_f, t.Vector("rope_factors_short.weight", n));
   const int ctx = context > 0 ? context : c.max_context;
   c.long_rope = true;
-  c.long_rope_in_force = ctx > c.rope_original_context;
-  c.rope_freq_factors = c.long_rope_in_force ? std::move(long_f) : std::move(short_f);
+  c.rope_freq_factors = ctx > c.rope_original_context ? std::move(long_f) : std::move(short_f);
   c.rope_freq_factors.resize(static_cast<size_t>(c.rope_dim / 2));
   return Status::Ok();
 }

@@ -24,7 +24,6 @@ Exit status 0 on pass, 1 on fail.
 """
 
 import argparse
-import hashlib
 import json
 import os
 import subprocess
@@ -37,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools", "llamacpp_ref"))
 sys.path.insert(0, HERE)
-from make_refs import case_tokens, load_cases  # noqa: E402
+from make_refs import case_tokens, load_cases, make_model  # noqa: E402
 from ref_forward import Model  # noqa: E402
 
 DATA = os.path.join(HERE, "data", "llamacpp")
@@ -88,10 +87,7 @@ def main(argv=None):
     ok = True
     with tempfile.TemporaryDirectory(prefix="primekv_llamacpp_") as tmp:
         model = os.path.join(tmp, name + ".gguf")
-        subprocess.run([args.primekv, "make-model", *case["args"], "--type", args.type, "-o", model],
-                       check=True, capture_output=True)
-        with open(model, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
+        digest = make_model(args.primekv, case, args.type, model)
         if digest != entry["sha256"]:
             print(f"FAIL {name}: make-model now writes other bytes than llama.cpp ran on "
                   f"(sha256 {digest[:12]}, recorded {entry['sha256'][:12]}); rerun "

@@ -19,6 +19,7 @@
 #include "primekv/gguf/gguf.h"
 #include "primekv/model/model.h"
 #include "primekv/tokenizer/tokenizer.h"
+#include "tokenizer/llamacpp_vectors.h"
 
 namespace primekv {
 namespace {
@@ -59,23 +60,9 @@ void CheckLlamaCppVocab(const std::string& name) {
   const fs::path gguf = kFixtures / name;
   if (!fs::exists(gguf)) GTEST_SKIP() << "missing fixture " << gguf;
   const Tokenizer tok = LoadGguf(gguf);
-  const std::string inp = ReadFile(gguf.string() + ".inp");
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> cases;
-  for (size_t pos = 0;;) {
-    const size_t end = inp.find(sep, pos);
-    if (end == std::string::npos) break;
-    cases.push_back(inp.substr(pos, end - pos));
-    pos = end + sep.size();
-  }
-  std::ifstream out(gguf.string() + ".out");
-  std::vector<std::vector<Token>> expected;
-  for (std::string line; std::getline(out, line);) {
-    std::istringstream ls(line);
-    std::vector<Token> ids;
-    for (Token t; ls >> t;) ids.push_back(t);
-    expected.push_back(ids);
-  }
+  const LlamaCppVectors vectors = ReadLlamaCppVectors(gguf);
+  const std::vector<std::string>& cases = vectors.texts;
+  const std::vector<std::vector<Token>>& expected = vectors.ids;
   ASSERT_EQ(cases.size(), expected.size());
   ASSERT_GE(cases.size(), 40u);
   for (size_t i = 0; i < cases.size(); ++i) {

@@ -57,7 +57,6 @@ struct ModelConfig {  // filled from "<arch>.*" GGUF keys
   int rope_original_context = 0;
   float rope_attn_factor = 1.0f;
   bool long_rope = false;  // the file has LongRoPE factors
-  bool long_rope_in_force = false;
   FfnActivation ffn_activation = FfnActivation::kSilu;
   // Scalars of granite and gemma (1 or 0: absent).
   float embedding_scale = 1.0f;  // embeddings are multiplied by it (gemma: sqrt(d_model))
