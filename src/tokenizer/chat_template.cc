@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "primekv/util/text.h"
 #include "primekv/tokenizer/tokenizer.h"
+#include "primekv/util/text.h"
 
 namespace primekv {
 namespace {
@@ -17,7 +17,7 @@ struct NamedFormat {
   std::string_view name;
   ChatFormat format;
 };
-constexpr std::array<NamedFormat, 9> kFormatNames = {{
+constexpr std::array<NamedFormat, 13> kFormatNames = {{
     {"llama3", ChatFormat::kLlama3},
     {"llama3.1", ChatFormat::kLlama31},
     {"chatml", ChatFormat::kChatML},
@@ -25,6 +25,10 @@ constexpr std::array<NamedFormat, 9> kFormatNames = {{
     {"qwen3", ChatFormat::kQwen3},
     {"mistral-v0.3", ChatFormat::kMistral},
     {"llama2", ChatFormat::kLlama2},
+    {"gemma", ChatFormat::kGemma},
+    {"phi3", ChatFormat::kPhi3},
+    {"granite", ChatFormat::kGranite},
+    {"mistral-nemo", ChatFormat::kMistralNemo},
     {"none", ChatFormat::kNone},
     {"mistral", ChatFormat::kMistral},  // alias, listed last so names map back to the first
 }};
@@ -252,6 +256,85 @@ Result<std::string> RenderLlama2(std::span<const ChatMessage> msgs, const ChatRe
   return out;
 }
 
+// Gemma (1 and 2): no system role, strictly alternating turns, "model" for the assistant.
+Result<std::string> RenderGemma(std::span<const ChatMessage> msgs, const ChatRenderOptions& o) {
+  if (!msgs.empty() && msgs[0].role == "system") {
+    return Status::Error("System role not supported");
+  }
+  std::string out = o.bos_token;
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    if ((msgs[i].role == "user") != (i % 2 == 0)) {
+      return Status::Error("Conversation roles must alternate user/assistant/user/assistant/...");
+    }
+    const std::string& role = msgs[i].role == "assistant" ? "model" : msgs[i].role;
+    out += "<start_of_turn>" + role + "\n";
+    out += Trim(msgs[i].content);
+    out += "<end_of_turn>\n";
+  }
+  if (o.add_generation_prompt) out += "<start_of_turn>model\n";
+  return out;
+}
+
+// Phi-3.5-mini: an empty system message and any other role are left out; without the
+// generation prompt the text ends with EOS.
+std::string RenderPhi3(std::span<const ChatMessage> msgs, const ChatRenderOptions& o) {
+  std::string out;
+  for (const ChatMessage& m : msgs) {
+    if ((m.role == "system" && !m.content.empty()) || m.role == "user" || m.role == "assistant") {
+      out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+    }
+  }
+  out += o.add_generation_prompt ? "<|assistant|>\n" : o.eos_token;
+  return out;
+}
+
+// Granite 3.0 without tools: each known role as a block; the generation prompt follows the last
+// message (none for an empty conversation).
+std::string RenderGranite(std::span<const ChatMessage> msgs, const ChatRenderOptions& o) {
+  std::string out;
+  for (const ChatMessage& m : msgs) {
+    if (m.role == "system" || m.role == "user" || m.role == "assistant" ||
+        m.role == "tool_response") {
+      out += "<|start_of_role|>" + m.role + "<|end_of_role|>" + m.content + "<|end_of_text|>\n";
+    } else if (m.role == "assistant_tool_call") {
+      out += "<|start_of_role|>assistant<|end_of_role|><|tool_call|>" + m.content +
+             "<|end_of_text|>\n";
+    }
+  }
+  if (!msgs.empty() && o.add_generation_prompt) out += "<|start_of_role|>assistant<|end_of_role|>";
+  return out;
+}
+
+// Mistral Nemo ("v3-tekken") without tools: as Mistral v0.3 with no spaces around the
+// instructions, the assistant's text untrimmed; the template writes no generation prompt.
+Result<std::string> RenderMistralNemo(std::span<const ChatMessage> msgs,
+                                      const ChatRenderOptions& o) {
+  const std::optional<std::string_view> system = TakeSystem(msgs);
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    if ((msgs[i].role == "user") != (i % 2 == 0)) {
+      return Status::Error(
+          "After the optional system message, conversation roles must alternate "
+          "user/assistant/user/assistant/...");
+    }
+  }
+  std::string out = o.bos_token;
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const ChatMessage& m = msgs[i];
+    if (m.role == "user") {
+      out += "[INST]";
+      if (i + 1 == msgs.size() && system) out += std::string(*system) + "\n\n";
+      out += m.content + "[/INST]";
+    } else if (m.role == "assistant") {
+      out += m.content + o.eos_token;
+    } else {
+      return Status::Error(
+          "Only user and assistant roles are supported, with the exception of an initial "
+          "optional system message!");
+    }
+  }
+  return out;
+}
+
 std::string PlainJoin(std::span<const ChatMessage> messages) {
   std::string out;
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -272,9 +355,22 @@ ChatRenderOptions FamilyDefaults(ChatFormat f, bool add_generation_prompt) {
       o.eos_token = "<|eot_id|>";
       break;
     case ChatFormat::kMistral:
+    case ChatFormat::kMistralNemo:
     case ChatFormat::kLlama2:
       o.bos_token = "<s>";
       o.eos_token = "</s>";
+      break;
+    case ChatFormat::kGemma:
+      o.bos_token = "<bos>";
+      o.eos_token = "<eos>";
+      break;
+    case ChatFormat::kPhi3:
+      o.bos_token = "<s>";
+      o.eos_token = "<|endoftext|>";
+      break;
+    case ChatFormat::kGranite:
+      o.bos_token = "<|end_of_text|>";
+      o.eos_token = "<|end_of_text|>";
       break;
     case ChatFormat::kChatML:
     case ChatFormat::kQwen2:
@@ -335,6 +431,10 @@ constexpr KnownTemplate kKnownTemplates[] = {
     {0x2bfdb7aa9754484eULL, 4116, ChatFormat::kQwen3},  // Qwen3
     // Llama 3.1 and 3.3 Instruct (one template); RenderLlama31 is its rendering without tools.
     {0xcc0368e1ffb6b958ULL, 4613, ChatFormat::kLlama31},
+    {0x5c10ee65212d93b3ULL, 591, ChatFormat::kGemma},         // Gemma 2 (2B, 9B, 27B) it
+    {0xcf278cde387a54c8ULL, 430, ChatFormat::kPhi3},          // Phi-3.5-mini-instruct
+    {0x0f0e22051160bcb0ULL, 1185, ChatFormat::kGranite},      // Granite 3.0 instruct
+    {0x20783e9d94168233ULL, 3944, ChatFormat::kMistralNemo},  // Mistral Nemo Instruct 2407
 };
 
 // CRLF as LF and surrounding whitespace trimmed: the differences a copy of a template may pick
@@ -375,6 +475,12 @@ std::optional<ChatFormat> FamilyByMarkers(std::string_view t) {
     }
     if (!Contains(t, "system") && !Contains(t, "tools")) return ChatFormat::kChatML;
   }
+  if (Contains(t, "<start_of_turn>") && Contains(t, "<end_of_turn>")) return ChatFormat::kGemma;
+  if (Contains(t, "<|user|>") && Contains(t, "<|end|>")) return ChatFormat::kPhi3;
+  if (Contains(t, "<|start_of_role|>") && Contains(t, "<|end_of_role|>")) {
+    return ChatFormat::kGranite;
+  }
+  if (Contains(t, "\"[INST]\" + ") && Contains(t, "[/INST]")) return ChatFormat::kMistralNemo;
   if (Contains(t, "[INST] ") && Contains(t, "[/INST]")) {
     if (Contains(t, "<<SYS>>") && Contains(t, "' [/INST]'")) return ChatFormat::kLlama2;
     if (Contains(t, "[AVAILABLE_TOOLS] [") && Contains(t, "loop.last and system_message")) {
@@ -416,9 +522,10 @@ ChatFormat DetectChatFormat(const Tokenizer& tokenizer) {
     std::string_view text;
     ChatFormat format;
   };
-  constexpr Marker kMarkers[] = {{"<|start_header_id|>", ChatFormat::kLlama3},
-                                 {"<|im_start|>", ChatFormat::kChatML},
-                                 {"[INST]", ChatFormat::kMistral}};
+  constexpr Marker kMarkers[] = {
+      {"<|start_header_id|>", ChatFormat::kLlama3}, {"<|im_start|>", ChatFormat::kChatML},
+      {"<start_of_turn>", ChatFormat::kGemma},      {"<|start_of_role|>", ChatFormat::kGranite},
+      {"<|assistant|>", ChatFormat::kPhi3},         {"[INST]", ChatFormat::kMistral}};
   for (const Marker& m : kMarkers) {
     if (Contains(tmpl, m.text)) return m.format;
   }
@@ -452,6 +559,14 @@ Result<std::string> RenderChat(ChatFormat format, std::span<const ChatMessage> m
       return RenderMistral(messages, options);
     case ChatFormat::kLlama2:
       return RenderLlama2(messages, options);
+    case ChatFormat::kGemma:
+      return RenderGemma(messages, options);
+    case ChatFormat::kPhi3:
+      return RenderPhi3(messages, options);
+    case ChatFormat::kGranite:
+      return RenderGranite(messages, options);
+    case ChatFormat::kMistralNemo:
+      return RenderMistralNemo(messages, options);
     case ChatFormat::kNone:
       break;
   }

@@ -198,7 +198,10 @@ void Tokenizer::Impl::Build() {
   for (Token t : {spec.eos, spec.eot}) {
     if (t >= 0) end_tokens.push_back(t);
   }
-  for (std::string_view text : {"<|im_end|>", "<|eot_id|>", "<|end_of_text|>"}) {
+  // The end-of-turn tokens of the chat families (ChatML, Llama 3, Granite, Gemma, Phi-3), as
+  // llama.cpp counts them even where the GGUF names another EOS.
+  for (std::string_view text :
+       {"<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>", "<|end|>"}) {
     auto it = token_ids.find(text);
     if (it != token_ids.end()) end_tokens.push_back(it->second);
   }

@@ -130,6 +130,16 @@ TEST(Chat, Detection) {
   EXPECT_EQ(DetectChatFormat(WithTemplateAndTokens("unrecognised", {"[INST]", "[/INST]"})),
             ChatFormat::kMistral);
   EXPECT_EQ(DetectChatFormat(WithTemplateAndTokens("", {})), ChatFormat::kNone);
+  EXPECT_EQ(DetectChatFormat(WithTemplateAndTokens("", {"<start_of_turn>", "<end_of_turn>"})),
+            ChatFormat::kGemma);
+  EXPECT_EQ(DetectChatFormat(WithTemplateAndTokens("", {"<|start_of_role|>"})),
+            ChatFormat::kGranite);
+  EXPECT_EQ(DetectChatFormat(WithTemplateAndTokens("", {"<|user|>", "<|assistant|>"})),
+            ChatFormat::kPhi3);
+  // A refused template that looks like a new family says which one.
+  auto g = ResolveChatFormat(WithTemplateAndTokens("x<start_of_turn>{{ m }}<end_of_turn>", {}));
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.message().find("resembles gemma"), std::string::npos) << g.message();
 }
 
 TEST(Chat, EndOfGenerationTokens) {
@@ -140,7 +150,14 @@ TEST(Chat, EndOfGenerationTokens) {
   EXPECT_TRUE(tok.IsEndOfGeneration(n - 2));
   EXPECT_TRUE(tok.IsEndOfGeneration(n - 1));
   EXPECT_FALSE(tok.IsEndOfGeneration(1));
-  EXPECT_FALSE(tok.IsEndOfGeneration(testing_tok::HandLlama::kEnd));  // not eot in this spec
+  // Phi-3's turn end counts by its text, as in llama.cpp, though this spec names no eot...
+  EXPECT_TRUE(tok.IsEndOfGeneration(testing_tok::HandLlama::kEnd));
+  EXPECT_FALSE(tok.IsEndOfGeneration(testing_tok::HandLlama::kEndLong));
+  // ...and Gemma's; a role marker does not.
+  const Tokenizer more = WithTemplateAndTokens("", {"<end_of_turn>", "<|user|>"});
+  const int m = more.vocab_size();
+  EXPECT_TRUE(more.IsEndOfGeneration(m - 2));
+  EXPECT_FALSE(more.IsEndOfGeneration(m - 1));
 }
 
 TEST(Chat, RenderedPromptEncodesSpecials) {

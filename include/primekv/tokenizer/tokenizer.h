@@ -126,13 +126,17 @@ Result<TokenizerSpec> MakeSyntheticTokenizerSpec(std::string_view model, int voc
 // published template (system + user/assistant turns + generation prompt; tools unsupported).
 enum class ChatFormat {
   kNone,
-  kLlama3,   // Llama 3 Instruct (header/eot turns)
-  kChatML,   // plain <|im_start|>role ... <|im_end|>
-  kMistral,  // Mistral v0.3 ("v3"): [INST] ... [/INST], system before the last user turn
-  kLlama31,  // Llama 3.1/3.3 Instruct: system block with the knowledge/today dates
-  kQwen2,    // Qwen2 Instruct: ChatML with the default system prompt
-  kQwen3,    // Qwen3: ChatML, <think> handling and the enable_thinking switch
-  kLlama2,   // Llama 2 chat: <s>[INST] <<SYS>> ... [/INST]
+  kLlama3,       // Llama 3 Instruct (header/eot turns)
+  kChatML,       // plain <|im_start|>role ... <|im_end|>
+  kMistral,      // Mistral v0.3 ("v3"): [INST] ... [/INST], system before the last user turn
+  kLlama31,      // Llama 3.1/3.3 Instruct: system block with the knowledge/today dates
+  kQwen2,        // Qwen2 Instruct: ChatML with the default system prompt
+  kQwen3,        // Qwen3: ChatML, <think> handling and the enable_thinking switch
+  kLlama2,       // Llama 2 chat: <s>[INST] <<SYS>> ... [/INST]
+  kGemma,        // Gemma 1 / 2: <start_of_turn>user|model ... <end_of_turn>, no system role
+  kPhi3,         // Phi-3.5-mini: <|system|> / <|user|> / <|assistant|> ... <|end|>
+  kGranite,      // Granite 3.0: <|start_of_role|>role<|end_of_role|> ... <|end_of_text|>
+  kMistralNemo,  // Mistral Nemo ("v3-tekken"): [INST]...[/INST] without spaces
 };
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" (Qwen3 also "tool")
@@ -147,12 +151,13 @@ ChatFormat DetectChatFormat(const Tokenizer& tokenizer);
 // DetectChatFormat.
 Result<ChatFormat> ResolveChatFormat(const Tokenizer& tokenizer, std::string_view name = {});
 // The format of a template text that is exactly (CRLF as LF, surrounding whitespace trimmed) a
-// published template whose rendering is built in (Llama 3 Instruct, Qwen3). Templates are not
+// published template whose rendering is built in (Llama 3, Llama 3.1, Qwen3, Gemma 2,
+// Phi-3.5-mini, Granite 3.0, Mistral Nemo). Templates are not
 // interpreted, so any other text, one with a family's markers included, is an error that quotes
 // its start and lists the names for --chat-template.
 Result<ChatFormat> ChatFormatFromTemplate(std::string_view chat_template);
 // "llama3", "llama3.1", "chatml", "qwen2", "qwen3", "mistral-v0.3" (alias "mistral"),
-// "llama2", "none".
+// "llama2", "gemma", "phi3", "granite", "mistral-nemo", "none".
 Result<ChatFormat> ChatFormatFromName(std::string_view name);
 std::string_view ChatFormatName(ChatFormat f);
 std::string ChatFormatNames();  // comma-separated, for help and errors
