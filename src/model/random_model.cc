@@ -282,8 +282,17 @@ Status AddLayer(GgufWriter& w, Rng& rng, const RandomModelSpec& s, int l) {
     PRIMEKV_RETURN_IF_ERROR(x);
   }
   if (s.arch == Arch::kGemma2) {
-    for (Status x : {AddVector(w, p + "post_attention_norm.weight", NormWeights(rng, s.d_model)),
-                     AddVector(w, p + "post_ffw_norm.weight", NormWeights(rng, s.d_model))}) {
+    // The post-norms set each block's share of the residual stream. At unit scale a deep random
+    // model (llama.cpp runs Gemma 2 only at 26+ layers) turns every rounding difference into
+    // another argmax; 1/sqrt(2 n_layers), GPT-2's residual scaling, keeps it a smooth function.
+    const float scale = static_cast<float>(1.0 / std::sqrt(2.0 * s.n_layers));
+    auto post_norm = [&] {
+      std::vector<float> v = NormWeights(rng, s.d_model);
+      for (float& x : v) x *= scale;
+      return v;
+    };
+    for (Status x : {AddVector(w, p + "post_attention_norm.weight", post_norm()),
+                     AddVector(w, p + "post_ffw_norm.weight", post_norm())}) {
       PRIMEKV_RETURN_IF_ERROR(x);
     }
   }
