@@ -6,7 +6,7 @@
 #           (eval's config.json and results.jsonl readers), hf_tokenizer (make-model
 #           --hf-tokenizer's tokenizer.json reader), server_request (`primekv serve`'s request
 #           bodies), score_input (the C API's pk_score arguments), session_file (session files
-#           and Redis values) or all
+#           and Redis values), budget_profile (a press's profile=FILE) or all
 #           (default: gguf, the historical behaviour);
 #   SECONDS: per target (default 60). `fuzz/run_fuzz.sh 60` still means gguf for 60 s.
 # Env: PRIMEKV_FUZZ_BUILD_DIR (default <repo>/build/fuzz, the `fuzz` preset's directory),
@@ -24,10 +24,10 @@ if [[ $# -gt 0 && ! "$1" =~ ^[0-9]+$ ]]; then
 fi
 seconds="${1:-60}"
 case "$target" in
-  gguf | press_spec | manifest | jsonl | eval_json | hf_tokenizer | server_request | score_input | session_file) targets=("$target") ;;
-  all) targets=(gguf press_spec manifest jsonl eval_json hf_tokenizer server_request score_input session_file) ;;
+  gguf | press_spec | manifest | jsonl | eval_json | hf_tokenizer | server_request | score_input | session_file | budget_profile) targets=("$target") ;;
+  all) targets=(gguf press_spec manifest jsonl eval_json hf_tokenizer server_request score_input session_file budget_profile) ;;
   *)
-    echo "run_fuzz.sh: unknown target '$target' (gguf, press_spec, manifest, jsonl, eval_json, hf_tokenizer, server_request, score_input, session_file, all)" >&2
+    echo "run_fuzz.sh: unknown target '$target' (gguf, press_spec, manifest, jsonl, eval_json, hf_tokenizer, server_request, score_input, session_file, budget_profile, all)" >&2
     exit 2
     ;;
 esac
@@ -73,6 +73,8 @@ run_one() {
       ;;
     press_spec) binary="$build/fuzz/press_spec_fuzz" dict="$root/fuzz/press_spec.dict" max_len=4096 ;;
     manifest) binary="$build/fuzz/manifest_fuzz" dict="$root/fuzz/json.dict" max_len=4096 ;;
+    budget_profile)
+      binary="$build/fuzz/budget_profile_fuzz" dict="$root/fuzz/json.dict" max_len=16384 ;;
     eval_json) binary="$build/fuzz/eval_json_fuzz" dict="$root/fuzz/json.dict" max_len=8192 ;;
     server_request)
       binary="$build/fuzz/server_request_fuzz" dict="$root/fuzz/json.dict" max_len=8192

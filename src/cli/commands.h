@@ -11,7 +11,7 @@ namespace primekv::cli {
 using Runner = std::function<int()>;
 using AddCommand = void(CLI::App& app, Runner& run);
 AddCommand AddInspect, AddGenerate, AddMakeModel, AddLogits, AddConvert, AddListPresses,
-    AddPressScores, AddFidelity, AddEval, AddTokenize, AddServe, AddBench;
+    AddPressScores, AddFidelity, AddEval, AddTokenize, AddServe, AddBench, AddCalibrate;
 
 // Prints "primekv: <message>" to stderr and returns the exit code for errors.
 int Fail(const std::string& message);

@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   for (cli::AddCommand* add :
        {cli::AddInspect, cli::AddGenerate, cli::AddMakeModel, cli::AddLogits, cli::AddConvert,
         cli::AddListPresses, cli::AddPressScores, cli::AddFidelity, cli::AddEval, cli::AddTokenize,
-        cli::AddServe, cli::AddBench}) {
+        cli::AddServe, cli::AddBench, cli::AddCalibrate}) {
     add(app, run);
   }
   try {

@@ -161,6 +161,19 @@ void Compressor::FillInput(LayerInput& in, const KvCache& cache, const PressCapt
   }
 }
 
+// A profile's keep counts for a layer's heads. The share applies to the tokens seen so far
+// (the cache's next position), and a fixed target stands for the ratio it keeps of them, as the
+// conversation sets targets (KeepCount of the tokens seen).
+std::vector<int> Compressor::ProfileKeeps(const KvCache& cache, int layer, double ratio,
+                                          int target) const {
+  const BudgetProfile& profile = *press_.budget.profile;
+  const int seen = std::max(static_cast<int>(cache.NextPosition()), 1);
+  const double r = target > 0 ? std::clamp(1.0 - (target + 0.5) / seen, 0.0, 1.0) : ratio;
+  std::vector<int> keep(static_cast<size_t>(cache.n_kv_heads()));
+  for (int h = 0; h < cache.n_kv_heads(); ++h) keep[h] = profile.Keep(seen, r, layer, h);
+  return keep;
+}
+
 Result<Compressor::ScoredLayer> Compressor::ScoreLayer(const KvCache& cache, int layer,
                                                        double ratio, int target,
                                                        const PressCapture* capture,
@@ -168,7 +181,22 @@ Result<Compressor::ScoredLayer> Compressor::ScoreLayer(const KvCache& cache, int
   const ModelConfig& c = model_.config();
   int max_len = 0;
   for (int h = 0; h < c.n_kv_heads; ++h) max_len = std::max(max_len, cache.Length(layer, h));
-  if (max_len == 0 || (target > 0 && max_len <= target)) return ScoredLayer{};
+  if (max_len == 0) return ScoredLayer{};
+  const BudgetProfile* profile = press_.budget.profile.get();
+  if (profile != nullptr) {
+    if (profile->n_layers != c.n_layers || profile->n_kv_heads != c.n_kv_heads)
+      return Status::Error("press " + press_.name + ": its budget profile is for " +
+                           std::to_string(profile->n_layers) + " layers x " +
+                           std::to_string(profile->n_kv_heads) + " KV heads, the model has " +
+                           std::to_string(c.n_layers) + " x " + std::to_string(c.n_kv_heads));
+    // Heads keep different shares, so a head under `target` may still be over its own.
+    const std::vector<int> keep = ProfileKeeps(cache, layer, ratio, target);
+    bool over = false;
+    for (int h = 0; h < c.n_kv_heads; ++h) over = over || cache.Length(layer, h) > keep[h];
+    if (!over) return ScoredLayer{};
+  } else if (target > 0 && max_len <= target) {
+    return ScoredLayer{};
+  }
   // Where windowed layers alternate with global ones (gemma2), a windowed layer already holds
   // at most its window: compressed only when asked. Where every layer is windowed (phi3, whose
   // window is about its trained context), they are the layers to compress.
@@ -270,6 +298,10 @@ Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapt
         } else if (global) {
           scores[l] = std::move(scored->scores);
           ratios[l] = scored->ratio;
+        } else if (press_.budget.profile && !scored->scores.empty()) {
+          const std::vector<int> keep = ProfileKeeps(cache, static_cast<int>(l), ratio, target);
+          for (size_t h = 0; h < scored->scores.size(); ++h)
+            kept_rows[l].push_back(SelectTopK(scored->scores[h], keep[h]));
         } else {
           kept_rows[l] =
               SelectForLayer(scored->scores, scored->ratio, press_.budget,

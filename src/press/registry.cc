@@ -2,6 +2,7 @@
 // MakePress builds a press from a row. The spec grammar ("name:key=value,...") is press_spec.cc,
 // what a press needs and its input check press_needs.cc.
 #include <array>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,8 +20,8 @@ using press_internal::FindWrapper;
 using press_internal::NeedsInner;
 using press_internal::Shown;
 
-const std::array<Entry, 15>& Table() {
-  static const std::array<Entry, 15> kTable = {{
+const std::array<Entry, 16>& Table() {
+  static const std::array<Entry, 16> kTable = {{
       {{"none", "Full KV cache, no compression", "baseline"}, nullptr, BudgetKind::kUniform, {}},
       {{"primekv", "self-query log-attention of the key + log W_O-projected centred value",
         "Zhang & Ilvovsky, Neurocomputing; docs/design.md"},
@@ -59,6 +60,11 @@ const std::array<Entry, 15>& Table() {
         "arXiv 2505.23416; kvpress kvzip_press.py"},
        press_internal::MakeKvzipScorer,
        BudgetKind::kGlobal,
+       {}},
+      {{"lookback", "max prefill attention from the context's later tokens (research)",
+        "docs/results.md §8"},
+       press_internal::MakeLookbackScorer,
+       BudgetKind::kUniform,
        {}},
       {{"snapkv", "window-64 attention, pooled (kernel 5)",
         "arXiv 2404.14469; kvpress snapkv_press.py"},
@@ -137,6 +143,17 @@ Result<Press> MakePyramidKv(const PressParams& params, const Entry& e) {
 Result<Press> MakeScored(const PressParams& params, const Entry& e) {
   Press p;
   p.budget.kind = e.budget;
+  if (auto f = params.find("profile"); f != params.end()) {
+    if (params.contains("budget"))
+      return Status::Error("press " + e.info.name + ": profile= is a budget: drop budget=");
+    PRIMEKV_ASSIGN_OR_RETURN(BudgetProfile profile, BudgetProfile::Load(f->second));
+    p.budget.kind = BudgetKind::kProfile;
+    p.budget.profile = std::make_shared<const BudgetProfile>(std::move(profile));
+    PressParams rest = params;
+    rest.erase("profile");
+    PRIMEKV_ASSIGN_OR_RETURN(p.scorer, e.factory(rest, e.info.name));
+    return p;
+  }
   auto b = params.find("budget");
   if (b == params.end()) {
     PRIMEKV_ASSIGN_OR_RETURN(p.scorer, e.factory(params, e.info.name));

@@ -21,5 +21,6 @@ ScorerResult MakePrimeKvScorer(const PressParams& p, const std::string& press);
 ScorerResult MakeOracleScorer(const PressParams& p, const std::string& press);
 ScorerResult MakeCurDkvScorer(const PressParams& p, const std::string& press);
 ScorerResult MakeKvzipScorer(const PressParams& p, const std::string& press);
+ScorerResult MakeLookbackScorer(const PressParams& p, const std::string& press);
 
 }  // namespace primekv::press_internal

@@ -50,7 +50,7 @@ FIXTURES = [
 
 BASE_PRESSES = ["knorm", "keydiff", "random", "streamingllm", "lagkv", "snapkv", "pyramidkv",
                 "tova", "expected_attention", "primekv", "adakv:primekv", "adakv:keydiff",
-                "adakv:snapkv", "oracle", "curdkv"]
+                "adakv:snapkv", "oracle", "curdkv", "lookback"]
 
 
 def presses_for(fx):
@@ -64,6 +64,7 @@ def presses_for(fx):
         for k, v in dict.fromkeys(pairs):
             out.append(f"primekv:key={k},value={v}")
         out.append("adakv:primekv:key=cosine,value=norm")
+        out.append("lookback:reduce=mean,skip=2")
         # issue 11: the log-attention combination, and set-aware successive halving
         out.append("primekv:key=self,combine=logit,rounds=halving")
         for k in pr.PRIMEKV_KEYS:
@@ -183,6 +184,9 @@ def protected_mask(spec, layer):
         mask = layer.positions >= layer.window_positions[0]
     elif name == "tova":
         mask = layer.positions >= layer.window_positions[-1]
+    elif name == "lookback":
+        skip = int(pr._parse(spec)[1].get("skip", 1))
+        mask = (layer.positions < 4) | (layer.positions + skip > layer.window_positions[-1])
     elif name in ("expected_attention", "streamingllm", "curdkv"):
         mask[:4] = True
     return np.broadcast_to(mask, (layer.n_kv_heads, layer.n))

@@ -444,6 +444,27 @@ def tova(layer):
     return np.tile(s, (layer.n_kv_heads, 1))
 
 
+def lookback(layer, skip=1, reduce="max"):
+    """Attention each entry got from the window queries at least `skip` positions after it:
+    the largest probability over those queries and the group's heads, or their mean. The first 4
+    positions and entries no such query saw score max + 1."""
+    attn = window_attention(layer, layer.window_queries, layer.window_positions)  # [Hq, t, n]
+    qpos = np.asarray(layer.window_positions)
+    valid = qpos[:, None] >= layer.positions[None, :] + skip  # [t, n]
+    seen = valid.sum(axis=0)
+    out = np.zeros((layer.n_kv_heads, layer.n))
+    for h in range(layer.n_kv_heads):
+        a = np.where(valid[None], attn[list(layer.group_heads(h))], 0.0)  # [g, t, n]
+        if reduce == "max":
+            out[h] = a.max(axis=(0, 1))
+        else:
+            out[h] = a.sum(axis=(0, 1)) / np.maximum(seen * layer.group, 1)
+        protect = (seen == 0) | (layer.positions < 4)
+        out[h, protect] = 0.0
+        out[h, protect] = out[h].max() + 1.0
+    return out
+
+
 def mean_rope_rotation(d, base, start, count, half):
     """The average over positions start..start+count-1 of the RoPE rotation matrix."""
     inv_freq = base ** (-2.0 * np.arange(d // 2) / d)
@@ -514,7 +535,7 @@ def oracle(layer):
 # ------------------------------------------------------------------------------------------------
 # Presses: spec -> (scores, selection)
 
-COMPARABLE = {"snapkv", "pyramidkv", "tova", "expected_attention"}
+COMPARABLE = {"snapkv", "pyramidkv", "tova", "expected_attention", "lookback"}
 
 
 def _parse(spec):
@@ -542,6 +563,8 @@ def scores_for(spec, layer):
         return snapkv(layer)
     if name == "tova":
         return tova(layer)
+    if name == "lookback":
+        return lookback(layer, int(params.get("skip", 1)), params.get("reduce", "max"))
     if name == "expected_attention":
         return expected_attention(layer)
     if name == "primekv":

@@ -103,8 +103,9 @@ constexpr ExpectedRow kExpected[] = {
     {"lagkv", Allowed::kEveryMode},
     {"curdkv", Allowed::kEveryMode},
     // Read queries: SnapKV's window (PyramidKV scores as SnapKV), TOVA's last query,
-    // ExpectedAttention's statistics of the context's queries.
+    // ExpectedAttention's statistics of the context's queries, Lookback's every context query.
     {"snapkv", Allowed::kNotChunked},
+    {"lookback", Allowed::kNotChunked},
     {"pyramidkv", Allowed::kNotChunked},
     {"tova", Allowed::kNotChunked},
     {"expected_attention", Allowed::kNotChunked},

@@ -96,6 +96,7 @@ class Compressor {
   Result<ScoredLayer> ScoreLayer(const KvCache& cache, int layer, double ratio, int target,
                                  const PressCapture* capture, LayerScratch& scratch) const;
   Status CheckSamePositions(const KvCache& cache) const;
+  std::vector<int> ProfileKeeps(const KvCache& cache, int layer, double ratio, int target) const;
   // What the scorer asked for besides the heads' entries.
   void FillInput(LayerInput& in, const KvCache& cache, const PressCapture* capture,
                  std::vector<float>& wo) const;

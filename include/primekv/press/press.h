@@ -15,6 +15,7 @@
 
 #include "primekv/kv/kv_cache.h"
 #include "primekv/model/model.h"
+#include "primekv/press/budget_profile.h"
 #include "primekv/press/mean_query.h"
 #include "primekv/util/status.h"
 #include "primekv/util/tensor.h"
@@ -136,7 +137,8 @@ class Scorer {
 // safeguard per head; the total kept equals the uniform total.
 // kShared: every layer and head keeps the same positions (results.md §6.13), each layer as
 // many as uniform; needs every head to hold the same positions (one compression of a context).
-enum class BudgetKind { kUniform, kPyramid, kAdaptive, kGlobal, kShared };
+// kProfile: each layer's KV head keeps the share a per-model BudgetProfile gives it.
+enum class BudgetKind { kUniform, kPyramid, kAdaptive, kGlobal, kShared, kProfile };
 
 struct BudgetOptions {
   BudgetKind kind = BudgetKind::kUniform;
@@ -144,6 +146,7 @@ struct BudgetOptions {
   double pyramid_beta = 20;
   double adaptive_alpha = 0.2;  // AdaKV safeguard: each head keeps at least alpha * keep
   bool compress_local = false;  // sliding-window layers compressed too ("local=compress")
+  std::shared_ptr<const BudgetProfile> profile;  // kProfile's shares
 };
 
 // KVPress's per-head count: max(1, floor(n * (1 - ratio))).

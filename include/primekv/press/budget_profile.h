@@ -1,0 +1,48 @@
+// A per-model budget profile: the share of its entries each layer's KV head keeps at each
+// compression ratio, measured once per model (`primekv calibrate`, from KVzip's one-threshold
+// selections over calibration contexts). A press with `profile=FILE` keeps, in head (l, h),
+// that share of the tokens seen, and ranks the head's entries with its own scores: KVzip's
+// allocation over layers and heads without KVzip's second pass. A profile belongs to the model
+// it was measured on (docs/results.md §8).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "primekv/util/status.h"
+
+namespace primekv {
+
+struct BudgetProfile {
+  std::vector<double> ratios;  // ascending, in (0, 1)
+  int n_layers = 0;
+  int n_kv_heads = 0;
+  std::vector<double> fractions;  // [ratios][layers][heads], each in [0, 1]
+  // Standard deviation of each share over the calibration contexts (same shape; empty when not
+  // recorded): how much a head's need depends on the input rather than on the weights.
+  std::vector<double> spread;
+  int contexts = 0;    // calibration contexts it averages
+  std::string method;  // what made it ("kvzip")
+
+  double At(size_t r, int layer, int head) const {
+    return fractions[(r * static_cast<size_t>(n_layers) + static_cast<size_t>(layer)) *
+                         static_cast<size_t>(n_kv_heads) +
+                     static_cast<size_t>(head)];
+  }
+  // The share head (layer, head) keeps at `ratio`: linear between the measured ratios, and
+  // (1 - ratio) times the uniform-normalised shape of the nearest end outside them.
+  double Fraction(double ratio, int layer, int head) const;
+  // Entries head (layer, head) keeps when `seen` tokens were seen at `ratio`: at least one.
+  int Keep(int seen, double ratio, int layer, int head) const;
+
+  static Result<BudgetProfile> Load(const std::filesystem::path& path);
+  // The JSON text of a profile file; `what` names it in errors.
+  static Result<BudgetProfile> Parse(std::string_view text, const std::string& what);
+  Status Save(const std::filesystem::path& path) const;
+  // Shape and values consistent (every ratio's shares average to about 1 - ratio).
+  Status Validate() const;
+};
+
+}  // namespace primekv

@@ -1,0 +1,151 @@
+#include "primekv/press/budget_profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "primekv/util/json_read.h"
+
+namespace primekv {
+namespace {
+
+constexpr int kMaxLayers = 4096;
+constexpr int kMaxHeads = 4096;
+constexpr size_t kMaxRatios = 1000;
+
+}  // namespace
+
+double BudgetProfile::Fraction(double ratio, int layer, int head) const {
+  const size_t n = ratios.size();
+  // Outside the measured range the nearest end's shape, scaled to this ratio's total.
+  auto scaled = [&](size_t r) { return At(r, layer, head) / (1.0 - ratios[r]) * (1.0 - ratio); };
+  if (ratio <= ratios.front()) return std::min(1.0, scaled(0));
+  if (ratio >= ratios.back()) return std::min(1.0, scaled(n - 1));
+  const size_t hi =
+      static_cast<size_t>(std::upper_bound(ratios.begin(), ratios.end(), ratio) - ratios.begin());
+  const size_t lo = hi - 1;
+  const double t = (ratio - ratios[lo]) / (ratios[hi] - ratios[lo]);
+  return (1 - t) * At(lo, layer, head) + t * At(hi, layer, head);
+}
+
+int BudgetProfile::Keep(int seen, double ratio, int layer, int head) const {
+  const double keep = std::round(seen * Fraction(ratio, layer, head));
+  return std::clamp(static_cast<int>(keep), 1, std::max(seen, 1));
+}
+
+Status BudgetProfile::Validate() const {
+  if (n_layers < 1 || n_layers > kMaxLayers || n_kv_heads < 1 || n_kv_heads > kMaxHeads)
+    return Status::Error("budget profile: layers and heads must be positive");
+  if (ratios.empty() || ratios.size() > kMaxRatios)
+    return Status::Error("budget profile: needs 1 to 1000 ratios");
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    if (!(ratios[i] > 0 && ratios[i] < 1) || (i > 0 && !(ratios[i] > ratios[i - 1])))
+      return Status::Error("budget profile: ratios must ascend strictly inside (0, 1)");
+  }
+  const size_t cells = static_cast<size_t>(n_layers) * static_cast<size_t>(n_kv_heads);
+  if (fractions.size() != ratios.size() * cells)
+    return Status::Error("budget profile: fractions must be [ratios][layers][heads]");
+  for (size_t r = 0; r < ratios.size(); ++r) {
+    double sum = 0;
+    for (size_t i = 0; i < cells; ++i) {
+      const double f = fractions[r * cells + i];
+      if (!(f >= 0 && f <= 1)) return Status::Error("budget profile: a share is not in [0, 1]");
+      sum += f;
+    }
+    // Each ratio's shares spend that ratio's budget (rounding of small heads aside).
+    if (std::abs(sum / static_cast<double>(cells) - (1 - ratios[r])) > 0.02)
+      return Status::Error("budget profile: the shares at ratio " + std::to_string(ratios[r]) +
+                           " average " + std::to_string(sum / static_cast<double>(cells)) +
+                           ", not 1 - ratio");
+  }
+  return Status::Ok();
+}
+
+Result<BudgetProfile> BudgetProfile::Load(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Error("cannot read budget profile '" + path.string() + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return Parse(ss.str(), "budget profile '" + path.string() + "'");
+}
+
+Result<BudgetProfile> BudgetProfile::Parse(std::string_view text, const std::string& what) {
+  PRIMEKV_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJson(text, what));
+  BudgetProfile p;
+  try {
+    if (!j.is_object() || j.value("format", "") != "primekv-budget-profile")
+      return Status::Error(what + ": not a primekv-budget-profile file");
+    p.n_layers = j.at("n_layers").get<int>();
+    p.n_kv_heads = j.at("n_kv_heads").get<int>();
+    p.contexts = j.value("contexts", 0);
+    p.method = j.value("method", "");
+    p.ratios = j.at("ratios").get<std::vector<double>>();
+    if (p.n_layers < 1 || p.n_layers > kMaxLayers || p.n_kv_heads < 1 || p.n_kv_heads > kMaxHeads ||
+        p.ratios.size() > kMaxRatios)
+      return Status::Error(what + ": layers and heads must be positive, ratios at most 1000");
+    const size_t cells =
+        p.ratios.size() * static_cast<size_t>(p.n_layers) * static_cast<size_t>(p.n_kv_heads);
+    for (const auto& by_ratio : j.at("fractions")) {
+      for (const auto& by_layer : by_ratio) {
+        for (const auto& f : by_layer) {
+          if (p.fractions.size() >= cells)
+            return Status::Error(what + ": fractions must be [ratios][layers][heads]");
+          p.fractions.push_back(f.get<double>());
+        }
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Error(what + ": " + e.what());
+  }
+  const Status ok = p.Validate();
+  if (!ok.ok()) return Status::Error(what + ": " + ok.message());
+  return p;
+}
+
+Status BudgetProfile::Save(const std::filesystem::path& path) const {
+  PRIMEKV_RETURN_IF_ERROR(Validate());
+  nlohmann::json j;
+  j["format"] = "primekv-budget-profile";
+  j["method"] = method;
+  j["contexts"] = contexts;
+  j["n_layers"] = n_layers;
+  j["n_kv_heads"] = n_kv_heads;
+  j["ratios"] = ratios;
+  nlohmann::json all = nlohmann::json::array();
+  for (size_t r = 0; r < ratios.size(); ++r) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (int l = 0; l < n_layers; ++l) {
+      nlohmann::json heads = nlohmann::json::array();
+      for (int h = 0; h < n_kv_heads; ++h) heads.push_back(std::round(At(r, l, h) * 1e6) / 1e6);
+      layers.push_back(heads);
+    }
+    all.push_back(layers);
+  }
+  j["fractions"] = all;
+  if (spread.size() == fractions.size()) {
+    nlohmann::json sd = nlohmann::json::array();
+    for (size_t r = 0; r < ratios.size(); ++r) {
+      nlohmann::json layers = nlohmann::json::array();
+      for (int l = 0; l < n_layers; ++l) {
+        nlohmann::json heads = nlohmann::json::array();
+        for (int h = 0; h < n_kv_heads; ++h) {
+          const size_t i = (r * static_cast<size_t>(n_layers) + static_cast<size_t>(l)) *
+                               static_cast<size_t>(n_kv_heads) +
+                           static_cast<size_t>(h);
+          heads.push_back(std::round(spread[i] * 1e6) / 1e6);
+        }
+        layers.push_back(heads);
+      }
+      sd.push_back(layers);
+    }
+    j["spread"] = sd;
+  }
+  std::ofstream out(path);
+  out << j.dump(1) << "\n";
+  if (!out) return Status::Error("cannot write budget profile '" + path.string() + "'");
+  return Status::Ok();
+}
+
+}  // namespace primekv

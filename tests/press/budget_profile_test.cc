@@ -1,0 +1,156 @@
+// Budget profiles (profile=FILE): parsing refuses malformed files with a message, shares
+// interpolate between the measured ratios, and a press with a profile keeps in each head exactly
+// the profile's share of the tokens seen, in one compression and in a chunked one.
+#include "primekv/press/budget_profile.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "common/random_models.h"
+#include "primekv/press/compressor.h"
+
+namespace primekv {
+namespace {
+
+// Two ratios, 2 layers x 2 KV heads; each ratio's shares average 1 - ratio.
+BudgetProfile HandProfile() {
+  BudgetProfile p;
+  p.method = "test";
+  p.contexts = 1;
+  p.n_layers = 2;
+  p.n_kv_heads = 2;
+  p.ratios = {0.5, 0.9};
+  p.fractions = {0.9,  0.1,  0.6,  0.4,    // ratio 0.5
+                 0.30, 0.02, 0.06, 0.02};  // ratio 0.9
+  return p;
+}
+
+std::string Text(const std::string& fractions, const std::string& ratios = "[0.5, 0.9]") {
+  return R"({"format": "primekv-budget-profile", "n_layers": 2, "n_kv_heads": 1, "ratios": )" +
+         ratios + R"(, "fractions": )" + fractions + "}";
+}
+
+TEST(BudgetProfile, ParsesAndRefusesMalformedFiles) {
+  auto ok = BudgetProfile::Parse(Text("[[[0.8], [0.2]], [[0.15], [0.05]]]"), "t");
+  ASSERT_TRUE(ok.ok()) << ok.message();
+  EXPECT_DOUBLE_EQ(ok->At(1, 0, 0), 0.15);
+  const std::pair<std::string, std::string> bad[] = {
+      {"not json", "t"},
+      {R"({"format": "other"})", "not a primekv-budget-profile"},
+      {Text("[[[0.8], [0.2]]]"), "[ratios][layers][heads]"},                    // one ratio short
+      {Text("[[[0.8], [0.2], [0.1]], [[0.15], [0.05]]]"), "[ratios][layers]"},  // too many
+      {Text("[[[1.5], [-0.5]], [[0.15], [0.05]]]"), "not in [0, 1]"},
+      {Text("[[[0.9], [0.9]], [[0.15], [0.05]]]"), "not 1 - ratio"},
+      {Text("[[[0.8], [0.2]], [[0.15], [0.05]]]", "[0.9, 0.5]"), "ascend"},
+      {Text("[[[\"a\"], [0.2]], [[0.15], [0.05]]]"), "t"},
+      {R"({"format": "primekv-budget-profile", "n_layers": -1, "n_kv_heads": 1, "ratios": [0.5],
+          "fractions": [[[0.5]]]})",
+       "positive"},
+  };
+  for (const auto& [text, message] : bad) {
+    auto r = BudgetProfile::Parse(text, "t");
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.message().find(message), std::string::npos) << text << ": " << r.message();
+  }
+  EXPECT_FALSE(BudgetProfile::Load("/nonexistent/profile.json").ok());
+}
+
+TEST(BudgetProfile, SharesInterpolateAndScaleOutsideTheMeasuredRatios) {
+  const BudgetProfile p = HandProfile();
+  ASSERT_TRUE(p.Validate().ok()) << p.Validate().message();
+  EXPECT_DOUBLE_EQ(p.Fraction(0.5, 0, 0), 0.9);
+  EXPECT_NEAR(p.Fraction(0.7, 0, 0), 0.6, 1e-12);    // halfway between 0.9 and 0.30
+  EXPECT_NEAR(p.Fraction(0.25, 1, 1), 0.6, 1e-12);   // 0.4 / 0.5 * 0.75
+  EXPECT_NEAR(p.Fraction(0.95, 0, 1), 0.01, 1e-12);  // 0.02 / 0.1 * 0.05
+  EXPECT_NEAR(p.Fraction(0.1, 0, 0), 1.0, 1e-12);    // 0.9 / 0.5 * 0.9 = 1.62, capped
+  EXPECT_EQ(p.Keep(100, 0.9, 0, 0), 30);
+  EXPECT_EQ(p.Keep(100, 0.9, 0, 1), 2);
+  EXPECT_EQ(p.Keep(10, 0.9, 0, 1), 1);  // never none
+  // Each interpolated ratio still spends 1 - ratio on average.
+  for (double r : {0.55, 0.7, 0.85}) {
+    double sum = 0;
+    for (int l = 0; l < 2; ++l)
+      for (int h = 0; h < 2; ++h) sum += p.Fraction(r, l, h);
+    EXPECT_NEAR(sum / 4, 1 - r, 1e-12) << r;
+  }
+}
+
+std::vector<int> HeadLengths(const KvCache& cache) {
+  std::vector<int> n;
+  for (int l = 0; l < 2; ++l)
+    for (int h = 0; h < 2; ++h) n.push_back(cache.Length(l, h));
+  return n;
+}
+
+TEST(BudgetProfile, PressKeepsEachHeadsShareInOneAndInChunkedCompression) {
+  const Model model = WriteLoadAndRemove(SmallGqaSpec(21), "primekv_budget_profile.gguf");
+  const BudgetProfile hand = HandProfile();
+  const auto path = std::filesystem::temp_directory_path() / "primekv_budget_profile.json";
+  ASSERT_TRUE(hand.Save(path).ok());
+  auto press = MakePress(*ParsePressSpec("primekv:profile=" + path.string()));
+  ASSERT_TRUE(press.ok()) << press.message();
+  EXPECT_EQ(press->budget.kind, BudgetKind::kProfile);
+  EXPECT_NE(press->resolved.find("profile=" + path.string()), std::string::npos);
+  const Compressor comp(model, std::move(*press));
+  ThreadPool pool(2);
+  std::vector<float> logits(300);
+  ForwardWorkspace ws;
+
+  // One compression after 200 tokens at 0.9: 60, 4, 12, 4 entries.
+  std::vector<Token> tokens(200);
+  std::iota(tokens.begin(), tokens.end(), 3);
+  KvCache cache = model.NewCache({KvDType::kF32});
+  ASSERT_TRUE(model.Forward(tokens, cache, {}, {logits.data(), 1, 300}, pool, ws).ok());
+  ASSERT_TRUE(comp.Compress(cache, 0.9, nullptr, pool).ok());
+  EXPECT_EQ(HeadLengths(cache), (std::vector<int>{60, 4, 12, 4}));
+
+  // Chunked: after two chunks of 100 the target is KeepCount(200, 0.5) = 100, the ratio it
+  // stands for 1 - 100.5 / 200; each head keeps its share of the 200 tokens seen.
+  KvCache chunked = model.NewCache({KvDType::kF32});
+  for (int b = 0; b < 200; b += 100) {
+    const std::span<const Token> chunk(tokens.data() + b, 100);
+    ASSERT_TRUE(model.Forward(chunk, chunked, {}, {logits.data(), 1, 300}, pool, ws).ok());
+    ASSERT_TRUE(comp.CompressTo(chunked, KeepCount(b + 100, 0.5), nullptr, pool).ok());
+  }
+  const double r = 1 - 100.5 / 200;
+  std::vector<int> want;
+  for (int l = 0; l < 2; ++l)
+    for (int h = 0; h < 2; ++h) want.push_back(std::min(hand.Keep(200, r, l, h), 200));
+  EXPECT_EQ(HeadLengths(chunked), want);
+  EXPECT_GT(want[0], 100);  // a head over the uniform target keeps more than it
+  std::filesystem::remove(path);
+}
+
+TEST(BudgetProfile, RefusesAProfileOfAnotherShape) {
+  const Model model = WriteLoadAndRemove(SmallGqaSpec(22), "primekv_budget_profile_shape.gguf");
+  BudgetProfile other = HandProfile();
+  other.n_layers = 1;
+  other.fractions.resize(4);
+  other.fractions = {0.8, 0.2, 0.15, 0.05};
+  const auto path = std::filesystem::temp_directory_path() / "primekv_budget_profile_1l.json";
+  ASSERT_TRUE(other.Save(path).ok());
+  auto press = MakePress(*ParsePressSpec("keydiff:profile=" + path.string()));
+  ASSERT_TRUE(press.ok()) << press.message();
+  const Compressor comp(model, std::move(*press));
+  ThreadPool pool(1);
+  std::vector<Token> tokens(64);
+  std::iota(tokens.begin(), tokens.end(), 3);
+  std::vector<float> logits(300);
+  ForwardWorkspace ws;
+  KvCache cache = model.NewCache({KvDType::kF32});
+  ASSERT_TRUE(model.Forward(tokens, cache, {}, {logits.data(), 1, 300}, pool, ws).ok());
+  const Status s = comp.Compress(cache, 0.5, nullptr, pool);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("1 layers x 2 KV heads, the model has 2 x 2"), std::string::npos)
+      << s.message();
+  auto both = MakePress(*ParsePressSpec("kvzip:budget=global,profile=" + path.string()));
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.message().find("drop budget="), std::string::npos) << both.message();
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace primekv
