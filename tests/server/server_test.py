@@ -614,7 +614,11 @@ def case_multiturn(work):
     ctx_path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))), "examples", "demo-context.txt")
     n = 12
-    for press, ratio in [("primekv", 0.75), ("snapkv", 0.5)]:
+    # The per-model budget profile (docs/results.md §8): a query-free press the server runs too.
+    profile = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "models", "primekv-retrieval.budget.json")
+    for press, ratio in [("primekv", 0.75), ("snapkv", 0.5),
+                         ("primekv:profile=" + profile, 0.9)]:
         cmd = [ARGS.primekv, "generate", "-m", ARGS.model, "--context-file", ctx_path,
                "--mode", "multiturn", "--press", press, "--ratio", str(ratio), "-n", str(n),
                "--temp", "0", "--json", "-t", "1"]
