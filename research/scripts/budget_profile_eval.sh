@@ -15,13 +15,14 @@
 #   STEP=test1900 the same on research/results/heldout-test (30 per family, ~1,900 tokens; KVzip's
 #                 second pass needs --ctx-size 4096 past the trained 2048)
 #   STEP=dev1900  the default and the profile on research/results/heldout-dev (20 per family)
+#   STEP=chunked  chunked prefill (chunks of 256) on the dev set at 0.75 and 0.9
 #   STEP=long     the long model at 16K: the profile added to research/results/long-tables/test-16384
 #                 (its rows copied into OUT/long16k first; the task paths there are
 #                 /work/long-run/splits, a link to make_long_splits.py's output)
 # Gap closed and cost: research/scripts/gap_closed.py FOLDER --new PRESS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-step="${STEP:?STEP=sets|calib|dev|test960|test1900|dev1900|long}"
+step="${STEP:?STEP=sets|calib|dev|test960|test1900|dev1900|chunked|long}"
 out="${OUT:-/work/r53}"
 bin="${PRIMEKV_BIN:-build/release/src/cli/primekv}"
 m1=models/primekv-retrieval.gguf m2=models/primekv-retrieval-2.gguf
@@ -73,6 +74,10 @@ case "$step" in
     ev -m "$m2" --tasks "$(tasks research/results/heldout-dev)" --samples 20 \
       --ratios 0.5,0.75,0.9 --out "$out/dev1900-r2" \
       --presses "none;primekv;primekv:profile=$p2" --compare "primekv,primekv:profile=$p2" ;;
+  chunked)
+    ev -m "$m2" --tasks "$(tasks "$out/dev960/heldout-fresh-24680")" --mode chunked --chunk 256 \
+      --samples 10 --ratios 0.75,0.9 --out "$out/dev-chunked" \
+      --presses "none;keydiff;primekv;primekv:profile=$p2" ;;
   long)
     S=/work/long-run/splits/long-test/16384
     mkdir -p "$out/long16k"
