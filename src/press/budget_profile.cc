@@ -113,35 +113,23 @@ Status BudgetProfile::Save(const std::filesystem::path& path) const {
   j["n_layers"] = n_layers;
   j["n_kv_heads"] = n_kv_heads;
   j["ratios"] = ratios;
-  nlohmann::json all = nlohmann::json::array();
-  for (size_t r = 0; r < ratios.size(); ++r) {
-    nlohmann::json layers = nlohmann::json::array();
-    for (int l = 0; l < n_layers; ++l) {
-      nlohmann::json heads = nlohmann::json::array();
-      for (int h = 0; h < n_kv_heads; ++h) heads.push_back(std::round(At(r, l, h) * 1e6) / 1e6);
-      layers.push_back(heads);
-    }
-    all.push_back(layers);
-  }
-  j["fractions"] = all;
-  if (spread.size() == fractions.size()) {
-    nlohmann::json sd = nlohmann::json::array();
+  // [ratios][layers][heads] nested as in the file, rounded to 1e-6.
+  auto nested = [&](const std::vector<double>& flat) {
+    nlohmann::json by_ratio = nlohmann::json::array();
+    size_t i = 0;
     for (size_t r = 0; r < ratios.size(); ++r) {
-      nlohmann::json layers = nlohmann::json::array();
+      nlohmann::json by_layer = nlohmann::json::array();
       for (int l = 0; l < n_layers; ++l) {
         nlohmann::json heads = nlohmann::json::array();
-        for (int h = 0; h < n_kv_heads; ++h) {
-          const size_t i = (r * static_cast<size_t>(n_layers) + static_cast<size_t>(l)) *
-                               static_cast<size_t>(n_kv_heads) +
-                           static_cast<size_t>(h);
-          heads.push_back(std::round(spread[i] * 1e6) / 1e6);
-        }
-        layers.push_back(heads);
+        for (int h = 0; h < n_kv_heads; ++h) heads.push_back(std::round(flat[i++] * 1e6) / 1e6);
+        by_layer.push_back(heads);
       }
-      sd.push_back(layers);
+      by_ratio.push_back(by_layer);
     }
-    j["spread"] = sd;
-  }
+    return by_ratio;
+  };
+  j["fractions"] = nested(fractions);
+  if (spread.size() == fractions.size()) j["spread"] = nested(spread);
   std::ofstream out(path);
   out << j.dump(1) << "\n";
   if (!out) return Status::Error("cannot write budget profile '" + path.string() + "'");

@@ -183,6 +183,7 @@ Result<Compressor::ScoredLayer> Compressor::ScoreLayer(const KvCache& cache, int
   for (int h = 0; h < c.n_kv_heads; ++h) max_len = std::max(max_len, cache.Length(layer, h));
   if (max_len == 0) return ScoredLayer{};
   const BudgetProfile* profile = press_.budget.profile.get();
+  std::vector<int> keep;  // per head, with a profile
   if (profile != nullptr) {
     if (profile->n_layers != c.n_layers || profile->n_kv_heads != c.n_kv_heads)
       return Status::Error("press " + press_.name + ": its budget profile is for " +
@@ -190,7 +191,7 @@ Result<Compressor::ScoredLayer> Compressor::ScoreLayer(const KvCache& cache, int
                            std::to_string(profile->n_kv_heads) + " KV heads, the model has " +
                            std::to_string(c.n_layers) + " x " + std::to_string(c.n_kv_heads));
     // Heads keep different shares, so a head under `target` may still be over its own.
-    const std::vector<int> keep = ProfileKeeps(cache, layer, ratio, target);
+    keep = ProfileKeeps(cache, layer, ratio, target);
     bool over = false;
     for (int h = 0; h < c.n_kv_heads; ++h) over = over || cache.Length(layer, h) > keep[h];
     if (!over) return ScoredLayer{};
@@ -227,7 +228,7 @@ Result<Compressor::ScoredLayer> Compressor::ScoreLayer(const KvCache& cache, int
                            " press: the cache is not the context its reconstruction pass scored");
   }
   PRIMEKV_RETURN_IF_ERROR(CheckLayerInput(Needs(), in, press_.name));
-  ScoredLayer out{HeadScores(c.n_kv_heads), r};
+  ScoredLayer out{HeadScores(c.n_kv_heads), r, std::move(keep)};
   if (per_head) {
     // A head's scores read only that head, so one float copy of a head is enough: a layer's
     // copies (n_kv_heads times as many bytes per scoring thread) were most of chunked mode's
@@ -298,10 +299,9 @@ Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapt
         } else if (global) {
           scores[l] = std::move(scored->scores);
           ratios[l] = scored->ratio;
-        } else if (press_.budget.profile && !scored->scores.empty()) {
-          const std::vector<int> keep = ProfileKeeps(cache, static_cast<int>(l), ratio, target);
+        } else if (!scored->keep.empty()) {
           for (size_t h = 0; h < scored->scores.size(); ++h)
-            kept_rows[l].push_back(SelectTopK(scored->scores[h], keep[h]));
+            kept_rows[l].push_back(SelectTopK(scored->scores[h], scored->keep[h]));
         } else {
           kept_rows[l] =
               SelectForLayer(scored->scores, scored->ratio, press_.budget,

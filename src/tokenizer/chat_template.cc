@@ -200,9 +200,12 @@ std::string RenderQwen3(std::span<const ChatMessage> msgs, const ChatRenderOptio
   return out;
 }
 
-Result<std::string> RenderMistral(std::span<const ChatMessage> msgs, const ChatRenderOptions& o) {
+// Mistral v0.3 ("v3"), and with `tekken` Mistral Nemo ("v3-tekken"), without tools: the system
+// message joins the last user turn. Tekken writes no spaces around the instructions and leaves
+// the assistant's text untrimmed. Neither template writes a generation prompt.
+Result<std::string> RenderMistral(std::span<const ChatMessage> msgs, const ChatRenderOptions& o,
+                                  bool tekken) {
   const std::optional<std::string_view> system = TakeSystem(msgs);
-  const bool has_system = system.has_value();
   for (size_t i = 0; i < msgs.size(); ++i) {
     if ((msgs[i].role == "user") != (i % 2 == 0)) {
       return Status::Error(
@@ -214,12 +217,16 @@ Result<std::string> RenderMistral(std::span<const ChatMessage> msgs, const ChatR
   for (size_t i = 0; i < msgs.size(); ++i) {
     const ChatMessage& m = msgs[i];
     if (m.role == "user") {
-      out += "[INST] ";
-      if (i + 1 == msgs.size() && has_system) out += std::string(*system) + "\n\n";
+      out += tekken ? "[INST]" : "[INST] ";
+      if (i + 1 == msgs.size() && system) out += std::string(*system) + "\n\n";
       out += m.content + "[/INST]";
     } else if (m.role == "assistant") {
-      out += " ";
-      out += Trim(m.content);
+      if (tekken) {
+        out += m.content;
+      } else {
+        out += " ";
+        out += Trim(m.content);
+      }
       out += o.eos_token;
     } else {
       return Status::Error(
@@ -302,36 +309,6 @@ std::string RenderGranite(std::span<const ChatMessage> msgs, const ChatRenderOpt
     }
   }
   if (!msgs.empty() && o.add_generation_prompt) out += "<|start_of_role|>assistant<|end_of_role|>";
-  return out;
-}
-
-// Mistral Nemo ("v3-tekken") without tools: as Mistral v0.3 with no spaces around the
-// instructions, the assistant's text untrimmed; the template writes no generation prompt.
-Result<std::string> RenderMistralNemo(std::span<const ChatMessage> msgs,
-                                      const ChatRenderOptions& o) {
-  const std::optional<std::string_view> system = TakeSystem(msgs);
-  for (size_t i = 0; i < msgs.size(); ++i) {
-    if ((msgs[i].role == "user") != (i % 2 == 0)) {
-      return Status::Error(
-          "After the optional system message, conversation roles must alternate "
-          "user/assistant/user/assistant/...");
-    }
-  }
-  std::string out = o.bos_token;
-  for (size_t i = 0; i < msgs.size(); ++i) {
-    const ChatMessage& m = msgs[i];
-    if (m.role == "user") {
-      out += "[INST]";
-      if (i + 1 == msgs.size() && system) out += std::string(*system) + "\n\n";
-      out += m.content + "[/INST]";
-    } else if (m.role == "assistant") {
-      out += m.content + o.eos_token;
-    } else {
-      return Status::Error(
-          "Only user and assistant roles are supported, with the exception of an initial "
-          "optional system message!");
-    }
-  }
   return out;
 }
 
@@ -556,7 +533,7 @@ Result<std::string> RenderChat(ChatFormat format, std::span<const ChatMessage> m
     case ChatFormat::kQwen3:
       return RenderQwen3(messages, options);
     case ChatFormat::kMistral:
-      return RenderMistral(messages, options);
+      return RenderMistral(messages, options, /*tekken=*/false);
     case ChatFormat::kLlama2:
       return RenderLlama2(messages, options);
     case ChatFormat::kGemma:
@@ -566,7 +543,7 @@ Result<std::string> RenderChat(ChatFormat format, std::span<const ChatMessage> m
     case ChatFormat::kGranite:
       return RenderGranite(messages, options);
     case ChatFormat::kMistralNemo:
-      return RenderMistralNemo(messages, options);
+      return RenderMistral(messages, options, /*tekken=*/true);
     case ChatFormat::kNone:
       break;
   }

@@ -92,6 +92,7 @@ class Compressor {
   struct ScoredLayer {
     HeadScores scores;
     double ratio = 0;
+    std::vector<int> keep;  // per head, when a budget profile sets the counts
   };
   Result<ScoredLayer> ScoreLayer(const KvCache& cache, int layer, double ratio, int target,
                                  const PressCapture* capture, LayerScratch& scratch) const;
