@@ -561,28 +561,77 @@ void KvCache::TruncateFrom(int32_t pos) {
   next_position_ = std::min(next_position_, pos);
 }
 
-void KvCache::DropPagesBefore(int layer, int32_t pos) {
-  Check(layer >= 0 && layer < n_layers_, "KvCache::DropPagesBefore: layer out of range");
+void KvCache::DropBefore(int layer, int32_t pos) {
+  Check(layer >= 0 && layer < n_layers_, "KvCache::DropBefore: layer out of range");
+  const size_t row_bytes = KvRowBytes(options_.dtype, head_dim_);
   for (int h = 0; h < n_kv_heads_; ++h) {
     HeadState& head = Head(layer, h);
+    // Whole pages go back to the pool; rows are in position order, so they lead the head.
     size_t n_drop = 0;
     while (n_drop < head.pages.size()) {
       const KvPage& page = head.pages[n_drop].page;
       if (page.rows > 0 && page.positions[page.rows - 1] >= pos) break;
       ++n_drop;
     }
-    if (n_drop == 0) continue;
-    const int rows = n_drop < head.pages.size() ? head.pages[n_drop].first : head.length;
-    {
-      std::lock_guard lock(pool_->mu);
-      for (size_t i = 0; i < n_drop; ++i) pool_->ReleaseLocked(head.pages[i].id);
+    int dropped = n_drop < head.pages.size() ? head.pages[n_drop].first : head.length;
+    if (n_drop > 0) {
+      {
+        std::lock_guard lock(pool_->mu);
+        for (size_t i = 0; i < n_drop; ++i) pool_->ReleaseLocked(head.pages[i].id);
+      }
+      head.pages.erase(head.pages.begin(),
+                       head.pages.begin() + static_cast<std::ptrdiff_t>(n_drop));
+      for (PageSlot& slot : head.pages) slot.first -= dropped;
     }
-    head.pages.erase(head.pages.begin(), head.pages.begin() + static_cast<std::ptrdiff_t>(n_drop));
-    for (PageSlot& slot : head.pages) slot.first -= rows;
-    head.length -= rows;
-    live_entries_ -= rows;
+    // The page that straddles `pos` moves its live rows to its front (at most page_tokens - 1
+    // rows), so the head holds exactly the rows at `pos` and after.
+    if (!head.pages.empty()) {
+      const KvPage& first = head.pages.front().page;
+      const int skip = static_cast<int>(
+          std::lower_bound(first.positions, first.positions + first.rows, pos) - first.positions);
+      if (skip > 0) {
+        MakeWritable(head, 0);
+        KvPage& page = head.pages.front().page;
+        const size_t keep = static_cast<size_t>(page.rows - skip);
+        auto* keys = static_cast<uint8_t*>(page.keys);
+        auto* values = static_cast<uint8_t*>(page.values);
+        std::memmove(keys, keys + static_cast<size_t>(skip) * row_bytes, keep * row_bytes);
+        std::memmove(values, values + static_cast<size_t>(skip) * row_bytes, keep * row_bytes);
+        std::memmove(page.positions, page.positions + skip, keep * sizeof(int32_t));
+        page.rows -= skip;
+        for (size_t i = 1; i < head.pages.size(); ++i) head.pages[i].first -= skip;
+        dropped += skip;
+      }
+    }
+    if (dropped == 0) continue;
+    head.length -= dropped;
+    live_entries_ -= dropped;
     expired_below_ = std::max(expired_below_, pos);
   }
+}
+
+void KvCache::ReleaseLayer(int layer) {
+  Check(layer >= 0 && layer < n_layers_, "KvCache::ReleaseLayer: layer out of range");
+  for (int h = 0; h < n_kv_heads_; ++h) {
+    HeadState& head = Head(layer, h);
+    live_entries_ -= head.length;
+    KeepFirst(head, 0);
+  }
+}
+
+void KvCache::ShareLayer(const KvCache& from, int layer) {
+  Check(from.pool_ == pool_ && from.n_layers_ == n_layers_ && from.n_kv_heads_ == n_kv_heads_,
+        "KvCache::ShareLayer: not a cache of this pool and shape");
+  Check(&from != this, "KvCache::ShareLayer: a layer shared with itself");
+  ReleaseLayer(layer);
+  std::lock_guard lock(pool_->mu);
+  for (int h = 0; h < n_kv_heads_; ++h) {
+    HeadState& head = Head(layer, h);
+    head = from.Head(layer, h);
+    for (const PageSlot& slot : head.pages) ++pool_->refs[static_cast<size_t>(slot.id)];
+    live_entries_ += head.length;
+  }
+  TrackPeak();
 }
 
 void KvCache::Clear() {

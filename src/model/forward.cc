@@ -321,6 +321,35 @@ Status AttentionFailed(int layer) {
                        "model's weights or activations overflow)");
 }
 
+// The position below which no query after `last` sees a key of a layer with this window.
+int32_t FirstVisibleAfter(int32_t last, int window) { return last + 2 - window; }
+
+// Appends a layer's new entries and attends over the cache, telling the tap (which may read
+// the appended rows). A sliding-window layer that drops expired entries takes the queries one
+// page at a time and drops after each page, so it holds at most window - 1 + page_tokens
+// entries while the call runs; the tap then sees each page's rows as a call of its own.
+Status AppendAndAttend(const AttnShape& shape, const RowViews& r, std::span<const int32_t> pos,
+                       KvCache& cache, int layer, bool drop, ThreadPool& pool,
+                       AttentionWorkspace& aws, ForwardTap* tap) {
+  const int n = static_cast<int>(pos.size());
+  const bool windowed = drop && shape.window > 0;
+  const int step = windowed ? cache.page_tokens() : n;
+  for (int b = 0; b < n; b += step) {
+    const int m = std::min(step, n - b);
+    const auto rows = [&](MatView<float> x) {
+      return MatView<float>(x.Row(b), m, x.cols, x.stride);
+    };
+    const std::span<const int32_t> pb = pos.subspan(static_cast<size_t>(b), static_cast<size_t>(m));
+    if (Status s = cache.Append(layer, rows(r.k), rows(r.v), pb); !s.ok()) return s;
+    if (tap) tap->OnQueries(layer, pb, rows(r.q));
+    if (!AttendCached(shape, rows(r.q), pb, cache, layer, rows(r.attn), pool, aws))
+      return AttentionFailed(layer);
+    if (tap) tap->OnAttentionOutput(layer, rows(r.attn));
+    if (windowed) cache.DropBefore(layer, FirstVisibleAfter(pb.back(), shape.window));
+  }
+  return Status::Ok();
+}
+
 // x += post_norm(h) * scale over n rows of d_model (granite's residual multiplier, gemma2's
 // norm after each block; either may be absent).
 void AddResidual(ThreadPool& pool, const RowViews& r, const std::vector<float>& post_norm = {},
@@ -471,11 +500,8 @@ Status Model::Forward(std::span<const Token> tokens, KvCache& cache, const Forwa
     const AttnShape shape = Attention(l);
     ProjectQkv(*this, l, r, pos, pool);
     PRIMEKV_RETURN_IF_ERROR(CheckKeys(l, r.k));
-    if (Status s = cache.Append(l, r.k, r.v, pos); !s.ok()) return s;
-    if (tap) tap->OnQueries(l, pos, r.q);
-    if (!AttendCached(shape, r.q, pos, cache, l, r.attn, pool, ws.attention))
-      return AttentionFailed(l);
-    if (tap) tap->OnAttentionOutput(l, r.attn);
+    PRIMEKV_RETURN_IF_ERROR(
+        AppendAndAttend(shape, r, pos, cache, l, opts.drop_expired, pool, ws.attention, tap));
     FinishLayer(c, layers_[static_cast<size_t>(l)], r, pool, ws);
   }
   cache.SetNextPosition(p0 + n);
@@ -540,6 +566,8 @@ Status Model::DecodeRows(std::span<const DecodeSlot> slots, MatView<float> logit
       if (slot.tap) slot.tap->OnQueries(l, pi, qi);
       if (!AttendCached(shape, qi, pi, *slot.cache, l, ai, pool, ws.attention))
         return AttentionFailed(l);
+      if (slot.drop_expired && shape.window > 0)
+        slot.cache->DropBefore(l, FirstVisibleAfter(pi[0], shape.window));
       if (slot.tap) slot.tap->OnAttentionOutput(l, ai);
     }
     FinishLayer(c, layers_[static_cast<size_t>(l)], r, pool, ws);

@@ -594,7 +594,7 @@ void Model::DropExpired(KvCache& cache) const {
   const int64_t first_visible = int64_t{cache.NextPosition()} - config_.sliding_window + 1;
   if (first_visible <= 0) return;
   for (int l = 0; l < config_.n_layers; ++l) {
-    if (config_.LocalLayer(l)) cache.DropPagesBefore(l, static_cast<int32_t>(first_visible));
+    if (config_.LocalLayer(l)) cache.DropBefore(l, static_cast<int32_t>(first_visible));
   }
 }
 

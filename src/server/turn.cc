@@ -113,8 +113,9 @@ Status Turn::Decode(State& st, const TextSink& sink, const AliveCheck& alive) {
   };
   // Each token runs in the engine's batched forward pass with the other decoding turns'.
   const auto feed = [&](Token next) {
-    PRIMEKV_RETURN_IF_ERROR(
-        e.batcher().Step({next, &conv.cache(), &conv.capture()}, conv.logits()));
+    PRIMEKV_RETURN_IF_ERROR(e.batcher().Step(
+        {.token = next, .cache = &conv.cache(), .tap = &conv.capture(), .drop_expired = true},
+        conv.logits()));
     st.out.appended.push_back(next);
     return Status::Ok();
   };

@@ -26,6 +26,7 @@ KvCache Conversation::TakeCache() {
   KvCache c = std::move(*record_.cache);
   record_.cache.reset();
   stored_.reset();
+  rewind_cache_.reset();
   return c;
 }
 
@@ -35,20 +36,53 @@ void Conversation::AdoptCapture(const PressCapture& capture) {
 
 size_t Conversation::TruncateTo(size_t n) {
   if (n >= record_.tokens.size()) return record_.tokens.size();
-  const int window = model_->config().sliding_window;
-  if (window > 0 && static_cast<int64_t>(n) + 1 < int64_t{record_.cache->ExpiredBelow()} + window) {
+  // The point is of this cache's pool unless the record's cache was replaced since.
+  const auto same_pool = [](const KvCache& a, const KvCache& b) {
+    const auto pa = a.PoolHandle(), pb = b.PoolHandle();
+    return !pa.owner_before(pb) && !pb.owner_before(pa);
+  };
+  const bool rewind_point =
+      rewind_cache_ && rewind_tokens_ == n && same_pool(*rewind_cache_, *record_.cache);
+  if (!rewind_point && !WindowsReach(n)) {
     Reset();
     return 0;
   }
   record_.tokens.resize(n);
   record_.cache->TruncateFrom(static_cast<int32_t>(n));
+  if (rewind_point) {
+    for (int l = 0; l < model_->config().n_layers; ++l)
+      if (model_->config().LocalLayer(l)) record_.cache->ShareLayer(*rewind_cache_, l);
+  }
   if (stored_) stored_->stable = std::min(stored_->stable, n);
   return n;
+}
+
+bool Conversation::WindowsReach(size_t n) const {
+  const ModelConfig& c = model_->config();
+  const int64_t needed = static_cast<int64_t>(n) + 1 - c.sliding_window;
+  if (c.sliding_window <= 0 || needed <= 0) return true;
+  const KvCache& cache = *record_.cache;
+  for (int l = 0; l < c.n_layers; ++l) {
+    if (!c.LocalLayer(l)) continue;
+    for (int h = 0; h < c.n_kv_heads; ++h)
+      if (cache.Length(l, h) > 0 && cache.PositionAt(l, h, 0) > needed) return false;
+  }
+  return true;
+}
+
+void Conversation::SetRewindPoint() {
+  const ModelConfig& c = model_->config();
+  if (c.sliding_window <= 0) return;
+  rewind_cache_ = record_.cache->Share();
+  rewind_tokens_ = record_.tokens.size();
+  for (int l = 0; l < c.n_layers; ++l)
+    if (!c.LocalLayer(l)) rewind_cache_->ReleaseLayer(l);
 }
 
 void Conversation::Reset() {
   record_.tokens.clear();
   record_.cache->Clear();
+  rewind_cache_.reset();
   if (stored_) stored_->stable = 0;
   capture_->Clear();
 }
@@ -79,7 +113,8 @@ Status Conversation::Forward(std::span<const Token> tokens) {
   logits_.resize(static_cast<size_t>(model_->config().vocab_size));
   MatView<float> out(logits_.data(), 1, model_->config().vocab_size);
   const auto lock = LockModel();
-  Status s = model_->Forward(tokens, *record_.cache, {}, out, *pool_, *ws_, capture_);
+  Status s =
+      model_->Forward(tokens, *record_.cache, {.drop_expired = true}, out, *pool_, *ws_, capture_);
   NotePeak();
   if (s.ok()) record_.tokens.insert(record_.tokens.end(), tokens.begin(), tokens.end());
   return s;

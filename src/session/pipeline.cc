@@ -244,6 +244,7 @@ Status RunFirstQuestionMode(Runner& run, std::span<const Token> context,
   joined.insert(joined.end(), turns[0].begin(), turns[0].end());
   PRIMEKV_RETURN_IF_ERROR(run.Context(joined));
   const size_t first_end = run.conv.tokens().size();
+  run.conv.SetRewindPoint();
   for (size_t t = 0; t < turns.size(); ++t) {
     PRIMEKV_ASSIGN_OR_RETURN(
         TurnResult r,
@@ -266,6 +267,7 @@ Status RunSharedContextModes(Runner& run, std::span<const Token> context,
     PRIMEKV_RETURN_IF_ERROR(run.Context(context));
   }
   const size_t context_end = run.conv.tokens().size();
+  if (run.opt.mode != CompressionMode::kMultiTurn) run.conv.SetRewindPoint();
   for (size_t t = 0; t < turns.size(); ++t) {
     PRIMEKV_ASSIGN_OR_RETURN(TurnResult r, run.Answer(static_cast<int>(t), turns[t]));
     run.report.turns.push_back(std::move(r));

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Issue 52's user path on each added architecture: a random model from make-model, then
 # `generate --press primekv` and `eval` with the full cache and with primekv. On gemma2 the
-# windowed (even) layers must hold at most the window plus one partly filled page, and the
-# press must leave them alone; on phi3, whose every layer is windowed, it compresses them all.
+# windowed (even) layers must hold what the window still sees (window - 1 entries after the
+# prompt and after the answer), and the press must leave them alone; on phi3, whose every layer
+# is windowed, it compresses them all.
 # Usage: arch_paths.sh BIN ARCH
 set -u
 BIN="$1"; ARCH="$2"
@@ -26,12 +27,13 @@ half = n // 2  # KeepCount(n, 0.5) per KV head (one KV head here)
 local = [l % 2 == 0 for l in range(4)] if arch == "gemma2" else [False] * 4
 for l in range(4):
     if local[l]:
-        # Left alone by the press: it holds what the window still sees, up to a partly filled page.
-        assert window <= kept[l] <= window + 31, (l, kept[l])
-        assert final[l] <= window + 31, (l, final[l])
+        # Left alone by the press: it holds what the next query's window sees.
+        assert kept[l] == window - 1, (l, kept[l])
+        assert final[l] == window - 1, (l, final[l])
     elif arch == "phi3":
         # phi3: the press halves what the window left (ratio 0.5 of the head's entries).
-        assert window // 2 <= kept[l] <= (window + 31) // 2, (l, kept[l])
+        assert kept[l] == (window - 1) // 2, (l, kept[l])
+        assert final[l] <= window - 1, (l, final[l])
     else:
         assert kept[l] == half, (l, kept[l], half)
 print("PASS", arch, "prompt", n, "kept", kept, "final", final)

@@ -279,6 +279,52 @@ TEST(KvCache, SharedPagesAreCountedOnceAndCopiedOnlyWhenWritten) {
   }
 }
 
+// DropBefore removes exactly the rows below a position: whole pages, then the front of the page
+// that straddles it, whose live rows move to its start. A page another cache holds is copied
+// first, and ShareLayer brings a layer back from such a cache.
+TEST(KvCache, DropBeforeIsRowExactAndSparesSharedPages) {
+  for (KvDType dt : {KvDType::kF32, KvDType::kF16, KvDType::kQ8_0}) {
+    SCOPED_TRACE(KvDTypeName(dt));
+    const int layers = 2, heads = 2, d = 32, pt = 16;
+    KvCache c(layers, heads, d, {dt, pt, 0});
+    ASSERT_TRUE(AppendRange(c, 0, 100, 0.0f).ok());
+    std::vector<float> want_k, want_v;
+    std::vector<int32_t> want_p;
+    c.ReadHead(0, 1, &want_k, &want_v, &want_p);
+    const KvCache mark = c.Share();
+    const auto mark_rows = Snapshot(mark);
+    const size_t entry = c.BytesPerEntry();
+    for (int32_t cut : {0, 5, 21, 32, 70, 99}) {
+      c.DropBefore(0, cut);
+      ASSERT_EQ(c.Length(0, 1), 100 - cut) << cut;
+      EXPECT_EQ(c.Length(1, 1), 100) << "other layers are left";
+      EXPECT_EQ(c.BytesInUse(), (static_cast<size_t>(100 - cut) * heads + 100 * heads) * entry);
+      std::vector<float> k, v;
+      std::vector<int32_t> p;
+      c.ReadHead(0, 1, &k, &v, &p);
+      const auto from = static_cast<std::ptrdiff_t>(cut);
+      EXPECT_EQ(p, std::vector<int32_t>(want_p.begin() + from, want_p.end())) << cut;
+      EXPECT_EQ(k, std::vector<float>(want_k.begin() + from * d, want_k.end())) << cut;
+      EXPECT_EQ(v, std::vector<float>(want_v.begin() + from * d, want_v.end())) << cut;
+      for (int r = 0; r < c.Length(0, 1); r += 7) EXPECT_EQ(c.PositionAt(0, 1, r), cut + r);
+      EXPECT_EQ(Snapshot(mark), mark_rows) << "the share reads what it read before";
+    }
+    EXPECT_EQ(c.ExpiredBelow(), 99);
+    // The pages after the straddling one are whole: an append fills the first page's room
+    // only when it is the last page.
+    ASSERT_TRUE(AppendRange(c, 100, 40, 3.0f).ok());
+    EXPECT_EQ(c.Length(0, 0), 41);
+    EXPECT_EQ(c.PositionAt(0, 0, 40), 139);
+    c.TruncateFrom(100);
+    c.ShareLayer(mark, 0);
+    EXPECT_EQ(Snapshot(c), mark_rows);
+    EXPECT_EQ(c.BytesShared(), c.BytesReserved());
+    c.ReleaseLayer(1);
+    EXPECT_EQ(c.Length(1, 0), 0);
+    EXPECT_EQ(c.TotalEntries(), int64_t{100} * heads);
+  }
+}
+
 TEST(KvCache, ReservePredictsAnAppendAfterASharedPage) {
   KvCache base(1, 2, 32, {KvDType::kF16, 16, 0});
   ASSERT_TRUE(

@@ -50,11 +50,10 @@ TEST(SlidingWindow, LocalLayersAreEvenOnes) {
   EXPECT_EQ(Gemma2().Attention(1).window, 0);
 }
 
-// After DropExpired a local layer holds what a later query can see (positions past
-// next - window), plus at most the rest of the page that straddles the window's start; the
-// global layers keep everything. Continuing from the trimmed cache gives the logits of a
-// cache that kept every entry.
-TEST(SlidingWindow, DropExpiredFreesPagesAndChangesNoLogit) {
+// After DropExpired a local layer holds exactly what a later query can see (positions past
+// next - window); the global layers keep everything. Continuing from the trimmed cache gives
+// the logits of a cache that kept every entry.
+TEST(SlidingWindow, DropExpiredFreesRowsAndChangesNoLogit) {
   const Model& m = Gemma2();
   ThreadPool pool(2);
   const std::vector<Token> tokens = RandomTokenIds(140, 5, 3, 500);
@@ -66,7 +65,6 @@ TEST(SlidingWindow, DropExpiredFreesPagesAndChangesNoLogit) {
   const size_t before = ring.BytesInUse();
   m.DropExpired(ring);
   EXPECT_LT(ring.BytesInUse(), before);
-  const int page = ring.page_tokens();
   for (int l = 0; l < m.config().n_layers; ++l) {
     for (int h = 0; h < m.config().n_kv_heads; ++h) {
       const int len = ring.Length(l, h);
@@ -74,14 +72,13 @@ TEST(SlidingWindow, DropExpiredFreesPagesAndChangesNoLogit) {
         EXPECT_EQ(len, 100) << l;
         continue;
       }
-      EXPECT_GE(len, kWindow - 1) << l;  // positions 85..99
-      EXPECT_LE(len, kWindow - 1 + page - 1) << l;
+      ASSERT_EQ(len, kWindow - 1) << l;  // positions 85..99
+      EXPECT_EQ(ring.PositionAt(l, h, 0), 100 - kWindow + 1);
       EXPECT_EQ(ring.PositionAt(l, h, len - 1), 99);
-      EXPECT_LE(ring.PositionAt(l, h, 0), 100 - kWindow + 1);
     }
   }
   EXPECT_EQ(ring.ExpiredBelow(), 100 - kWindow + 1);
-  // Token by token, trimming after every step, as a long decode with turns would.
+  // Token by token, trimming after every step.
   const int vocab = m.config().vocab_size;
   const std::vector<float> want = Logits(m, full, rest, pool);
   for (size_t i = 0; i < rest.size(); ++i) {
@@ -91,15 +88,69 @@ TEST(SlidingWindow, DropExpiredFreesPagesAndChangesNoLogit) {
       ASSERT_NEAR(got[static_cast<size_t>(v)], want[i * vocab + static_cast<size_t>(v)], 1e-4)
           << "token " << i << " logit " << v;
     }
-    for (int l = 0; l < m.config().n_layers; l += 2)
-      EXPECT_LE(ring.Length(l, 0), kWindow - 1 + page - 1);
+    for (int l = 0; l < m.config().n_layers; l += 2) EXPECT_EQ(ring.Length(l, 0), kWindow - 1);
   }
 }
 
-// A conversation on a sliding-window model: the local layers stay within the window after the
-// context and after every turn; rewinding past what they freed starts over instead of
-// answering from a cache with a hole.
-TEST(SlidingWindow, ConversationTrimsAtCommitPointsAndRefusesHoles) {
+// Entries of one (layer, head) summed over the cache's layers, with `local` for each
+// sliding-window layer and `global` for the others.
+size_t BytesOf(const Model& m, const KvCache& c, int local, int global) {
+  size_t entries = 0;
+  for (int l = 0; l < m.config().n_layers; ++l)
+    entries += static_cast<size_t>(m.config().LocalLayer(l) ? local : global);
+  return entries * static_cast<size_t>(m.config().n_kv_heads) * c.BytesPerEntry();
+}
+
+// A forward pass that drops expired entries: a local layer never holds more than the window
+// in a one-token step, nor more than the window and one page of queries in a batch, and the
+// logits are those of a cache that keeps everything.
+TEST(SlidingWindow, ForwardDropsAsItGoesAndChangesNoLogit) {
+  const Model& m = Gemma2();
+  ThreadPool pool(2);
+  const std::vector<Token> tokens = RandomTokenIds(150, 12, 3, 500);
+  const std::span<const Token> first(tokens.data(), 110), rest(tokens.data() + 110, 40);
+  KvCache full = m.NewCache({KvDType::kF32});
+  KvCache ring = m.NewCache({KvDType::kF32});
+  const int vocab = m.config().vocab_size;
+  const int page = ring.page_tokens();
+  ForwardWorkspace ws;
+  const auto run = [&](std::span<const Token> t, KvCache& c, bool drop) {
+    std::vector<float> logits(t.size() * static_cast<size_t>(vocab));
+    const Status s = m.Forward(t, c, {.all_logits = true, .drop_expired = drop},
+                               MatView<float>(logits.data(), std::ssize(t), vocab), pool, ws);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return logits;
+  };
+  const std::vector<float> want = run(tokens, full, false);
+  std::vector<float> got = run(first, ring, true);
+  // While the batch ran: at most window - 1 + one page in a local layer.
+  EXPECT_LE(ring.PeakBytesInUse(), BytesOf(m, ring, kWindow - 1 + page, 110));
+  for (int l = 0; l < m.config().n_layers; ++l) {
+    const bool local = m.config().LocalLayer(l);
+    for (int h = 0; h < m.config().n_kv_heads; ++h) {
+      ASSERT_EQ(ring.Length(l, h), local ? kWindow - 1 : 110) << l;
+      if (local) {
+        EXPECT_EQ(ring.PositionAt(l, h, 0), 110 - kWindow + 1);
+      }
+    }
+  }
+  for (size_t i = 0; i < rest.size(); ++i) {
+    ring.ResetPeak();
+    const std::vector<float> step = run(rest.subspan(i, 1), ring, true);
+    got.insert(got.end(), step.begin(), step.end());
+    const int seen = 110 + static_cast<int>(i) + 1;
+    EXPECT_LE(ring.PeakBytesInUse(), BytesOf(m, ring, kWindow, seen));
+    EXPECT_EQ(ring.Length(0, 0), kWindow - 1);
+  }
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4) << i;
+}
+
+// A conversation on a sliding-window model: the local layers hold the window from its first
+// forward pass on. Independent questions return to the context's end through the rewind
+// point and answer as a fresh conversation would; rewinding past what the layers freed
+// starts over instead of answering from a cache with a hole.
+TEST(SlidingWindow, ConversationHoldsTheWindowAndRewindsToItsPoint) {
   const Model& m = Gemma2();
   ThreadPool pool(2);
   auto press = MakePress(*ParsePressSpec("none"));
@@ -107,19 +158,61 @@ TEST(SlidingWindow, ConversationTrimsAtCommitPointsAndRefusesHoles) {
   Compressor comp(m, std::move(press).value());
   Conversation conv(m, comp, pool, ConversationRecord{});
   const std::vector<Token> ctx = RandomTokenIds(200, 6, 3, 500);
+  const std::vector<Token> q1 = RandomTokenIds(30, 7, 3, 500), q2 = RandomTokenIds(30, 8, 3, 500);
   ASSERT_TRUE(conv.PrefillContext(ctx).ok());
-  const int page = conv.cache().page_tokens();
-  EXPECT_LE(conv.cache().Length(0, 0), kWindow - 1 + page - 1);
+  EXPECT_EQ(conv.cache().Length(0, 0), kWindow - 1);
   EXPECT_EQ(conv.cache().Length(1, 0), 200);
-  // Answers and rewinds to the context's end are exact: nothing past it was freed.
-  ASSERT_TRUE(conv.Prefill(RandomTokenIds(30, 7, 3, 500)).ok());
-  EXPECT_EQ(conv.TruncateTo(200), 200u);
-  ASSERT_TRUE(conv.Prefill(RandomTokenIds(30, 8, 3, 500)).ok());
-  ASSERT_TRUE(conv.EndTurn().ok());
-  EXPECT_LE(conv.cache().Length(0, 0), kWindow - 1 + page - 1);
-  // The turn's end freed entries position 200 still needs: the rewind resets instead.
+  // Without a rewind point the window has moved past what position 200 needs.
+  ASSERT_TRUE(conv.Prefill(q1).ok());
+  EXPECT_EQ(conv.cache().Length(0, 0), kWindow - 1);
   EXPECT_EQ(conv.TruncateTo(200), 0u);
   EXPECT_TRUE(conv.tokens().empty());
+
+  ASSERT_TRUE(conv.PrefillContext(ctx).ok());
+  conv.SetRewindPoint();
+  ASSERT_TRUE(conv.Prefill(q1).ok());
+  ASSERT_TRUE(conv.EndTurn().ok());
+  EXPECT_EQ(conv.TruncateTo(200), 200u);
+  EXPECT_EQ(conv.cache().Length(0, 0), kWindow - 1);
+  EXPECT_EQ(conv.cache().PositionAt(0, 0, 0), 200 - kWindow + 1);
+  EXPECT_EQ(conv.cache().Length(1, 0), 200);
+  ASSERT_TRUE(conv.Prefill(q2).ok());
+  const std::vector<float> got(conv.logits().begin(), conv.logits().end());
+
+  Conversation fresh(m, comp, pool, ConversationRecord{});
+  ASSERT_TRUE(fresh.PrefillContext(ctx).ok());
+  ASSERT_TRUE(fresh.Prefill(q2).ok());
+  for (size_t v = 0; v < got.size(); ++v) ASSERT_NEAR(got[v], fresh.logits()[v], 1e-5) << v;
+  // A point other than the rewind point, past what the window kept: start over.
+  EXPECT_EQ(conv.TruncateTo(215), 0u);
+}
+
+// Eval's independent questions on a sliding-window model: each answers as if asked alone.
+TEST(SlidingWindow, PipelineQuestionsRewindToTheContext) {
+  const Model& m = Gemma2();
+  ThreadPool pool(2);
+  const std::vector<Token> ctx = RandomTokenIds(120, 13, 3, 500);
+  const std::vector<std::vector<Token>> questions = {RandomTokenIds(20, 14, 3, 500),
+                                                     RandomTokenIds(20, 15, 3, 500)};
+  PipelineOptions opt;
+  opt.max_new_tokens = 24;
+  for (const char* spec : {"none", "primekv"}) {
+    SCOPED_TRACE(spec);
+    auto press = MakePress(*ParsePressSpec(spec));
+    ASSERT_TRUE(press.ok());
+    Compressor comp(m, std::move(press).value());
+    opt.schedule.ratio = std::string(spec) == "none" ? 0.0 : 0.5;
+    auto both = RunPipeline(m, comp, opt, ctx, questions, pool);
+    ASSERT_TRUE(both.ok()) << both.message();
+    auto second = RunPipeline(m, comp, opt, ctx, {questions[1]}, pool);
+    ASSERT_TRUE(second.ok()) << second.message();
+    ASSERT_EQ(both->turns.size(), 2u);
+    EXPECT_EQ(both->turns[1].tokens, second->turns[0].tokens);
+    // Every local layer ends within the window.
+    for (int l = 0; l < m.config().n_layers; l += 2)
+      EXPECT_LE(both->entries_per_layer_final[static_cast<size_t>(l)],
+                int64_t{kWindow} * m.config().n_kv_heads);
+  }
 }
 
 // The presses compress the global layers and leave the local ones, unless asked

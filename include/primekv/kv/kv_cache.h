@@ -93,17 +93,22 @@ class KvCache {
   void Retain(int layer, int kv_head, std::span<const int32_t> kept_rows);
   // Drops every entry with position >= pos in all heads (undo of appended turns).
   void TruncateFrom(int32_t pos);
-  // Sliding-window layers: returns to the pool the leading pages of `layer` whose every entry
-  // is at a position below `pos` (whole pages, so nothing is copied; a page that straddles
-  // `pos` stays until it has left entirely). Remembered in ExpiredBelow().
-  void DropPagesBefore(int layer, int32_t pos);
-  // The highest position below which DropPagesBefore has removed entries (0: none removed).
+  // Sliding-window layers: drops every entry of `layer` at a position below `pos`. Whole pages
+  // go back to the pool; the rows left in the page that straddles `pos` move to its front, so
+  // the layer holds exactly its entries at `pos` and after. Remembered in ExpiredBelow().
+  void DropBefore(int layer, int32_t pos);
+  // Empties one layer, returning its pages to the pool.
+  void ReleaseLayer(int layer);
+  // Replaces one layer's entries with those of `from`, a cache of this pool and shape (an
+  // earlier Share() of this one), whose pages it then holds by reference.
+  void ShareLayer(const KvCache& from, int layer);
+  // The highest position below which DropBefore has removed entries (0: none removed).
   int32_t ExpiredBelow() const { return expired_below_; }
   void Clear();
 
   // Page access for kernels: the pages hold the head's rows in order, page.rows each. Pages are
-  // full but where a shared prefix ends: rows after a page another cache holds start a new page
-  // rather than copy that one.
+  // full but where a shared prefix ends (rows after a page another cache holds start a new page
+  // rather than copy that one) and at the front of a sliding-window layer (DropBefore).
   int NumPages(int layer, int kv_head) const;
   const KvPage& Page(int layer, int kv_head, int page) const;
   int32_t PositionAt(int layer, int kv_head, int row) const;

@@ -168,6 +168,11 @@ struct ForwardWorkspace {
 
 struct ForwardOptions {
   bool all_logits = false;  // logits for every token, else only the last
+  // Sliding-window layers drop, right after their attention, every entry no later query can
+  // see. The call's tokens are then appended and attended one page of queries at a time, so a
+  // local layer holds at most window - 1 entries between calls and window - 1 + page_tokens
+  // during one (window in a one-token step). The cache can no longer rewind those layers.
+  bool drop_expired = false;
 };
 
 // One sequence of a batched decode step (Model::ForwardDecodeBatch).
@@ -175,6 +180,7 @@ struct DecodeSlot {
   Token token = 0;
   KvCache* cache = nullptr;  // this sequence's cache; no two slots of a batch share one
   ForwardTap* tap = nullptr;
+  bool drop_expired = false;  // as ForwardOptions::drop_expired
 };
 
 // Rows per matrix product in ForwardDecodeBatch. Below MatMul's switch to its GEMM kernel (at 6
@@ -203,9 +209,9 @@ class Model {
 
   // A cache shaped for this model.
   KvCache NewCache(KvCacheOptions options = {}) const;
-  // Sliding-window layers: returns to the pool every page whose entries no query at
-  // cache.NextPosition() or later can see. Forward never drops anything itself, so a caller
-  // may still rewind (TruncateFrom) to any position since its last DropExpired.
+  // Sliding-window layers: drops every entry no query at cache.NextPosition() or later can see.
+  // Forward drops nothing itself unless asked (ForwardOptions::drop_expired), so a caller may
+  // still rewind (TruncateFrom) to any position since its last drop.
   void DropExpired(KvCache& cache) const;
 
   // Runs `tokens` at positions cache.NextPosition() onward, appending their K/V to `cache`.

@@ -57,18 +57,29 @@ class Conversation {
   // Starts from a copy of another run's capture (a prefilled context's), as its own.
   void AdoptCapture(const PressCapture& capture);
   // Frees the cache (evicted: the tokens stay, and a store holds the rest).
-  void DropCache() { record_.cache.reset(); }
+  void DropCache() {
+    record_.cache.reset();
+    rewind_cache_.reset();
+  }
   // A cache read back for the same tokens (the store's description comes with SetStored).
   void RestoreCache(KvCache cache) {
     record_.cache = std::move(cache);
     stored_.reset();
+    rewind_cache_.reset();
   }
   // The cache, handed to the caller; the conversation holds none after.
   KvCache TakeCache();
   // Drops the tokens from position `n` on, with their entries.
   // Returns the tokens kept: n, or 0 when a sliding-window layer has already freed entries that
   // position n still needs (the conversation is then reset, and the caller prefills it all).
+  // The sliding-window layers free them at every forward pass, so on such a model only the
+  // rewind point (SetRewindPoint) can be returned to once a window has passed.
   size_t TruncateTo(size_t n);
+  // Remembers the sliding-window layers as they are now, by reference to their pages, so that
+  // TruncateTo(tokens().size()) can return to this point later (independent questions on one
+  // context). The global layers are truncated as usual. Nothing is kept on a model without a
+  // window; Reset forgets the point.
+  void SetRewindPoint();
   // Empties the cache, the tokens and the capture (a new context on the same conversation).
   void Reset();
 
@@ -136,9 +147,11 @@ class Conversation {
   const std::optional<StoredImage>& stored() const { return stored_; }
 
  private:
-  // Frees the sliding-window layers' pages no later query can see (at points the conversation
-  // is not rewound past: after the context, a chunk, a turn).
+  // Frees the sliding-window layers' entries no later query can see (the forward passes do it
+  // too; this covers a cache filled elsewhere).
   void DropExpired();
+  // Whether every sliding-window layer still holds what a query at position n needs.
+  bool WindowsReach(size_t n) const;
   Status Forward(std::span<const Token> tokens);
   Status CompressTo(int target, bool context);
   Status Account(const Status& s, const CompressStats& st, bool context);
@@ -159,6 +172,9 @@ class Conversation {
   std::vector<float> logits_;
   ConversationStats stats_;
   std::optional<StoredImage> stored_;
+  // SetRewindPoint's sliding-window layers (the others empty) and its token count.
+  std::optional<KvCache> rewind_cache_;
+  size_t rewind_tokens_ = 0;
 };
 
 }  // namespace primekv
