@@ -45,10 +45,12 @@ struct Turn::State {
 
 Status Turn::Prefill(State& st) {
   Conversation& conv = *session_->conv;
-  const bool first_turn = conv.tokens().empty();
   modified_ = true;
-  // Cut the cache where the request departs from the session, then prefill the rest.
+  // Cut the cache where the request departs from the session, then prefill the rest. A
+  // conversation cut to nothing (or reset: a sliding-window layer had freed what the cut
+  // needed) starts over, so its prompt is a first turn's.
   keep_ = static_cast<int>(conv.TruncateTo(static_cast<size_t>(keep_)));
+  const bool first_turn = conv.tokens().empty();
   const std::span<const Token> fresh =
       std::span<const Token>(req_.prompt).subspan(static_cast<size_t>(keep_));
   st.out.prefilled_tokens = static_cast<int>(fresh.size());
@@ -182,8 +184,8 @@ Result<TurnOutcome> Turn::Run(const TextSink& sink, const AliveCheck& alive) {
   const double compress_ms = s.conv->stats().compress_ms;
   st.out.session_id = s.record().id;
   st.out.prompt_tokens = static_cast<int>(req_.prompt.size());
-  st.out.cached_tokens = keep_;
   if (Status r = Prefill(st); !r.ok()) return r;
+  st.out.cached_tokens = keep_;  // after the cut, which may have started the session over
   {
     e.batcher().Enter();
     const Status r = Decode(st, sink, alive);

@@ -43,7 +43,7 @@ size_t Conversation::TruncateTo(size_t n) {
   };
   const bool rewind_point =
       rewind_cache_ && rewind_tokens_ == n && same_pool(*rewind_cache_, *record_.cache);
-  if (!rewind_point && !WindowsReach(n)) {
+  if (n == 0 || (!rewind_point && !WindowsReach(n))) {
     Reset();
     return 0;
   }

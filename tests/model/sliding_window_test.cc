@@ -182,7 +182,7 @@ TEST(SlidingWindow, ConversationHoldsTheWindowAndRewindsToItsPoint) {
   Conversation fresh(m, comp, pool, ConversationRecord{});
   ASSERT_TRUE(fresh.PrefillContext(ctx).ok());
   ASSERT_TRUE(fresh.Prefill(q2).ok());
-  for (size_t v = 0; v < got.size(); ++v) ASSERT_NEAR(got[v], fresh.logits()[v], 1e-5) << v;
+  for (size_t v = 0; v < got.size(); ++v) ASSERT_NEAR(got[v], fresh.logits()[v], 1e-4) << v;
   // A point other than the rewind point, past what the window kept: start over.
   EXPECT_EQ(conv.TruncateTo(215), 0u);
 }

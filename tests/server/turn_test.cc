@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "common/random_models.h"
 #include "server/server_internal.h"
 
 namespace primekv::server {
@@ -89,6 +90,52 @@ TEST(ServerTurn, MultiTurnComesBackToTheFirstPromptsBudgetAfterEachTurn) {
   ASSERT_TRUE(two.ok()) << two.message();
   EXPECT_EQ(two->cached_tokens, static_cast<int>(first.size() + one->appended.size()));
   EXPECT_EQ(Compressions(*e), 3u);  // only the end of the second turn: its prompt continued
+}
+
+// A sliding-window model in the server: a request that continues a session reuses its cache
+// (the windowed layers dropped what they no longer see as the turn decoded); one that departs
+// from it inside the window's reach is prefilled whole and answers as a new session does.
+TEST(ServerTurn, WindowedModelContinuesSessionsAndRefillsADeparture) {
+  RandomModelSpec spec = SmallLlamaSpec(31);
+  spec.arch = Arch::kGemma2;
+  spec.n_layers = 4;
+  spec.sliding_window = 16;
+  spec.max_context = 4096;
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / "primekv_server_gemma2.gguf";
+  WriteAndLoad(spec, path);
+  ServerOptions o;
+  o.model_path = path.string();
+  o.press = "knorm";
+  o.ratio = 0.5;
+  o.threads = 2;
+  auto e = Engine::Create(o);
+  ASSERT_TRUE(e.ok()) << e.message();
+  const std::vector<Token> first = RandomPrompt((*e)->model(), 100);
+  auto one = RunTurn(**e, Request(first, 24));
+  ASSERT_TRUE(one.ok()) << one.message();
+  std::vector<Token> next = first;
+  next.insert(next.end(), one->appended.begin(), one->appended.end());
+  next.insert(next.end(), {40, 41, 42});
+  TurnRequest req = Request(next, 4);
+  req.session_id = one->session_id;
+  auto two = RunTurn(**e, std::move(req));
+  ASSERT_TRUE(two.ok()) << two.message();
+  EXPECT_EQ(two->cached_tokens, static_cast<int>(first.size() + one->appended.size()));
+
+  std::vector<Token> departed(first.begin(), first.begin() + 90);
+  departed.insert(departed.end(), {7, 8, 9});
+  req = Request(departed, 8);
+  req.session_id = one->session_id;
+  auto three = RunTurn(**e, std::move(req));
+  ASSERT_TRUE(three.ok()) << three.message();
+  EXPECT_EQ(three->cached_tokens, 0);
+  EXPECT_EQ(three->prefilled_tokens, static_cast<int>(departed.size()));
+  auto fresh = Engine::Create(o);
+  ASSERT_TRUE(fresh.ok()) << fresh.message();
+  auto alone = RunTurn(**fresh, Request(departed, 8));
+  ASSERT_TRUE(alone.ok()) << alone.message();
+  EXPECT_EQ(three->tokens, alone->tokens);
 }
 
 // Two requests continue two stored sessions while a third turn holds the memory; when it ends,

@@ -71,7 +71,8 @@ class Conversation {
   KvCache TakeCache();
   // Drops the tokens from position `n` on, with their entries.
   // Returns the tokens kept: n, or 0 when a sliding-window layer has already freed entries that
-  // position n still needs (the conversation is then reset, and the caller prefills it all).
+  // position n still needs. Kept 0, the conversation is reset (its capture too), and the caller
+  // prefills it all.
   // The sliding-window layers free them at every forward pass, so on such a model only the
   // rewind point (SetRewindPoint) can be returned to once a window has passed.
   size_t TruncateTo(size_t n);
