@@ -15,6 +15,9 @@
 #   STEP=test1900 the same on research/results/heldout-test (30 per family, ~1,900 tokens; KVzip's
 #                 second pass needs --ctx-size 4096 past the trained 2048)
 #   STEP=dev1900  the default and the profile on research/results/heldout-dev (20 per family)
+#   STEP=fresh1900 the default and the profile at 0.5 and 0.75 on a fresh ~1,900-token set
+#                 (seed 97531, 30 per family, outside the repository): does the test split's
+#                 loss at 0.5 replicate?
 #   STEP=chunked  chunked prefill (chunks of 256) on the dev set at 0.75 and 0.9
 #   STEP=long     the long model at 16K: the profile added to research/results/long-tables/test-16384
 #                 (its rows copied into OUT/long16k first; the task paths there are
@@ -22,7 +25,7 @@
 # Gap closed and cost: research/scripts/gap_closed.py FOLDER --new PRESS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-step="${STEP:?STEP=sets|calib|dev|test960|test1900|dev1900|chunked|long}"
+step="${STEP:?STEP=sets|calib|dev|test960|test1900|dev1900|fresh1900|chunked|long}"
 out="${OUT:-/work/r53}"
 bin="${PRIMEKV_BIN:-build/release/src/cli/primekv}"
 m1=models/primekv-retrieval.gguf m2=models/primekv-retrieval-2.gguf
@@ -73,6 +76,13 @@ case "$step" in
   dev1900)
     ev -m "$m2" --tasks "$(tasks research/results/heldout-dev)" --samples 20 \
       --ratios 0.5,0.75,0.9 --out "$out/dev1900-r2" \
+      --presses "none;primekv;primekv:profile=$p2" --compare "primekv,primekv:profile=$p2" ;;
+  fresh1900)
+    [[ -d "$out/fresh1900/heldout-fresh-97531" ]] ||
+      /usr/bin/python3 research/scripts/make_eval_splits.py --fresh 97531 --test 30 \
+        --out "$out/fresh1900"
+    ev -m "$m2" --tasks "$(tasks "$out/fresh1900/heldout-fresh-97531")" --samples 30 \
+      --ratios 0.5,0.75 --out "$out/fresh1900-r2" \
       --presses "none;primekv;primekv:profile=$p2" --compare "primekv,primekv:profile=$p2" ;;
   chunked)
     ev -m "$m2" --tasks "$(tasks "$out/dev960/heldout-fresh-24680")" --mode chunked --chunk 256 \
