@@ -389,9 +389,12 @@ Accounted SessionStore::CopyPrefix(Session& s, Session& source, const std::vecto
   r.cache = source.conv->cache().Share();
   r.tokens = source.record().tokens;
   keep = s.conv->TruncateTo(keep);
-  r.budget = source.record().budget;
-  // What the press saw of the source's queries goes with the copy, as if it had continued.
-  s.conv->AdoptCapture(source.conv->capture());
+  // What the press saw of the source's queries goes with the copy, as if it had continued;
+  // a copy cut to nothing (or reset by a sliding window) is a new conversation instead.
+  if (keep > 0) {
+    r.budget = source.record().budget;
+    s.conv->AdoptCapture(source.conv->capture());
+  }
   std::lock_guard lock(mu_);
   const Accounted a = ChargeLocked(source);
   source.busy = false;

@@ -18,7 +18,11 @@ Conversation::Conversation(const Model& model, const Compressor& compressor, Thr
       capture_(parts.capture),
       model_mutex_(parts.model_mutex),
       ws_(parts.workspace != nullptr ? parts.workspace : &own_ws_) {
-  if (!record_.cache) record_.cache = model.NewCache(kv);
+  if (record_.cache) {
+    NoteWindowsHeld();
+  } else {
+    record_.cache = model.NewCache(kv);
+  }
   if (capture_ == nullptr) capture_ = &own_capture_.emplace(model, compressor.Needs());
 }
 
@@ -47,6 +51,8 @@ size_t Conversation::TruncateTo(size_t n) {
     Reset();
     return 0;
   }
+  // A cut before the point may be followed by other tokens: the point no longer describes them.
+  if (n < rewind_tokens_) rewind_cache_.reset();
   record_.tokens.resize(n);
   record_.cache->TruncateFrom(static_cast<int32_t>(n));
   if (rewind_point) {
@@ -58,16 +64,26 @@ size_t Conversation::TruncateTo(size_t n) {
 }
 
 bool Conversation::WindowsReach(size_t n) const {
+  const int window = model_->config().sliding_window;
+  if (window <= 0) return true;
+  // A query at n sees positions from n + 1 - window on (from 0 within the first window).
+  const int64_t needed = std::max<int64_t>(0, static_cast<int64_t>(n) + 1 - window);
+  return int64_t{record_.cache->ExpiredBelow()} <= needed;
+}
+
+void Conversation::NoteWindowsHeld() {
   const ModelConfig& c = model_->config();
-  const int64_t needed = static_cast<int64_t>(n) + 1 - c.sliding_window;
-  if (c.sliding_window <= 0 || needed <= 0) return true;
+  if (c.sliding_window <= 0) return;
+  // A cache made elsewhere (a session file) does not say what its windowed layers dropped:
+  // every position below the first one they hold counts as gone.
   const KvCache& cache = *record_.cache;
+  int32_t first = 0;
   for (int l = 0; l < c.n_layers; ++l) {
     if (!c.LocalLayer(l)) continue;
     for (int h = 0; h < c.n_kv_heads; ++h)
-      if (cache.Length(l, h) > 0 && cache.PositionAt(l, h, 0) > needed) return false;
+      if (cache.Length(l, h) > 0) first = std::max(first, cache.PositionAt(l, h, 0));
   }
-  return true;
+  record_.cache->NoteExpiredBelow(first);
 }
 
 void Conversation::SetRewindPoint() {
@@ -109,22 +125,26 @@ std::unique_lock<std::mutex> Conversation::LockModel() {
                                  : std::unique_lock<std::mutex>();
 }
 
-Status Conversation::Forward(std::span<const Token> tokens) {
+Status Conversation::Forward(std::span<const Token> tokens, bool drop_expired) {
   logits_.resize(static_cast<size_t>(model_->config().vocab_size));
   MatView<float> out(logits_.data(), 1, model_->config().vocab_size);
   const auto lock = LockModel();
-  Status s =
-      model_->Forward(tokens, *record_.cache, {.drop_expired = true}, out, *pool_, *ws_, capture_);
+  Status s = model_->Forward(tokens, *record_.cache, {.drop_expired = drop_expired}, out, *pool_,
+                             *ws_, capture_);
   NotePeak();
   if (s.ok()) record_.tokens.insert(record_.tokens.end(), tokens.begin(), tokens.end());
   return s;
 }
 
-Status Conversation::Prefill(std::span<const Token> tokens) {
+Status Conversation::Prefill(std::span<const Token> tokens) { return Prefill(tokens, true); }
+
+Status Conversation::Prefill(std::span<const Token> tokens, bool drop_expired) {
   const Schedule& sc = record_.schedule;
   const size_t ub = sc.ubatch > 0 ? static_cast<size_t>(sc.ubatch) : tokens.size();
-  for (size_t b = 0; b < tokens.size(); b += ub)
-    PRIMEKV_RETURN_IF_ERROR(Forward(tokens.subspan(b, std::min(ub, tokens.size() - b))));
+  for (size_t b = 0; b < tokens.size(); b += ub) {
+    PRIMEKV_RETURN_IF_ERROR(
+        Forward(tokens.subspan(b, std::min(ub, tokens.size() - b)), drop_expired));
+  }
   return Status::Ok();
 }
 
@@ -174,8 +194,11 @@ Status Conversation::CompressTo(int target, bool context) {
 Status Conversation::PrefillContext(std::span<const Token> context) {
   const Schedule& sc = record_.schedule;
   if (sc.mode != ScheduleMode::kChunked) {
-    PRIMEKV_RETURN_IF_ERROR(Prefill(context));
-    if (Compressing() && compressor_->Needs().reconstruction) {
+    // The second pass re-reads the whole context, windowed layers included: they drop what
+    // they no longer see only after it (CompressContext).
+    const bool reconstruct = Compressing() && compressor_->Needs().reconstruction;
+    PRIMEKV_RETURN_IF_ERROR(Prefill(context, !reconstruct));
+    if (reconstruct) {
       const auto lock = LockModel();
       PRIMEKV_RETURN_IF_ERROR(
           ReconstructContext(*model_, *record_.cache, context, sc.window, *pool_, *capture_));

@@ -185,6 +185,44 @@ TEST(SlidingWindow, ConversationHoldsTheWindowAndRewindsToItsPoint) {
   for (size_t v = 0; v < got.size(); ++v) ASSERT_NEAR(got[v], fresh.logits()[v], 1e-4) << v;
   // A point other than the rewind point, past what the window kept: start over.
   EXPECT_EQ(conv.TruncateTo(215), 0u);
+  // Within the first window too: a query at 5 needs positions 0..4, long gone.
+  ASSERT_TRUE(conv.PrefillContext(ctx).ok());
+  EXPECT_EQ(conv.TruncateTo(5), 0u);
+  // A cache read back elsewhere (no record of what was dropped) is judged by what it holds.
+  ASSERT_TRUE(conv.PrefillContext(ctx).ok());
+  ConversationRecord record;
+  record.tokens = conv.tokens();
+  record.cache = conv.TakeCache();
+  Conversation restored(m, comp, pool, std::move(record));
+  EXPECT_EQ(restored.TruncateTo(190), 0u);
+}
+
+// KVzip's second pass re-reads the whole context, windowed layers included: a conversation
+// keeps them until that pass is done, then drops what the window no longer sees.
+TEST(SlidingWindow, KvzipReadsTheWholeContextThenTheWindowDrops) {
+  const Model& m = Gemma2();
+  ThreadPool pool(2);
+  auto press = MakePress(*ParsePressSpec("kvzip"));
+  ASSERT_TRUE(press.ok()) << press.message();
+  Compressor comp(m, std::move(press).value());
+  Conversation conv(m, comp, pool, ConversationRecord{.schedule = {.ratio = 0.5}});
+  const std::vector<Token> ctx = RandomTokenIds(96, 16, 3, 500);
+  const Status s = conv.PrefillContext(ctx);
+  ASSERT_TRUE(s.ok()) << s.message();
+  // KVzip shares the budget across the global layers' heads (half of the 96 entries each, on
+  // average); the windowed ones keep what the window sees.
+  int global = 0, global_heads = 0;
+  for (int l = 0; l < m.config().n_layers; ++l) {
+    for (int h = 0; h < m.config().n_kv_heads; ++h) {
+      if (m.config().LocalLayer(l)) {
+        EXPECT_EQ(conv.cache().Length(l, h), kWindow - 1) << l;
+      } else {
+        global += conv.cache().Length(l, h);
+        ++global_heads;
+      }
+    }
+  }
+  EXPECT_EQ(global, 48 * global_heads);
 }
 
 // Eval's independent questions on a sliding-window model: each answers as if asked alone.

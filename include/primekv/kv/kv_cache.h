@@ -6,6 +6,7 @@
 // changes what another one reads.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -104,6 +105,8 @@ class KvCache {
   void ShareLayer(const KvCache& from, int layer);
   // The highest position below which DropBefore has removed entries (0: none removed).
   int32_t ExpiredBelow() const { return expired_below_; }
+  // Records that entries below `pos` are gone (a cache read back from a file).
+  void NoteExpiredBelow(int32_t pos) { expired_below_ = std::max(expired_below_, pos); }
   void Clear();
 
   // Page access for kernels: the pages hold the head's rows in order, page.rows each. Pages are

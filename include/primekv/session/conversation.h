@@ -66,6 +66,7 @@ class Conversation {
     record_.cache = std::move(cache);
     stored_.reset();
     rewind_cache_.reset();
+    NoteWindowsHeld();
   }
   // The cache, handed to the caller; the conversation holds none after.
   KvCache TakeCache();
@@ -153,7 +154,11 @@ class Conversation {
   void DropExpired();
   // Whether every sliding-window layer still holds what a query at position n needs.
   bool WindowsReach(size_t n) const;
-  Status Forward(std::span<const Token> tokens);
+  // For a cache made elsewhere: what its windowed layers no longer hold (KvCache::ExpiredBelow).
+  void NoteWindowsHeld();
+  // drop_expired: the windowed layers drop what no later query sees (ForwardOptions).
+  Status Forward(std::span<const Token> tokens, bool drop_expired = true);
+  Status Prefill(std::span<const Token> tokens, bool drop_expired);
   Status CompressTo(int target, bool context);
   Status Account(const Status& s, const CompressStats& st, bool context);
   // One compression under the model lock, timed, with the heads' lengths before and after.
