@@ -31,12 +31,13 @@ const Model& Gemma2() {
   return *model;
 }
 
+// Every position's logits; `drop`: the windowed layers drop what no later query sees.
 std::vector<float> Logits(const Model& m, KvCache& cache, std::span<const Token> tokens,
-                          ThreadPool& pool) {
+                          ThreadPool& pool, bool drop = false) {
   ForwardWorkspace ws;
   const int vocab = m.config().vocab_size;
   std::vector<float> logits(tokens.size() * static_cast<size_t>(vocab));
-  const Status s = m.Forward(tokens, cache, {true},
+  const Status s = m.Forward(tokens, cache, {.all_logits = true, .drop_expired = drop},
                              MatView<float>(logits.data(), std::ssize(tokens), vocab), pool, ws);
   EXPECT_TRUE(s.ok()) << s.message();
   return logits;
@@ -111,18 +112,9 @@ TEST(SlidingWindow, ForwardDropsAsItGoesAndChangesNoLogit) {
   const std::span<const Token> first(tokens.data(), 110), rest(tokens.data() + 110, 40);
   KvCache full = m.NewCache({KvDType::kF32});
   KvCache ring = m.NewCache({KvDType::kF32});
-  const int vocab = m.config().vocab_size;
   const int page = ring.page_tokens();
-  ForwardWorkspace ws;
-  const auto run = [&](std::span<const Token> t, KvCache& c, bool drop) {
-    std::vector<float> logits(t.size() * static_cast<size_t>(vocab));
-    const Status s = m.Forward(t, c, {.all_logits = true, .drop_expired = drop},
-                               MatView<float>(logits.data(), std::ssize(t), vocab), pool, ws);
-    EXPECT_TRUE(s.ok()) << s.message();
-    return logits;
-  };
-  const std::vector<float> want = run(tokens, full, false);
-  std::vector<float> got = run(first, ring, true);
+  const std::vector<float> want = Logits(m, full, tokens, pool);
+  std::vector<float> got = Logits(m, ring, first, pool, true);
   // While the batch ran: at most window - 1 + one page in a local layer.
   EXPECT_LE(ring.PeakBytesInUse(), BytesOf(m, ring, kWindow - 1 + page, 110));
   for (int l = 0; l < m.config().n_layers; ++l) {
@@ -136,7 +128,7 @@ TEST(SlidingWindow, ForwardDropsAsItGoesAndChangesNoLogit) {
   }
   for (size_t i = 0; i < rest.size(); ++i) {
     ring.ResetPeak();
-    const std::vector<float> step = run(rest.subspan(i, 1), ring, true);
+    const std::vector<float> step = Logits(m, ring, rest.subspan(i, 1), pool, true);
     got.insert(got.end(), step.begin(), step.end());
     const int seen = 110 + static_cast<int>(i) + 1;
     EXPECT_LE(ring.PeakBytesInUse(), BytesOf(m, ring, kWindow, seen));
