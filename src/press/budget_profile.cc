@@ -4,6 +4,8 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
+#include <span>
 #include <sstream>
 
 #include "primekv/util/json_read.h"
@@ -15,7 +17,58 @@ constexpr int kMaxLayers = 4096;
 constexpr int kMaxHeads = 4096;
 constexpr size_t kMaxRatios = 1000;
 
+// Shares that spend `budget` over the cells: max(need, w) for the level w that spends it
+// (water-filling), or the needs scaled down when they alone exceed it.
+std::vector<double> FillAbove(const std::vector<double>& need, double budget) {
+  const double total = std::accumulate(need.begin(), need.end(), 0.0);
+  std::vector<double> out(need);
+  if (total >= budget) {
+    for (double& f : out) f *= total > 0 ? budget / total : 0;
+    return out;
+  }
+  std::vector<double> sorted(need);
+  std::sort(sorted.begin(), sorted.end());
+  // With the i + 1 smallest needs raised to w: (i + 1) w + (sum of the others) = budget.
+  double rest = total;
+  double w = 0;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    rest -= sorted[i];
+    w = (budget - rest) / static_cast<double>(i + 1);
+    if (i + 1 == sorted.size() || w <= sorted[i + 1]) break;
+  }
+  for (double& f : out) f = std::min(1.0, std::max(f, w));
+  return out;
+}
+
 }  // namespace
+
+BudgetProfile BudgetProfile::NestedBelow(double need_ratio) const {
+  const size_t cells = static_cast<size_t>(n_layers) * static_cast<size_t>(n_kv_heads);
+  std::vector<double> need(cells);
+  for (int l = 0; l < n_layers; ++l)
+    for (int h = 0; h < n_kv_heads; ++h)
+      need[static_cast<size_t>(l) * static_cast<size_t>(n_kv_heads) + static_cast<size_t>(h)] =
+          Fraction(need_ratio, l, h);
+  BudgetProfile out = *this;
+  out.ratios.clear();
+  out.fractions.clear();
+  out.spread.clear();
+  std::ostringstream nested;
+  nested << method << ", nested below " << need_ratio;
+  out.method = nested.str();
+  auto add = [&](double r, std::span<const double> shares) {
+    out.ratios.push_back(r);
+    out.fractions.insert(out.fractions.end(), shares.begin(), shares.end());
+  };
+  for (double r : ratios) {
+    if (r < need_ratio) add(r, FillAbove(need, static_cast<double>(cells) * (1 - r)));
+  }
+  add(need_ratio, need);
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    if (ratios[i] > need_ratio) add(ratios[i], {fractions.data() + i * cells, cells});
+  }
+  return out;
+}
 
 double BudgetProfile::Fraction(double ratio, int layer, int head) const {
   const size_t n = ratios.size();

@@ -139,19 +139,36 @@ Result<Press> MakePyramidKv(const PressParams& params, const Entry& e) {
 
 // A scorer row's press. "budget=global" (only over scores in one unit across layers) spends
 // the budget under one threshold over all layers; "budget=shared" keeps the same positions in
-// every layer and head (ranks only, so any scorer); the row's own budget otherwise.
+// every layer and head (ranks only, so any scorer); "profile=FILE" gives each head its share
+// from a model's budget profile ("nest=R": nested below R, docs/design.md §3); the row's own
+// budget otherwise.
 Result<Press> MakeScored(const PressParams& params, const Entry& e) {
   Press p;
   p.budget.kind = e.budget;
+  if (params.contains("nest") && !params.contains("profile"))
+    return Status::Error("press " + e.info.name + ": nest= nests a budget profile: add profile=");
   if (auto f = params.find("profile"); f != params.end()) {
     if (params.contains("budget"))
       return Status::Error("press " + e.info.name + ": profile= is a budget: drop budget=");
     PRIMEKV_ASSIGN_OR_RETURN(BudgetProfile profile, BudgetProfile::Load(f->second));
-    p.budget.kind = BudgetKind::kProfile;
-    p.budget.profile = std::make_shared<const BudgetProfile>(std::move(profile));
     PressParams rest = params;
     rest.erase("profile");
+    PressParams nest_resolved;
+    if (auto n = rest.find("nest"); n != rest.end()) {
+      const PressParams nest{{"nest", n->second}};  // the reader holds a reference
+      press_internal::ParamReader r(nest, e.info.name);
+      const double need_ratio = r.Real("nest", 0.9, profile.ratios.front(), profile.ratios.back());
+      PRIMEKV_RETURN_IF_ERROR(r.Finish());
+      profile = profile.NestedBelow(need_ratio);
+      nest_resolved = r.Resolved();
+      rest.erase(n);
+    }
+    p.budget.kind = BudgetKind::kProfile;
+    p.budget.profile = std::make_shared<const BudgetProfile>(std::move(profile));
     PRIMEKV_ASSIGN_OR_RETURN(p.scorer, e.factory(rest, e.info.name));
+    // nest= as read (0.90 and 0.9 are one press), beside the scorer's own parameters.
+    if (!nest_resolved.empty())
+      p.scorer->set_resolved_params(MergeResolved(p.scorer->resolved_params(), nest_resolved));
     return p;
   }
   auto b = params.find("budget");

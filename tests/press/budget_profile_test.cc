@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -78,6 +79,41 @@ TEST(BudgetProfile, SharesInterpolateAndScaleOutsideTheMeasuredRatios) {
   }
 }
 
+TEST(BudgetProfile, NestedBelowKeepsEachNeedAndSpreadsTheRestEvenly) {
+  const BudgetProfile p = HandProfile();
+  // Needs at 0.7 (halfway): 0.6, 0.06, 0.33, 0.21. At 0.5 the budget is 2 of 4 heads: the
+  // level w with max(need, w) summing to 2 raises three heads to w = (2 - 0.6) / 3.
+  const BudgetProfile n = p.NestedBelow(0.7);
+  ASSERT_TRUE(n.Validate().ok()) << n.Validate().message();
+  EXPECT_TRUE(n.spread.empty());
+  EXPECT_EQ(n.ratios, (std::vector<double>{0.5, 0.7, 0.9}));
+  const double w = 1.4 / 3;
+  const double want_05[] = {0.6, w, w, w};
+  const double need_07[] = {0.6, 0.06, 0.33, 0.21};
+  for (int c = 0; c < 4; ++c) {
+    EXPECT_NEAR(n.Fraction(0.5, c / 2, c % 2), want_05[c], 1e-12) << c;
+    EXPECT_NEAR(n.Fraction(0.7, c / 2, c % 2), need_07[c], 1e-12) << c;
+    // At and above the need ratio nothing moves (the hand profile is linear between its ends).
+    for (double r : {0.8, 0.9, 0.95})
+      EXPECT_NEAR(n.Fraction(r, c / 2, c % 2), p.Fraction(r, c / 2, c % 2), 1e-12) << r;
+    // Below it every head keeps at least its need: the plain profile's 0.1 for head (0, 1)
+    // at 0.5 becomes w.
+    for (double r : {0.3, 0.5, 0.6}) EXPECT_GE(n.Fraction(r, c / 2, c % 2), need_07[c] - 1e-12);
+  }
+  EXPECT_NEAR(p.Fraction(0.5, 0, 1), 0.1, 1e-12);
+  // Needs at 0.9 sum to 0.4, far under 0.5's budget of 2: every head rises to the uniform 0.5.
+  const BudgetProfile u = p.NestedBelow(0.9);
+  ASSERT_TRUE(u.Validate().ok()) << u.Validate().message();
+  EXPECT_EQ(u.ratios, (std::vector<double>{0.5, 0.9}));  // a measured need ratio is not repeated
+  for (int c = 0; c < 4; ++c) EXPECT_NEAR(u.Fraction(0.5, c / 2, c % 2), 0.5, 1e-12) << c;
+  // Needs over a budget (a ratio just under the need ratio) are scaled down to spend it.
+  BudgetProfile over = p;
+  over.ratios = {0.5, 0.895, 0.9};
+  over.fractions = {0.9, 0.1, 0.6, 0.4, 0.3, 0.02, 0.06, 0.06, 0.3, 0.02, 0.06, 0.06};
+  ASSERT_TRUE(over.Validate().ok()) << over.Validate().message();
+  EXPECT_NEAR(over.NestedBelow(0.9).Fraction(0.895, 0, 0), 0.3 * 0.42 / 0.44, 1e-12);
+}
+
 std::vector<int> HeadLengths(const KvCache& cache) {
   std::vector<int> n;
   for (int l = 0; l < 2; ++l)
@@ -121,6 +157,75 @@ TEST(BudgetProfile, PressKeepsEachHeadsShareInOneAndInChunkedCompression) {
     for (int h = 0; h < 2; ++h) want.push_back(std::min(hand.Keep(200, r, l, h), 200));
   EXPECT_EQ(HeadLengths(chunked), want);
   EXPECT_GT(want[0], 100);  // a head over the uniform target keeps more than it
+  std::filesystem::remove(path);
+}
+
+std::vector<std::vector<int32_t>> HeadPositions(const KvCache& cache) {
+  std::vector<std::vector<int32_t>> out;
+  for (int l = 0; l < 2; ++l) {
+    for (int h = 0; h < 2; ++h) {
+      cache.ReadPositions(l, h, &out.emplace_back());
+      std::sort(out.back().begin(), out.back().end());
+    }
+  }
+  return out;
+}
+
+// nest=0.9 keeps, below 0.9, exactly what the uniform default keeps when the needs fit under
+// the uniform share (the hand profile at 0.5), and exactly the plain profile's entries at 0.9.
+TEST(BudgetProfile, NestedPressKeepsTheDefaultsEntriesBelowAndTheProfilesAtTheNeedRatio) {
+  const Model model = WriteLoadAndRemove(SmallGqaSpec(23), "primekv_budget_profile_nest.gguf");
+  const auto path = std::filesystem::temp_directory_path() / "primekv_budget_profile_nest.json";
+  ASSERT_TRUE(HandProfile().Save(path).ok());
+  std::vector<Token> tokens(200);
+  std::iota(tokens.begin(), tokens.end(), 3);
+  ThreadPool pool(2);
+  auto kept = [&](const std::string& spec, double ratio) {
+    auto press = MakePress(*ParsePressSpec(spec));
+    if (!press.ok()) {
+      ADD_FAILURE() << spec << ": " << press.message();
+      return std::vector<std::vector<int32_t>>{};
+    }
+    const Compressor comp(model, std::move(*press));
+    std::vector<float> logits(300);
+    ForwardWorkspace ws;
+    KvCache cache = model.NewCache({KvDType::kF32});
+    EXPECT_TRUE(model.Forward(tokens, cache, {}, {logits.data(), 1, 300}, pool, ws).ok());
+    EXPECT_TRUE(comp.Compress(cache, ratio, nullptr, pool).ok());
+    return HeadPositions(cache);
+  };
+  const std::string profile = "primekv:profile=" + path.string();
+  const std::string nested = profile + ",nest=0.9";
+  const auto at05 = kept(nested, 0.5);
+  EXPECT_EQ(at05, kept("primekv", 0.5));
+  EXPECT_NE(at05, kept(profile, 0.5));  // the plain profile keeps 180, 20, 120, 80
+  EXPECT_EQ(kept(nested, 0.9), kept(profile, 0.9));
+  // Needs over the uniform share (head (0, 0) needs 0.6 at 0.7): at 0.5 it keeps its 120 of 200,
+  // the others (2 - 0.6) / 3 of them, and every head a superset of what it keeps at 0.7.
+  const std::string nested07 = profile + ",nest=0.7";
+  const auto low = kept(nested07, 0.5);
+  const auto need = kept(nested07, 0.7);
+  ASSERT_EQ(low.size(), 4u);
+  ASSERT_EQ(need.size(), 4u);
+  EXPECT_EQ(low[0].size(), 120u);
+  EXPECT_EQ(low[1].size(), 93u);
+  for (size_t c = 0; c < 4; ++c) {
+    EXPECT_TRUE(std::includes(low[c].begin(), low[c].end(), need[c].begin(), need[c].end()))
+        << "head " << c;
+  }
+  const std::pair<std::string, std::string> bad[] = {
+      {profile + ",nest=1.5", "nest=1.5 is outside [0.5, 0.9]"},  // the profile's ratios
+      {profile + ",nest=x", "nest='x'"},
+      {"primekv:nest=0.9", "nest= nests a budget profile: add profile="}};
+  for (const auto& [spec, message] : bad) {
+    auto p = MakePress(*ParsePressSpec(spec));
+    ASSERT_FALSE(p.ok()) << spec;
+    EXPECT_NE(p.message().find(message), std::string::npos) << p.message();
+  }
+  // nest= as read: 0.90 is the press 0.9 is.
+  auto p090 = MakePress(*ParsePressSpec(profile + ",nest=0.90"));
+  ASSERT_TRUE(p090.ok()) << p090.message();
+  EXPECT_NE(p090->resolved.find("nest=0.9,"), std::string::npos) << p090->resolved;
   std::filesystem::remove(path);
 }
 

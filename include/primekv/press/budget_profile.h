@@ -36,6 +36,15 @@ struct BudgetProfile {
   double Fraction(double ratio, int layer, int head) const;
   // Entries head (layer, head) keeps when `seen` tokens were seen at `ratio`: at least one.
   int Keep(int seen, double ratio, int layer, int head) const;
+  // This profile nested below `need_ratio` (press parameter nest=): at every measured ratio
+  // below it each head keeps max(its share at need_ratio, w), with the one level w that spends
+  // that ratio's budget (water-filling; linear between the measured ratios as before). A head's
+  // entries are ranked by a fixed score, so a lower ratio then keeps a superset of what
+  // need_ratio keeps in every head, and the budget beyond those needs raises the smallest shares
+  // first, toward the uniform one, instead of following the calibration's threshold
+  // (docs/design.md §3). Ratios at and above need_ratio are unchanged; `spread` is dropped (it
+  // no longer applies). need_ratio should lie within the measured ratios (the press checks).
+  BudgetProfile NestedBelow(double need_ratio) const;
 
   static Result<BudgetProfile> Load(const std::filesystem::path& path);
   // The JSON text of a profile file; `what` names it in errors.
