@@ -22,10 +22,18 @@
 #   STEP=long     the long model at 16K: the profile added to research/results/long-tables/test-16384
 #                 (its rows copied into OUT/long16k first; the task paths there are
 #                 /work/long-run/splits, a link to make_long_splits.py's output)
+#   STEP=nestdev  the profile nested below 0.9 (primekv:profile=...,nest=0.9) added to the dev
+#                 folders at both lengths (dev-b, dev1900-r2, restored from the stored rows)
+#   STEP=nesttest the same, once, added to the test folders (test960-r2, test1900-r2)
+#   STEP=nestlong the long model's profile nested below 0.9 at 0.5 and 0.75, added to long16k
+#                 (restored from the stored rows; at 0.9 the nested press is the profile itself)
+#   STEP=confirm  the default, the profile and the nested profile on two fresh sets made after
+#                 the test and kept outside the repository (seed 61207 at ~1,900 tokens, 30 per
+#                 family; seed 61208 at 960 tokens, 20 per family, with keydiff and kvzip at 0.9)
 # Gap closed and cost: research/scripts/gap_closed.py FOLDER --new PRESS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-step="${STEP:?STEP=sets|calib|dev|test960|test1900|dev1900|fresh1900|chunked|long}"
+step="${STEP:?STEP=sets|calib|dev|test960|test1900|dev1900|fresh1900|chunked|long|nestdev|nesttest|nestlong|confirm}"
 out="${OUT:-/work/r53}"
 bin="${PRIMEKV_BIN:-build/release/src/cli/primekv}"
 m1=models/primekv-retrieval.gguf m2=models/primekv-retrieval-2.gguf
@@ -37,6 +45,13 @@ tasks() {  # tasks DIR
   echo "$t"
 }
 ev() { "$bin" eval --threads 2 --seed 42 -q "$@" > /dev/null; }
+n2="primekv:profile=$p2,nest=0.9"
+restore() {  # restore NAME: OUT/NAME from research/results/budget-profile/NAME's rows
+  local from=research/results/budget-profile/$1
+  mkdir -p "$out/$1"
+  [[ -f "$out/$1/results.jsonl" ]] || xz -dkc "$from/results.jsonl.xz" > "$out/$1/results.jsonl"
+  [[ -f "$out/$1/config.json" ]] || cp "$from/config.json" "$out/$1/"
+}
 case "$step" in
   sets)
     for s in "55555 3 calib960" "24680 10 dev960" "86420 20 test960"; do
@@ -100,5 +115,53 @@ case "$step" in
       --presses "none;primekv:profile=models/primekv-long.budget.json" \
       --tasks "jsonl:$S/single.jsonl,jsonl:$S/multikey.jsonl,jsonl:$S/near_key.jsonl,jsonl:$S/vt.jsonl"
     ;;
+  nestdev)
+    restore dev-b
+    restore dev1900-r2
+    ev -m "$m2" --tasks "$(tasks "$out/dev960/heldout-fresh-24680")" --samples 10 \
+      --ratios 0.5,0.75,0.9 --out "$out/dev-b" --presses "none;primekv;$n2" \
+      --compare "primekv,$n2"
+    ev -m "$m2" --tasks "$(tasks research/results/heldout-dev)" --samples 20 \
+      --ratios 0.5,0.75,0.9 --out "$out/dev1900-r2" --presses "none;primekv;$n2" \
+      --compare "primekv,$n2" ;;
+  nesttest)
+    restore test960-r2
+    restore test1900-r2
+    for c in keydiff primekv kvzip "primekv:profile=$p2"; do
+      ev -m "$m2" --tasks "$(tasks "$out/test960/heldout-fresh-86420")" --samples 20 \
+        --ratios 0.5,0.75,0.9 --out "$out/test960-r2" --presses "none;$c;$n2" --compare "$c,$n2"
+      ev -m "$m2" --tasks "$(tasks research/results/heldout-test)" --samples 30 \
+        --ratios 0.5,0.75,0.9 --ctx-size 4096 --allow-ctx-overflow --out "$out/test1900-r2" \
+        --presses "none;$c;$n2" --compare "$c,$n2"
+    done ;;
+  nestlong)
+    S=/work/long-run/splits/long-test/16384
+    [[ -d "$S" ]] || /usr/bin/python3 scripts/make_long_splits.py --lengths 16384 --splits test \
+      --n 20 --families single multikey near_key vt --out /work/long-run/splits
+    restore long16k
+    nl="primekv:profile=models/primekv-long.budget.json,nest=0.9"
+    ev -m models/primekv-long.gguf -c 16896 --allow-ctx-overflow --samples 20 --ratios 0.5,0.75 \
+      --out "$out/long16k" --presses "none;primekv;$nl" --compare "primekv,$nl" \
+      --tasks "jsonl:$S/single.jsonl,jsonl:$S/multikey.jsonl,jsonl:$S/near_key.jsonl,jsonl:$S/vt.jsonl"
+    ;;
+  confirm)
+    [[ -d "$out/confirm1900/heldout-fresh-61207" ]] ||
+      /usr/bin/python3 research/scripts/make_eval_splits.py --fresh 61207 --test 30 \
+        --out "$out/confirm1900"
+    [[ -d "$out/confirm960/heldout-fresh-61208" ]] ||
+      /usr/bin/python3 research/scripts/make_eval_splits.py --length 960 --fresh 61208 --test 20 \
+        --out "$out/confirm960"
+    for c in primekv "primekv:profile=$p2"; do
+      ev -m "$m2" --tasks "$(tasks "$out/confirm1900/heldout-fresh-61207")" --samples 30 \
+        --ratios 0.5,0.75,0.9 --out "$out/confirm1900-r2" \
+        --presses "none;primekv;primekv:profile=$p2;$n2" --compare "$c,$n2"
+    done
+    ev -m "$m2" --tasks "$(tasks "$out/confirm960/heldout-fresh-61208")" --samples 20 \
+      --ratios 0.5,0.75,0.9 --out "$out/confirm960-r2" \
+      --presses "none;primekv;primekv:profile=$p2;$n2" --compare "primekv,$n2"
+    for c in keydiff kvzip; do
+      ev -m "$m2" --tasks "$(tasks "$out/confirm960/heldout-fresh-61208")" --samples 20 \
+        --ratios 0.9 --out "$out/confirm960-r2" --presses "none;$c;$n2" --compare "$c,$n2"
+    done ;;
   *) echo "unknown STEP=$step" >&2; exit 2 ;;
 esac
