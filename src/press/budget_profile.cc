@@ -36,7 +36,8 @@ std::vector<double> FillAbove(const std::vector<double>& need, double budget) {
     w = (budget - rest) / static_cast<double>(i + 1);
     if (i + 1 == sorted.size() || w <= sorted[i + 1]) break;
   }
-  for (double& f : out) f = std::min(1.0, std::max(f, w));
+  // w < 1: the budget is under one share per cell and every share is at least w.
+  for (double& f : out) f = std::max(f, w);
   return out;
 }
 
@@ -45,10 +46,9 @@ std::vector<double> FillAbove(const std::vector<double>& need, double budget) {
 BudgetProfile BudgetProfile::NestedBelow(double need_ratio) const {
   const size_t cells = static_cast<size_t>(n_layers) * static_cast<size_t>(n_kv_heads);
   std::vector<double> need(cells);
-  for (int l = 0; l < n_layers; ++l)
-    for (int h = 0; h < n_kv_heads; ++h)
-      need[static_cast<size_t>(l) * static_cast<size_t>(n_kv_heads) + static_cast<size_t>(h)] =
-          Fraction(need_ratio, l, h);
+  for (size_t c = 0; c < cells; ++c)
+    need[c] =
+        Fraction(need_ratio, static_cast<int>(c) / n_kv_heads, static_cast<int>(c) % n_kv_heads);
   BudgetProfile out = *this;
   out.ratios.clear();
   out.fractions.clear();

@@ -80,6 +80,7 @@ TEST(Calibrate, ProfiledPressIsQueryFreeAndRunsInEveryMode) {
   ASSERT_TRUE(profile.ok()) << profile.message();
   const auto path = std::filesystem::temp_directory_path() / "primekv_calibrate_profile.json";
   ASSERT_TRUE(profile->Save(path).ok());
+  const auto ctx = RandomTokenIds(400, 4, 3, 500);
   // The profile as measured at 0.9, and nested below 0.9 (nest=) at 0.5.
   for (const auto& [suffix, ratio] :
        {std::pair<std::string, double>{"", 0.9}, {",nest=0.9", 0.5}}) {
@@ -87,7 +88,6 @@ TEST(Calibrate, ProfiledPressIsQueryFreeAndRunsInEveryMode) {
     ASSERT_TRUE(press.ok()) << press.message();
     EXPECT_TRUE(press->query_free);
     const Compressor comp(m, std::move(*press));
-    const auto ctx = RandomTokenIds(400, 4, 3, 500);
     for (CompressionMode mode :
          {CompressionMode::kContext, CompressionMode::kQuestion, CompressionMode::kMultiTurn,
           CompressionMode::kChunked, CompressionMode::kDecode, CompressionMode::kFirstQuestion}) {
