@@ -130,14 +130,16 @@ Result<BudgetProfile> BudgetProfile::Parse(std::string_view text, const std::str
   try {
     if (!j.is_object() || j.value("format", "") != "primekv-budget-profile")
       return Status::Error(what + ": not a primekv-budget-profile file");
-    p.n_layers = j.at("n_layers").get<int>();
-    p.n_kv_heads = j.at("n_kv_heads").get<int>();
-    p.contexts = j.value("contexts", 0);
-    p.method = j.value("method", "");
+    // Counts are range-checked as JSON integers: a float such as 1e80 must not reach an int.
+    const JsonNode root(j, what);
+    PRIMEKV_ASSIGN_OR_RETURN(const JsonNode layers, root.Field("n_layers"));
+    PRIMEKV_ASSIGN_OR_RETURN(p.n_layers, layers.Integer(1, kMaxLayers));
+    PRIMEKV_ASSIGN_OR_RETURN(const JsonNode heads, root.Field("n_kv_heads"));
+    PRIMEKV_ASSIGN_OR_RETURN(p.n_kv_heads, heads.Integer(1, kMaxHeads));
+    PRIMEKV_ASSIGN_OR_RETURN(p.contexts, root.IntegerOr("contexts", 0, 0, INT32_MAX));
+    PRIMEKV_ASSIGN_OR_RETURN(p.method, root.StringOr("method", ""));
     p.ratios = j.at("ratios").get<std::vector<double>>();
-    if (p.n_layers < 1 || p.n_layers > kMaxLayers || p.n_kv_heads < 1 || p.n_kv_heads > kMaxHeads ||
-        p.ratios.size() > kMaxRatios)
-      return Status::Error(what + ": layers and heads must be positive, ratios at most 1000");
+    if (p.ratios.size() > kMaxRatios) return Status::Error(what + ": at most 1000 ratios");
     const size_t cells =
         p.ratios.size() * static_cast<size_t>(p.n_layers) * static_cast<size_t>(p.n_kv_heads);
     for (const auto& by_ratio : j.at("fractions")) {

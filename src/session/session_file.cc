@@ -23,6 +23,8 @@
 #include <optional>
 #include <string_view>
 
+#include "primekv/util/json_read.h"
+
 namespace primekv {
 
 namespace {
@@ -413,6 +415,25 @@ struct Layout {
   KvDType stored = KvDType::kF32;
 };
 
+// An integer header field within [lo, hi]. Never nlohmann's get<int>: converting a float such as
+// 1e80 to an integer type is undefined behaviour.
+Result<int64_t> IntField(const nlohmann::json& h, std::string_view key, int64_t lo, int64_t hi) {
+  PRIMEKV_ASSIGN_OR_RETURN(const JsonNode node, JsonNode(h, "header").Field(key));
+  return node.Integer(lo, hi);
+}
+
+// An unsigned 64-bit header field (a checksum or a counter); `fallback` when absent.
+Result<uint64_t> U64Field(const nlohmann::json& h, std::string_view key,
+                          std::optional<uint64_t> fallback = std::nullopt) {
+  const auto it = h.find(key);
+  if (it == h.end() && fallback) return *fallback;
+  if (it == h.end()) return Status::Error("header." + std::string(key) + ": missing");
+  if (it->is_number_unsigned()) return it->get<uint64_t>();
+  if (it->is_number_integer() && it->get<int64_t>() >= 0)
+    return static_cast<uint64_t>(it->get<int64_t>());
+  return Status::Error("header." + std::string(key) + ": expected an integer >= 0");
+}
+
 // The record's fields of a header (base or delta) into `s` and `layout`.
 Status ReadRecordFields(const nlohmann::json& h, int head_dim, bool has_dtype,
                         ConversationRecord& s, Layout& layout) {
@@ -427,11 +448,12 @@ Status ReadRecordFields(const nlohmann::json& h, int head_dim, bool has_dtype,
   if (!parsed && mode != "question" && mode != "first-question")
     return Status::Error("unknown mode '" + mode + "'");
   s.schedule.mode = parsed.value_or(ScheduleMode::kContext);
-  s.budget = h.at("budget").get<int>();
-  s.last_prompt_len = h.at("last_prompt_len").get<int>();
-  s.turn = h.value("turn", uint64_t{0});  // absent in files written before the turn counter
-  layout.n_tokens = h.at("n_tokens").get<size_t>();
-  layout.next_position = h.at("next_position").get<int32_t>();
+  PRIMEKV_ASSIGN_OR_RETURN(s.budget, IntField(h, "budget", 0, INT32_MAX));
+  PRIMEKV_ASSIGN_OR_RETURN(s.last_prompt_len, IntField(h, "last_prompt_len", 0, INT32_MAX));
+  // Absent in files written before the turn counter.
+  PRIMEKV_ASSIGN_OR_RETURN(s.turn, U64Field(h, "turn", uint64_t{0}));
+  PRIMEKV_ASSIGN_OR_RETURN(layout.n_tokens, IntField(h, "n_tokens", 0, INT32_MAX));
+  PRIMEKV_ASSIGN_OR_RETURN(layout.next_position, IntField(h, "next_position", 0, INT32_MAX));
   if (has_dtype) {
     auto stored = ParseStoredType(h.at("kv_dtype").get<std::string>(), head_dim);
     if (!stored.ok()) return stored.status();
@@ -460,9 +482,10 @@ Status ReadHeader(Reader& r, const ModelConfig& mc, uint32_t version, Conversati
   try {
     PRIMEKV_RETURN_IF_ERROR(
         ReadRecordFields(*h, mc.head_dim, version != kVersionF32Rows, s, layout));
-    if (h->at("n_layers").get<int>() != mc.n_layers ||
-        h->at("n_kv_heads").get<int>() != mc.n_kv_heads ||
-        h->at("head_dim").get<int>() != mc.head_dim)
+    PRIMEKV_ASSIGN_OR_RETURN(const int64_t layers, IntField(*h, "n_layers", 0, INT32_MAX));
+    PRIMEKV_ASSIGN_OR_RETURN(const int64_t heads, IntField(*h, "n_kv_heads", 0, INT32_MAX));
+    PRIMEKV_ASSIGN_OR_RETURN(const int64_t dim, IntField(*h, "head_dim", 0, INT32_MAX));
+    if (layers != mc.n_layers || heads != mc.n_kv_heads || dim != mc.head_dim)
       return Status::Error("written for a model of another shape");
   } catch (const nlohmann::json::exception& e) {
     return Status::Error(std::string("bad header: ") + e.what());
@@ -530,8 +553,9 @@ Result<bool> ApplyDelta(std::string_view payload, const ModelConfig& mc, const I
   size_t stable = 0;
   try {
     PRIMEKV_RETURN_IF_ERROR(ReadRecordFields(*h, mc.head_dim, true, next, layout));
-    stable = h->at("stable_tokens").get<size_t>();
-    if (h->at("after").get<uint64_t>() != ext.last_sum) return false;
+    PRIMEKV_ASSIGN_OR_RETURN(stable, IntField(*h, "stable_tokens", 0, INT32_MAX));
+    PRIMEKV_ASSIGN_OR_RETURN(const uint64_t after, U64Field(*h, "after"));
+    if (after != ext.last_sum) return false;
   } catch (const nlohmann::json::exception& e) {
     return Status::Error(std::string("bad delta header: ") + e.what());
   }

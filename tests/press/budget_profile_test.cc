@@ -49,7 +49,20 @@ TEST(BudgetProfile, ParsesAndRefusesMalformedFiles) {
       {Text("[[[\"a\"], [0.2]], [[0.15], [0.05]]]"), "t"},
       {R"({"format": "primekv-budget-profile", "n_layers": -1, "n_kv_heads": 1, "ratios": [0.5],
           "fractions": [[[0.5]]]})",
-       "positive"},
+       "t.n_layers: -1 is outside [1, 4096]"},
+      // Counts that are not integers are refused, never converted (1e80 does not fit an int).
+      {R"({"format": "primekv-budget-profile", "n_layers": 5.55556e+74, "n_kv_heads": 1,
+          "ratios": [0.5], "fractions": [[[0.5]]]})",
+       "t.n_layers: expected an integer, got a number"},
+      {R"({"format": "primekv-budget-profile", "n_layers": 1, "n_kv_heads": 1.5,
+          "ratios": [0.5], "fractions": [[[0.5]]]})",
+       "t.n_kv_heads: expected an integer"},
+      {R"({"format": "primekv-budget-profile", "n_layers": 1, "n_kv_heads": 1, "contexts": 1e80,
+          "ratios": [0.5], "fractions": [[[0.5]]]})",
+       "t.contexts: expected an integer"},
+      {R"({"format": "primekv-budget-profile", "n_layers": 1, "n_kv_heads": 1, "method": 7,
+          "ratios": [0.5], "fractions": [[[0.5]]]})",
+       "t.method: expected a string"},
   };
   for (const auto& [text, message] : bad) {
     auto r = BudgetProfile::Parse(text, "t");

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -207,6 +208,67 @@ TEST_F(SessionFileTest, VersionOneFilesStillLoad) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.message().find("unsupported version 9"), std::string::npos)
       << refused.message();
+}
+
+// `file` (one base record) with `from` replaced by `to` in its JSON header, in a valid envelope:
+// payload size, header length and checksum rewritten, so the reader gets to the header's fields.
+std::vector<char> EditHeader(const std::vector<char>& file, const std::string& from,
+                             const std::string& to) {
+  constexpr size_t kPayloadAt = 20;  // magic (8), version (4), payload size (8)
+  uint32_t hlen = 0;
+  std::memcpy(&hlen, file.data() + kPayloadAt, 4);
+  std::string header(file.data() + kPayloadAt + 4, hlen);
+  const size_t at = header.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at == std::string::npos) return file;
+  header.replace(at, from.size(), to);
+  std::string payload(4, '\0');
+  hlen = static_cast<uint32_t>(header.size());
+  std::memcpy(payload.data(), &hlen, 4);
+  payload += header;
+  payload.append(file.begin() + static_cast<std::ptrdiff_t>(kPayloadAt + 4 + from.size() +
+                                                            header.size() - to.size()),
+                 file.end() - 8);
+  uint64_t sum = 1469598103934665603ull;  // FNV-1a 64, as the format's checksum
+  for (unsigned char c : payload) sum = (sum ^ c) * 1099511628211ull;
+  std::vector<char> out(file.begin(), file.begin() + kPayloadAt);
+  const uint64_t size = payload.size();
+  std::memcpy(out.data() + 12, &size, 8);
+  out.insert(out.end(), payload.begin(), payload.end());
+  out.insert(out.end(), reinterpret_cast<const char*>(&sum),
+             reinterpret_cast<const char*>(&sum) + 8);
+  return out;
+}
+
+// Header counts are checked as JSON integers: a float or a negative count is refused with the
+// field's name, never converted (1e80 does not fit an int).
+TEST_F(SessionFileTest, HeaderCountsMustBeIntegersInRange) {
+  auto model = Model::Load(dir_ / "m.gguf");
+  ASSERT_TRUE(model.ok()) << model.message();
+  const std::vector<char> v1 =
+      ReadAll(std::string(PRIMEKV_SOURCE_DIR) + "/tests/session/data/v1-session.pkvs");
+  const auto path = dir_ / "v1-session.pkvs";  // the file name is the id
+  // The unedited envelope reads: the rewrite itself is sound.
+  WriteAll(path, EditHeader(v1, "\"budget\":20", "\"budget\":20"));
+  auto same = ReadSessionFile(path.string(), *model, {}, false);
+  ASSERT_TRUE(same.ok()) << same.message();
+  EXPECT_EQ(same->budget, 20);
+  const std::pair<std::string, std::string> bad[] = {
+      {"\"budget\":2e80", "header.budget: expected an integer, got a number"},
+      {"\"budget\":-3", "header.budget: -3 is outside"},
+      {"\"budget\":20.5", "header.budget: expected an integer"},
+  };
+  for (const auto& [field, why] : bad) {
+    WriteAll(path, EditHeader(v1, "\"budget\":20", field));
+    auto r = ReadSessionFile(path.string(), *model, {}, false);
+    ASSERT_FALSE(r.ok()) << field;
+    EXPECT_NE(r.message().find(why), std::string::npos) << field << ": " << r.message();
+  }
+  WriteAll(path, EditHeader(v1, "\"head_dim\":32", "\"head_dim\":3.2e90"));
+  auto dim = ReadSessionFile(path.string(), *model, {}, false);
+  ASSERT_FALSE(dim.ok());
+  EXPECT_NE(dim.message().find("header.head_dim: expected an integer"), std::string::npos)
+      << dim.message();
 }
 
 TEST(SessionIds, OnlyPlainTokens) {
