@@ -47,7 +47,8 @@ def command_for(entries, module):
     for e in entries:
         args = e.get("arguments") or shlex.split(e["command"])
         out = args[args.index("-o") + 1] if "-o" in args else ""
-        if marker in "/" + out and e["file"].endswith(".cc"):
+        # A unity build compiles its .cxx files with the module's command.
+        if marker in "/" + out and e["file"].endswith((".cc", ".cxx")):
             return e["directory"], args
     return None, None
 

@@ -15,5 +15,7 @@ AddCommand AddInspect, AddGenerate, AddMakeModel, AddLogits, AddConvert, AddList
 
 // Prints "primekv: <message>" to stderr and returns the exit code for errors.
 int Fail(const std::string& message);
+// The same for a usage error (a bad flag or value): exit code 2.
+int UsageError(const std::string& message);
 
 }  // namespace primekv::cli

@@ -21,12 +21,6 @@
 namespace primekv::cli {
 namespace {
 
-// A usage error of the command line (exit 2), one line naming the option.
-int Usage(const std::string& message) {
-  std::fprintf(stderr, "primekv: %s\n", message.c_str());
-  return 2;
-}
-
 // Whether `a` and `b` name one existing file (same device and inode).
 bool SameFile(const std::string& a, const std::string& b) {
   struct stat sa = {}, sb = {};
@@ -41,8 +35,8 @@ bool SameFile(const std::string& a, const std::string& b) {
 int DumpTasks(const Model& model, const EvalRunSpec& spec, const std::string& path) {
   for (const auto& task : spec.tasks) {
     if (auto file = TaskFilePath(task); file && SameFile(*file, path))
-      return Usage("--dump-tasks '" + path + "' is the file of task " + task +
-                   "; writing it would destroy the task before it is read");
+      return UsageError("--dump-tasks '" + path + "' is the file of task " + task +
+                        "; writing it would destroy the task before it is read");
   }
   // A FIFO, device or link is refused before the tasks are generated, not after.
   if (Status st = CheckReplaceableOutput(path, "--dump-tasks"); !st.ok()) return Fail(st.message());
@@ -122,7 +116,7 @@ int FlattenLists(EvalArgs& a) {
   for (const std::string& item : a.spec.tasks) {
     for (std::string& task : SplitTaskList(item)) {
       if (std::find(tasks.begin(), tasks.end(), task) != tasks.end())
-        return Usage("--tasks: task " + task + " is listed twice");
+        return UsageError("--tasks: task " + task + " is listed twice");
       tasks.push_back(std::move(task));
     }
   }
@@ -137,7 +131,7 @@ int FlattenLists(EvalArgs& a) {
   a.spec.presses = std::move(presses);
   // Presses are compared by their canonical text (parameters sorted), as rows name them.
   if (const std::string dup = DuplicateInLists(a.spec.presses, a.spec.ratios); !dup.empty())
-    return Usage(dup);
+    return UsageError(dup);
   return 0;
 }
 

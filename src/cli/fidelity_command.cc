@@ -39,12 +39,6 @@ Result<std::vector<std::string>> Presses(const FidelityArgs& a) {
   return presses;
 }
 
-// A usage error (exit 2), one line naming the option.
-int Usage(const std::string& message) {
-  std::fprintf(stderr, "primekv: %s\n", message.c_str());
-  return 2;
-}
-
 // --contexts windows of the text: each a context (BOS first when the model has one) of
 // --context tokens, then a continuation of --continuation tokens.
 Status MakeWindows(const FidelityArgs& a, const Tokenizer& tok, const std::string& raw,
@@ -142,7 +136,8 @@ int RunFidelity(const FidelityArgs& a) {
   // A press or ratio given twice would be measured twice, as eval refuses.
   auto presses = Presses(a);
   if (!presses.ok()) return Fail(presses.message());
-  if (const std::string dup = DuplicateInLists(*presses, a.ratios); !dup.empty()) return Usage(dup);
+  if (const std::string dup = DuplicateInLists(*presses, a.ratios); !dup.empty())
+    return UsageError(dup);
   const Status s = Fidelity(a);
   return s.ok() ? 0 : Fail(s.message());
 }

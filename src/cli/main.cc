@@ -13,6 +13,11 @@ int Fail(const std::string& message) {
   return 1;
 }
 
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "primekv: %s\n", message.c_str());
+  return 2;
+}
+
 namespace {
 
 // Exit status of a usage error (bad flag or value), as with most Unix tools.

@@ -12,7 +12,7 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-constexpr std::pair<CompressionMode, std::string_view> kModeNames[] = {
+constexpr std::pair<CompressionMode, std::string_view> kCompressionModeNames[] = {
     {CompressionMode::kContext, "context"},     {CompressionMode::kQuestion, "question"},
     {CompressionMode::kMultiTurn, "multiturn"}, {CompressionMode::kChunked, "chunked"},
     {CompressionMode::kDecode, "decode"},       {CompressionMode::kFirstQuestion, "first-question"},
@@ -109,14 +109,14 @@ struct Runner {
 
 std::optional<CompressionMode> ParseCompressionMode(std::string_view s) {
   if (s == "multi-turn") return CompressionMode::kMultiTurn;
-  for (const auto& [mode, name] : kModeNames) {
+  for (const auto& [mode, name] : kCompressionModeNames) {
     if (s == name) return mode;
   }
   return std::nullopt;
 }
 
 std::string_view CompressionModeName(CompressionMode m) {
-  for (const auto& [mode, name] : kModeNames) {
+  for (const auto& [mode, name] : kCompressionModeNames) {
     if (m == mode) return name;
   }
   return "?";

@@ -7,7 +7,7 @@ namespace primekv {
 
 namespace {
 
-constexpr std::pair<ScheduleMode, std::string_view> kModeNames[] = {
+constexpr std::pair<ScheduleMode, std::string_view> kScheduleModeNames[] = {
     {ScheduleMode::kContext, "context"},
     {ScheduleMode::kMultiTurn, "multiturn"},
     {ScheduleMode::kChunked, "chunked"},
@@ -18,14 +18,14 @@ constexpr std::pair<ScheduleMode, std::string_view> kModeNames[] = {
 
 std::optional<ScheduleMode> ParseScheduleMode(std::string_view s) {
   if (s == "multi-turn") return ScheduleMode::kMultiTurn;
-  for (const auto& [mode, name] : kModeNames) {
+  for (const auto& [mode, name] : kScheduleModeNames) {
     if (s == name) return mode;
   }
   return std::nullopt;
 }
 
 std::string_view ScheduleModeName(ScheduleMode m) {
-  for (const auto& [mode, name] : kModeNames) {
+  for (const auto& [mode, name] : kScheduleModeNames) {
     if (m == mode) return name;
   }
   return "?";

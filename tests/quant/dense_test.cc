@@ -23,7 +23,7 @@ std::vector<float> Random(std::mt19937_64& rng, size_t n) {
   return v;
 }
 
-struct Case {
+struct GemmCase {
   int m, n, k;
   float alpha, beta;
 };
@@ -31,7 +31,7 @@ struct Case {
 // C = alpha * op(A) * B + beta * C with op(A)[i][p] = A[i * lda + p] (NN) or A[p * lda + i] (TN),
 // checked element-wise against a double-precision sum with a bound on float rounding:
 // (k + 2) unit roundoffs of the magnitudes involved, doubled for slack.
-void CheckGemm(const Case& t, bool transposed_a) {
+void CheckGemm(const GemmCase& t, bool transposed_a) {
   SCOPED_TRACE(::testing::Message() << (transposed_a ? "TN" : "NN") << " m=" << t.m << " n=" << t.n
                                     << " k=" << t.k << " beta=" << t.beta);
   std::mt19937_64 rng(static_cast<uint64_t>(t.m * 10007 + t.n * 101 + t.k));
@@ -76,7 +76,7 @@ void CheckGemm(const Case& t, bool transposed_a) {
   }
 }
 
-const Case kCases[] = {
+const GemmCase kCases[] = {
     {4, 32, 16, 1.0f, 0.0f},    // one full block
     {8, 64, 37, 0.5f, 0.0f},    // several full blocks
     {9, 70, 23, 1.0f, 1.0f},    // full blocks with edge rows and edge columns, accumulate
@@ -87,11 +87,11 @@ const Case kCases[] = {
 };
 
 TEST(DenseTest, GemmNNMatchesDoubleReference) {
-  for (const Case& t : kCases) CheckGemm(t, /*transposed_a=*/false);
+  for (const GemmCase& t : kCases) CheckGemm(t, /*transposed_a=*/false);
 }
 
 TEST(DenseTest, GemmTNMatchesDoubleReference) {
-  for (const Case& t : kCases) CheckGemm(t, /*transposed_a=*/true);
+  for (const GemmCase& t : kCases) CheckGemm(t, /*transposed_a=*/true);
 }
 
 TEST(DenseTest, TransposeMovesEveryElementAndNothingElse) {

@@ -15,7 +15,7 @@ namespace {
 using testing_tok::HandGpt2;
 using V = std::vector<Token>;
 
-Tokenizer Make(TokenizerSpec spec = HandGpt2::Spec()) {
+Tokenizer HandGpt2Tokenizer(TokenizerSpec spec = HandGpt2::Spec()) {
   auto t = Tokenizer::Create(std::move(spec));
   EXPECT_TRUE(t.ok()) << t.message();
   return std::move(t).value();
@@ -43,7 +43,7 @@ TEST(Gpt2Tokenizer, ByteMap) {
 }
 
 TEST(Gpt2Tokenizer, HandComputedMerges) {
-  const Tokenizer tok = Make();
+  const Tokenizer tok = HandGpt2Tokenizer();
   using H = HandGpt2;
   struct Case {
     const char* text;
@@ -89,9 +89,9 @@ TEST(Gpt2Tokenizer, HandComputedMerges) {
 }
 
 TEST(Gpt2Tokenizer, PreTokenizerChoiceMatters) {
-  const Tokenizer gpt2 = Make(HandGpt2::Spec("gpt2"));
-  const Tokenizer llama3 = Make(HandGpt2::Spec("llama-bpe"));
-  const Tokenizer qwen2 = Make(HandGpt2::Spec("qwen2"));
+  const Tokenizer gpt2 = HandGpt2Tokenizer(HandGpt2::Spec("gpt2"));
+  const Tokenizer llama3 = HandGpt2Tokenizer(HandGpt2::Spec("llama-bpe"));
+  const Tokenizer qwen2 = HandGpt2Tokenizer(HandGpt2::Spec("qwen2"));
   using H = HandGpt2;
   // GPT-2: one pre-token "4123" -> 4 12 3 -> 4 123. Llama 3: "412" | "3" -> 4 12 | 3.
   // Qwen2: every digit alone.
@@ -111,17 +111,20 @@ TEST(Gpt2Tokenizer, IgnoreMergesOnlyForLlama3) {
   // Plain BPE on " bell": l l (3) before e ll (4), then b ell (5) before Ġ b (6), so Ġ + bell and
   // never Ġbell (Ġ bell is no merge).
   for (const char* pre : {"qwen2", "gpt2", "smaug-bpe", "dbrx", "chatglm-bpe", "stablelm2"}) {
-    EXPECT_EQ(Make(HandGpt2::Spec(pre)).Encode(" bell", false), (V{' ', H::kBell})) << pre;
+    EXPECT_EQ(HandGpt2Tokenizer(HandGpt2::Spec(pre)).Encode(" bell", false), (V{' ', H::kBell}))
+        << pre;
   }
   for (const char* pre : {"llama3", "llama-bpe", "llama-v3", "falcon3", "tekken"}) {
-    EXPECT_EQ(Make(HandGpt2::Spec(pre)).Encode(" bell", false), (V{H::kGbell})) << pre;
+    EXPECT_EQ(HandGpt2Tokenizer(HandGpt2::Spec(pre)).Encode(" bell", false), (V{H::kGbell})) << pre;
     // Not a whole token: BPE as usual.
-    EXPECT_EQ(Make(HandGpt2::Spec(pre)).Encode(" bells", false), (V{' ', H::kBell, 's'})) << pre;
+    EXPECT_EQ(HandGpt2Tokenizer(HandGpt2::Spec(pre)).Encode(" bells", false),
+              (V{' ', H::kBell, 's'}))
+        << pre;
   }
 }
 
 TEST(Gpt2Tokenizer, SpecialTokensAndBos) {
-  const Tokenizer tok = Make();
+  const Tokenizer tok = HandGpt2Tokenizer();
   using H = HandGpt2;
   EXPECT_EQ(tok.Encode("the", true), (V{H::kBos, 't', H::kHe}));
   EXPECT_EQ(tok.Encode("<|eot_id|>hi<tool>", false, true), (V{H::kEot, 'h', 'i', H::kTool}));
@@ -137,7 +140,7 @@ TEST(Gpt2Tokenizer, SpecialTokensAndBos) {
 }
 
 TEST(Gpt2Tokenizer, Decode) {
-  const Tokenizer tok = Make();
+  const Tokenizer tok = HandGpt2Tokenizer();
   using H = HandGpt2;
   EXPECT_EQ(tok.Decode(V{H::kBos, H::kGthe, ' ', H::kBell, H::kEot}), " the bell");
   EXPECT_EQ(tok.Decode(V{H::kGbell}), " bell");
@@ -152,12 +155,12 @@ TEST(Gpt2Tokenizer, Decode) {
 TEST(Gpt2Tokenizer, MissingMergePartsAreSkipped) {
   TokenizerSpec spec = HandGpt2::Spec();
   spec.merges.push_back("zz qq");  // neither side is a token: ignored
-  const Tokenizer tok = Make(spec);
+  const Tokenizer tok = HandGpt2Tokenizer(spec);
   EXPECT_EQ(tok.Encode(" the", false), (V{HandGpt2::kGthe}));
 }
 
 TEST(Gpt2Tokenizer, LongRunsAreFast) {
-  const Tokenizer tok = Make();
+  const Tokenizer tok = HandGpt2Tokenizer();
   const std::string spaces(100000, ' ');
   const std::string letters(100000, 'o');
   EXPECT_EQ(tok.Decode(tok.Encode(spaces + "x", false)), spaces + "x");

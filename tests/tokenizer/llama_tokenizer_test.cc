@@ -14,14 +14,14 @@ namespace {
 using testing_tok::HandLlama;
 using V = std::vector<Token>;
 
-Tokenizer Make(TokenizerSpec spec = HandLlama::Spec()) {
+Tokenizer HandLlamaTokenizer(TokenizerSpec spec = HandLlama::Spec()) {
   auto t = Tokenizer::Create(std::move(spec));
   EXPECT_TRUE(t.ok()) << t.message();
   return std::move(t).value();
 }
 
 TEST(LlamaTokenizer, HandComputedMerges) {
-  const Tokenizer tok = Make();
+  const Tokenizer tok = HandLlamaTokenizer();
   using H = HandLlama;
   struct Case {
     const char* text;
@@ -69,12 +69,12 @@ TEST(LlamaTokenizer, HandComputedMerges) {
 
 TEST(LlamaTokenizer, BosAndEos) {
   TokenizerSpec spec = HandLlama::Spec();
-  const Tokenizer tok = Make(spec);
+  const Tokenizer tok = HandLlamaTokenizer(spec);
   EXPECT_EQ(tok.Encode("abc", true), (V{1, HandLlama::kSpace, HandLlama::kAbc}));
   EXPECT_EQ(tok.Encode("", true), (V{1}));
   spec.add_bos = false;
   spec.add_eos = true;
-  const Tokenizer eos = Make(spec);
+  const Tokenizer eos = HandLlamaTokenizer(spec);
   EXPECT_EQ(eos.Encode("the", true), (V{HandLlama::kThe, 2}));
   EXPECT_EQ(eos.Encode("the", false), (V{HandLlama::kThe}));
 }
@@ -82,7 +82,7 @@ TEST(LlamaTokenizer, BosAndEos) {
 TEST(LlamaTokenizer, NoSpacePrefix) {
   TokenizerSpec spec = HandLlama::Spec();
   spec.add_space_prefix = false;
-  const Tokenizer tok = Make(spec);
+  const Tokenizer tok = HandLlamaTokenizer(spec);
   // t h e -> t he; "the" (without ▁) is no piece.
   EXPECT_EQ(tok.Encode("the", false), (V{HandLlama::kTch, HandLlama::kHe}));
   EXPECT_EQ(tok.Encode("abc", false), (V{HandLlama::kAbc}));
@@ -90,7 +90,7 @@ TEST(LlamaTokenizer, NoSpacePrefix) {
 }
 
 TEST(LlamaTokenizer, SpecialTokens) {
-  const Tokenizer tok = Make();
+  const Tokenizer tok = HandLlamaTokenizer();
   using H = HandLlama;
   // Longest match: "<|end|>x" wins over "<|end|>". Text after a special gets no space prefix.
   EXPECT_EQ(tok.Encode("<tool>abc<|end|>x", false, true), (V{H::kTool, H::kAbc, H::kEndLong}));
@@ -106,7 +106,7 @@ TEST(LlamaTokenizer, UnknownWithoutByteTokens) {
   TokenizerSpec spec = HandLlama::Spec();
   for (int b = 0; b < 256; ++b)
     spec.tokens[static_cast<size_t>(3 + b)] = "<byte" + std::to_string(b) + ">";
-  const Tokenizer tok = Make(spec);
+  const Tokenizer tok = HandLlamaTokenizer(spec);
   EXPECT_EQ(tok.Encode("qa", false), (V{HandLlama::kSpace, 0, HandLlama::kA}));
   EXPECT_EQ(tok.Decode(V{0}), "\xEF\xBF\xBD");
 }
@@ -115,7 +115,7 @@ TEST(LlamaTokenizer, ByteFallbackOfEscapedSpaceIsSpace) {
   // Without a "▁" piece, an escaped space falls back to the byte of the space it stands for.
   TokenizerSpec spec = HandLlama::Spec();
   spec.tokens[static_cast<size_t>(HandLlama::kSpace)] = "<not-a-space>";
-  const Tokenizer tok = Make(spec);
+  const Tokenizer tok = HandLlamaTokenizer(spec);
   using H = HandLlama;
   const V ids = tok.Encode("q q", false);
   EXPECT_EQ(ids, (V{H::Byte(' '), H::Byte('q'), H::Byte(' '), H::Byte('q')}));
@@ -124,7 +124,7 @@ TEST(LlamaTokenizer, ByteFallbackOfEscapedSpaceIsSpace) {
 }
 
 TEST(LlamaTokenizer, Decode) {
-  const Tokenizer tok = Make();
+  const Tokenizer tok = HandLlamaTokenizer();
   using H = HandLlama;
   EXPECT_EQ(tok.Decode(V{1, H::kThe, H::kThe}), "the the");
   EXPECT_EQ(tok.Decode(V{H::kThe}, /*strip_leading_space=*/false), " the");
@@ -152,13 +152,13 @@ TEST(LlamaTokenizer, Decode) {
 TEST(LlamaTokenizer, ByteTokensInferredWithoutTypes) {
   TokenizerSpec spec = HandLlama::Spec();
   spec.token_types.clear();
-  const Tokenizer tok = Make(spec);
+  const Tokenizer tok = HandLlamaTokenizer(spec);
   EXPECT_EQ(tok.Encode("q", false), (V{HandLlama::kSpace, HandLlama::Byte('q')}));
   EXPECT_EQ(tok.Decode(V{HandLlama::Byte('q')}), "q");
 }
 
 TEST(LlamaTokenizer, LongInputIsFast) {
-  const Tokenizer tok = Make();
+  const Tokenizer tok = HandLlamaTokenizer();
   std::string text;
   for (int i = 0; i < 20000; ++i) text += "the abcd xyx \xC3\xA9 ";
   const V ids = tok.Encode(text, false);
@@ -177,11 +177,11 @@ TEST(LlamaTokenizer, PieceAcrossWordsIsMerged) {
   spec.tokens.push_back("b\xE2\x96\x81");
   spec.scores.push_back(-1.5f);
   spec.token_types.push_back(static_cast<int32_t>(TokenType::kNormal));
-  const Tokenizer whole = Make(spec);
+  const Tokenizer whole = HandLlamaTokenizer(spec);
   using H = HandLlama;
   EXPECT_EQ(whole.Encode("b a", false), (V{H::kSpace, b_space, H::kA}));
   // Without that piece the same text splits at the word, with the same ids as before.
-  EXPECT_EQ(Make().Encode("b a", false), (V{H::kSpace, H::kB, H::kSpace, H::kA}));
+  EXPECT_EQ(HandLlamaTokenizer().Encode("b a", false), (V{H::kSpace, H::kB, H::kSpace, H::kA}));
 }
 
 // Word-at-a-time merging gives the ids of whole-text merging: the same text, with and without
@@ -191,10 +191,13 @@ TEST(LlamaTokenizer, WordsApartEqualWhole) {
   spec.tokens.push_back("q\xE2\x96\x81q");
   spec.scores.push_back(-0.5f);
   spec.token_types.push_back(static_cast<int32_t>(TokenType::kNormal));
-  const Tokenizer whole = Make(spec);
-  const Tokenizer apart = Make();
+  const Tokenizer whole = HandLlamaTokenizer(spec);
+  const Tokenizer apart = HandLlamaTokenizer();
   std::string text;
-  for (int i = 0; i < 500; ++i) text += "the  abcd xyxy\tcdx   \xC3\xA9" "abc ";
+  for (int i = 0; i < 500; ++i)
+    text +=
+        "the  abcd xyxy\tcdx   \xC3\xA9"
+        "abc ";
   EXPECT_EQ(apart.Encode(text, true), whole.Encode(text, true));
 }
 

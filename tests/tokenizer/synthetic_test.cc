@@ -15,7 +15,7 @@ namespace {
 
 using testing_tok::RoundTripCorpus;
 
-Tokenizer Make(TokenizerSpec spec) {
+Tokenizer MakeTokenizer(TokenizerSpec spec) {
   auto t = Tokenizer::Create(std::move(spec));
   EXPECT_TRUE(t.ok()) << t.message();
   return std::move(t).value();
@@ -35,9 +35,10 @@ void ExpectRoundTrip(const Tokenizer& tok, const std::string& label) {
 }
 
 TEST(RoundTrip, HandBuiltVocabularies) {
-  ExpectRoundTrip(Make(testing_tok::HandLlama::Spec()), "hand llama");
+  ExpectRoundTrip(MakeTokenizer(testing_tok::HandLlama::Spec()), "hand llama");
   for (const char* pre : {"llama3", "qwen2", "gpt2"}) {
-    ExpectRoundTrip(Make(testing_tok::HandGpt2::Spec(pre)), std::string("hand gpt2 ") + pre);
+    ExpectRoundTrip(MakeTokenizer(testing_tok::HandGpt2::Spec(pre)),
+                    std::string("hand gpt2 ") + pre);
   }
 }
 
@@ -68,7 +69,7 @@ TEST(Synthetic, LlamaLayout) {
   const std::set<std::string> unique(s.tokens.begin(), s.tokens.end());
   EXPECT_EQ(unique.size(), s.tokens.size());
   // Merges were learned: common words are single pieces.
-  const Tokenizer tok = Make(s);
+  const Tokenizer tok = MakeTokenizer(s);
   EXPECT_EQ(tok.Encode("the", false).size(), 1u);
   EXPECT_EQ(tok.Encode("the", false)[0], tok.FindToken("\xE2\x96\x81the"));
   const std::string sentence = "The children followed the river down to the sea.";
@@ -95,7 +96,7 @@ TEST(Synthetic, Gpt2Layout) {
   EXPECT_TRUE(s.add_bos);
   const std::set<std::string> unique(s.tokens.begin(), s.tokens.end());
   EXPECT_EQ(unique.size(), s.tokens.size());
-  const Tokenizer tok = Make(s);
+  const Tokenizer tok = MakeTokenizer(s);
   EXPECT_EQ(tok.Encode(" the", false).size(), 1u);
   EXPECT_EQ(tok.Encode("<|eot_id|>", false, true), (std::vector<Token>{s.eot}));
   EXPECT_EQ(tok.Encode("[INST]", false, true), (std::vector<Token>{s.bos + 7}));
@@ -114,7 +115,7 @@ TEST(Synthetic, SizesRoundTripAndDeterminism) {
       ASSERT_TRUE(a.ok()) << model << " " << size << ": " << a.message();
       EXPECT_LT(seconds, 20.0) << model << " " << size;
       EXPECT_EQ(a->tokens.size(), static_cast<size_t>(size));
-      const Tokenizer tok = Make(*a);
+      const Tokenizer tok = MakeTokenizer(*a);
       ExpectRoundTrip(tok, std::string(model) + " " + std::to_string(size));
       if (size == 512 || size == 32000) {
         auto b = MakeSyntheticTokenizerSpec(model, size);
@@ -132,7 +133,7 @@ TEST(Synthetic, SizesRoundTripAndDeterminism) {
 TEST(Synthetic, ManyReservedSpecialsParseQuickly) {
   auto spec = MakeSyntheticTokenizerSpec("gpt2", 160000);
   ASSERT_TRUE(spec.ok());
-  const Tokenizer tok = Make(*spec);
+  const Tokenizer tok = MakeTokenizer(*spec);
   const Token reserved = tok.FindToken("<|reserved_100|>");
   ASSERT_GE(reserved, 0);
   EXPECT_EQ(tok.Encode("<|reserved_100|>", false, true), (std::vector<Token>{reserved}));
@@ -148,7 +149,7 @@ TEST(Synthetic, LargerVocabulariesCompressBetter) {
   const std::string text = "The baker counted the coins twice, and the children read about stars.";
   size_t previous = text.size() + 1;
   for (int size : {300, 600, 1200}) {
-    const Tokenizer tok = Make(MakeSyntheticTokenizerSpec("gpt2", size).value());
+    const Tokenizer tok = MakeTokenizer(MakeSyntheticTokenizerSpec("gpt2", size).value());
     const size_t n = tok.Encode(text, false).size();
     EXPECT_LT(n, previous) << size;
     previous = n;
