@@ -286,23 +286,34 @@ size_t KvCache::BytesShared() const {
 
 size_t KvCache::BytesAllocated() const { return pool_->AllocatedBytes(); }
 
-size_t KvCache::PagesNeeded(int extra) const {
+size_t KvCache::PagesNeeded(int extra, std::span<const int> layer_rows) const {
   if (extra <= 0) return 0;
+  Check(layer_rows.empty() || std::ssize(layer_rows) == n_layers_,
+        "KvCache: layer_rows needs one entry per layer");
   const int pt = options_.page_tokens;
   size_t needed = 0;
   std::lock_guard lock(pool_->mu);
-  for (const auto& head : heads_) {
-    // Room in the last page counts only while no other cache holds it.
-    int room = 0;
-    if (!head.pages.empty() && pool_->refs[static_cast<size_t>(head.pages.back().id)] == 1)
-      room = pt - head.pages.back().page.rows;
-    if (extra > room) needed += static_cast<size_t>((extra - room + pt - 1) / pt);
+  for (int l = 0; l < n_layers_; ++l) {
+    // A head that never holds more than `cap` rows draws at most the pages those rows can
+    // span (its front page may be partly empty after a drop): whatever it frees goes back to
+    // the pool first, so its net draw is bounded by what it holds at once.
+    const int cap = layer_rows.empty() ? 0 : layer_rows[static_cast<size_t>(l)];
+    const size_t bound = static_cast<size_t>((cap + pt - 1) / pt + 1);
+    for (int h = 0; h < n_kv_heads_; ++h) {
+      const HeadState& head = Head(l, h);
+      // Room in the last page counts only while no other cache holds it.
+      int room = 0;
+      if (!head.pages.empty() && pool_->refs[static_cast<size_t>(head.pages.back().id)] == 1)
+        room = pt - head.pages.back().page.rows;
+      const size_t pages = extra > room ? static_cast<size_t>((extra - room + pt - 1) / pt) : 0;
+      needed += cap > 0 ? std::min(pages, bound) : pages;
+    }
   }
   return needed;
 }
 
-size_t KvCache::BytesAllocatedAfterReserve(int extra) const {
-  const size_t needed = PagesNeeded(extra);
+size_t KvCache::BytesAllocatedAfterReserve(int extra, std::span<const int> layer_rows) const {
+  const size_t needed = PagesNeeded(extra, layer_rows);
   std::lock_guard lock(pool_->mu);
   size_t pages = pool_->chunks.size() * Pool::kPagesPerChunk;
   const size_t free = pool_->free_list.size();
@@ -468,9 +479,9 @@ Status KvCache::AppendHeadRaw(int layer, int kv_head, std::span<const uint8_t> k
   return Status::Ok();
 }
 
-void KvCache::Reserve(int extra) {
+void KvCache::Reserve(int extra, std::span<const int> layer_rows) {
   const int pt = options_.page_tokens;
-  const size_t needed = PagesNeeded(extra);
+  const size_t needed = PagesNeeded(extra, layer_rows);
   for (auto& head : heads_)
     head.pages.reserve(head.pages.size() + static_cast<size_t>((std::max(extra, 0) + pt - 1) / pt));
   std::lock_guard lock(pool_->mu);

@@ -216,9 +216,11 @@ std::variant<std::unique_ptr<Turn>, HttpError, Engine::Retry> Engine::BeginOnce(
   // Memory: what this turn may add (prefill + answer + page slack), then make room.
   // (Exact for the pool's page and chunk sizes: the decode loop calls Reserve the same way.)
   const size_t new_tokens = req.prompt.size() - keep + static_cast<size_t>(req.max_tokens) + 1;
+  // A sliding-window layer holds its window however long the turn (TurnWindowRows).
   const KvCache& cache = s->conv->cache();
   const size_t reserve =
-      cache.BytesAllocatedAfterReserve(static_cast<int>(new_tokens)) - cache.BytesAllocated();
+      cache.BytesAllocatedAfterReserve(static_cast<int>(new_tokens), s->conv->TurnWindowRows()) -
+      cache.BytesAllocated();
   // How it can give way (MemoryBudget::Reserve): a new session can be made again, a stored
   // one's file holds all its cache does.
   using GiveWay = MemoryBudget::GiveWay;

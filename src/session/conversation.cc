@@ -191,6 +191,11 @@ Status Conversation::CompressTo(int target, bool context) {
       context);
 }
 
+std::vector<int> Conversation::TurnWindowRows() const {
+  if (Compressing() && compressor_->Needs().reconstruction) return {};  // PrefillContext keeps all
+  return model_->WindowRows(record_.cache->page_tokens());
+}
+
 Status Conversation::PrefillContext(std::span<const Token> context) {
   const Schedule& sc = record_.schedule;
   if (sc.mode != ScheduleMode::kChunked) {
@@ -275,7 +280,8 @@ Result<DecodeResult> Conversation::Decode(const DecodeOptions& options,
                                           const std::function<Status(Token)>& feed) {
   DecodeResult r;
   r.tokens.reserve(static_cast<size_t>(std::max(0, options.reserve)));
-  record_.cache->Reserve(options.reserve + 1);
+  // Its forward passes drop expired entries (FeedToken), so sliding-window layers stay bounded.
+  record_.cache->Reserve(options.reserve + 1, model_->WindowRows(record_.cache->page_tokens()));
   record_.tokens.reserve(record_.tokens.size() + static_cast<size_t>(options.reserve) + 1);
   Sampler sampler(options.sampler);
   for (int i = 0; i < options.max_new_tokens; ++i) {

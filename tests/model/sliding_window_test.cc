@@ -138,6 +138,36 @@ TEST(SlidingWindow, ForwardDropsAsItGoesAndChangesNoLogit) {
   for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4) << i;
 }
 
+// Reserving for a turn counts what a local layer holds at once (window - 1 + a page), not the
+// turn's length: the pool a long prefill then really allocates stays within the prediction,
+// which is well under the whole turn's, and a decode loop after Reserve allocates nothing.
+TEST(SlidingWindow, ReserveCountsTheWindowNotTheTurn) {
+  const Model& m = Gemma2();
+  ThreadPool pool(2);
+  const std::vector<Token> tokens = RandomTokenIds(740, 17, 3, 500);
+  KvCache cache = m.NewCache({KvDType::kF32, 8});
+  const std::vector<int> rows = m.WindowRows(cache.page_tokens());
+  EXPECT_EQ(rows, (std::vector<int>{kWindow - 1 + 8, 0, kWindow - 1 + 8, 0}));
+  Logits(m, cache, std::span<const Token>(tokens.data(), 40), pool, true);
+
+  const size_t before = cache.BytesAllocated();
+  const size_t windowed = cache.BytesAllocatedAfterReserve(600, rows);
+  const size_t whole = cache.BytesAllocatedAfterReserve(600);
+  // Global heads: 75 pages each either way; local heads: at most 23 rows, so 4 pages, not 75.
+  EXPECT_LT(windowed - before, (whole - before) * 6 / 10);
+  Logits(m, cache, std::span<const Token>(tokens.data() + 40, 600), pool, true);
+  EXPECT_LE(cache.BytesAllocated(), windowed);
+  EXPECT_EQ(cache.Length(0, 0), kWindow - 1);
+  EXPECT_EQ(cache.Length(1, 0), 640);
+
+  cache.Reserve(100, rows);
+  const size_t reserved = cache.BytesAllocated();
+  for (size_t i = 640; i < 740; ++i)
+    Logits(m, cache, std::span<const Token>(&tokens[i], 1), pool, true);
+  EXPECT_EQ(cache.BytesAllocated(), reserved) << "the decode loop allocated past its Reserve";
+  EXPECT_EQ(cache.Length(1, 0), 740);
+}
+
 // A conversation on a sliding-window model: the local layers hold the window from its first
 // forward pass on. Independent questions return to the context's end through the rewind
 // point and answer as a fresh conversation would; rewinding past what the layers freed

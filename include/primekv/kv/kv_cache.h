@@ -87,7 +87,8 @@ class KvCache {
   // Makes room for `extra` more entries in every head without allocating later: the pool gets
   // enough free pages and each head's page table enough capacity (decode loops call this). In a
   // shared pool another cache may take those pages first; an append then allocates.
-  void Reserve(int extra);
+  // layer_rows: as in BytesAllocatedAfterReserve.
+  void Reserve(int extra, std::span<const int> layer_rows = {});
 
   // Keeps only the entries at the given row indices (sorted ascending, unique) of one head,
   // compacting in place and returning emptied pages to the pool.
@@ -139,9 +140,12 @@ class KvCache {
   // Bytes of every page the pool holds, free ones included: what the caches sharing the pool
   // cost in memory together (counted once for all of them).
   size_t BytesAllocated() const;
-  // BytesAllocated() after Reserve(extra): what appending `extra` entries per head may cost
-  // (a partly filled last page that another cache holds leaves no room in it).
-  size_t BytesAllocatedAfterReserve(int extra) const;
+  // BytesAllocated() after Reserve(extra, layer_rows): what appending `extra` entries per head
+  // may cost (a partly filled last page that another cache holds leaves no room in it).
+  // layer_rows[l] > 0 (optional, one per layer) says a head of layer l never holds more than
+  // that many entries meanwhile (a sliding-window layer that drops as it goes:
+  // Model::WindowRows), so it draws at most ceil(layer_rows[l] / page_tokens) + 1 pages.
+  size_t BytesAllocatedAfterReserve(int extra, std::span<const int> layer_rows = {}) const;
   // How many caches draw from this cache's pool, and a handle naming the pool (for accounting
   // a pool once, however many caches share it; it expires with the pool).
   long PoolUsers() const { return pool_.use_count(); }
@@ -176,8 +180,9 @@ class KvCache {
   void MakeWritable(HeadState& head, int index);
   PageSlot NewPage(int first);
   void ReleaseAll();
-  // Pages appending `extra` entries per head needs from the pool.
-  size_t PagesNeeded(int extra) const;
+  // Pages appending `extra` entries per head needs from the pool (layer_rows: as in
+  // BytesAllocatedAfterReserve).
+  size_t PagesNeeded(int extra, std::span<const int> layer_rows) const;
   HeadState& Head(int layer, int kv_head) { return heads_[layer * n_kv_heads_ + kv_head]; }
   const HeadState& Head(int layer, int kv_head) const {
     return heads_[layer * n_kv_heads_ + kv_head];

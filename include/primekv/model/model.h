@@ -213,6 +213,10 @@ class Model {
   // Forward drops nothing itself unless asked (ForwardOptions::drop_expired), so a caller may
   // still rewind (TruncateFrom) to any position since its last drop.
   void DropExpired(KvCache& cache) const;
+  // Per layer, the most entries a head holds while forward calls that drop expired entries
+  // run: window - 1 + page_tokens in a sliding-window layer, 0 (no bound) elsewhere; empty
+  // without a sliding window. What KvCache::Reserve may count on for such calls.
+  std::vector<int> WindowRows(int page_tokens) const;
 
   // Runs `tokens` at positions cache.NextPosition() onward, appending their K/V to `cache`.
   // logits: [1, vocab] (last token) or [n, vocab] with opts.all_logits.

@@ -49,6 +49,9 @@ class Conversation {
   void set_budget(int budget) { record_.budget = budget; }
   bool Compressing() const { return record_.schedule.ratio > 0 && compressor_->enabled(); }
   const Compressor& compressor() const { return *compressor_; }
+  // Per layer, the most entries a head holds while a turn runs (KvCache::Reserve's layer_rows):
+  // a sliding-window layer drops as it goes, unless a second pass must read the whole context.
+  std::vector<int> TurnWindowRows() const;
 
   bool has_cache() const { return record_.cache.has_value(); }
   KvCache& cache() { return *record_.cache; }
