@@ -65,7 +65,7 @@ def probe(directory, args, header, tmp):
         if a in ("-o", "-MF", "-MT", "-MQ", "-c"):
             skip = True
             continue
-        if a in ("-MD", "-MMD") or a.endswith(".cc"):
+        if a in ("-MD", "-MMD") or a.endswith((".cc", ".cxx")):
             continue
         out.append(a)
     out += ["-fsyntax-only", src]

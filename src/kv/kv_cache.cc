@@ -294,11 +294,12 @@ size_t KvCache::PagesNeeded(int extra, std::span<const int> layer_rows) const {
   size_t needed = 0;
   std::lock_guard lock(pool_->mu);
   for (int l = 0; l < n_layers_; ++l) {
-    // A head that never holds more than `cap` rows draws at most the pages those rows can
-    // span (its front page may be partly empty after a drop): whatever it frees goes back to
-    // the pool first, so its net draw is bounded by what it holds at once.
+    // A head that never holds more than `cap` rows holds at most `bound` pages at once: two
+    // may be partly empty (its front page after a drop, and the last page of a prefix another
+    // cache shares). The pages it alone holds now go back to the pool as it drops them, so it
+    // draws at most bound - (those pages) from the pool, or one page before its first drop.
     const int cap = layer_rows.empty() ? 0 : layer_rows[static_cast<size_t>(l)];
-    const size_t bound = static_cast<size_t>((cap + pt - 1) / pt + 1);
+    const size_t bound = static_cast<size_t>((cap + pt - 1) / pt + 2);
     for (int h = 0; h < n_kv_heads_; ++h) {
       const HeadState& head = Head(l, h);
       // Room in the last page counts only while no other cache holds it.
@@ -306,7 +307,13 @@ size_t KvCache::PagesNeeded(int extra, std::span<const int> layer_rows) const {
       if (!head.pages.empty() && pool_->refs[static_cast<size_t>(head.pages.back().id)] == 1)
         room = pt - head.pages.back().page.rows;
       const size_t pages = extra > room ? static_cast<size_t>((extra - room + pt - 1) / pt) : 0;
-      needed += cap > 0 ? std::min(pages, bound) : pages;
+      if (cap <= 0) {
+        needed += pages;
+        continue;
+      }
+      size_t own = 0;
+      for (const PageSlot& slot : head.pages) own += pool_->refs[static_cast<size_t>(slot.id)] == 1;
+      needed += std::min(pages, std::max<size_t>(bound > own ? bound - own : 0, 1));
     }
   }
   return needed;

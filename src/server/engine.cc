@@ -213,10 +213,12 @@ std::variant<std::unique_ptr<Turn>, HttpError, Engine::Retry> Engine::BeginOnce(
     return *err;
   }
   keep = std::min(keep, CommonPrefix(s->record().tokens, req.prompt));
-  // Memory: what this turn may add (prefill + answer + page slack), then make room.
-  // (Exact for the pool's page and chunk sizes: the decode loop calls Reserve the same way.)
+  // A sliding-window layer may have freed what the cut needs: the turn then prefills it all.
+  keep = s->conv->Keepable(keep);
+  // Memory: what this turn may add (prefill + answer + page slack), then make room. The decode
+  // loop's own Reserve stays within it (exact for global layers; a sliding-window layer is
+  // counted at what its window can span however long the turn: TurnWindowRows).
   const size_t new_tokens = req.prompt.size() - keep + static_cast<size_t>(req.max_tokens) + 1;
-  // A sliding-window layer holds its window however long the turn (TurnWindowRows).
   const KvCache& cache = s->conv->cache();
   const size_t reserve =
       cache.BytesAllocatedAfterReserve(static_cast<int>(new_tokens), s->conv->TurnWindowRows()) -

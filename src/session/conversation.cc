@@ -38,16 +38,25 @@ void Conversation::AdoptCapture(const PressCapture& capture) {
   capture_ = &own_capture_.emplace(capture);
 }
 
-size_t Conversation::TruncateTo(size_t n) {
-  if (n >= record_.tokens.size()) return record_.tokens.size();
+bool Conversation::RewindPointAt(size_t n) const {
   // The point is of this cache's pool unless the record's cache was replaced since.
   const auto same_pool = [](const KvCache& a, const KvCache& b) {
     const auto pa = a.PoolHandle(), pb = b.PoolHandle();
     return !pa.owner_before(pb) && !pb.owner_before(pa);
   };
-  const bool rewind_point =
-      rewind_cache_ && rewind_tokens_ == n && same_pool(*rewind_cache_, *record_.cache);
-  if (n == 0 || (!rewind_point && !WindowsReach(n))) {
+  return rewind_cache_ && rewind_tokens_ == n && same_pool(*rewind_cache_, *record_.cache);
+}
+
+size_t Conversation::Keepable(size_t n) const {
+  if (n >= record_.tokens.size()) return record_.tokens.size();
+  if (n == 0 || (!RewindPointAt(n) && !WindowsReach(n))) return 0;
+  return n;
+}
+
+size_t Conversation::TruncateTo(size_t n) {
+  if (n >= record_.tokens.size()) return record_.tokens.size();
+  const bool rewind_point = RewindPointAt(n);
+  if (Keepable(n) == 0) {
     Reset();
     return 0;
   }

@@ -113,8 +113,9 @@ Result<int64_t> JsonNode::Integer(int64_t lo, int64_t hi) const {
   std::string range(1, '[');  // appended: GCC 12 -Wrestrict false positive on "[" + string
   range += std::to_string(lo) + ", " + std::to_string(hi) + "]";
   if (v_->is_number_unsigned()) {
+    // Non-negative literals parse as unsigned: the lower bound applies here too.
     const uint64_t u = v_->get<uint64_t>();
-    if (u > static_cast<uint64_t>(hi)) {
+    if (u > static_cast<uint64_t>(hi) || (lo > 0 && u < static_cast<uint64_t>(lo))) {
       return Error(std::to_string(u) + " is outside " + range);
     }
     return static_cast<int64_t>(u);

@@ -153,7 +153,7 @@ TEST(SlidingWindow, ReserveCountsTheWindowNotTheTurn) {
   const size_t before = cache.BytesAllocated();
   const size_t windowed = cache.BytesAllocatedAfterReserve(600, rows);
   const size_t whole = cache.BytesAllocatedAfterReserve(600);
-  // Global heads: 75 pages each either way; local heads: at most 23 rows, so 4 pages, not 75.
+  // Global heads: 75 pages each either way; local heads: at most 23 rows, so 5 pages, not 75.
   EXPECT_LT(windowed - before, (whole - before) * 6 / 10);
   Logits(m, cache, std::span<const Token>(tokens.data() + 40, 600), pool, true);
   EXPECT_LE(cache.BytesAllocated(), windowed);
@@ -166,6 +166,36 @@ TEST(SlidingWindow, ReserveCountsTheWindowNotTheTurn) {
     Logits(m, cache, std::span<const Token>(&tokens[i], 1), pool, true);
   EXPECT_EQ(cache.BytesAllocated(), reserved) << "the decode loop allocated past its Reserve";
   EXPECT_EQ(cache.Length(1, 0), 740);
+}
+
+// The server reserves a turn once (prefill and answer), and the decode loop then reserves its
+// part again: the two together must stay within the first prediction. Phi-3 windows every
+// layer; 16 heads of at most 31 rows (window 16 + a page of 16) are 4 pages each, one chunk of
+// 64 pages, so a second reservation that forgot the pages the heads already hold would
+// allocate a second chunk.
+TEST(SlidingWindow, ATurnsPrefillAndDecodeStayWithinItsOneReservation) {
+  RandomModelSpec spec = SmallLlamaSpec(32);
+  spec.arch = Arch::kPhi3;
+  spec.n_layers = 4;
+  spec.n_heads = 4;
+  spec.n_kv_heads = 4;
+  spec.sliding_window = kWindow;
+  spec.max_context = 4096;
+  const Model m =
+      WriteAndLoad(spec, std::filesystem::temp_directory_path() / "primekv_phi3_swa.gguf");
+  ASSERT_TRUE(m.config().swa_every_layer);
+  ThreadPool pool(2);
+  const std::vector<Token> tokens = RandomTokenIds(740, 19, 3, 500);
+  KvCache cache = m.NewCache({KvDType::kF32, 16});
+  const std::vector<int> rows = m.WindowRows(cache.page_tokens());
+  const size_t turn = cache.BytesAllocatedAfterReserve(640 + 100 + 1, rows);
+  EXPECT_EQ(turn * 12, cache.BytesAllocatedAfterReserve(640 + 100 + 1)) << "47 pages a head";
+  Logits(m, cache, std::span<const Token>(tokens.data(), 640), pool, true);
+  cache.Reserve(100 + 1, rows);
+  for (size_t i = 640; i < 740; ++i)
+    Logits(m, cache, std::span<const Token>(&tokens[i], 1), pool, true);
+  EXPECT_EQ(cache.Length(3, 3), kWindow - 1);
+  EXPECT_LE(cache.BytesAllocated(), turn);
 }
 
 // A conversation on a sliding-window model: the local layers hold the window from its first
@@ -187,6 +217,10 @@ TEST(SlidingWindow, ConversationHoldsTheWindowAndRewindsToItsPoint) {
   // Without a rewind point the window has moved past what position 200 needs.
   ASSERT_TRUE(conv.Prefill(q1).ok());
   EXPECT_EQ(conv.cache().Length(0, 0), kWindow - 1);
+  // Keepable tells beforehand (what the server reserves for) and cuts nothing.
+  EXPECT_EQ(conv.Keepable(200), 0u);
+  EXPECT_EQ(conv.Keepable(230), 230u);
+  EXPECT_EQ(conv.tokens().size(), 230u);
   EXPECT_EQ(conv.TruncateTo(200), 0u);
   EXPECT_TRUE(conv.tokens().empty());
 
@@ -194,6 +228,8 @@ TEST(SlidingWindow, ConversationHoldsTheWindowAndRewindsToItsPoint) {
   conv.SetRewindPoint();
   ASSERT_TRUE(conv.Prefill(q1).ok());
   ASSERT_TRUE(conv.EndTurn().ok());
+  EXPECT_EQ(conv.Keepable(200), 200u);  // the rewind point
+  EXPECT_EQ(conv.Keepable(199), 0u);
   EXPECT_EQ(conv.TruncateTo(200), 200u);
   EXPECT_EQ(conv.cache().Length(0, 0), kWindow - 1);
   EXPECT_EQ(conv.cache().PositionAt(0, 0, 0), 200 - kWindow + 1);

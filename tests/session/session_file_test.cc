@@ -229,7 +229,7 @@ std::vector<char> EditHeader(const std::vector<char>& file, const std::string& f
   payload.append(file.begin() + static_cast<std::ptrdiff_t>(kPayloadAt + 4 + from.size() +
                                                             header.size() - to.size()),
                  file.end() - 8);
-  uint64_t sum = 1469598103934665603ull;  // FNV-1a 64, as the format's checksum
+  uint64_t sum = 1469598103934665603ull;  // the format's checksum (session_file.cc's basis)
   for (unsigned char c : payload) sum = (sum ^ c) * 1099511628211ull;
   std::vector<char> out(file.begin(), file.begin() + kPayloadAt);
   const uint64_t size = payload.size();

@@ -41,8 +41,8 @@ TEST(JsonDepth, ParseErrorsAreMessages) {
 }
 
 TEST(JsonNode, WrongTypesNameTheirPath) {
-  auto j = ParseJson(R"({"added_tokens": [{"id": "x"}], "n": 1.5, "big": 18446744073709551615})",
-                     "t");
+  auto j = ParseJson(
+      R"({"added_tokens": [{"id": "x"}], "n": 1.5, "big": 18446744073709551615, "zero": 0})", "t");
   ASSERT_TRUE(j.ok());
   const JsonNode root(*j, "tokenizer.json:");
   auto tokens = root.Field("added_tokens");
@@ -57,6 +57,10 @@ TEST(JsonNode, WrongTypesNameTheirPath) {
             "tokenizer.json:n: expected an integer, got a number");
   EXPECT_EQ(root.Field("big")->Integer(0, 1 << 20).message(),
             "tokenizer.json:big: 18446744073709551615 is outside [0, 1048576]");
+  // 0 parses as an unsigned literal: the lower bound still holds.
+  EXPECT_EQ(root.Field("zero")->Integer(1, 9).message(),
+            "tokenizer.json:zero: 0 is outside [1, 9]");
+  EXPECT_EQ(*root.Field("zero")->Integer(0, 9), 0);
   EXPECT_EQ(root.Field("nope").message(), "tokenizer.json:nope: missing");
   EXPECT_EQ(tokens->Field("x").message(),
             "tokenizer.json:added_tokens: expected an object, got an array");
@@ -121,9 +125,11 @@ TEST(TerminalSafe, EscapesControlsAndInvalidUtf8KeepsText) {
   EXPECT_EQ(TerminalSafe("caf\xc3\xa9 \xe4\xb8\xad"), "caf\xc3\xa9 \xe4\xb8\xad");
   EXPECT_EQ(TerminalSafe(std::string("a\0b", 3)), "a\\x00b");
   EXPECT_EQ(TerminalSafe("\x1b[2J\n"), "\\x1b[2J\\n");
-  EXPECT_EQ(TerminalSafe("\xc2\x9b" "31m"), "\\xc2\\x9b31m");  // C1 CSI
-  EXPECT_EQ(TerminalSafe("\xff\xc3"), "\\xff\\xc3");            // invalid and truncated
-  EXPECT_EQ(TerminalSafe("\xed\xa0\x80"), "\\xed\\xa0\\x80");   // a surrogate
+  EXPECT_EQ(TerminalSafe("\xc2\x9b"
+                         "31m"),
+            "\\xc2\\x9b31m");                                  // C1 CSI
+  EXPECT_EQ(TerminalSafe("\xff\xc3"), "\\xff\\xc3");           // invalid and truncated
+  EXPECT_EQ(TerminalSafe("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
   EXPECT_EQ(TerminalSafe("\x7f"), "\\x7f");
 }
 

@@ -144,7 +144,8 @@ class KvCache {
   // may cost (a partly filled last page that another cache holds leaves no room in it).
   // layer_rows[l] > 0 (optional, one per layer) says a head of layer l never holds more than
   // that many entries meanwhile (a sliding-window layer that drops as it goes:
-  // Model::WindowRows), so it draws at most ceil(layer_rows[l] / page_tokens) + 1 pages.
+  // Model::WindowRows), so it draws at most ceil(layer_rows[l] / page_tokens) + 2 pages, less
+  // those it alone holds now (it frees them as it drops).
   size_t BytesAllocatedAfterReserve(int extra, std::span<const int> layer_rows = {}) const;
   // How many caches draw from this cache's pool, and a handle naming the pool (for accounting
   // a pool once, however many caches share it; it expires with the pool).

@@ -80,6 +80,8 @@ class Conversation {
   // The sliding-window layers free them at every forward pass, so on such a model only the
   // rewind point (SetRewindPoint) can be returned to once a window has passed.
   size_t TruncateTo(size_t n);
+  // What TruncateTo(n) would keep, without cutting anything (what a turn will prefill).
+  size_t Keepable(size_t n) const;
   // Remembers the sliding-window layers as they are now, by reference to their pages, so that
   // TruncateTo(tokens().size()) can return to this point later (independent questions on one
   // context). The global layers are truncated as usual. Nothing is kept on a model without a
@@ -157,6 +159,8 @@ class Conversation {
   void DropExpired();
   // Whether every sliding-window layer still holds what a query at position n needs.
   bool WindowsReach(size_t n) const;
+  // Whether TruncateTo(n) returns to the rewind point.
+  bool RewindPointAt(size_t n) const;
   // For a cache made elsewhere: what its windowed layers no longer hold (KvCache::ExpiredBelow).
   void NoteWindowsHeld();
   // drop_expired: the windowed layers drop what no later query sees (ForwardOptions).

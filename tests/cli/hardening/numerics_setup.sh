@@ -53,6 +53,10 @@ mkdir wide
 cp scores/keys.f32 scores/values.f32 scores/positions.i32 wide/
 # n = 2^32 + 8 must not be read as 8.
 printf '{"n": 4294967304, "n_heads": 2, "n_kv_heads": 1, "head_dim": 4}\n' > wide/meta.json
+# n_kv_heads = 0 divides n_heads: refused by its bound (0 is an unsigned JSON literal).
+mkdir zero_kv
+cp scores/keys.f32 scores/values.f32 scores/positions.i32 zero_kv/
+printf '{"n": 8, "n_heads": 2, "n_kv_heads": 0, "head_dim": 4}\n' > zero_kv/meta.json
 mkdir tiny_base
 cp scores/keys.f32 scores/values.f32 scores/positions.i32 tiny_base/
 printf '{"n": 8, "n_heads": 2, "n_kv_heads": 1, "head_dim": 4, "rope_base": 1e-300}\n' \
