@@ -32,6 +32,7 @@ Everything is deterministic in the random.Random passed in.
 import bisect
 import random
 
+import corpus
 import data
 
 # ---------------------------------------------------------------------------- filler
@@ -90,6 +91,39 @@ class LongFiller:
         if s.startswith(("[", "-", "*")) or self.lines:
             return "\n" + s
         return ("\n\n" if rng.random() < 0.06 else " ") + s
+
+
+# Real prose (corpus.py), by split: set in the training process before its workers fork, so
+# every worker reads the same lists without loading the corpus again.
+REAL_DOCS = {}
+REAL_SHARE = 0.0  # share of long training documents whose filler is real prose
+
+
+class SectionsFiller:
+    """Real prose and generator filler alternating every 20-400 segments, as concatenated
+    documents of both kinds."""
+
+    def __init__(self, rng, docs):
+        self.rng = rng
+        self.sources = [corpus.RealFiller(rng, docs), LongFiller(rng, "sections")]
+        self.cur, self.left = 0, rng.randint(20, 400)
+
+    def next(self):
+        if self.left <= 0:
+            self.cur, self.left = 1 - self.cur, self.rng.randint(20, 400)
+            s = self.sources[self.cur].next().lstrip(" \n")
+            return "\n\n" + s
+        self.left -= 1
+        return self.sources[self.cur].next()
+
+
+def train_filler(rng):
+    """The filler of one long training document: real prose (80% alone, 20% in sections with
+    the generator's kinds) with probability REAL_SHARE, else LongFiller's random mode."""
+    docs = REAL_DOCS.get("train")
+    if docs and rng.random() < REAL_SHARE:
+        return corpus.RealFiller(rng, docs) if rng.random() < 0.8 else SectionsFiller(rng, docs)
+    return LongFiller(rng)
 
 
 # ---------------------------------------------------------------------------- new task shapes
@@ -326,9 +360,10 @@ def sample_need(ctx_tokens, turn_toks, max_new):
     return ctx_tokens + sum(turn_toks) + len(turn_toks) * max_new
 
 
-def long_eval_sample(tok, rng, family, length, check=True):
+def long_eval_sample(tok, rng, family, length, check=True, filler_docs=None):
     """One held-out sample (a dict in the jsonl:PATH format, without id) of at most `length`
-    positions, or None when the fixed parts do not fit."""
+    positions, or None when the fixed parts do not fit.  filler_docs: corpus documents whose
+    real prose replaces the family's generator filler."""
     if family == "freq":
         return freq_sample(tok, rng, length, check)
     task, mode = heldout_task(rng, family)
@@ -336,7 +371,7 @@ def long_eval_sample(tok, rng, family, length, check=True):
     max_new = max(t[3] for t in turns)
     ttoks = [turn_tokens(tok, q, p) for q, p, _, _ in turns]
     budget = length - sum(ttoks) - len(ttoks) * max_new
-    src = LongFiller(rng, mode)
+    src = corpus.RealFiller(rng, filler_docs) if filler_docs else LongFiller(rng, mode)
     if task.dense:  # the dense family: every filler line is a distractor fact
         src.next = lambda: ("\n\n" if rng.random() < 0.08 else " ") + task.dense()
     ld = place(tok, rng, task, budget, src, chain_gap=0.5)
@@ -471,7 +506,7 @@ def _make_train_doc_long(tok, rng, length, difficulty, ctx_weight, value_first):
         t = data.task_kv_v2(rng, n, rng.randint(1, n), "dense", dense=True, echo=echo, value_first=value_first)
     else:
         t = data.task_copy(rng, min(length, 2048))
-    return render_doc(tok, rng, t, length, LongFiller(rng), ctx_weight,
+    return render_doc(tok, rng, t, length, train_filler(rng), ctx_weight,
                       chain_gap=rng.choice([0.0, 0.3, 0.5, 0.7]), sep_newline=0.3)
 
 
@@ -504,12 +539,13 @@ def render_doc(tok, rng, t, length, src, ctx_weight, chain_gap=0.5, sep_newline=
     return doc.finish(length)
 
 
-def eval_doc_long(tok, rng, family, length):
+def eval_doc_long(tok, rng, family, length, filler_docs=None):
     """A held-out-shaped document as a data.Doc (teacher-forced evaluation during training);
-    freq is left out (its list has no placement)."""
+    freq is left out (its list has no placement).  filler_docs: real prose as the filler."""
     for _ in range(10):
         t, mode = heldout_task(rng, family)
-        d = render_doc(tok, rng, t, length, LongFiller(rng, mode), 0.0)
+        src = corpus.RealFiller(rng, filler_docs) if filler_docs else LongFiller(rng, mode)
+        d = render_doc(tok, rng, t, length, src, 0.0)
         if d is not None:
             return d
     return None

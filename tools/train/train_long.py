@@ -250,6 +250,11 @@ def main():
     ap.add_argument("--cpu-bf16", choices=["auto", "on", "off"], default="auto",
                     help="bf16 autocast on the CPU (auto: where the CPU has native bf16 dot products, "
                          "avx512_bf16 or amx_bf16; measured 2.2x per training step on Zen 5)")
+    ap.add_argument("--real-share", type=float, default=0.0,
+                    help="share of long training documents whose filler is real prose (tools/train/corpus.py)")
+    ap.add_argument("--corpus", default=None, help="corpus cache (default corpus.py's; built when missing)")
+    ap.add_argument("--eval-real", action="store_true",
+                    help="also evaluate the families with the corpus's dev-split prose as filler")
     ap.add_argument("--resume", default=None, help="a last.pt or carry.pt of this script")
     ap.add_argument("--float-copy", nargs=2, metavar=("SRC", "DST"), default=None,
                     help="only write DST, a float32 weights file ({model, state}, as export.py and "
@@ -291,6 +296,13 @@ def main():
     else:
         torch.set_num_threads(args.threads or max(1, min(2, os.cpu_count() or 1)))
     tok = load_tokenizer(args.tokenizer)
+    if args.real_share > 0 or args.eval_real:
+        import corpus
+        docs = corpus.by_split(corpus.load(args.corpus or corpus.CACHE))
+        data_long.REAL_DOCS.update(docs)
+        data_long.REAL_SHARE = args.real_share
+        log("real prose: %s documents by split, share %.2f" % (
+            {k: len(v) for k, v in docs.items()}, args.real_share))
     feeder = Feeder(tok, args.workers, depth=2 * max(1, args.workers),  # fork before CUDA starts
                     make_batch=make_batch)
     cfg = ModelConfig(vocab_size=tok.vocab_size, d_model=args.d_model, n_layers=args.layers, n_heads=args.heads,
@@ -343,6 +355,12 @@ def main():
     eval_set = {(L, fam): [d for d in (data_long.eval_doc_long(tok, erng, fam, L) for _ in range(args.eval_n))
                            if d is not None]
                 for L in eval_lengths for fam in args.eval_families}
+    if args.eval_real:
+        for L in eval_lengths:
+            for fam in args.eval_families:
+                eval_set[(L, "real-" + fam)] = [
+                    d for d in (data_long.eval_doc_long(tok, erng, fam, L, data_long.REAL_DOCS["dev"])
+                                for _ in range(args.eval_n)) if d is not None]
     pose_spans = []
     if args.pose_window:
         pose_spans = args.pose_eval_spans if args.pose_eval_spans is not None else sorted(
