@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -30,8 +31,18 @@ namespace {
 constexpr int kTurnTokens = 64;
 
 // `n` entries of random rows at the next positions, in every head, with their tokens.
+// (Written into a stored image of the conversation, which it then restores, keeping what its
+// store holds so the next save is a delta.)
 void AddEntries(Conversation& conv, int n, std::mt19937& rng) {
-  KvCache& c = conv.cache();
+  const ConversationRecord& r = conv.record();
+  ConversationRecord image{.cache_salt = r.cache_salt,
+                           .budget = r.budget,
+                           .last_prompt_len = r.last_prompt_len,
+                           .turn = r.turn,
+                           .tokens = r.tokens};
+  std::optional<StoredImage> held = conv.stored();
+  image.cache = conv.TakeCache();
+  KvCache& c = *image.cache;
   const int width = c.n_kv_heads() * c.head_dim();
   std::normal_distribution<float> normal;
   std::vector<float> k(static_cast<size_t>(n) * width), v(k.size());
@@ -42,7 +53,8 @@ void AddEntries(Conversation& conv, int n, std::mt19937& rng) {
     for (auto& x : v) x = normal(rng);
     Check(c.Append(l, {k.data(), n, width}, {v.data(), n, width}, pos).ok(), "append");
   }
-  for (int i = 0; i < n; ++i) conv.record().tokens.push_back(static_cast<Token>(3 + i % 500));
+  for (int i = 0; i < n; ++i) image.tokens.push_back(static_cast<Token>(3 + i % 500));
+  conv.Restore(std::move(image), std::move(held));
 }
 
 double Ms(std::chrono::steady_clock::time_point t0) {

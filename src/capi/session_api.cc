@@ -124,7 +124,7 @@ pk_status Generate(pk_session* s, const pk_generate_options& g, int32_t* out, si
   if (g.max_tokens > 0 && room <= 0)
     return Fail(PK_ERR_STATE, std::string(kWhere) + ": the context of " +
                                   std::to_string(s->ctx_size) + " positions is full");
-  s->conv->record().last_prompt_len = static_cast<int>(s->conv->tokens().size());
+  s->conv->BeginAnswer();
   DecodeOptions d;
   d.max_new_tokens = static_cast<int>(std::min<int64_t>(g.max_tokens, room));
   d.sampler = *sampler;
@@ -283,11 +283,7 @@ pk_status pk_session_save(const pk_session* s, const char* dir, const char* id) 
     PK_REQUIRE(primekv::ValidSessionId(id), "pk_session_save",
                "id must be 1 to 64 characters of [A-Za-z0-9_-]");
     // The id names the file only: the session keeps the one it had (if any) for a later save.
-    primekv::ConversationRecord& r = s->conv->record();
-    const std::string kept = r.id;
-    r.id = id;
-    const primekv::Status st = s->conv->Save(dir);
-    r.id = kept;
+    const primekv::Status st = s->conv->SaveAs(dir, id);
     return FromStatus("pk_session_save", st, PK_ERR_IO);
   });
 }

@@ -321,9 +321,6 @@ Status AttentionFailed(int layer) {
                        "model's weights or activations overflow)");
 }
 
-// The position below which no query after `last` sees a key of a layer with this window.
-int32_t FirstVisibleAfter(int32_t last, int window) { return last + 2 - window; }
-
 // Appends a layer's new entries and attends over the cache, telling the tap (which may read
 // the appended rows). A sliding-window layer that drops expired entries takes the queries one
 // page at a time and drops after each page, so it holds at most window - 1 + page_tokens
@@ -345,7 +342,8 @@ Status AppendAndAttend(const AttnShape& shape, const RowViews& r, std::span<cons
     if (!AttendCached(shape, rows(r.q), pb, cache, layer, rows(r.attn), pool, aws))
       return AttentionFailed(layer);
     if (tap) tap->OnAttentionOutput(layer, rows(r.attn));
-    if (windowed) cache.DropBefore(layer, FirstVisibleAfter(pb.back(), shape.window));
+    if (windowed)
+      cache.DropBefore(layer, KvRetention::FirstVisible(int64_t{pb.back()} + 1, shape.window));
   }
   return Status::Ok();
 }
@@ -567,7 +565,7 @@ Status Model::DecodeRows(std::span<const DecodeSlot> slots, MatView<float> logit
       if (!AttendCached(shape, qi, pi, *slot.cache, l, ai, pool, ws.attention))
         return AttentionFailed(l);
       if (slot.drop_expired && shape.window > 0)
-        slot.cache->DropBefore(l, FirstVisibleAfter(pi[0], shape.window));
+        slot.cache->DropBefore(l, KvRetention::FirstVisible(int64_t{pi[0]} + 1, shape.window));
       if (slot.tap) slot.tap->OnAttentionOutput(l, ai);
     }
     FinishLayer(c, layers_[static_cast<size_t>(l)], r, pool, ws);

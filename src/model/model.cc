@@ -588,23 +588,11 @@ KvCache Model::NewCache(KvCacheOptions options) const {
   return KvCache(config_.n_layers, config_.n_kv_heads, config_.head_dim, options);
 }
 
-std::vector<int> Model::WindowRows(int page_tokens) const {
-  if (config_.sliding_window <= 0) return {};
-  std::vector<int> rows(static_cast<size_t>(config_.n_layers), 0);
+KvRetention Model::Retention() const {
+  std::vector<int> windows(static_cast<size_t>(config_.n_layers), 0);
   for (int l = 0; l < config_.n_layers; ++l)
-    if (config_.LocalLayer(l))
-      rows[static_cast<size_t>(l)] = config_.sliding_window - 1 + page_tokens;
-  return rows;
-}
-
-void Model::DropExpired(KvCache& cache) const {
-  if (config_.sliding_window <= 0) return;
-  // A key at k is visible from p while k > p - window.
-  const int64_t first_visible = int64_t{cache.NextPosition()} - config_.sliding_window + 1;
-  if (first_visible <= 0) return;
-  for (int l = 0; l < config_.n_layers; ++l) {
-    if (config_.LocalLayer(l)) cache.DropBefore(l, static_cast<int32_t>(first_visible));
-  }
+    if (config_.LocalLayer(l)) windows[static_cast<size_t>(l)] = config_.sliding_window;
+  return KvRetention(std::move(windows));
 }
 
 }  // namespace primekv

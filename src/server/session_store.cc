@@ -384,17 +384,9 @@ Accounted SessionStore::CopyPrefix(Session& s, Session& source, const std::vecto
   // from the store for a prefix hash must have been made under this request's salt.
   keep = std::min(keep, CommonPrefix(source.record().tokens, prompt));
   if (source.record().cache_salt != s.record().cache_salt) keep = 0;
-  ConversationRecord& r = s.record();
   // The copy shares the source's pages; whichever writes to a shared page copies it first.
-  r.cache = source.conv->cache().Share();
-  r.tokens = source.record().tokens;
-  keep = s.conv->TruncateTo(keep);
-  // What the press saw of the source's queries goes with the copy, as if it had continued;
-  // a copy cut to nothing (or reset by a sliding window) is a new conversation instead.
-  if (keep > 0) {
-    r.budget = source.record().budget;
-    s.conv->AdoptCapture(source.conv->capture());
-  }
+  keep = s.conv->ForkFrom(source.conv->cache().Share(), source.record().tokens,
+                          source.conv->capture(), source.record().budget, keep);
   std::lock_guard lock(mu_);
   const Accounted a = ChargeLocked(source);
   source.busy = false;
@@ -446,28 +438,18 @@ std::optional<HttpError> SessionStore::RestoreIfEvicted(Session& s, bool& restor
                            std::to_string(snap.schedule.ratio),
                        "primekv"};
     }
-    ConversationRecord& r = s.record();
-    r.cache = std::move(snap.cache);
-    r.cache_salt = std::move(snap.cache_salt);
-    r.tokens = std::move(snap.tokens);
-    r.budget = snap.budget;
-    r.last_prompt_len = snap.last_prompt_len;
-    r.turn = snap.turn;
     // What the store holds, so the next save appends a delta (over rows of the cache's type).
-    if (r.cache && loaded->extent.stored == r.cache->dtype()) {
-      s.conv->SetStored(DescribeStored(r, backend_->where(id), loaded->extent));
-    } else {
-      s.conv->SetStored(std::nullopt);
-    }
-    s.conv->capture().Clear();  // a restored session starts with an empty query window
+    std::optional<StoredImage> held;
+    if (snap.cache && loaded->extent.stored == snap.cache->dtype())
+      held = DescribeStored(snap, backend_->where(id), loaded->extent);
+    s.conv->Restore(std::move(snap), std::move(held));
     s.load = false;
     restored = true;
     metrics_.Count(Metrics::Event::kRestore);
   }
   if (!s.conv->has_cache()) {
-    KvCache fresh = model_.NewCache(kv_);
     std::lock_guard lock(mu_);  // (census() reads whether a session holds a cache)
-    s.conv->RestoreCache(std::move(fresh));
+    s.conv->EnsureCache();
   }
   return std::nullopt;
 }

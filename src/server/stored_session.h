@@ -37,7 +37,6 @@ struct Session {
   std::vector<TurnFigures> turns;
   static constexpr size_t kMaxTurnFigures = 64;
 
-  ConversationRecord& record() { return conv->record(); }
   const ConversationRecord& record() const { return conv->record(); }
 };
 

@@ -60,7 +60,7 @@ Status Turn::Prefill(State& st) {
   if (Status r = first_turn ? conv.PrefillContext(fresh) : conv.Prefill(fresh); !r.ok()) return r;
   // Decode steps run in the engine's batches, with their own buffers.
   conv.ReleaseWorkspace();
-  conv.record().last_prompt_len = static_cast<int>(conv.tokens().size());
+  conv.BeginAnswer();
   st.prefill_s = SecondsSince(t0);
   st.out.prefill_ms = st.prefill_s * 1e3 - (conv.stats().compress_ms - compress_ms);
   return Status::Ok();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <utility>
 
 #include "primekv/session/session_file.h"
 
@@ -14,12 +15,14 @@ Conversation::Conversation(const Model& model, const Compressor& compressor, Thr
     : model_(&model),
       compressor_(&compressor),
       pool_(&pool),
+      retention_(model.Retention()),
+      kv_(kv),
       record_(std::move(record)),
       capture_(parts.capture),
       model_mutex_(parts.model_mutex),
       ws_(parts.workspace != nullptr ? parts.workspace : &own_ws_) {
   if (record_.cache) {
-    NoteWindowsHeld();
+    retention_.NoteHeld(*record_.cache);
   } else {
     record_.cache = model.NewCache(kv);
   }
@@ -38,6 +41,37 @@ void Conversation::AdoptCapture(const PressCapture& capture) {
   capture_ = &own_capture_.emplace(capture);
 }
 
+void Conversation::Restore(ConversationRecord image, std::optional<StoredImage> stored) {
+  record_.cache = image.cache ? std::move(image.cache) : model_->NewCache(kv_);
+  record_.cache_salt = std::move(image.cache_salt);
+  record_.tokens = std::move(image.tokens);
+  record_.budget = image.budget;
+  record_.last_prompt_len = image.last_prompt_len;
+  record_.turn = image.turn;
+  retention_.NoteHeld(*record_.cache);
+  rewind_cache_.reset();
+  stored_ = std::move(stored);
+  capture_->Clear();
+}
+
+void Conversation::EnsureCache() {
+  if (!record_.cache) record_.cache = model_->NewCache(kv_);
+}
+
+size_t Conversation::ForkFrom(KvCache shared, std::span<const Token> tokens,
+                              const PressCapture& capture, int budget, size_t keep) {
+  record_.cache = std::move(shared);
+  record_.tokens.assign(tokens.begin(), tokens.end());
+  rewind_cache_.reset();
+  stored_.reset();
+  const size_t kept = TruncateTo(keep);
+  if (kept > 0) {
+    record_.budget = budget;
+    AdoptCapture(capture);
+  }
+  return kept;
+}
+
 bool Conversation::RewindPointAt(size_t n) const {
   // The point is of this cache's pool unless the record's cache was replaced since.
   const auto same_pool = [](const KvCache& a, const KvCache& b) {
@@ -49,7 +83,8 @@ bool Conversation::RewindPointAt(size_t n) const {
 
 size_t Conversation::Keepable(size_t n) const {
   if (n >= record_.tokens.size()) return record_.tokens.size();
-  if (n == 0 || (!RewindPointAt(n) && !WindowsReach(n))) return 0;
+  if (n == 0 || (!RewindPointAt(n) && !retention_.Reaches(*record_.cache, static_cast<int64_t>(n))))
+    return 0;
   return n;
 }
 
@@ -64,44 +99,15 @@ size_t Conversation::TruncateTo(size_t n) {
   if (n < rewind_tokens_) rewind_cache_.reset();
   record_.tokens.resize(n);
   record_.cache->TruncateFrom(static_cast<int32_t>(n));
-  if (rewind_point) {
-    for (int l = 0; l < model_->config().n_layers; ++l)
-      if (model_->config().LocalLayer(l)) record_.cache->ShareLayer(*rewind_cache_, l);
-  }
+  if (rewind_point) retention_.RestoreWindowed(*record_.cache, *rewind_cache_);
   if (stored_) stored_->stable = std::min(stored_->stable, n);
   return n;
 }
 
-bool Conversation::WindowsReach(size_t n) const {
-  const int window = model_->config().sliding_window;
-  if (window <= 0) return true;
-  // A query at n sees positions from n + 1 - window on (from 0 within the first window).
-  const int64_t needed = std::max<int64_t>(0, static_cast<int64_t>(n) + 1 - window);
-  return int64_t{record_.cache->ExpiredBelow()} <= needed;
-}
-
-void Conversation::NoteWindowsHeld() {
-  const ModelConfig& c = model_->config();
-  if (c.sliding_window <= 0) return;
-  // A cache made elsewhere (a session file) does not say what its windowed layers dropped:
-  // every position below the first one they hold counts as gone.
-  const KvCache& cache = *record_.cache;
-  int32_t first = 0;
-  for (int l = 0; l < c.n_layers; ++l) {
-    if (!c.LocalLayer(l)) continue;
-    for (int h = 0; h < c.n_kv_heads; ++h)
-      if (cache.Length(l, h) > 0) first = std::max(first, cache.PositionAt(l, h, 0));
-  }
-  record_.cache->NoteExpiredBelow(first);
-}
-
 void Conversation::SetRewindPoint() {
-  const ModelConfig& c = model_->config();
-  if (c.sliding_window <= 0) return;
-  rewind_cache_ = record_.cache->Share();
+  if (!retention_.Windowed()) return;
+  rewind_cache_ = retention_.WindowedShare(*record_.cache);
   rewind_tokens_ = record_.tokens.size();
-  for (int l = 0; l < c.n_layers; ++l)
-    if (!c.LocalLayer(l)) rewind_cache_->ReleaseLayer(l);
 }
 
 void Conversation::Reset() {
@@ -202,7 +208,7 @@ Status Conversation::CompressTo(int target, bool context) {
 
 std::vector<int> Conversation::TurnWindowRows() const {
   if (Compressing() && compressor_->Needs().reconstruction) return {};  // PrefillContext keeps all
-  return model_->WindowRows(record_.cache->page_tokens());
+  return retention_.TurnRows(record_.cache->page_tokens());
 }
 
 Status Conversation::PrefillContext(std::span<const Token> context) {
@@ -253,7 +259,7 @@ Status Conversation::CompressContext(int context_tokens) {
 
 void Conversation::DropExpired() {
   const auto lock = LockModel();
-  model_->DropExpired(*record_.cache);
+  retention_.DropExpired(*record_.cache);
 }
 
 Status Conversation::CompressNow(double ratio) {
@@ -290,7 +296,7 @@ Result<DecodeResult> Conversation::Decode(const DecodeOptions& options,
   DecodeResult r;
   r.tokens.reserve(static_cast<size_t>(std::max(0, options.reserve)));
   // Its forward passes drop expired entries (FeedToken), so sliding-window layers stay bounded.
-  record_.cache->Reserve(options.reserve + 1, model_->WindowRows(record_.cache->page_tokens()));
+  record_.cache->Reserve(options.reserve + 1, retention_.TurnRows(record_.cache->page_tokens()));
   record_.tokens.reserve(record_.tokens.size() + static_cast<size_t>(options.reserve) + 1);
   Sampler sampler(options.sampler);
   for (int i = 0; i < options.max_new_tokens; ++i) {
@@ -353,6 +359,16 @@ void Conversation::Stored(const StoreWrite& w, const std::string& where) {
   e.torn_bytes = 0;
   if (record_.cache) e.stored = record_.cache->dtype();
   stored_ = DescribeStored(record_, where, e);
+}
+
+Status Conversation::SaveAs(const std::string& dir, const std::string& id) {
+  if (id == record_.id) return Save(dir);
+  // The whole image under the other name; the record's id is restored before anything can fail.
+  const std::string own = std::exchange(record_.id, id);
+  auto image = Image();
+  record_.id = own;
+  if (!image.ok()) return image.status();
+  return WriteSessionImage(dir, id, *image);
 }
 
 Status Conversation::Save(const std::string& dir) {

@@ -217,10 +217,8 @@ Status RunQuestionMode(Runner& run, std::span<const Token> context,
     std::vector<Token> joined(context.begin(), context.end());
     joined.insert(joined.end(), turns[t].begin(), turns[t].end());
     if (pre && !turns[t].empty()) {
-      ConversationRecord& r = run.conv.record();
-      r.cache = pre->cache.Share();
-      r.tokens.assign(context.begin(), context.end());
-      run.conv.AdoptCapture(pre->capture);
+      run.conv.ForkFrom(pre->cache.Share(), context, pre->capture, run.conv.budget(),
+                        context.size());
       const auto t0 = std::chrono::steady_clock::now();
       PRIMEKV_RETURN_IF_ERROR(run.conv.Prefill(turns[t]));
       run.report.context_prefill_ms += MsSince(t0);

@@ -221,7 +221,8 @@ TEST_F(RedisStoreTest, TurnsAppendDeltasOntoTheTurnTheyFollow) {
     std::vector<Token> more(6, static_cast<Token>(100 + turn));
     ASSERT_TRUE(a->Prefill(more).ok());
     ASSERT_TRUE(a->CompressNow(0.5).ok());  // removes entries: the delta names their rows
-    a->record().turn = static_cast<uint64_t>(turn);
+    ASSERT_TRUE(a->EndTurn().ok());
+    ASSERT_EQ(a->record().turn, static_cast<uint64_t>(turn));
     ASSERT_EQ(*store_->Save(*a), SessionBackend::Saved::kSaved);
     EXPECT_EQ(Raw({"HGET", key, "nd"}), std::to_string(turn - 1));
     EXPECT_EQ(Raw({"HGET", key, "data"}).size(), base) << "the base is not rewritten";
@@ -249,16 +250,15 @@ TEST_F(RedisStoreTest, TurnsAppendDeltasOntoTheTurnTheyFollow) {
   auto b = Conv(4, 40);
   auto at4 = store_->Load("tfeedbeef", "s0123abcd");
   ASSERT_TRUE(at4.ok());
-  b->record().tokens = at4->snapshot.tokens;
-  b->RestoreCache(std::move(*at4->snapshot.cache));
-  b->SetStored(DescribeStored(b->record(), "redis", at4->extent));
+  auto held = DescribeStored(at4->snapshot, "redis", at4->extent);
+  b->Restore(std::move(at4->snapshot), std::move(held));
   // Meanwhile `a`, still at turn 4 in its own view, saves a turn 5 first: b's is then stale.
-  a->record().turn = 5;
+  ASSERT_TRUE(a->EndTurn().ok());  // turn 5
   ASSERT_EQ(*store_->Save(*a), SessionBackend::Saved::kSaved);
-  b->record().turn = 5;
+  ASSERT_TRUE(b->EndTurn().ok());  // turn 5
   EXPECT_EQ(*store_->Save(*b), SessionBackend::Saved::kStale);
   // b's turn 6 follows turn 4, which the store no longer holds: the whole image replaces it.
-  b->record().turn = 6;
+  ASSERT_TRUE(b->EndTurn().ok());  // turn 6
   ASSERT_EQ(*store_->Save(*b), SessionBackend::Saved::kSaved);
   EXPECT_EQ(Raw({"HGET", key, "nd"}), "0");
   auto at6 = store_->Load("tfeedbeef", "s0123abcd");

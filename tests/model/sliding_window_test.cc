@@ -64,7 +64,7 @@ TEST(SlidingWindow, DropExpiredFreesRowsAndChangesNoLogit) {
   Logits(m, full, first, pool);
   Logits(m, ring, first, pool);
   const size_t before = ring.BytesInUse();
-  m.DropExpired(ring);
+  m.Retention().DropExpired(ring);
   EXPECT_LT(ring.BytesInUse(), before);
   for (int l = 0; l < m.config().n_layers; ++l) {
     for (int h = 0; h < m.config().n_kv_heads; ++h) {
@@ -84,7 +84,7 @@ TEST(SlidingWindow, DropExpiredFreesRowsAndChangesNoLogit) {
   const std::vector<float> want = Logits(m, full, rest, pool);
   for (size_t i = 0; i < rest.size(); ++i) {
     const std::vector<float> got = Logits(m, ring, rest.subspan(i, 1), pool);
-    m.DropExpired(ring);
+    m.Retention().DropExpired(ring);
     for (int v = 0; v < vocab; ++v) {
       ASSERT_NEAR(got[static_cast<size_t>(v)], want[i * vocab + static_cast<size_t>(v)], 1e-4)
           << "token " << i << " logit " << v;
@@ -146,7 +146,7 @@ TEST(SlidingWindow, ReserveCountsTheWindowNotTheTurn) {
   ThreadPool pool(2);
   const std::vector<Token> tokens = RandomTokenIds(740, 17, 3, 500);
   KvCache cache = m.NewCache({KvDType::kF32, 8});
-  const std::vector<int> rows = m.WindowRows(cache.page_tokens());
+  const std::vector<int> rows = m.Retention().TurnRows(cache.page_tokens());
   EXPECT_EQ(rows, (std::vector<int>{kWindow - 1 + 8, 0, kWindow - 1 + 8, 0}));
   Logits(m, cache, std::span<const Token>(tokens.data(), 40), pool, true);
 
@@ -187,7 +187,7 @@ TEST(SlidingWindow, ATurnsPrefillAndDecodeStayWithinItsOneReservation) {
   ThreadPool pool(2);
   const std::vector<Token> tokens = RandomTokenIds(740, 19, 3, 500);
   KvCache cache = m.NewCache({KvDType::kF32, 16});
-  const std::vector<int> rows = m.WindowRows(cache.page_tokens());
+  const std::vector<int> rows = m.Retention().TurnRows(cache.page_tokens());
   const size_t turn = cache.BytesAllocatedAfterReserve(640 + 100 + 1, rows);
   EXPECT_EQ(turn * 12, cache.BytesAllocatedAfterReserve(640 + 100 + 1)) << "47 pages a head";
   Logits(m, cache, std::span<const Token>(tokens.data(), 640), pool, true);

@@ -53,10 +53,11 @@ class SessionStoreTest : public ::testing::Test {
   // An idle session of `tenant`; `units` > 0 gives it a cache in memory of that many chunks,
   // charged.
   Session& Add(const std::string& id, const std::string& tenant, std::vector<Token> tokens,
-               size_t units = 0, uint64_t last_used = 0) {
+               size_t units = 0, uint64_t last_used = 0, const std::string& salt = "") {
     const int n = static_cast<int>(tokens.size());
     Session& s = store_->Add({.id = id,
                               .tenant = tenant,
+                              .cache_salt = salt,
                               .press = "knorm",
                               .schedule = {.ratio = 0.5},
                               .last_prompt_len = n,
@@ -94,7 +95,7 @@ TEST_F(SessionStoreTest, PrefixMatchPicksTheLongestSessionOfTheTenantAndSalt) {
   Add("short", "t1", {1, 2, 3});
   Session& longest = Add("long", "t1", {1, 2, 3, 4, 5});
   Add("other-tenant", "t2", {1, 2, 3, 4, 5, 6, 7});
-  Add("other-salt", "t1", {1, 2, 3, 4, 5, 6, 7}).record().cache_salt = "x";
+  Add("other-salt", "t1", {1, 2, 3, 4, 5, 6, 7}, 0, 0, "x");
   // Departs inside its last prompt: the request does not contain it.
   Add("departs", "t1", {1, 2, 3, 4, 5, 6, 9});
   auto found = store_->Find(Request("t1", {1, 2, 3, 4, 5, 6, 7}));

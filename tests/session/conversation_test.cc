@@ -210,9 +210,11 @@ TEST_F(SessionTest, EndTurnBringsAMultiTurnCacheBackToItsBudget) {
   EXPECT_EQ(s.stats().compressions, 2);
   EXPECT_EQ(cache.MaxLength(), 50);
   // A budget carried over from elsewhere (a stored conversation) is the one kept.
-  s.set_budget(40);
+  ConversationRecord image{.budget = 40, .turn = s.record().turn, .tokens = s.tokens()};
+  image.cache = s.TakeCache();
+  s.Restore(std::move(image));
   ASSERT_TRUE(s.EndTurn().ok());
-  EXPECT_EQ(cache.MaxLength(), 40);
+  EXPECT_EQ(s.cache().MaxLength(), 40);
   // Other modes never compress at the end of a turn.
   Conversation ctx_mode(m, comp, pool, {.schedule = {.ratio = 0.5}});
   KvCache& c2 = ctx_mode.cache();

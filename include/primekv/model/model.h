@@ -15,6 +15,7 @@
 #include "primekv/attention/attention.h"
 #include "primekv/gguf/gguf.h"
 #include "primekv/kv/kv_cache.h"
+#include "primekv/kv/retention.h"
 #include "primekv/tokenizer/tokenizer.h"
 #include "primekv/util/status.h"
 #include "primekv/util/tensor.h"
@@ -209,14 +210,10 @@ class Model {
 
   // A cache shaped for this model.
   KvCache NewCache(KvCacheOptions options = {}) const;
-  // Sliding-window layers: drops every entry no query at cache.NextPosition() or later can see.
-  // Forward drops nothing itself unless asked (ForwardOptions::drop_expired), so a caller may
-  // still rewind (TruncateFrom) to any position since its last drop.
-  void DropExpired(KvCache& cache) const;
-  // Per layer, the most entries a head holds while forward calls that drop expired entries
-  // run: window - 1 + page_tokens in a sliding-window layer, 0 (no bound) elsewhere; empty
-  // without a sliding window. What KvCache::Reserve may count on for such calls.
-  std::vector<int> WindowRows(int page_tokens) const;
+  // What each layer's cache keeps (sliding-window layers: their window). Forward drops nothing
+  // itself unless asked (ForwardOptions::drop_expired), so a caller may still rewind
+  // (TruncateFrom) to any position since its last KvRetention::DropExpired.
+  KvRetention Retention() const;
 
   // Runs `tokens` at positions cache.NextPosition() onward, appending their K/V to `cache`.
   // logits: [1, vocab] (last token) or [n, vocab] with opts.all_logits.

@@ -41,12 +41,12 @@ class Conversation {
   Conversation(const Conversation&) = delete;
   Conversation& operator=(const Conversation&) = delete;
 
+  // The record is the conversation's own: others read it, and change it only through the
+  // operations below, named by what they do.
   const ConversationRecord& record() const { return record_; }
-  ConversationRecord& record() { return record_; }
   const std::vector<Token>& tokens() const { return record_.tokens; }
   const Schedule& schedule() const { return record_.schedule; }
   int budget() const { return record_.budget; }
-  void set_budget(int budget) { record_.budget = budget; }
   bool Compressing() const { return record_.schedule.ratio > 0 && compressor_->enabled(); }
   const Compressor& compressor() const { return *compressor_; }
   // Per layer, the most entries a head holds while a turn runs (KvCache::Reserve's layer_rows):
@@ -64,13 +64,23 @@ class Conversation {
     record_.cache.reset();
     rewind_cache_.reset();
   }
-  // A cache read back for the same tokens (the store's description comes with SetStored).
-  void RestoreCache(KvCache cache) {
-    record_.cache = std::move(cache);
-    stored_.reset();
-    rewind_cache_.reset();
-    NoteWindowsHeld();
-  }
+  // Continues from a stored image of this conversation (a session file, a store, its own
+  // evicted cache read back): the image's cache (an empty one when it has none), tokens,
+  // budget, turn count, salt and last prompt replace this one's; id, tenant, press and schedule
+  // stay. Every restore goes through here, so what the sliding-window layers no longer hold is
+  // always known and a later cut never keeps what they dropped. `stored`: what the store holds
+  // (the base of the next save's delta). The press starts with an empty query window.
+  void Restore(ConversationRecord image, std::optional<StoredImage> stored = std::nullopt);
+  // An empty cache if it holds none (a new conversation whose first use comes later).
+  void EnsureCache();
+  // Continues another run's prefix: `shared` (a Share() of its cache) holding `tokens`, cut to
+  // `keep` tokens. Kept tokens carry the press's view of the source (its capture and multi-turn
+  // budget), as if this conversation had run them; kept 0 (a cut a window had passed), it is a
+  // new conversation. Returns the tokens kept.
+  size_t ForkFrom(KvCache shared, std::span<const Token> tokens, const PressCapture& capture,
+                  int budget, size_t keep);
+  // The prompt is in: what follows is the answer (a regenerate cuts back to here).
+  void BeginAnswer() { record_.last_prompt_len = static_cast<int>(record_.tokens.size()); }
   // The cache, handed to the caller; the conversation holds none after.
   KvCache TakeCache();
   // Drops the tokens from position `n` on, with their entries.
@@ -133,6 +143,9 @@ class Conversation {
   // The conversation as a session file's bytes (session/session_file.h). It needs its cache
   // and an id.
   Result<std::string> Image() const;
+  // Writes `dir/<id>.pkvs` under another id than its own (the conversation keeps its id and
+  // what it knows of its own file).
+  Status SaveAs(const std::string& dir, const std::string& id);
   // Writes `dir/<id>.pkvs`: the turns since the last save or load there appended as a delta,
   // or the whole image (the first save, another directory, deltas grown past the base's size,
   // or a file another writer replaced).
@@ -157,12 +170,8 @@ class Conversation {
   // Frees the sliding-window layers' entries no later query can see (the forward passes do it
   // too; this covers a cache filled elsewhere).
   void DropExpired();
-  // Whether every sliding-window layer still holds what a query at position n needs.
-  bool WindowsReach(size_t n) const;
   // Whether TruncateTo(n) returns to the rewind point.
   bool RewindPointAt(size_t n) const;
-  // For a cache made elsewhere: what its windowed layers no longer hold (KvCache::ExpiredBelow).
-  void NoteWindowsHeld();
   // drop_expired: the windowed layers drop what no later query sees (ForwardOptions).
   Status Forward(std::span<const Token> tokens, bool drop_expired = true);
   Status Prefill(std::span<const Token> tokens, bool drop_expired);
@@ -176,6 +185,8 @@ class Conversation {
   const Model* model_;
   const Compressor* compressor_;
   ThreadPool* pool_;
+  KvRetention retention_;
+  KvCacheOptions kv_;
   ConversationRecord record_;
   std::optional<PressCapture> own_capture_;
   PressCapture* capture_;
