@@ -244,6 +244,7 @@ std::variant<std::monostate, HttpError, Engine::Retry> Engine::ReserveMemory(
   const std::string tenant = s.record().tenant;  // (`s` may be forgotten by `release`)
   const MemoryBudget::Request r{
       .bytes = reserve,
+      .held = held.after,
       .give_way = give_way,
       .deadline = deadline,
       .tenant_fits = [&] { return store_->TenantFits(tenant, reserve); },

@@ -64,6 +64,13 @@ bool MemoryBudget::MustGiveWayLocked(uint64_t ticket) const {
 
 MemoryBudget::Outcome MemoryBudget::Reserve(const Request& r) {
   std::unique_lock lock(mu_);
+  if (r.held + r.bytes > budget_) {
+    // Never fits, whatever is evicted or waited for: refused before anyone loses a session.
+    --beginning_;
+    cv_.notify_all();
+    used_ -= r.release(false);
+    return Outcome::kRefusedBudget;
+  }
   const uint64_t ticket = ++tickets_;
   waiters_.emplace(ticket, r.give_way);
   cv_.notify_all();  // the others may now all be waiting (below)

@@ -31,6 +31,9 @@ class MemoryBudget {
   };
   struct Request {
     size_t bytes = 0;
+    // What the request's own session holds already: no eviction frees it for this request, so
+    // held + bytes over the budget can never fit, and nothing is evicted for it.
+    size_t held = 0;
     GiveWay give_way = GiveWay::kNo;
     std::chrono::steady_clock::time_point deadline;
     // Asked of the session store under the budget's lock:

@@ -102,6 +102,33 @@ TEST(MemoryBudget, ARequestAloneThatCannotFitIsRefusedAtOnce) {
   EXPECT_EQ(b.waiting(), 0u);
 }
 
+// A request larger than the whole budget (with what its own session holds) is refused before
+// any idle session is evicted for it: evicting could never make it fit.
+TEST(MemoryBudget, ARequestThatCanNeverFitEvictsNothing) {
+  MemoryBudget b(100);
+  b.Replace(0, 60);  // two idle sessions of 30
+  Store st;
+  st.idle = {30, 30};
+  st.session_bytes = 10;
+  b.Enter();
+  b.Replace(0, 10);  // the request's own session
+  auto r = Ask(st, 95);
+  r.held = 10;
+  EXPECT_EQ(b.Reserve(r), Outcome::kRefusedBudget);
+  EXPECT_EQ(st.idle.size(), 2u) << "evicted sessions for a request that can never fit";
+  EXPECT_TRUE(st.own_only.empty());
+  EXPECT_EQ(st.released, 0);
+  EXPECT_EQ(b.used(), 60u);
+  EXPECT_EQ(b.waiting(), 0u);
+  // One that fits once both are evicted still evicts them.
+  Store fits;
+  fits.idle = {30, 30};
+  b.Enter();
+  auto r2 = Ask(fits, 90);
+  EXPECT_EQ(b.Reserve(r2), Outcome::kTaken);
+  EXPECT_TRUE(fits.idle.empty());
+}
+
 TEST(MemoryBudget, WaitsForARunningTurnToEnd) {
   MemoryBudget b(100);
   Store first, second;

@@ -518,6 +518,32 @@ def case_sessions(work):
         st, j, _ = s.post("/v1/completions", {"prompt": "Once", "max_tokens": 2000})
         check(st == 503 and j["error"]["type"] == "server_overloaded",
               "a request over the KV budget -> 503 JSON")
+    finally:
+        s.stop()
+
+    # A request that can never fit evicts nothing: sessions kept in memory only (no session
+    # directory) would be lost for nothing.
+    s = Server(work, "--kv-budget-mib", "2")
+    try:
+        held = []
+        for b in bases[:1]:  # (one idle session: what 2 MiB holds beside nothing else)
+            st, j, _ = s.post("/v1/completions", {"prompt": b, "temperature": 0, "max_tokens": 10})
+            held.append((b + j["choices"][0]["text"], j["session"], j["usage"]["prompt_tokens"]))
+        before = s.metrics()
+        st, j, _ = s.post("/v1/completions", {"prompt": "Once", "max_tokens": 2000})
+        after = s.metrics()
+        check(st == 503 and "cannot hold this request" in j["error"]["message"],
+              "a request larger than the whole budget -> 503 (%d)" % st)
+        check(after["primekv_evictions_total"] == before["primekv_evictions_total"] and
+              after["primekv_sessions_in_memory"] == before["primekv_sessions_in_memory"],
+              "... and it evicted nothing (evictions %d -> %d, in memory %d -> %d)" % (
+                  before["primekv_evictions_total"], after["primekv_evictions_total"],
+                  before["primekv_sessions_in_memory"], after["primekv_sessions_in_memory"]))
+        for text, sid, n in held:
+            st, j, _ = s.post("/v1/completions", {"prompt": text + q2, "session": sid,
+                                                  "temperature": 0, "max_tokens": 4})
+            check(st == 200 and j["usage"]["prompt_tokens_details"]["cached_tokens"] >= n,
+                  "session %s still cached after the refusal" % sid)
         st, _, _ = s.request("GET", "/health")
         check(st == 200, "server still serving after 503")
     finally:
