@@ -47,6 +47,7 @@ import time
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(_ROOT, "tools", "train"))
 sys.path.insert(0, os.path.join(_ROOT, "tests", "reference"))
+import corpus  # noqa: E402
 import data_long  # noqa: E402
 from gguf_read import GGUFFile  # noqa: E402
 from tokenizer import FIRST_PIECE, Tokenizer  # noqa: E402
@@ -70,18 +71,18 @@ def sha256(path):
     return h.hexdigest()
 
 
-def stream_seed(split, seed, family, length):
-    return "long-%s-%d-%s-%d" % (split, seed, family, length)
+def stream_seed(split, seed, family, length, filler="generator"):
+    return "long-%s%s-%d-%s-%d" % ("real-" if filler == "real" else "", split, seed, family, length)
 
 
-def write_family(tok, split, seed, family, length, n, path):
-    rng = random.Random(stream_seed(split, seed, family, length))
+def write_family(tok, split, seed, family, length, n, path, filler_docs=None):
+    rng = random.Random(stream_seed(split, seed, family, length, "real" if filler_docs else "generator"))
     needs = []
     with open(path, "w", encoding="utf-8") as f:
         for i in range(n):
             s = None
             for _ in range(10):
-                s = data_long.long_eval_sample(tok, rng, family, length)
+                s = data_long.long_eval_sample(tok, rng, family, length, filler_docs=filler_docs)
                 if s is not None:
                     break
             if s is None:
@@ -104,6 +105,11 @@ def main():
                     help="samples per family and length (default: dev 20, test 50, fresh 50)")
     ap.add_argument("--families", nargs="+", default=data_long.HELDOUT_FAMILIES)
     ap.add_argument("--out", default=os.path.join(_ROOT, "research", "results", "long-heldout"))
+    ap.add_argument("--filler", choices=["generator", "real"], default="generator",
+                    help="real: every family's filler is real prose from the corpus split of the same "
+                         "name (tools/train/corpus.py: dev and test packages are never trained on; fresh "
+                         "draws from the license texts); the folders are long-real-SPLIT")
+    ap.add_argument("--corpus", default=None, help="corpus cache (default tools/train/corpus.py's)")
     args = ap.parse_args()
     for fam in args.families:
         if fam not in data_long.HELDOUT_FAMILIES:
@@ -114,20 +120,32 @@ def main():
         if args.fresh_seed in USED_SEEDS:
             ap.error("--fresh-seed %d is the seed of an existing split" % args.fresh_seed)
     tok = tokenizer_from_gguf(args.model)
+    docs = None
+    if args.filler == "real":
+        docs = corpus.by_split(corpus.load(args.corpus or corpus.CACHE))
     for split in args.splits:
         seed = args.fresh_seed if split == "fresh" else SPLIT_SEEDS[split]
         name = "long-fresh-%d" % seed if split == "fresh" else "long-" + split
         n = args.n or DEFAULT_N[split]
-        manifest = {"split": split, "seed": seed, "stream": stream_seed(split, seed, "FAMILY", 0)[:-1] + "LENGTH",
+        filler_docs = None
+        if docs is not None:
+            name = name.replace("long-", "long-real-", 1)
+            filler_docs = docs["license" if split == "fresh" else split]
+        manifest = {"split": split, "seed": seed,
+                    "stream": stream_seed(split, seed, "FAMILY", 0, args.filler)[:-1] + "LENGTH",
                     "tokenizer": os.path.relpath(args.model, _ROOT), "tokenizer_sha256": sha256(args.model),
-                    "samples_per_family": n, "files": {}}
+                    "samples_per_family": n, "filler": args.filler, "files": {}}
+        if filler_docs is not None:
+            table, digest = corpus.stats(filler_docs)
+            manifest["corpus"] = {"digest": digest, "documents": table,
+                                  "packages": sorted({d["package"] for d in filler_docs})}
         for L in args.lengths:
             folder = os.path.join(args.out, name, str(L))
             os.makedirs(folder, exist_ok=True)
             for fam in args.families:
                 t0 = time.time()
                 path = os.path.join(folder, fam + ".jsonl")
-                needs = write_family(tok, split, seed, fam, L, n, path)
+                needs = write_family(tok, split, seed, fam, L, n, path, filler_docs)
                 manifest["files"]["%d/%s.jsonl" % (L, fam)] = {
                     "samples": len(needs), "need_min": min(needs) if needs else None,
                     "need_max": max(needs) if needs else None}
