@@ -39,7 +39,17 @@ ROWS = [
     ("session", "primekv/eval/eval.h", False),
     ("eval", "primekv/tokenizer/tokenizer.h", True),
     ("eval", "primekv/model/model.h", False),
+    ("gguf", "primekv/util/dtype.h", True),
+    ("gguf", "primekv/quant/quant.h", False),
+    ("attention", "primekv/kv/kv_cache.h", True),
+    ("attention", "primekv/model/model.h", False),
+    ("eval_runner", "primekv/session/pipeline.h", True),
+    ("eval_runner", "primekv/server/server.h", False),
+    ("server", "primekv/session/conversation.h", True),
+    ("server", "primekv/eval/eval_runner.h", False),
 ]
+# Every module of docs/architecture.md's table has rows; the programs on top (cli, capi) see
+# all of include/ by design, so they have none.
 
 
 def command_for(entries, module):

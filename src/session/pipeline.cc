@@ -12,12 +12,6 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-constexpr std::pair<CompressionMode, std::string_view> kCompressionModeNames[] = {
-    {CompressionMode::kContext, "context"},     {CompressionMode::kQuestion, "question"},
-    {CompressionMode::kMultiTurn, "multiturn"}, {CompressionMode::kChunked, "chunked"},
-    {CompressionMode::kDecode, "decode"},       {CompressionMode::kFirstQuestion, "first-question"},
-};
-
 // One conversation under the protocol, and what the run reports of it.
 struct Runner {
   const Model& model;
@@ -106,34 +100,6 @@ struct Runner {
 };
 
 }  // namespace
-
-std::optional<CompressionMode> ParseCompressionMode(std::string_view s) {
-  if (s == "multi-turn") return CompressionMode::kMultiTurn;
-  for (const auto& [mode, name] : kCompressionModeNames) {
-    if (s == name) return mode;
-  }
-  return std::nullopt;
-}
-
-std::string_view CompressionModeName(CompressionMode m) {
-  for (const auto& [mode, name] : kCompressionModeNames) {
-    if (m == mode) return name;
-  }
-  return "?";
-}
-
-ScheduleMode ScheduleModeOf(CompressionMode m) {
-  switch (m) {
-    case CompressionMode::kMultiTurn:
-      return ScheduleMode::kMultiTurn;
-    case CompressionMode::kChunked:
-      return ScheduleMode::kChunked;
-    case CompressionMode::kDecode:
-      return ScheduleMode::kDecode;
-    default:
-      return ScheduleMode::kContext;
-  }
-}
 
 Result<PrefilledContext> PrefillForPresses(const Model& model, const PressNeeds& needs,
                                            const KvCacheOptions& kv, std::span<const Token> context,

@@ -7,27 +7,56 @@ namespace primekv {
 
 namespace {
 
-constexpr std::pair<ScheduleMode, std::string_view> kScheduleModeNames[] = {
-    {ScheduleMode::kContext, "context"},
-    {ScheduleMode::kMultiTurn, "multiturn"},
-    {ScheduleMode::kChunked, "chunked"},
-    {ScheduleMode::kDecode, "decode"},
+struct ModeName {
+  CompressionMode mode;
+  std::string_view name;
+  ScheduleMode schedule;  // what the conversation runs under it
+  bool schedules;         // whether the mode is one of a conversation's own schedules
 };
+
+constexpr ModeName kModes[] = {
+    {CompressionMode::kContext, "context", ScheduleMode::kContext, true},
+    {CompressionMode::kQuestion, "question", ScheduleMode::kContext, false},
+    {CompressionMode::kMultiTurn, "multiturn", ScheduleMode::kMultiTurn, true},
+    {CompressionMode::kChunked, "chunked", ScheduleMode::kChunked, true},
+    {CompressionMode::kDecode, "decode", ScheduleMode::kDecode, true},
+    {CompressionMode::kFirstQuestion, "first-question", ScheduleMode::kContext, false},
+};
+
+const ModeName* Named(std::string_view s) {
+  if (s == "multi-turn") s = "multiturn";
+  for (const ModeName& m : kModes)
+    if (s == m.name) return &m;
+  return nullptr;
+}
 
 }  // namespace
 
-std::optional<ScheduleMode> ParseScheduleMode(std::string_view s) {
-  if (s == "multi-turn") return ScheduleMode::kMultiTurn;
-  for (const auto& [mode, name] : kScheduleModeNames) {
-    if (s == name) return mode;
-  }
-  return std::nullopt;
+std::optional<CompressionMode> ParseCompressionMode(std::string_view s) {
+  const ModeName* m = Named(s);
+  return m ? std::optional(m->mode) : std::nullopt;
 }
 
-std::string_view ScheduleModeName(ScheduleMode m) {
-  for (const auto& [mode, name] : kScheduleModeNames) {
-    if (m == mode) return name;
-  }
+std::string_view CompressionModeName(CompressionMode mode) {
+  for (const ModeName& m : kModes)
+    if (m.mode == mode) return m.name;
+  return "?";
+}
+
+ScheduleMode ScheduleModeOf(CompressionMode mode) {
+  for (const ModeName& m : kModes)
+    if (m.mode == mode) return m.schedule;
+  return ScheduleMode::kContext;
+}
+
+std::optional<ScheduleMode> ParseScheduleMode(std::string_view s) {
+  const ModeName* m = Named(s);
+  return m && m->schedules ? std::optional(m->schedule) : std::nullopt;
+}
+
+std::string_view ScheduleModeName(ScheduleMode mode) {
+  for (const ModeName& m : kModes)
+    if (m.schedules && m.schedule == mode) return m.name;
   return "?";
 }
 

@@ -17,24 +17,6 @@
 
 namespace primekv {
 
-// How the questions meet the conversation: the four schedules of a conversation, and two
-// protocols that ask each question on a cache compressed with it (question), or with the first
-// question only (first-question); both of those compress once, like kContext.
-enum class CompressionMode {
-  kContext,    // compress after the context, before any question (default)
-  kQuestion,   // each question is prefilled with the context, then compressed
-  kMultiTurn,  // questions in turns; answers stay; re-compress when over budget
-  kChunked,    // prefill the context in chunks, compressing after each one
-  kDecode,     // like kContext, and re-compress every `interval` generated tokens
-  // The context and the first question are prefilled and compressed once (query-aware presses
-  // see the first question); every question is then asked on that cache, independently.
-  kFirstQuestion,
-};
-std::optional<CompressionMode> ParseCompressionMode(std::string_view s);
-std::string_view CompressionModeName(CompressionMode m);
-// The schedule the conversation runs under a mode.
-ScheduleMode ScheduleModeOf(CompressionMode m);
-
 struct PipelineOptions {
   CompressionMode mode = CompressionMode::kContext;
   // Ratio, chunk, interval, ubatch and window (its --ctx-size; bounds KVzip's second pass); the

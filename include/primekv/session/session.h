@@ -17,16 +17,33 @@
 
 namespace primekv {
 
-// What a conversation schedules: when its cache is compressed. The eval protocols that ask
-// questions around a conversation (question, first-question) are CompressionMode's
-// (session/pipeline.h), not a conversation's.
+// The compression modes, one vocabulary: the four a conversation schedules (ScheduleMode: when
+// its cache is compressed) and two protocols of the pipeline (session/pipeline.h) that ask each
+// question on a cache compressed with it (question) or with the first question only
+// (first-question); both of those compress once, like kContext. One table names them all
+// (src/session/session.cc).
 enum class ScheduleMode {
   kContext,    // once, after the context (the first prefill of a conversation)
   kChunked,    // the context in chunks, compressing after each one
   kDecode,     // like kContext, and again every `interval` generated tokens
   kMultiTurn,  // like kContext, and after each turn the cache comes back to the context's budget
 };
-// "context", "chunked", "decode", "multiturn" (or "multi-turn").
+enum class CompressionMode {
+  kContext,    // compress after the context, before any question (default)
+  kQuestion,   // each question is prefilled with the context, then compressed
+  kMultiTurn,  // questions in turns; answers stay; re-compress when over budget
+  kChunked,    // prefill the context in chunks, compressing after each one
+  kDecode,     // like kContext, and re-compress every `interval` generated tokens
+  // The context and the first question are prefilled and compressed once (query-aware presses
+  // see the first question); every question is then asked on that cache, independently.
+  kFirstQuestion,
+};
+// "context", "question", "multiturn" (or "multi-turn"), "chunked", "decode", "first-question".
+std::optional<CompressionMode> ParseCompressionMode(std::string_view s);
+std::string_view CompressionModeName(CompressionMode m);
+// The schedule the conversation runs under a mode.
+ScheduleMode ScheduleModeOf(CompressionMode m);
+// The modes a conversation schedules: "context", "chunked", "decode", "multiturn".
 std::optional<ScheduleMode> ParseScheduleMode(std::string_view s);
 std::string_view ScheduleModeName(ScheduleMode m);
 
