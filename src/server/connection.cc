@@ -5,7 +5,7 @@
 
 #include <cerrno>
 
-#include "server/server_internal.h"
+#include "server/common.h"
 
 namespace primekv::server {
 

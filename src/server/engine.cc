@@ -1,5 +1,7 @@
 // The engine of `primekv serve`: loading, press checks, and a request's way in (a slot, its
 // session, its memory) and out.
+#include "server/engine.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,9 +15,9 @@
 #include <thread>
 
 #include "primekv/session/pipeline.h"
+#include "server/common.h"
 #include "server/decode_batcher.h"
 #include "server/request.h"
-#include "server/server_internal.h"
 #include "server/session_backend.h"
 #include "server/session_store.h"
 

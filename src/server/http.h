@@ -11,7 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "server/server_internal.h"
+#include "primekv/server/server.h"
+#include "primekv/util/status.h"
+#include "server/http_error.h"
 
 namespace primekv::server {
 

@@ -9,8 +9,10 @@
 #include <variant>
 
 #include "primekv/server/server.h"
+#include "primekv/session/session_file.h"
 #include "primekv/tokenizer/tokenizer.h"
-#include "server/server_internal.h"
+#include "server/http_error.h"
+#include "server/turn_request.h"
 
 namespace primekv::server {
 

@@ -14,11 +14,13 @@
 
 #include "primekv/press/press.h"
 #include "server/cache_view.h"
+#include "server/common.h"
+#include "server/engine.h"
 #include "server/http.h"
 #include "server/request.h"
-#include "server/server_internal.h"
 #include "server/session_backend.h"
 #include "server/session_store.h"
+#include "server/tenant.h"
 #include "server/ui_assets.h"
 
 namespace primekv {

@@ -12,9 +12,21 @@
 #include <string>
 #include <vector>
 
-#include "server/server_internal.h"
+#include "primekv/server/server.h"
+#include "primekv/session/conversation.h"
+#include "primekv/session/record.h"
+#include "primekv/session/session_file.h"
+#include "primekv/util/status.h"
+#include "server/common.h"
 
 namespace primekv::server {
+
+// A stored session whose last prompt begins a new conversation's prompt (a shared store's
+// prefix index: SessionBackend::FindPrefix).
+struct PrefixHit {
+  std::string id;
+  size_t length = 0;  // the stored session's last prompt length: the tokens the hit covers
+};
 
 // Counters of one backend, for /metrics.
 struct StoreStats {

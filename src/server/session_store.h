@@ -13,9 +13,14 @@
 #include <variant>
 #include <vector>
 
+#include "server/common.h"
+#include "server/http_error.h"
+#include "server/memory_budget.h"
 #include "server/request.h"
-#include "server/server_internal.h"
+#include "server/server_metrics.h"
+#include "server/session_backend.h"
 #include "server/stored_session.h"
+#include "server/turn_request.h"
 
 namespace primekv::server {
 

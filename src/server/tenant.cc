@@ -1,4 +1,6 @@
 // Who may see a session: session ids from the kernel's random source, and API keys as tenants.
+#include "server/tenant.h"
+
 #include <openssl/evp.h>
 #include <sys/random.h>
 
@@ -6,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "server/server_internal.h"
+#include "server/common.h"
 
 namespace primekv::server {
 namespace {

@@ -6,8 +6,9 @@
 #include <cstdio>
 #include <string>
 
+#include "server/common.h"
 #include "server/decode_batcher.h"
-#include "server/server_internal.h"
+#include "server/engine.h"
 #include "server/session_store.h"
 
 namespace primekv::server {

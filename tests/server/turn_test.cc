@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "common/random_models.h"
-#include "server/server_internal.h"
+#include "server/engine.h"
 
 namespace primekv::server {
 namespace {
