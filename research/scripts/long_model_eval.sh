@@ -19,6 +19,10 @@
 #              query-aware press sees it. snapkv (the query-aware reference), primekv and
 #              keydiff at 0.5, 0.75 and 0.9 and the full cache, N samples (default 10) of each
 #              tables family.
+#   STEP=real  full cache on the real-prose split SPLIT (default dev; make_long_splits.py --filler
+#              real: filler from Debian documentation of packages never trained on) at LENGTHS
+#              (default "4096 8192 16384"), N samples (default 10) of single, multikey,
+#              near_key and vt: OUT/real-SPLIT-LENGTH.
 # Tables and the frontier plot from a tables folder: research/scripts/long_tables.py.
 # Environment: MODEL (default models/primekv-long.gguf), PRIMEKV_BIN (default
 # build/release/src/cli/primekv), SPLITS (make_long_splits.py --out folder, made when missing),
@@ -44,6 +48,19 @@ run() {  # split length folder
     --samples "$n" --threads "$threads" -q --out "$dir"
 }
 case "$step" in
+  real)
+    split="${SPLIT:-dev}"
+    if [[ ! -d "$splits/long-real-$split" ]]; then
+      /usr/bin/python3 scripts/make_long_splits.py --filler real --splits "$split" --n 20 \
+        --families single multikey near_key vt --lengths 4096 8192 16384 32768 --out "$splits"
+    fi
+    for len in ${LENGTHS:-4096 8192 16384}; do
+      S="$splits/long-real-$split/$len"
+      "$bin" eval -m "$model" -c $((len + 512)) --allow-ctx-overflow --presses none \
+        --tasks "jsonl:$S/single.jsonl,jsonl:$S/multikey.jsonl,jsonl:$S/near_key.jsonl,jsonl:$S/vt.jsonl" \
+        --samples "${N:-10}" --threads "$threads" -q --out "$out/real-$split-$len"
+    done
+    ;;
   dev) for len in 4096 8192 16384; do run dev "$len" "$out/eval-dev-$len"; done ;;
   test) run test 16384 "$out/eval-test-16384" ;;
   tables)
