@@ -5,7 +5,8 @@ session, session files that are not regular files, and the statuses of odd but v
 requests; then the third hardening round (issue 55): --port-file on what is not a regular file,
 settings that cannot work, /metrics and response ids, unknown models and top_k, 409 before a
 slot, failed saves, tenant shares of the KV budget, stalled connections from one address; and
-the web page (issue 54): its CSP, the cache endpoint's 401 and 404, --no-ui.
+the web page (issue 54): its CSP, the cache endpoint's 401 and 404, --no-ui; and issue 67: keys
+too long for a request head (exit 2).
 
 Usage: security_test.py --primekv BIN --model GGUF [--sanitized] [--only CHECK,...]
 (--sanitized: an ASan/UBSan build, where the budget contention count is printed, not checked;
@@ -667,6 +668,43 @@ def slow_heads(work):
         s.stop()
 
 
+# --- Issue 67: keys that cannot fit a request head. ---
+
+def long_api_keys(work):
+    """Item 4: a key whose Authorization line cannot fit in --max-header-kib never matches: it
+    is refused at start as a usage error (exit 2), from --api-key and from --api-key-file."""
+    for args, what in [(("--api-key", "k" * 40000), "a 40,000-byte --api-key (head limit 32 KiB)"),
+                       (("--max-header-kib", "1", "--api-key", "k" * 984),
+                        "a 984-byte --api-key with --max-header-kib 1"),
+                       (("--api-key", "alpha", "--metrics-key", "m" * 40000),
+                        "a 40,000-byte --metrics-key")]:
+        rc, out = serve_outcome(work, *args)
+        last = out.strip().splitlines()[-1] if out.strip() else ""
+        check(rc == 2 and "--max-header-kib" in last,
+              "%s: refused, exit %s (%s)" % (what, rc, last[:150]))
+    keys = os.path.join(work, "long-keys.txt")
+    open(keys, "w").write("short\n" + "k" * 40000 + "\n")
+    rc, out = serve_outcome(work, "--api-key-file", keys)
+    check(rc == 2, "a 40,000-byte key in --api-key-file: refused, exit %s" % rc)
+    # The bound is not tighter than the head: a key just under it works.
+    key = "k" * 900
+    s = Server(work, "--max-header-kib", "1", "--api-key", key)
+    try:
+        with socket.create_connection(("127.0.0.1", s.port), timeout=30) as c:
+            c.sendall(("GET /v1/models HTTP/1.0\r\nAuthorization: Bearer %s\r\n\r\n" %
+                       key).encode())
+            data = b""
+            while True:
+                got = c.recv(4096)
+                if not got:
+                    break
+                data += got
+        check(data.startswith(b"HTTP/1.0 200") or data.startswith(b"HTTP/1.1 200"),
+              "a 900-byte key with --max-header-kib 1 starts and authenticates (%r)" % data[:12])
+    finally:
+        s.stop()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--primekv", required=True)
@@ -692,7 +730,8 @@ def checks(work):
         finally:
             s.stop()
     for fn in [no_prefix_reuse, session_files, budget_waits, port_file_rows, unworkable_settings,
-               busy_session_slots1, failed_saves, tenant_share, slow_heads, no_ui]:
+               busy_session_slots1, failed_saves, tenant_share, slow_heads, no_ui,
+               long_api_keys]:
         if want(fn):
             fn(work)
 
