@@ -414,6 +414,9 @@ struct HttpTransport::Impl {
     }
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp.get(), "Content-Type", r.content_type.c_str());
+    // On every response, JSON and errors included: a browser must never guess another type
+    // (a body that quotes a request would otherwise be a way to run script on this origin).
+    MHD_add_response_header(resp.get(), "X-Content-Type-Options", "nosniff");
     for (const auto& [name, value] : r.headers)
       MHD_add_response_header(resp.get(), name.c_str(), value.c_str());
     return MHD_queue_response(c, static_cast<unsigned>(r.status), resp.get());

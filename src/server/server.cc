@@ -170,7 +170,6 @@ class HttpServer {
                       "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
                       "connect-src 'self'; object-src 'none'; base-uri 'none'; "
                       "form-action 'none'; frame-ancestors 'none'"},
-                     {"X-Content-Type-Options", "nosniff"},
                      {"Referrer-Policy", "no-referrer"},
                      {"Cache-Control", "no-cache"}};
       return res;

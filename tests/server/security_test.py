@@ -6,7 +6,7 @@ requests; then the third hardening round (issue 55): --port-file on what is not 
 settings that cannot work, /metrics and response ids, unknown models and top_k, 409 before a
 slot, failed saves, tenant shares of the KV budget, stalled connections from one address; and
 the web page (issue 54): its CSP, the cache endpoint's 401 and 404, --no-ui; and issue 67: keys
-too long for a request head (exit 2).
+too long for a request head (exit 2), nosniff on every response.
 
 Usage: security_test.py --primekv BIN --model GGUF [--sanitized] [--only CHECK,...]
 (--sanitized: an ASan/UBSan build, where the budget contention count is printed, not checked;
@@ -668,7 +668,7 @@ def slow_heads(work):
         s.stop()
 
 
-# --- Issue 67: keys that cannot fit a request head. ---
+# --- Issue 67: keys that cannot fit a request head, nosniff. ---
 
 def long_api_keys(work):
     """Item 4: a key whose Authorization line cannot fit in --max-header-kib never matches: it
@@ -705,6 +705,35 @@ def long_api_keys(work):
         s.stop()
 
 
+def every_response_nosniff(s):
+    """Item 5: X-Content-Type-Options: nosniff on every response the server writes: JSON,
+    text, errors, streams and the page's files."""
+    rows = [("GET", "/health", None, None), ("GET", "/v1/models", None, "alpha"),
+            ("GET", "/v1/models", None, None), ("GET", "/v1/nothing", None, "alpha"),
+            ("POST", "/v1/models", None, "alpha"), ("GET", "/metrics", None, "alpha"),
+            ("GET", "/metrics", None, st.METRICS_KEY),
+            ("POST", "/v1/completions", {"prompt": "hello", "max_tokens": 1}, "alpha"),
+            ("POST", "/v1/completions", {"prompt": "hello", "max_tokens": 1, "stream": True},
+             "alpha"),
+            ("POST", "/v1/completions", {"prompt": 5}, "alpha"),
+            ("GET", "/", None, None), ("GET", "/app.js", None, None)]
+    missing = []
+    for method, path, body, key in rows:
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+        headers = {"Authorization": "Bearer " + key} if key else {}
+        data = json.dumps(body) if body is not None else None
+        if data:
+            headers["Content-Type"] = "application/json"
+        conn.request(method, path, body=data, headers=headers)
+        r = conn.getresponse()
+        r.read()
+        if r.getheader("X-Content-Type-Options") != "nosniff":
+            missing.append("%s %s -> %d" % (method, path, r.status))
+        conn.close()
+    check(not missing, "nosniff on all %d kinds of response (missing on %s)" %
+          (len(rows), missing or "none"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--primekv", required=True)
@@ -720,7 +749,7 @@ def checks(work):
         return not st.ARGS.only or fn.__name__ in st.ARGS.only.split(",")
 
     on_keyed = [ids_are_random, tenants, prefix_never_changes_session, statuses, metrics_and_ids,
-                model_and_top_k, cache_view]
+                model_and_top_k, cache_view, every_response_nosniff]
     if any(want(fn) for fn in on_keyed):
         s = Server(work, "--api-key", "alpha", "--api-key", "beta")
         try:
