@@ -1,5 +1,11 @@
 // `primekv serve`: flags only; the server lives in src/server.
+#include <cstddef>
 #include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -44,6 +50,29 @@ Status ReadApiKeys(const std::string& path, std::vector<std::string>& keys) {
   return Status::Ok();
 }
 
+// What the transport counts of the shortest request head that carries a key besides the key:
+// the request line "GET /" (its path and 16 bytes) and "Authorization: Bearer " with ": " and
+// CRLF (http.cc, CheckHead).
+constexpr size_t kKeyHeadBytes = 1 + 16 + 13 + 7 + 4;
+
+// A key too long for any request head within --max-header-kib could never match (every request
+// sending it gets 431), so it is a usage error, caught at start.
+std::optional<std::string> KeyPastHeadLimit(const ServerOptions& o, int max_header_kib) {
+  std::vector<std::pair<std::string_view, const std::string*>> keys;
+  for (const std::string& key : o.api_keys)
+    keys.emplace_back("--api-key (or --api-key-file)", &key);
+  keys.emplace_back("--metrics-key", &o.metrics_key);
+  for (const auto& [flag, key] : keys) {
+    if (key->size() + kKeyHeadBytes <= o.max_header_bytes) continue;
+    return std::string(flag) + ": a key of " + std::to_string(key->size()) +
+           " bytes cannot fit in a request head of --max-header-kib " +
+           std::to_string(max_header_kib) + " (at most " +
+           std::to_string(o.max_header_bytes - kKeyHeadBytes) +
+           " bytes there), so it could never match";
+  }
+  return std::nullopt;
+}
+
 int RunServe(ServeArgs& a) {
   auto mode = ParseScheduleMode(a.mode);
   if (!mode) return Fail("--mode must be multiturn, context or decode");
@@ -68,6 +97,7 @@ int RunServe(ServeArgs& a) {
   a.o.max_header_bytes = static_cast<size_t>(a.max_header_kib) * 1024;
   a.o.store_max_bytes = static_cast<size_t>(a.store_max_kib) * 1024;
   if (Status s = ValidateServerOptions(a.o); !s.ok()) return Fail(s.message());
+  if (auto message = KeyPastHeadLimit(a.o, a.max_header_kib)) return UsageError(*message);
   return RunServer(a.o);
 }
 

