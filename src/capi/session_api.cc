@@ -38,13 +38,13 @@ pk_status MakeSession(pk_model* model, const pk_session_options& o,
   PK_REQUIRE(o.n_threads >= 0 && o.n_threads <= 1024, kWhere, "n_threads must be in [0, 1024]");
   PK_REQUIRE(o.ctx_size >= 0, kWhere, "ctx_size must be >= 0");
   PK_REQUIRE(o.kv_q8 == 0 || o.kv_q8 == 1, kWhere, "kv_q8 must be 0 or 1");
-  const Model& m = model->model;
   auto spec = ParsePressSpec(record.press);
   if (!spec.ok()) return FromStatus(kWhere, spec.status());
   auto made = MakePress(*spec);
   if (!made.ok()) return FromStatus(kWhere, made.status());
-  auto ctx = ResolveContextSize(m.config(), o.ctx_size, false, nullptr);
+  auto ctx = ResolveContextSize(model->model.config(), o.ctx_size, false, nullptr);
   if (!ctx.ok()) return FromStatus(kWhere, ctx.status());
+  const Model& m = ModelForContext(*model, *ctx);
 
   auto s = std::make_unique<pk_session>();
   s->owner = Retain(model);

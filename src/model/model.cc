@@ -516,20 +516,24 @@ Result<std::vector<float>> RopeInvFreq(const GgufFile& f, const ModelConfig& c) 
 
 // Phi-3 LongRoPE: both factor tensors, and the one in force for `context` tokens (0: the trained
 // context), chosen as llama.cpp chooses by its context size.
-Status ReadLongRope(const TensorLoader& t, int context, ModelConfig& c) {
+Status ReadLongRope(const TensorLoader& t, int64_t context, ModelConfig& c) {
   std::vector<float> long_f, short_f;
   // The files store head_dim / 2 factors; only the first rope_dim / 2 rotate anything.
   const int64_t n = c.head_dim / 2;
   PRIMEKV_ASSIGN_OR_RETURN(long_f, t.Vector("rope_factors_long.weight", n));
   PRIMEKV_ASSIGN_OR_RETURN(short_f, t.Vector("rope_factors_short.weight", n));
-  const int ctx = context > 0 ? context : c.max_context;
   c.long_rope = true;
-  c.rope_freq_factors = ctx > c.rope_original_context ? std::move(long_f) : std::move(short_f);
+  c.rope_long_factors = UsesLongRopeFactors(c, context);
+  c.rope_freq_factors = c.rope_long_factors ? std::move(long_f) : std::move(short_f);
   c.rope_freq_factors.resize(static_cast<size_t>(c.rope_dim / 2));
   return Status::Ok();
 }
 
 }  // namespace
+
+bool UsesLongRopeFactors(const ModelConfig& config, int64_t context) {
+  return (context > 0 ? context : config.max_context) > config.rope_original_context;
+}
 
 std::string_view ArchName(Arch arch) {
   for (const ArchTraits& t : kArchs) {
@@ -549,7 +553,7 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
-Result<Model> Model::Load(const std::filesystem::path& path, WeightMemory memory, int context) {
+Result<Model> Model::Load(const std::filesystem::path& path, WeightMemory memory, int64_t context) {
   if (context < 0) return Status::Error("load: the context must be >= 0");
   PRIMEKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path, memory));
   Model m;

@@ -5,7 +5,7 @@ for bit, sessions saved from Python continue in `primekv serve` and the reverse,
 raises, and two sessions on two threads run at the same time.
 
 Usage: capi_test.py --primekv BIN --model GGUF CASE
-(CASE: generate | score | sessions | serve | errors | threads | example)
+(CASE: generate | score | sessions | serve | errors | threads | example | longrope)
 The module is imported from PYTHONPATH (ctest sets it to the build tree's python/).
 """
 import argparse
@@ -518,6 +518,31 @@ def case_example(model, work):
     del model
 
 
+def case_longrope(model, work):
+    """A random Phi-3 model with LongRoPE factors (original context 64, trained 256): a session
+    of ctx_size N runs the factors `primekv generate -c N` runs, short at or below 64 and long
+    above, and the two give other tokens."""
+    del work
+    prompt = "the quick brown fox jumps over the lazy dog " * 3
+    ids = model.tokenize(prompt)
+    check(len(ids) + 8 <= 64, f"the prompt ({len(ids)} tokens) and 8 more fit 64 positions")
+    tokens = {}
+    for ctx in (64, 65, 256):
+        ref = cli_generate(prompt, 8, "none", 0.0, extra=("-c", str(ctx)))
+        with model.session(threads=1, ctx_size=ctx) as s:
+            s.feed_context(ids)
+            got = s.generate(8)
+        check(ids == ref["prompt_tokens"], f"ctx {ctx}: tokenize equals generate's prompt")
+        check(got == ref["tokens"], f"ctx {ctx}: session tokens {got} equal `primekv generate "
+              f"-c {ctx}`'s {ref['tokens']}")
+        tokens[ctx] = got
+    check(tokens[64] != tokens[65] and tokens[65] == tokens[256],
+          "the short factors (ctx 64) and the long ones (65, 256) give other tokens")
+    with model.session(threads=1) as s:  # ctx_size 0: the trained context, long factors
+        s.feed_context(ids)
+        check(s.generate(8) == tokens[256], "ctx_size 0 runs the trained context's factors")
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -526,7 +551,7 @@ def main():
     cases = {"generate": case_generate, "score": case_score, "sessions": case_sessions,
              "serve": case_serve, "errors": case_errors, "threads": case_threads,
              "example": case_example, "close_race": case_close_race,
-             "generate_cap": case_generate_cap}
+             "generate_cap": case_generate_cap, "longrope": case_longrope}
     ap.add_argument("case", choices=sorted(cases))
     ARGS = ap.parse_args()
     model = primekv.Model(ARGS.model)
