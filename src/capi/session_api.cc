@@ -22,6 +22,24 @@ KvCacheOptions CacheOptions(const pk_session_options& o) {
   return kv;
 }
 
+// A session's context size: ctx_size, or the model's trained context when 0. The limits are
+// ResolveContextSize's, checked here first because its messages name the command line's flags
+// (--ctx-size, --allow-ctx-overflow), which a C or Python caller does not have.
+Result<int> SessionContextSize(const ModelConfig& c, int64_t requested) {
+  if (requested > kMaxContextSize) {
+    return Status::Error("ctx_size " + std::to_string(requested) + " exceeds the limit of " +
+                         std::to_string(kMaxContextSize) + " tokens");
+  }
+  if (requested == 0 && c.max_context <= 0)
+    return Status::Error("the model states no trained context length: set ctx_size");
+  if (c.max_context > 0 && requested > c.max_context) {
+    return Status::Error("ctx_size " + std::to_string(requested) +
+                         " exceeds the model's trained context of " +
+                         std::to_string(c.max_context) + " tokens");
+  }
+  return ResolveContextSize(c, requested, false, nullptr);
+}
+
 // Builds a session's compressor and Conversation over `record` (a loaded one, or a new one
 // whose press and schedule ratio are set) with the mode `mode_text`.
 pk_status MakeSession(pk_model* model, const pk_session_options& o,
@@ -42,7 +60,7 @@ pk_status MakeSession(pk_model* model, const pk_session_options& o,
   if (!spec.ok()) return FromStatus(kWhere, spec.status());
   auto made = MakePress(*spec);
   if (!made.ok()) return FromStatus(kWhere, made.status());
-  auto ctx = ResolveContextSize(model->model.config(), o.ctx_size, false, nullptr);
+  auto ctx = SessionContextSize(model->model.config(), o.ctx_size);
   if (!ctx.ok()) return FromStatus(kWhere, ctx.status());
   const Model& m = ModelForContext(*model, *ctx);
 
