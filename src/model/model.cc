@@ -309,8 +309,8 @@ Status ReadGemmaConfig(const GgufFile& f, ModelConfig& c) {
                            PositiveFloat(f, Key(c, "attn_logit_softcapping"), 50.0f));
   PRIMEKV_ASSIGN_OR_RETURN(c.final_softcap,
                            PositiveFloat(f, Key(c, "final_logit_softcapping"), 30.0f));
-  PRIMEKV_ASSIGN_OR_RETURN(c.sliding_window,
-                           OptionalInt(f, Key(c, "attention.sliding_window"), 1, kBig, 4096));
+  PRIMEKV_ASSIGN_OR_RETURN(c.sliding_window, OptionalInt(f, Key(c, "attention.sliding_window"), 1,
+                                                         kMaxSlidingWindow, 4096));
   // llama.cpp scales queries by 1/sqrt(d_model / n_heads) for the 46-layer 27B (its
   // query_pre_attn_scalar) and by 1/sqrt(head_dim) otherwise.
   const int q_scalar = c.n_layers == 46 ? c.d_model / c.n_heads : c.head_dim;
@@ -329,14 +329,32 @@ Status ReadPhi3Config(const GgufFile& f, ModelConfig& c) {
   } else if (c.n_layers == 40 && c.max_context == 131072) {
     window = 131072;
   }
-  PRIMEKV_ASSIGN_OR_RETURN(c.sliding_window,
-                           OptionalInt(f, Key(c, "attention.sliding_window"), 0, kBig, window));
+  PRIMEKV_ASSIGN_OR_RETURN(c.sliding_window, OptionalInt(f, Key(c, "attention.sliding_window"), 0,
+                                                         kMaxSlidingWindow, window));
   c.swa_every_layer = true;
   PRIMEKV_ASSIGN_OR_RETURN(c.rope_original_context,
                            OptionalInt(f, Key(c, "rope.scaling.original_context_length"), 1,
                                        int64_t{1} << 28, c.max_context));
   PRIMEKV_ASSIGN_OR_RETURN(c.rope_attn_factor,
                            PositiveFloat(f, Key(c, "rope.scaling.attn_factor"), 1.0f));
+  return Status::Ok();
+}
+
+// rope.scaling.type: absent, "none" or "llama3" (whose scaling arrives as the rope_freqs
+// tensor); linear and yarn are not implemented. A value of another type is refused rather than
+// taken for absent, which would run the model unscaled.
+Status CheckRopeScaling(const GgufFile& f, const ModelConfig& c) {
+  const std::string key = Key(c, "rope.scaling.type");
+  const GgufValue* raw = f.Find(key);
+  if (raw == nullptr) return Status::Ok();
+  if (raw->type != GgufType::kString) {
+    return Status::Error(f.display_name() + ": metadata '" + key + "' is a " +
+                         std::string(GgufTypeName(raw->type)) + ", not a string");
+  }
+  if (raw->s != "none" && raw->s != "llama3") {
+    return Status::Error(f.display_name() + ": rope scaling " + QuoteForMessage(raw->s) +
+                         " is not supported");
+  }
   return Status::Ok();
 }
 
@@ -350,12 +368,7 @@ Result<ModelConfig> ReadConfig(const GgufFile& f) {
   if (c.arch == Arch::kGemma || c.arch == Arch::kGemma2)
     PRIMEKV_RETURN_IF_ERROR(ReadGemmaConfig(f, c));
   if (c.arch == Arch::kPhi3) PRIMEKV_RETURN_IF_ERROR(ReadPhi3Config(f, c));
-  if (auto scaling = f.GetString(Key(c, "rope.scaling.type"));
-      scaling && *scaling != "none" && *scaling != "llama3") {
-    // llama3 scaling arrives as the rope_freqs tensor; linear/yarn are not implemented.
-    return Status::Error(f.display_name() + ": rope scaling " + QuoteForMessage(*scaling) +
-                         " is not supported");
-  }
+  PRIMEKV_RETURN_IF_ERROR(CheckRopeScaling(f, c));
   return c;
 }
 

@@ -1,5 +1,6 @@
 // Metadata a model file states and make-model writes: Phi-3 LongRoPE's factor choice by the
-// context size (the one rule every entry point uses).
+// context size (the one rule every entry point uses), the type of rope.scaling.type, and the
+// bounds make-model shares with the loader.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -86,6 +87,45 @@ TEST_F(ModelConfigTest, LongRopeFactorsFollowTheContextSize) {
     (c.long_factors ? long_freq : short_freq).assign(freq.begin(), freq.end());
   }
   EXPECT_NE(short_freq, long_freq);
+}
+
+// A rope.scaling.type that is not a string was taken for an absent one, so the model ran
+// unscaled; it is refused, naming the key.
+TEST_F(ModelConfigTest, NonStringRopeScalingTypeIsRefused) {
+  const fs::path p = Write(TinyLlamaSpec(), "llama.gguf");
+  for (const GgufValue& v : {GgufValue::Uint32(1), GgufValue::StringArray({"linear"})}) {
+    auto m = Model::Load(Rewrite(p, [&](GgufWriter& w) { w.Add("llama.rope.scaling.type", v); }));
+    ASSERT_FALSE(m.ok());
+    EXPECT_NE(m.message().find("'llama.rope.scaling.type' is a"), std::string::npos) << m.message();
+    EXPECT_NE(m.message().find("not a string"), std::string::npos) << m.message();
+  }
+  auto none = Model::Load(Rewrite(
+      p, [](GgufWriter& w) { w.Add("llama.rope.scaling.type", GgufValue::String("none")); }));
+  EXPECT_TRUE(none.ok()) << none.message();
+  auto yarn = Model::Load(Rewrite(
+      p, [](GgufWriter& w) { w.Add("llama.rope.scaling.type", GgufValue::String("yarn")); }));
+  ASSERT_FALSE(yarn.ok());
+  EXPECT_NE(yarn.message().find("'yarn' is not supported"), std::string::npos) << yarn.message();
+}
+
+// make-model refuses what its loader would refuse, rather than writing such a file.
+TEST_F(ModelConfigTest, RandomModelSpecWithinTheLoadersBounds) {
+  RandomModelSpec window = LongRopeSpec();
+  window.long_rope = false;
+  window.sliding_window = kMaxSlidingWindow + 1;
+  const Status too_wide = WriteRandomModel(window, dir_ / "wide.gguf");
+  ASSERT_FALSE(too_wide.ok());
+  EXPECT_NE(too_wide.message().find("--sliding-window"), std::string::npos) << too_wide.message();
+  window.sliding_window = kMaxSlidingWindow;
+  auto widest = Model::Load(Write(window, "widest.gguf"));
+  ASSERT_TRUE(widest.ok()) << widest.message();
+  EXPECT_EQ(widest->config().sliding_window, kMaxSlidingWindow);
+
+  RandomModelSpec one = LongRopeSpec();
+  one.rope_original_context = 1;
+  const Status st = WriteRandomModel(one, dir_ / "one.gguf");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("original context of 2 or more"), std::string::npos) << st.message();
 }
 
 }  // namespace

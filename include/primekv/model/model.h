@@ -190,6 +190,9 @@ struct DecodeSlot {
 // for bit (tests/model/forward_batch_test.cc).
 inline constexpr int kDecodeBatchRows = 5;
 
+// The largest attention.sliding_window a file may state (Model::Load refuses more).
+inline constexpr int kMaxSlidingWindow = 1 << 24;
+
 // Phi-3 LongRoPE: whether a run at `context` positions (0: the trained context) uses
 // rope_factors_long rather than rope_factors_short. llama.cpp's rule: long when the context size
 // exceeds rope.scaling.original_context_length. Model::Load applies it; whoever runs one file at
