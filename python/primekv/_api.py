@@ -110,6 +110,23 @@ class _Handle:
         self.close()
 
 
+def _c_string(value, what):
+    """`value` (a str) as the NUL-terminated bytes the C API reads. C stops at the first NUL, so
+    a string holding one would arrive cut short (press="knorm\\0junk" would run knorm)."""
+    return _no_nul(value.encode(), what)
+
+
+def _c_path(path, what):
+    """A path (str, bytes or os.PathLike) as the C API reads it; see _c_string."""
+    return _no_nul(os.fsencode(path), what)
+
+
+def _no_nul(data, what):
+    if b"\0" in data:
+        raise ValueError(f"{what} holds a NUL character, which C would read as its end")
+    return data
+
+
 class Model(_Handle):
     """A GGUF model. Share one between sessions (and threads); close() or `with` frees it."""
 
@@ -120,7 +137,7 @@ class Model(_Handle):
         self._init_handle()
         self._sessions = weakref.WeakSet()
         h = _lib.pk_model_p()
-        check(self._lib.pk_model_load(os.fsencode(path), _lib.byref(h)))
+        check(self._lib.pk_model_load(_c_path(path, "path"), _lib.byref(h)))
         self._h = h
         info = C.pk_model_info()
         check(self._lib.pk_model_get_info(h, _lib.byref(info)))
@@ -205,9 +222,9 @@ class Session(_Handle):
         opts = _session_options(chunk, interval, threads, ctx_size, kv_q8)
         if not isinstance(press, str) or not isinstance(mode, str):
             raise TypeError("press and mode must be str")
-        opts.press = press.encode()
+        opts.press = _c_string(press, "press")
         opts.ratio = float(ratio)
-        opts.mode = mode.encode()
+        opts.mode = _c_string(mode, "mode")
         h = _lib.pk_session_p()
         with model._use() as mh:
             check(self._lib.pk_session_new(mh, _lib.byref(opts), _lib.byref(h)))
@@ -221,7 +238,7 @@ class Session(_Handle):
         opts = _session_options(512, 512, threads, ctx_size, kv_q8)
         h = _lib.pk_session_p()
         with model._use() as mh:
-            check(lib.pk_session_load(mh, os.fsencode(path), _lib.byref(opts), _lib.byref(h)))
+            check(lib.pk_session_load(mh, _c_path(path, "path"), _lib.byref(opts), _lib.byref(h)))
         return cls(model, ctx_size=ctx_size, _handle=h)
 
     def feed(self, tokens):
@@ -302,12 +319,13 @@ class Session(_Handle):
         the directory is created when missing."""
         if not isinstance(session_id, str):
             raise TypeError("session_id must be a str")
-        directory = os.fsencode(directory)
+        directory = _c_path(directory, "directory")
+        session_id = _c_string(session_id, "session_id")
         if not directory:
             raise ValueError("directory is empty (use '.' for the current directory)")
         os.makedirs(directory, exist_ok=True)
         with self._use() as h:
-            check(self._lib.pk_session_save(h, directory, session_id.encode()))
+            check(self._lib.pk_session_save(h, directory, session_id))
 
 
 def _session_options(chunk, interval, threads, ctx_size, kv_q8):
@@ -401,6 +419,7 @@ def score(press, keys, values, queries=None, *, positions=None, window_positions
     spec = press
     if params:
         spec += (":" if ":" not in press else ",") + ",".join(_param(k, v) for k, v in params.items())
+    c_spec = _c_string(spec, "press")
     k = _floats(keys, "keys", 4)
     v = _floats(values, "values", 4)
     if k.shape != v.shape:
@@ -464,7 +483,7 @@ def score(press, keys, values, queries=None, *, positions=None, window_positions
             rows = _rows(fq[i])
             keep.append(rows)
             x.future_queries, x.n_future = _lib.float_ptr(rows), rows.shape[0]
-        check(lib.pk_score(spec.encode(), _lib.byref(x), _lib.float_ptr(out[i]), hkv * n))
+        check(lib.pk_score(c_spec, _lib.byref(x), _lib.float_ptr(out[i]), hkv * n))
         del keep
     return out
 

@@ -17,7 +17,11 @@
 // Reference-counted: the caller's pk_model_free drops one reference and every session holds
 // one, so a session can outlive the caller's handle without reaching a freed model.
 struct pk_model {
-  primekv::Model model;
+  primekv::Model model;  // loaded for the trained context
+  // Phi-3 LongRoPE: the same file with the other factor set, for sessions whose ctx_size
+  // chooses it (UsesLongRopeFactors), since the factors are fixed when a Model is loaded; null
+  // for other models. The weights are mapped, so the two share their pages.
+  std::unique_ptr<primekv::Model> other_rope;
   std::string arch;
   std::atomic<int> refs{1};
 };
@@ -33,6 +37,8 @@ struct ReleaseModel {
 using ModelRef = std::unique_ptr<pk_model, ReleaseModel>;
 // A new reference to `model`.
 ModelRef Retain(pk_model* model);
+// The model a session of `ctx_size` positions runs: `model`'s own, or its other LongRoPE factors.
+const Model& ModelForContext(const pk_model& model, int ctx_size);
 }  // namespace primekv::capi
 
 // A conversation handle: the engine's Conversation (which owns the cache, tokens, turns and

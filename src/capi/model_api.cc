@@ -27,6 +27,13 @@ ModelRef Retain(pk_model* model) {
   return ModelRef(model);
 }
 
+const Model& ModelForContext(const pk_model& model, int ctx_size) {
+  if (model.other_rope != nullptr &&
+      UsesLongRopeFactors(model.model.config(), ctx_size) != model.model.config().rope_long_factors)
+    return *model.other_rope;
+  return model.model;
+}
+
 pk_status SessionUse::Check(const char* where) const {
   if (s_ == nullptr) return Fail(PK_ERR_ARGUMENT, std::string(where) + ": session is NULL");
   if (!held_)
@@ -59,7 +66,17 @@ pk_status pk_model_load(const char* path, pk_model** out) {
     PK_REQUIRE(path != nullptr, "pk_model_load", "path is NULL");
     auto model = primekv::Model::Load(path);
     if (!model.ok()) return Fail(PK_ERR_IO, "pk_model_load: " + model.message());
-    auto* m = new pk_model{std::move(model).value(), {}};
+    std::unique_ptr<primekv::Model> other_rope;
+    if (const primekv::ModelConfig& c = model->config();
+        c.long_rope && c.rope_original_context > 0) {
+      // A context size on the other side of the original context length than the trained one.
+      auto other = primekv::Model::Load(
+          path, primekv::WeightMemory::kMapped,
+          c.rope_long_factors ? c.rope_original_context : int64_t{c.rope_original_context} + 1);
+      if (!other.ok()) return Fail(PK_ERR_IO, "pk_model_load: " + other.message());
+      other_rope = std::make_unique<primekv::Model>(std::move(other).value());
+    }
+    auto* m = new pk_model{std::move(model).value(), std::move(other_rope), {}};
     m->arch = m->model.config().arch_name;
     *out = m;
     return PK_OK;

@@ -22,6 +22,24 @@ KvCacheOptions CacheOptions(const pk_session_options& o) {
   return kv;
 }
 
+// A session's context size: ctx_size, or the model's trained context when 0. The limits are
+// ResolveContextSize's, checked here first because its messages name the command line's flags
+// (--ctx-size, --allow-ctx-overflow), which a C or Python caller does not have.
+Result<int> SessionContextSize(const ModelConfig& c, int64_t requested) {
+  if (requested > kMaxContextSize) {
+    return Status::Error("ctx_size " + std::to_string(requested) + " exceeds the limit of " +
+                         std::to_string(kMaxContextSize) + " tokens");
+  }
+  if (requested == 0 && c.max_context <= 0)
+    return Status::Error("the model states no trained context length: set ctx_size");
+  if (c.max_context > 0 && requested > c.max_context) {
+    return Status::Error("ctx_size " + std::to_string(requested) +
+                         " exceeds the model's trained context of " +
+                         std::to_string(c.max_context) + " tokens");
+  }
+  return ResolveContextSize(c, requested, false, nullptr);
+}
+
 // Builds a session's compressor and Conversation over `record` (a loaded one, or a new one
 // whose press and schedule ratio are set) with the mode `mode_text`.
 pk_status MakeSession(pk_model* model, const pk_session_options& o,
@@ -38,13 +56,13 @@ pk_status MakeSession(pk_model* model, const pk_session_options& o,
   PK_REQUIRE(o.n_threads >= 0 && o.n_threads <= 1024, kWhere, "n_threads must be in [0, 1024]");
   PK_REQUIRE(o.ctx_size >= 0, kWhere, "ctx_size must be >= 0");
   PK_REQUIRE(o.kv_q8 == 0 || o.kv_q8 == 1, kWhere, "kv_q8 must be 0 or 1");
-  const Model& m = model->model;
   auto spec = ParsePressSpec(record.press);
   if (!spec.ok()) return FromStatus(kWhere, spec.status());
   auto made = MakePress(*spec);
   if (!made.ok()) return FromStatus(kWhere, made.status());
-  auto ctx = ResolveContextSize(m.config(), o.ctx_size, false, nullptr);
+  auto ctx = SessionContextSize(model->model.config(), o.ctx_size);
   if (!ctx.ok()) return FromStatus(kWhere, ctx.status());
+  const Model& m = ModelForContext(*model, *ctx);
 
   auto s = std::make_unique<pk_session>();
   s->owner = Retain(model);

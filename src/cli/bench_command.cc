@@ -214,7 +214,7 @@ std::string Human(double bytes) {
 int RunBandwidthOnly(const BenchArgs& a) {
   std::optional<Model> model;
   if (!a.model.empty()) {
-    auto m = Model::Load(a.model, a.weight_memory);
+    auto m = Model::Load(a.model, a.weight_memory, a.ctx_size);
     if (!m.ok()) return Fail(m.message());
     model.emplace(std::move(m).value());
   }
@@ -525,7 +525,7 @@ int RunBench(const BenchArgs& a) {
   if (!spec.ok()) return Fail(spec.message());
   auto press = MakePress(*spec);
   if (!press.ok()) return Fail(press.message());
-  auto model = Model::Load(a.model, a.weight_memory);
+  auto model = Model::Load(a.model, a.weight_memory, a.ctx_size);
   if (!model.ok()) return Fail(model.message());
   if (Status s = CheckKvDType(a.kv_type, model->config().head_dim); !s.ok())
     return Fail(s.message());

@@ -149,7 +149,8 @@ int RunEval(EvalArgs& a) {
   a.spec.on_warning = [](const std::string& w) {
     std::fprintf(stderr, "primekv: warning: %s\n", w.c_str());
   };
-  auto model = Model::Load(a.model, a.weight_memory);
+  // A negative size is left to the runner's --ctx-size check.
+  auto model = Model::Load(a.model, a.weight_memory, std::max(a.spec.ctx_size, 0));
   if (!model.ok()) return Fail(model.message());
   if (!a.dump.empty()) return DumpTasks(*model, a.spec, a.dump);
   auto summary = RunEvaluation(*model, a.spec);

@@ -1,4 +1,5 @@
 // primekv fidelity: docs/design.md §6 on windows of a text file.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -113,7 +114,9 @@ void Print(const FidelityArgs& a, const std::vector<FidelityRow>& rows) {
 Status Fidelity(const FidelityArgs& a) {
   PRIMEKV_ASSIGN_OR_RETURN(const std::string raw, ReadInputFile(a.text_file, "--text-file"));
   PRIMEKV_ASSIGN_OR_RETURN(const std::vector<std::string> presses, Presses(a));
-  PRIMEKV_ASSIGN_OR_RETURN(const Model model, Model::Load(a.model));
+  // A negative size is left to CheckContextSize's message.
+  PRIMEKV_ASSIGN_OR_RETURN(const Model model, Model::Load(a.model, WeightMemory::kMapped,
+                                                          std::max<int64_t>(a.ctx_size, 0)));
   PRIMEKV_RETURN_IF_ERROR(CheckContextSize(a, model));
   PRIMEKV_RETURN_IF_ERROR(CheckKvDType(a.kv_type, model.config().head_dim));
   std::vector<std::vector<Token>> ctxs, conts;

@@ -211,8 +211,7 @@ int RunGenerate(const GenerateArgs& a) {
   if (!spec.ok()) return Fail(spec.message());
   auto press = MakePress(*spec);
   if (!press.ok()) return Fail(press.message());
-  auto model = Model::Load(a.model, a.weight_memory,
-                           static_cast<int>(std::min<int64_t>(a.ctx_size, 1 << 28)));
+  auto model = Model::Load(a.model, a.weight_memory, a.ctx_size);
   if (!model.ok()) return Fail(model.message());
   if (Status s = CheckKvDType(a.kv_type, model->config().head_dim); !s.ok())
     return Fail(s.message());

@@ -66,11 +66,12 @@ void AddMakeModel(CLI::App& app, Runner& run) {
   cmd->add_flag("--tied", s->tied_embeddings, "Share the output matrix with the embeddings");
   cmd->add_option("--sliding-window", s->sliding_window,
                   "gemma2 (even layers), phi3 (every layer): tokens a query sees; 0 = none")
-      ->check(IntegerIn(0, 1 << 28))
+      ->check(IntegerIn(0, kMaxSlidingWindow))
       ->capture_default_str();
   cmd->add_option("--long-rope", s->rope_original_context,
                   "phi3: write LongRoPE factors for this original context (below --context)")
-      ->check(IntegerIn(1, 1 << 28));
+      // At 1 the attention factor, sqrt(1 + ln(scale) / ln(original)), divides by ln 1 = 0.
+      ->check(IntegerIn(2, 1 << 28));
   cmd->add_option("-o,--output", *out, "Output GGUF file")->required();
   cmd->callback([&run, s, out, type, rope_scaling, arch, experts] {
     run = [s, out, type, rope_scaling, arch, experts] {

@@ -309,8 +309,8 @@ Status ReadGemmaConfig(const GgufFile& f, ModelConfig& c) {
                            PositiveFloat(f, Key(c, "attn_logit_softcapping"), 50.0f));
   PRIMEKV_ASSIGN_OR_RETURN(c.final_softcap,
                            PositiveFloat(f, Key(c, "final_logit_softcapping"), 30.0f));
-  PRIMEKV_ASSIGN_OR_RETURN(c.sliding_window,
-                           OptionalInt(f, Key(c, "attention.sliding_window"), 1, kBig, 4096));
+  PRIMEKV_ASSIGN_OR_RETURN(c.sliding_window, OptionalInt(f, Key(c, "attention.sliding_window"), 1,
+                                                         kMaxSlidingWindow, 4096));
   // llama.cpp scales queries by 1/sqrt(d_model / n_heads) for the 46-layer 27B (its
   // query_pre_attn_scalar) and by 1/sqrt(head_dim) otherwise.
   const int q_scalar = c.n_layers == 46 ? c.d_model / c.n_heads : c.head_dim;
@@ -329,14 +329,32 @@ Status ReadPhi3Config(const GgufFile& f, ModelConfig& c) {
   } else if (c.n_layers == 40 && c.max_context == 131072) {
     window = 131072;
   }
-  PRIMEKV_ASSIGN_OR_RETURN(c.sliding_window,
-                           OptionalInt(f, Key(c, "attention.sliding_window"), 0, kBig, window));
+  PRIMEKV_ASSIGN_OR_RETURN(c.sliding_window, OptionalInt(f, Key(c, "attention.sliding_window"), 0,
+                                                         kMaxSlidingWindow, window));
   c.swa_every_layer = true;
   PRIMEKV_ASSIGN_OR_RETURN(c.rope_original_context,
                            OptionalInt(f, Key(c, "rope.scaling.original_context_length"), 1,
                                        int64_t{1} << 28, c.max_context));
   PRIMEKV_ASSIGN_OR_RETURN(c.rope_attn_factor,
                            PositiveFloat(f, Key(c, "rope.scaling.attn_factor"), 1.0f));
+  return Status::Ok();
+}
+
+// rope.scaling.type: absent, "none" or "llama3" (whose scaling arrives as the rope_freqs
+// tensor); linear and yarn are not implemented. A value of another type is refused rather than
+// taken for absent, which would run the model unscaled.
+Status CheckRopeScaling(const GgufFile& f, const ModelConfig& c) {
+  const std::string key = Key(c, "rope.scaling.type");
+  const GgufValue* raw = f.Find(key);
+  if (raw == nullptr) return Status::Ok();
+  if (raw->type != GgufType::kString) {
+    return Status::Error(f.display_name() + ": metadata '" + key + "' is a " +
+                         std::string(GgufTypeName(raw->type)) + ", not a string");
+  }
+  if (raw->s != "none" && raw->s != "llama3") {
+    return Status::Error(f.display_name() + ": rope scaling " + QuoteForMessage(raw->s) +
+                         " is not supported");
+  }
   return Status::Ok();
 }
 
@@ -350,12 +368,7 @@ Result<ModelConfig> ReadConfig(const GgufFile& f) {
   if (c.arch == Arch::kGemma || c.arch == Arch::kGemma2)
     PRIMEKV_RETURN_IF_ERROR(ReadGemmaConfig(f, c));
   if (c.arch == Arch::kPhi3) PRIMEKV_RETURN_IF_ERROR(ReadPhi3Config(f, c));
-  if (auto scaling = f.GetString(Key(c, "rope.scaling.type"));
-      scaling && *scaling != "none" && *scaling != "llama3") {
-    // llama3 scaling arrives as the rope_freqs tensor; linear/yarn are not implemented.
-    return Status::Error(f.display_name() + ": rope scaling " + QuoteForMessage(*scaling) +
-                         " is not supported");
-  }
+  PRIMEKV_RETURN_IF_ERROR(CheckRopeScaling(f, c));
   return c;
 }
 
@@ -516,20 +529,24 @@ Result<std::vector<float>> RopeInvFreq(const GgufFile& f, const ModelConfig& c) 
 
 // Phi-3 LongRoPE: both factor tensors, and the one in force for `context` tokens (0: the trained
 // context), chosen as llama.cpp chooses by its context size.
-Status ReadLongRope(const TensorLoader& t, int context, ModelConfig& c) {
+Status ReadLongRope(const TensorLoader& t, int64_t context, ModelConfig& c) {
   std::vector<float> long_f, short_f;
   // The files store head_dim / 2 factors; only the first rope_dim / 2 rotate anything.
   const int64_t n = c.head_dim / 2;
   PRIMEKV_ASSIGN_OR_RETURN(long_f, t.Vector("rope_factors_long.weight", n));
   PRIMEKV_ASSIGN_OR_RETURN(short_f, t.Vector("rope_factors_short.weight", n));
-  const int ctx = context > 0 ? context : c.max_context;
   c.long_rope = true;
-  c.rope_freq_factors = ctx > c.rope_original_context ? std::move(long_f) : std::move(short_f);
+  c.rope_long_factors = UsesLongRopeFactors(c, context);
+  c.rope_freq_factors = c.rope_long_factors ? std::move(long_f) : std::move(short_f);
   c.rope_freq_factors.resize(static_cast<size_t>(c.rope_dim / 2));
   return Status::Ok();
 }
 
 }  // namespace
+
+bool UsesLongRopeFactors(const ModelConfig& config, int64_t context) {
+  return (context > 0 ? context : config.max_context) > config.rope_original_context;
+}
 
 std::string_view ArchName(Arch arch) {
   for (const ArchTraits& t : kArchs) {
@@ -549,7 +566,7 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
-Result<Model> Model::Load(const std::filesystem::path& path, WeightMemory memory, int context) {
+Result<Model> Model::Load(const std::filesystem::path& path, WeightMemory memory, int64_t context) {
   if (context < 0) return Status::Error("load: the context must be >= 0");
   PRIMEKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path, memory));
   Model m;

@@ -154,10 +154,15 @@ Status CheckSpec(const RandomModelSpec& s) {
   if (s.arch == Arch::kPhi3 && s.n_heads * s.head_dim != s.d_model) {
     return Status::Error("make-model: phi3 needs --heads x --head-dim = --d-model");
   }
-  if (s.long_rope && (s.arch != Arch::kPhi3 || s.rope_original_context <= 0 ||
+  if (s.long_rope && (s.arch != Arch::kPhi3 || s.rope_original_context < 2 ||
                       s.rope_original_context >= s.max_context)) {
     return Status::Error(
-        "make-model: LongRoPE is phi3's and needs an original context below --context");
+        "make-model: LongRoPE is phi3's and needs an original context of 2 or more, below "
+        "--context");
+  }
+  if (s.sliding_window < 0 || s.sliding_window > kMaxSlidingWindow) {
+    return Status::Error("make-model: --sliding-window must be in [0, " +
+                         std::to_string(kMaxSlidingWindow) + "]");
   }
   auto info = TypeInfo(s.type);
   if (!info || !info->computable) return Status::Error("make-model: unsupported --type");

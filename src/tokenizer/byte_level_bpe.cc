@@ -95,7 +95,24 @@ void Tokenizer::Impl::EncodeBpePiece(std::string_view piece, std::vector<Token>&
       out.push_back(id);
     } else if (spec.unk >= 0) {
       out.push_back(spec.unk);
+    } else {
+      // Only a byte with no token stays unmerged without an id, so i is its place in piece.
+      AppendMissingByte(static_cast<unsigned char>(piece[static_cast<size_t>(i)]), out);
     }
+  }
+}
+
+// A byte the vocabulary has no token for, as llama.cpp encodes it: each UTF-8 byte of its
+// byte-level character looked up as a one-byte token text, and those that are not tokens left
+// out. A printable ASCII byte's character is the byte itself, which is then not a token either;
+// every other character is two UTF-8 bytes of 0x80 and above, which byte-level vocabularies do
+// not hold as tokens. In practice the byte is dropped.
+void Tokenizer::Impl::AppendMissingByte(unsigned char byte, std::vector<Token>& out) const {
+  std::string ch;
+  AppendUtf8(byte_cp[byte], ch);
+  for (const char c : ch) {
+    auto it = token_ids.find(std::string_view(&c, 1));
+    if (it != token_ids.end()) out.push_back(it->second);
   }
 }
 

@@ -116,6 +116,7 @@ struct Tokenizer::Impl {
   void BuildByteLevel();
   void EncodeGpt2(std::string_view text, std::vector<Token>& out) const;
   void EncodeBpePiece(std::string_view piece, std::vector<Token>& out) const;
+  void AppendMissingByte(unsigned char byte, std::vector<Token>& out) const;
   void AppendByteLevelText(std::string_view text, std::string& out) const;
 };
 

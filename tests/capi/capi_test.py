@@ -5,7 +5,8 @@ for bit, sessions saved from Python continue in `primekv serve` and the reverse,
 raises, and two sessions on two threads run at the same time.
 
 Usage: capi_test.py --primekv BIN --model GGUF CASE
-(CASE: generate | score | sessions | serve | errors | threads | example)
+(CASE: generate | score | sessions | serve | errors | threads | example | longrope |
+strings)
 The module is imported from PYTHONPATH (ctest sets it to the build tree's python/).
 """
 import argparse
@@ -518,6 +519,59 @@ def case_example(model, work):
     del model
 
 
+def case_longrope(model, work):
+    """A random Phi-3 model with LongRoPE factors (original context 64, trained 256): a session
+    of ctx_size N runs the factors `primekv generate -c N` runs, short at or below 64 and long
+    above, and the two give other tokens."""
+    del work
+    prompt = "the quick brown fox jumps over the lazy dog " * 3
+    ids = model.tokenize(prompt)
+    check(len(ids) + 8 <= 64, f"the prompt ({len(ids)} tokens) and 8 more fit 64 positions")
+    tokens = {}
+    for ctx in (64, 65, 256):
+        ref = cli_generate(prompt, 8, "none", 0.0, extra=("-c", str(ctx)))
+        with model.session(threads=1, ctx_size=ctx) as s:
+            s.feed_context(ids)
+            got = s.generate(8)
+        check(ids == ref["prompt_tokens"], f"ctx {ctx}: tokenize equals generate's prompt")
+        check(got == ref["tokens"], f"ctx {ctx}: session tokens {got} equal `primekv generate "
+              f"-c {ctx}`'s {ref['tokens']}")
+        tokens[ctx] = got
+    check(tokens[64] != tokens[65] and tokens[65] == tokens[256],
+          "the short factors (ctx 64) and the long ones (65, 256) give other tokens")
+    with model.session(threads=1) as s:  # ctx_size 0: the trained context, long factors
+        s.feed_context(ids)
+        check(s.generate(8) == tokens[256], "ctx_size 0 runs the trained context's factors")
+
+
+def case_strings(model, work):
+    """Strings for C holding a NUL are refused (C would read them cut at the NUL), and the
+    C API's messages name its own arguments, not the command line's flags."""
+    rng = np.random.default_rng(3)
+    k = rng.standard_normal((1, 2, 10, 8), dtype=np.float32)
+    expect(ValueError, "press with a NUL", lambda: model.session(press="knorm\0junk", ratio=0.5))
+    expect(ValueError, "mode with a NUL", lambda: model.session(mode="context\0x"))
+    expect(ValueError, "score press with a NUL", lambda: primekv.score("knorm\0junk", k, k))
+    expect(ValueError, "score parameter with a NUL",
+           lambda: primekv.score("snapkv", k, k, np.zeros((1, 4, 3, 8), np.float32),
+                                 window="2\0"))
+    expect(ValueError, "model path with a NUL", lambda: primekv.Model(ARGS.model + "\0x"))
+    expect(ValueError, "session file path with a NUL",
+           lambda: primekv.Session.load(model, os.path.join(work, "a.pkvs\0b")))
+    with model.session(threads=1, ctx_size=32) as s:
+        s.feed([1, 2, 3])
+        expect(ValueError, "session id with a NUL", lambda: s.save(work, "id\0x"))
+        expect(ValueError, "save directory with a NUL", lambda: s.save(work + "\0x", "id"))
+        check(not os.listdir(work), "nothing was saved")
+    for ctx in (model.info["context_length"] + 1, 2**24 + 1):
+        try:
+            model.session(ctx_size=ctx)
+            check(False, f"ctx_size {ctx}: refused")
+        except primekv.PrimeKVError as e:
+            check("--" not in str(e) and "ctx_size" in str(e),
+                  f"ctx_size {ctx}: the message names ctx_size, no flag: {e}")
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -526,7 +580,8 @@ def main():
     cases = {"generate": case_generate, "score": case_score, "sessions": case_sessions,
              "serve": case_serve, "errors": case_errors, "threads": case_threads,
              "example": case_example, "close_race": case_close_race,
-             "generate_cap": case_generate_cap}
+             "generate_cap": case_generate_cap, "longrope": case_longrope,
+             "strings": case_strings}
     ap.add_argument("case", choices=sorted(cases))
     ARGS = ap.parse_args()
     model = primekv.Model(ARGS.model)

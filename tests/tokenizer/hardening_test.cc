@@ -1,5 +1,5 @@
 // Second-round hardening of the tokenizer: special-token matching against a brute-force
-// reference, MaxTokenBytes as a bound, vocabularies that would drop bytes, and the Hugging Face
+// reference, MaxTokenBytes as a bound, vocabularies that lack a byte, and the Hugging Face
 // reader's handling of wrongly typed fields.
 #include <gtest/gtest.h>
 
@@ -102,25 +102,68 @@ TEST(TokenizerHardening, MaxTokenBytesBoundsEveryToken) {
   }
 }
 
-TEST(TokenizerHardening, VocabularyThatWouldDropABytesIsRefused) {
-  TokenizerSpec gpt2 = HandGpt2::Spec();
-  gpt2.tokens['h'] = "<|h|>";  // byte 'h' loses its token
-  gpt2.unk = -1;
-  auto t = Tokenizer::Create(gpt2);
-  ASSERT_FALSE(t.ok());
-  EXPECT_NE(t.message().find("no token for byte 0x68 ('h')"), std::string::npos) << t.message();
-  gpt2.tokens.push_back("<unk>");
-  if (!gpt2.token_types.empty())
-    gpt2.token_types.push_back(static_cast<int32_t>(TokenType::kUnknown));
-  gpt2.unk = static_cast<Token>(gpt2.tokens.size() - 1);
-  EXPECT_TRUE(Tokenizer::Create(gpt2).ok());  // an unknown token stands in for it
+// The byte-level spec with byte `b`'s token renamed, so no token spells that byte (llama.cpp's
+// falcon vocabulary has none for 0x03); ids stay those of the full vocabulary.
+TokenizerSpec Gpt2WithoutByte(unsigned char b) {
+  TokenizerSpec spec = HandGpt2::Spec();
+  spec.tokens[b] = "<|no byte " + std::to_string(b) + "|>";
+  spec.unk = -1;
+  return spec;
+}
 
+std::string Without(std::string text, char c) {
+  std::erase(text, c);
+  return text;
+}
+
+// llama.cpp loads a byte-level vocabulary that lacks a byte and drops that byte when encoding;
+// text without it is untouched.
+TEST(TokenizerHardening, ByteLevelVocabularyWithoutAByteLoadsAndDropsIt) {
+  auto full = Tokenizer::Create(HandGpt2::Spec());
+  ASSERT_TRUE(full.ok()) << full.message();
+  for (const unsigned char b : std::initializer_list<unsigned char>{0x03, 'h', 0xA9}) {
+    auto t = Tokenizer::Create(Gpt2WithoutByte(b));
+    ASSERT_TRUE(t.ok()) << "byte " << int{b} << ": " << t.message();
+    const char c = static_cast<char>(b);
+    for (const std::string& text : testing_tok::RoundTripCorpus()) {
+      if (text.find(c) != std::string::npos) continue;
+      EXPECT_EQ(t->Encode(text, true, true), full->Encode(text, true, true)) << text;
+    }
+    // Text holding the byte: every other byte is encoded, the missing one gives no id.
+    for (const std::string& text : {std::string("the bell ") + c + " rang",
+                                    std::string(1, c) + "caf\xC3\xA9" + c + c, std::string(1, c)}) {
+      const std::vector<Token> ids = t->Encode(text, false, false);
+      EXPECT_EQ(t->Decode(ids), Without(text, c)) << "byte " << int{b};
+    }
+  }
+  // No merge reads 0x03, so its text gets the full vocabulary's ids less the byte's own.
+  auto no03 = Tokenizer::Create(Gpt2WithoutByte(0x03));
+  ASSERT_TRUE(no03.ok());
+  const std::string text = "the\x03 bell\x03\x03 caf\xC3\xA9";
+  std::vector<Token> want = full->Encode(text, false, false);
+  std::erase(want, Token{0x03});
+  EXPECT_EQ(no03->Encode(text, false, false), want);
+  // An unknown token still stands in for the byte.
+  TokenizerSpec with_unk = Gpt2WithoutByte('h');
+  with_unk.tokens.push_back("<unk>");
+  with_unk.token_types.push_back(static_cast<int32_t>(TokenType::kUnknown));
+  with_unk.unk = static_cast<Token>(with_unk.tokens.size() - 1);
+  auto u = Tokenizer::Create(with_unk);
+  ASSERT_TRUE(u.ok()) << u.message();
+  EXPECT_EQ(u->Encode("h", false, false), std::vector<Token>{with_unk.unk});
+
+  // A byte's token of another type loads too, and encodes as that token (llama.cpp looks the
+  // text up whatever its type).
   TokenizerSpec byte_control = HandGpt2::Spec();
-  byte_control.token_types.assign(byte_control.tokens.size(),
-                                  static_cast<int32_t>(TokenType::kNormal));
   byte_control.token_types['h'] = static_cast<int32_t>(TokenType::kControl);
-  EXPECT_FALSE(Tokenizer::Create(byte_control).ok());
+  auto ctl = Tokenizer::Create(byte_control);
+  ASSERT_TRUE(ctl.ok()) << ctl.message();
+  EXPECT_EQ(ctl->Encode("h", false, false), std::vector<Token>{'h'});
+}
 
+// SentencePiece has no byte-level alphabet to fall back on: without a byte token or an unknown
+// token the vocabulary is still refused.
+TEST(TokenizerHardening, SentencePieceVocabularyThatWouldDropAByteIsRefused) {
   TokenizerSpec llama = HandLlama::Spec();
   llama.unk = -1;
   llama.token_types[3 + 'q'] = static_cast<int32_t>(TokenType::kNormal);  // <0x71> not a byte

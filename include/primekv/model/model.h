@@ -57,7 +57,8 @@ struct ModelConfig {  // filled from "<arch>.*" GGUF keys
   // dimensions of queries and keys are also multiplied by rope_attn_factor.
   int rope_original_context = 0;
   float rope_attn_factor = 1.0f;
-  bool long_rope = false;  // the file has LongRoPE factors
+  bool long_rope = false;          // the file has LongRoPE factors
+  bool rope_long_factors = false;  // LongRoPE: the long ones are in force
   FfnActivation ffn_activation = FfnActivation::kSilu;
   // Scalars of granite and gemma (1 or 0: absent).
   float embedding_scale = 1.0f;  // embeddings are multiplied by it (gemma: sqrt(d_model))
@@ -190,13 +191,23 @@ struct DecodeSlot {
 // for bit (tests/model/forward_batch_test.cc).
 inline constexpr int kDecodeBatchRows = 5;
 
+// The largest attention.sliding_window a file may state (Model::Load refuses more).
+inline constexpr int kMaxSlidingWindow = 1 << 24;
+
+// Phi-3 LongRoPE: whether a run at `context` positions (0: the trained context) uses
+// rope_factors_long rather than rope_factors_short. llama.cpp's rule: long when the context size
+// exceeds rope.scaling.original_context_length. Model::Load applies it; whoever runs one file at
+// several context sizes (the C API's sessions) asks it which loaded model to use.
+bool UsesLongRopeFactors(const ModelConfig& config, int64_t context);
+
 class Model {
  public:
   // `memory`: how the file's bytes are held (GgufFile::Open).
-  // `context`: the context the model will run at, 0 = its trained context_length; it only
-  // chooses Phi-3's LongRoPE factors, as llama.cpp's n_ctx does.
+  // `context`: the context size the model will run at (--ctx-size, a session's ctx_size), 0 =
+  // its trained context_length; it only chooses Phi-3's LongRoPE factors (UsesLongRopeFactors),
+  // so every caller that runs at a chosen context size passes it here.
   static Result<Model> Load(const std::filesystem::path& path,
-                            WeightMemory memory = WeightMemory::kMapped, int context = 0);
+                            WeightMemory memory = WeightMemory::kMapped, int64_t context = 0);
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
   ~Model();
