@@ -69,6 +69,7 @@ pk_status MakeSession(pk_model* model, const pk_session_options& o,
   s->ctx_size = *ctx;
   record.schedule = {.ratio = ratio, .mode = *mode, .chunk = o.chunk, .interval = o.interval};
   s->compressor = std::make_unique<Compressor>(m, std::move(made).value());
+  if (const Status& fits = s->compressor->CheckModel(); !fits.ok()) return FromStatus(kWhere, fits);
   if (Status st = CheckSchedule(s->compressor->press(), record.schedule); !st.ok())
     return FromStatus(kWhere, st);
   if (Status st = CheckKvDType(CacheOptions(o).dtype, m.config().head_dim); !st.ok())

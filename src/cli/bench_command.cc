@@ -533,6 +533,7 @@ int RunBench(const BenchArgs& a) {
   if (Status s = CheckTestsMemory(a, model->config()); !s.ok()) return Fail(s.message());
   const double loaded_rss = CurrentRssBytes();
   Compressor compressor(*model, std::move(press).value());
+  if (const Status& fits = compressor.CheckModel(); !fits.ok()) return Fail(fits.message());
   if (compressor.enabled() && compressor.Needs().ReadsQueries()) {
     return Fail("bench: press '" + compressor.press().name +
                 "' reads queries, which bench does not capture; use a query-free press");

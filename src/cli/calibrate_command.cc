@@ -10,6 +10,7 @@
 #include "primekv/session/calibrate.h"
 #include "primekv/session/pipeline.h"
 #include "primekv/tokenizer/tokenizer.h"
+#include "primekv/util/file_io.h"
 #include "primekv/util/progress.h"
 
 namespace primekv::cli {
@@ -32,6 +33,8 @@ std::vector<double> DefaultRatios() {
 }
 
 Status Calibrate(const CalibrateArgs& a) {
+  // Before the model is read and the contexts run: the profile is written only at the end.
+  PRIMEKV_RETURN_IF_ERROR(CheckReplaceableOutput(a.out, "-o"));
   PRIMEKV_ASSIGN_OR_RETURN(const Model model, Model::Load(a.model));
   TaskOptions topt;
   topt.tokenizer = &model.tokenizer();
@@ -57,8 +60,8 @@ Status Calibrate(const CalibrateArgs& a) {
   ProgressBar bar("calibrate", static_cast<int64_t>(contexts.size()));
   opt.progress = [&bar](int done, int) { bar.Update(done); };
   ThreadPool pool(a.threads);
-  PRIMEKV_ASSIGN_OR_RETURN(const BudgetProfile p,
-                           CalibrateBudgetProfile(model, contexts, opt, pool));
+  PRIMEKV_ASSIGN_OR_RETURN(BudgetProfile p, CalibrateBudgetProfile(model, contexts, opt, pool));
+  p.model = model.Identity();
   PRIMEKV_RETURN_IF_ERROR(p.Save(a.out));
   std::printf("%d contexts; share of its entries each KV head keeps (layer x head):\n", p.contexts);
   for (size_t r = 0; r < p.ratios.size(); ++r) {

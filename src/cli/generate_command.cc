@@ -245,6 +245,7 @@ int RunGenerate(const GenerateArgs& a) {
 
   ThreadPool pool(a.threads);
   Compressor compressor(*model, std::move(press).value());
+  if (const Status& fits = compressor.CheckModel(); !fits.ok()) return Fail(fits.message());
   PipelineOptions opts;
   opts.schedule.ratio = a.ratio;
   opts.mode = *mode;

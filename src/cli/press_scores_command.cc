@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -14,6 +15,7 @@
 #include "primekv/model/model.h"
 #include "primekv/press/press.h"
 #include "primekv/press/tensor_scores.h"
+#include "primekv/util/file_io.h"
 #include "primekv/util/json_read.h"
 
 namespace primekv::cli {
@@ -22,22 +24,21 @@ namespace {
 
 template <typename T>
 Result<std::vector<T>> ReadRaw(const std::filesystem::path& p, size_t expected, bool optional) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) {
-    if (optional) return std::vector<T>{};
-    return Status::Error("cannot read '" + p.string() + "'");
-  }
-  in.seekg(0, std::ios::end);
-  const auto bytes = static_cast<size_t>(in.tellg());
-  if (expected != 0 && bytes != expected * sizeof(T)) {
-    return Status::Error(p.string() + ": " + std::to_string(bytes) + " bytes, expected " +
+  std::error_code ec;
+  if (optional && !std::filesystem::exists(p, ec)) return std::vector<T>{};
+  // A FIFO or device is refused unopened; a regular file's size is checked before reading.
+  const uint64_t cap =
+      expected != 0 ? uint64_t{expected} * sizeof(T) : std::numeric_limits<uint64_t>::max();
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string bytes,
+                           ReadFileCapped(p.string(), "press-scores", FileSource::kRegular, cap));
+  if (expected != 0 && bytes.size() != expected * sizeof(T)) {
+    return Status::Error(p.string() + ": " + std::to_string(bytes.size()) + " bytes, expected " +
                          std::to_string(expected * sizeof(T)));
   }
-  if (bytes % sizeof(T) != 0)
+  if (bytes.size() % sizeof(T) != 0)
     return Status::Error(p.string() + ": size is not a multiple of the element");
-  std::vector<T> v(bytes / sizeof(T));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(bytes));
+  std::vector<T> v(bytes.size() / sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
   return v;
 }
 

@@ -1,6 +1,7 @@
 // Report files from results.jsonl: results.csv, report.md and PNG plots (gnuplot).
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -244,18 +246,59 @@ void WritePerTurn(std::ostream& md, const ScoreTables& t) {
   }
 }
 
+// A fresh file beside `dir / name` ("NAME.XXXXXX"), mode 0644, holding `text`; its name
+// relative to `dir`, or "" when it cannot be made (the file is then removed).
+std::string FreshFileBeside(const std::filesystem::path& dir, const std::string& name,
+                            std::string_view text) {
+  std::string path = (dir / (name + ".XXXXXX")).string();
+  const int fd = ::mkstemp(path.data());
+  if (fd < 0) return "";
+  ::fchmod(fd, 0644);
+  std::FILE* f = ::fdopen(fd, "w");
+  const bool ok = f != nullptr && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if ((f != nullptr ? std::fclose(f) : ::close(fd)) != 0 || !ok) {
+    ::unlink(path.c_str());
+    return "";
+  }
+  return std::filesystem::path(path).filename().string();
+}
+
+// Writes the script `gp` (its output `png`, for running by hand) and draws the plot. gnuplot
+// opens its output by name, which would write through a link put there or wait on a FIFO, so it
+// runs a copy of the script whose output is a fresh temporary, renamed over `png` when done.
+// True when the plot was made; an error when `gp` or `png` cannot be replaced.
+Result<bool> RenderPlot(const std::filesystem::path& dir, const std::string& gnuplot,
+                        const std::string& gp, const std::string& png, const std::string& script) {
+  const size_t after_terminal = script.find('\n') + 1;
+  auto with_output = [&](const std::string& out) {
+    std::string s = script;
+    return s.insert(after_terminal, "set output " + GnuplotQuoted(out) + "\n");
+  };
+  PRIMEKV_RETURN_IF_ERROR(WriteFileReplacing((dir / gp).string(), with_output(png), "eval"));
+  const std::string tmp_png = FreshFileBeside(dir, png, "");
+  const std::string tmp_gp = tmp_png.empty() ? "" : FreshFileBeside(dir, gp, with_output(tmp_png));
+  Status st;
+  bool made = false;
+  if (!tmp_gp.empty() && RunGnuplot(gnuplot, dir, tmp_gp)) {
+    st = CheckReplaceableOutput((dir / png).string(), "eval");
+    made = st.ok() && std::rename((dir / tmp_png).c_str(), (dir / png).c_str()) == 0;
+  }
+  if (!tmp_gp.empty()) ::unlink((dir / tmp_gp).c_str());
+  if (!made && !tmp_png.empty()) ::unlink((dir / tmp_png).c_str());
+  if (!st.ok()) return st;
+  return made;
+}
+
 // Score against ratio, a line per press and the full-KV score dashed; linked from the report
-// when gnuplot succeeds.
+// when gnuplot succeeds. The data and script files are replaced whole (WriteFileReplacing).
 // gnuplot runs in `dir` and the script names its files relatively (plot_<safe name>.*), so
 // the folder's name appears in no script or command line.
-void Plot(std::ostream& md, const std::filesystem::path& dir, const std::string& gnuplot,
-          const std::string& name, const std::map<std::string, ByRatio>& rows) {
+Status Plot(std::ostream& md, const std::filesystem::path& dir, const std::string& gnuplot,
+            const std::string& name, const std::map<std::string, ByRatio>& rows) {
   const std::string stem = "plot_" + SafeName(name);
   const std::string dat = stem + ".dat", gp = stem + ".gp", png = stem + ".png";
-  std::ofstream d(dir / dat);
-  std::ofstream g(dir / gp);
-  g << "set terminal pngcairo size 900,600 noenhanced\nset output " << GnuplotQuoted(png) << "\n"
-    << "set title " << GnuplotQuoted(name)
+  std::ostringstream d, g;
+  g << "set terminal pngcairo size 900,600 noenhanced\nset title " << GnuplotQuoted(name)
     << "\nset xlabel 'compression ratio'\nset ylabel 'score'\nset yrange [0:100]\n"
     << "set key outside right\nset grid\nplot ";
   int index = 0;
@@ -275,12 +318,11 @@ void Plot(std::ostream& md, const std::filesystem::path& dir, const std::string&
   if (base >= 0)
     g << (first ? "" : ", ") << base << " with lines dashtype 2 lc rgb 'black' title 'full KV'";
   g << "\n";
-  g.close();
-  d.close();
-  if (!g || !d) return;  // no plot rather than one from a cut script
-  if ((!first || base >= 0) && RunGnuplot(gnuplot, dir, gp)) {
-    md << "![" << name << "](" << png << ")\n\n";
-  }
+  PRIMEKV_RETURN_IF_ERROR(WriteFileReplacing((dir / dat).string(), d.str(), "eval"));
+  if (first && base < 0) return Status::Ok();  // nothing to draw
+  PRIMEKV_ASSIGN_OR_RETURN(const bool made, RenderPlot(dir, gnuplot, gp, png, g.str()));
+  if (made) md << "![" << name << "](" << png << ")\n\n";
+  return Status::Ok();
 }
 
 }  // namespace
@@ -311,8 +353,9 @@ Status WriteEvalReport(const std::filesystem::path& dir, std::vector<std::string
   if (gnuplot.empty()) {
     md << "(gnuplot not found: no plots)\n";
   } else {
-    Plot(md, dir, gnuplot, "average", t.average);
-    for (const auto& [task, task_rows] : t.table) Plot(md, dir, gnuplot, task, task_rows);
+    PRIMEKV_RETURN_IF_ERROR(Plot(md, dir, gnuplot, "average", t.average));
+    for (const auto& [task, task_rows] : t.table)
+      PRIMEKV_RETURN_IF_ERROR(Plot(md, dir, gnuplot, task, task_rows));
   }
   return FlushChecked(md, (dir / "report.md").string());
 }

@@ -134,6 +134,20 @@ class OutDirLock {
   int fd_ = -1;
 };
 
+// The report replaces its plots (plot_*) after every unit has run: one that is a link or a FIFO
+// is refused before the first unit instead. The folder's own entries are checked, since the
+// report also plots the tasks of earlier runs.
+Status CheckPlotFiles(const std::filesystem::path& dir) {
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (it->path().filename().string().starts_with("plot_"))
+      PRIMEKV_RETURN_IF_ERROR(CheckReplaceableOutput(it->path().string(), "--out"));
+  }
+  if (ec) return Status::Error("cannot list '" + dir.string() + "': " + ec.message());
+  return Status::Ok();
+}
+
 // Refuses an --out folder whose results were made under other settings, then records ours.
 // The folder is created (and locked) only after the settings of the run have been checked; the
 // checks of a recorded configuration run under the lock.
@@ -151,6 +165,7 @@ Status CheckAndRecordConfig(const std::filesystem::path& dir, const json& curren
   // block the run, a link would be written through. config.json is checked as it is replaced.
   for (const char* name : {"results.jsonl", "results.csv", "report.md"})
     PRIMEKV_RETURN_IF_ERROR(CheckReplaceableOutput((dir / name).string(), "--out"));
+  PRIMEKV_RETURN_IF_ERROR(CheckPlotFiles(dir));
   json recorded;
   if (std::filesystem::exists(config_path, ec)) {
     auto read = eval_internal::ReadRunConfig(config_path);

@@ -562,6 +562,27 @@ std::optional<Arch> ArchFromName(std::string_view name) {
   return std::nullopt;
 }
 
+std::string Model::Identity() const {
+  // FNV-1a: the same bytes give the same digest on every platform and build.
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  };
+  const ModelConfig& c = config_;
+  for (int v : {c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size})
+    mix(&v, sizeof(v));
+  auto floats = [&mix](const std::vector<float>& v) { mix(v.data(), v.size() * sizeof(float)); };
+  for (const LayerWeights& l : layers_) {
+    floats(l.attn_norm);
+    floats(l.ffn_norm);
+  }
+  floats(output_norm_);
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  return c.arch_name + ":" + hex;
+}
+
 Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;

@@ -2,13 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <span>
 #include <sstream>
 
+#include "primekv/model/model.h"
+#include "primekv/util/file_io.h"
 #include "primekv/util/json_read.h"
+#include "primekv/util/text.h"
 
 namespace primekv {
 namespace {
@@ -117,11 +119,25 @@ Status BudgetProfile::Validate() const {
 }
 
 Result<BudgetProfile> BudgetProfile::Load(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error("cannot read budget profile '" + path.string() + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return Parse(ss.str(), "budget profile '" + path.string() + "'");
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string text,
+                           ReadFileCapped(path.string(), "budget profile", FileSource::kRegular,
+                                          kMaxBudgetProfileBytes));
+  return Parse(text, "budget profile '" + path.string() + "'");
+}
+
+Status BudgetProfile::CheckModel(const Model& m) const {
+  const ModelConfig& c = m.config();
+  if (n_layers != c.n_layers || n_kv_heads != c.n_kv_heads)
+    return Status::Error("budget profile: it is for " + std::to_string(n_layers) + " layers x " +
+                         std::to_string(n_kv_heads) + " KV heads, the model has " +
+                         std::to_string(c.n_layers) + " x " + std::to_string(c.n_kv_heads));
+  if (model.empty()) return Status::Ok();
+  const std::string id = m.Identity();
+  if (model != id)
+    return Status::Error("budget profile: it was measured on another model (" +
+                         Printable(model, 80) + "), not this one (" + id +
+                         "); run primekv calibrate on this model");
+  return Status::Ok();
 }
 
 Result<BudgetProfile> BudgetProfile::Parse(std::string_view text, const std::string& what) {
@@ -138,6 +154,7 @@ Result<BudgetProfile> BudgetProfile::Parse(std::string_view text, const std::str
     PRIMEKV_ASSIGN_OR_RETURN(p.n_kv_heads, heads.Integer(1, kMaxHeads));
     PRIMEKV_ASSIGN_OR_RETURN(p.contexts, root.IntegerOr("contexts", 0, 0, INT32_MAX));
     PRIMEKV_ASSIGN_OR_RETURN(p.method, root.StringOr("method", ""));
+    PRIMEKV_ASSIGN_OR_RETURN(p.model, root.StringOr("model", ""));
     p.ratios = j.at("ratios").get<std::vector<double>>();
     if (p.ratios.size() > kMaxRatios) return Status::Error(what + ": at most 1000 ratios");
     const size_t cells =
@@ -164,6 +181,7 @@ Status BudgetProfile::Save(const std::filesystem::path& path) const {
   nlohmann::json j;
   j["format"] = "primekv-budget-profile";
   j["method"] = method;
+  if (!model.empty()) j["model"] = model;
   j["contexts"] = contexts;
   j["n_layers"] = n_layers;
   j["n_kv_heads"] = n_kv_heads;
@@ -185,10 +203,7 @@ Status BudgetProfile::Save(const std::filesystem::path& path) const {
   };
   j["fractions"] = nested(fractions);
   if (spread.size() == fractions.size()) j["spread"] = nested(spread);
-  std::ofstream out(path);
-  out << j.dump(1) << "\n";
-  if (!out) return Status::Error("cannot write budget profile '" + path.string() + "'");
-  return Status::Ok();
+  return WriteFileReplacing(path.string(), j.dump(1) + "\n", "budget profile");
 }
 
 }  // namespace primekv

@@ -99,7 +99,11 @@ Compressor::Compressor(const Model& model, Press press)
       grams_(model.config().n_layers),
       gram_once_(model.config().n_layers),
       mean_query_(model.config().n_layers),
-      mean_query_once_(model.config().n_layers) {}
+      mean_query_once_(model.config().n_layers) {
+  if (press_.budget.profile == nullptr) return;
+  if (Status fits = press_.budget.profile->CheckModel(model); !fits.ok())
+    fits_ = Status::Error("press " + press_.resolved + ": " + fits.message());
+}
 
 PressNeeds Compressor::Needs() const {
   return press_.scorer ? press_.scorer->Needs() : PressNeeds{};
@@ -185,11 +189,6 @@ Result<Compressor::ScoredLayer> Compressor::ScoreLayer(const KvCache& cache, int
   const BudgetProfile* profile = press_.budget.profile.get();
   std::vector<int> keep;  // per head, with a profile
   if (profile != nullptr) {
-    if (profile->n_layers != c.n_layers || profile->n_kv_heads != c.n_kv_heads)
-      return Status::Error("press " + press_.name + ": its budget profile is for " +
-                           std::to_string(profile->n_layers) + " layers x " +
-                           std::to_string(profile->n_kv_heads) + " KV heads, the model has " +
-                           std::to_string(c.n_layers) + " x " + std::to_string(c.n_kv_heads));
     // Heads keep different shares, so a head under `target` may still be over its own.
     keep = ProfileKeeps(cache, layer, ratio, target);
     bool over = false;
@@ -275,6 +274,7 @@ Status Compressor::Run(KvCache& cache, double ratio, int target, const PressCapt
     stats->kept_per_layer.assign(n_layers, 0);
   }
   const bool active = press_.scorer && (target > 0 || ratio > 0);
+  if (active) PRIMEKV_RETURN_IF_ERROR(fits_);
   if (active && (Needs().ReadsQueries() || Needs().reconstruction) && capture == nullptr) {
     return Status::Error("press " + press_.name +
                          " needs queries captured during the forward pass");
@@ -340,6 +340,7 @@ Result<std::vector<Compressor>> MakeCompressors(const Model& model,
     PRIMEKV_ASSIGN_OR_RETURN(const PressSpec spec, ParsePressSpec(name));
     PRIMEKV_ASSIGN_OR_RETURN(Press press, MakePress(spec));
     out.emplace_back(model, std::move(press));
+    PRIMEKV_RETURN_IF_ERROR(out.back().CheckModel());
     if (needs) *needs = UnionNeeds(*needs, out.back().Needs());
   }
   return out;

@@ -119,6 +119,10 @@ Status WriteFileReplacing(const std::string& path, std::string_view bytes, std::
   }
   ::fchmod(fd, 0644);
   Status st = WriteAllTo(fd, bytes, name);
+  // Without fsync the rename can reach the disk before the data: after a crash the final name
+  // would hold an empty file. Some filesystems also report a full disk only here.
+  if (st.ok() && ::fsync(fd) != 0)
+    st = Status::Error(name + ": write failed: " + std::strerror(errno));
   if (::close(fd) != 0 && st.ok())
     st = Status::Error(name + ": write failed: " + std::strerror(errno));
   // A rename replaces the path itself, never what a link points to; a link or device put there

@@ -4,6 +4,8 @@
 #include "primekv/press/budget_profile.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -268,6 +270,98 @@ TEST(BudgetProfile, RefusesAProfileOfAnotherShape) {
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.message().find("drop budget="), std::string::npos) << both.message();
   std::filesystem::remove(path);
+}
+
+// A FIFO is refused without waiting for a writer; before, the open blocked (the alarm turns a
+// hang into a failure instead of a stuck run).
+TEST(BudgetProfile, LoadRefusesAFifoAndADirectoryWithoutBlocking) {
+  const auto dir = std::filesystem::temp_directory_path() / "primekv_budget_profile_fifo";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto fifo = dir / "profile.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ::alarm(20);
+  auto r = BudgetProfile::Load(fifo);
+  ::alarm(0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("budget profile '" + fifo.string() + "' is not a regular file"),
+            std::string::npos)
+      << r.message();
+  auto d = BudgetProfile::Load(dir);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.message().find("is a directory"), std::string::npos) << d.message();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BudgetProfile, LoadRefusesAFileOverTheSizeLimitUnread) {
+  const auto path = std::filesystem::temp_directory_path() / "primekv_budget_profile_big.json";
+  {
+    std::ofstream out(path);
+    out << Text("[[[0.8], [0.2]], [[0.15], [0.05]]]") << std::string(kMaxBudgetProfileBytes, ' ');
+  }
+  auto r = BudgetProfile::Load(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("is larger than 8388608 bytes"), std::string::npos) << r.message();
+  std::filesystem::remove(path);
+}
+
+// Save replaces the path itself: a link is refused, its target untouched.
+TEST(BudgetProfile, SaveNeverWritesThroughALink) {
+  const auto dir = std::filesystem::temp_directory_path() / "primekv_budget_profile_link";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  { std::ofstream(dir / "target") << "keep\n"; }
+  std::filesystem::create_symlink("target", dir / "link.json");
+  const Status st = HandProfile().Save(dir / "link.json");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("is a symbolic link"), std::string::npos) << st.message();
+  std::ifstream in(dir / "target");
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "keep");
+  std::filesystem::remove_all(dir);
+}
+
+// Two models of one shape: a profile that records its model applies to that one only; one
+// without the record (an older file) to both; one of another shape to neither. Each is refused
+// when the compressor is made, before any prefill.
+TEST(BudgetProfile, AppliesOnlyToTheModelItRecords) {
+  const Model a = WriteLoadAndRemove(SmallGqaSpec(22), "primekv_budget_profile_id_a.gguf");
+  const Model b = WriteLoadAndRemove(SmallGqaSpec(23), "primekv_budget_profile_id_b.gguf");
+  ASSERT_EQ(a.Identity().rfind("llama:", 0), 0u) << a.Identity();
+  ASSERT_NE(a.Identity(), b.Identity());
+  EXPECT_EQ(a.Identity(), WriteLoadAndRemove(SmallGqaSpec(22), "primekv_bp_id_a2.gguf").Identity());
+  const auto dir = std::filesystem::temp_directory_path() / "primekv_budget_profile_id";
+  std::filesystem::create_directories(dir);
+  BudgetProfile measured = HandProfile();
+  measured.model = a.Identity();
+  ASSERT_TRUE(measured.Save(dir / "a.json").ok());
+  ASSERT_TRUE(HandProfile().Save(dir / "old.json").ok());
+  BudgetProfile one_layer = HandProfile();
+  one_layer.n_layers = 1;
+  one_layer.fractions = {0.8, 0.2, 0.15, 0.05};
+  ASSERT_TRUE(one_layer.Save(dir / "1l.json").ok());
+  auto loaded = BudgetProfile::Load(dir / "a.json");
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_EQ(loaded->model, a.Identity());
+  auto check = [&](const Model& m, const std::string& file) {
+    const std::vector<std::string> presses{"keydiff:profile=" + (dir / file).string()};
+    auto made = MakeCompressors(m, presses);
+    return made.ok() ? Status::Ok() : made.status();
+  };
+  EXPECT_TRUE(check(a, "a.json").ok());
+  const Status other = check(b, "a.json");
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.message().find("measured on another model (" + a.Identity() +
+                                 "), not this one (" + b.Identity() + ")"),
+            std::string::npos)
+      << other.message();
+  EXPECT_TRUE(check(b, "old.json").ok());
+  const Status shape = check(a, "1l.json");
+  ASSERT_FALSE(shape.ok());
+  EXPECT_NE(shape.message().find("1 layers x 2 KV heads, the model has 2 x 2"), std::string::npos)
+      << shape.message();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -218,6 +218,11 @@ class Model {
   // and tokenizer() hold what was read from it).
   const GgufFile& file() const { return *file_; }
   const LayerWeights& layer(int l) const { return layers_[static_cast<size_t>(l)]; }
+  // "ARCH:HEX": the architecture and a 64-bit hash of the shape and the RMSNorm weights, which
+  // files measured on this model (budget profiles) record to be matched later. Quantizers keep
+  // norms in F32, so every quantization of the same weights shares it; the same shape trained
+  // or fine-tuned further does not. Hashing every weight would read gigabytes per check.
+  std::string Identity() const;
 
   // A cache shaped for this model.
   KvCache NewCache(KvCacheOptions options = {}) const;

@@ -6,6 +6,7 @@
 // it was measured on (docs/results.md §8).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -14,6 +15,13 @@
 #include "primekv/util/status.h"
 
 namespace primekv {
+
+class Model;
+
+// A profile file's size limit: a profile of 19 ratios for 128 layers x 64 KV heads, with its
+// spread, is under 5 MiB; parsing a larger file costs seconds and gigabytes before it could be
+// refused.
+inline constexpr uint64_t kMaxBudgetProfileBytes = uint64_t{8} << 20;
 
 struct BudgetProfile {
   std::vector<double> ratios;  // ascending, in (0, 1)
@@ -25,6 +33,9 @@ struct BudgetProfile {
   std::vector<double> spread;
   int contexts = 0;    // calibration contexts it averages
   std::string method;  // what made it ("kvzip")
+  // Model::Identity() of the model it was measured on; empty in files written before it was
+  // recorded, which are matched on their shape alone.
+  std::string model;
 
   double At(size_t r, int layer, int head) const {
     return fractions[(r * static_cast<size_t>(n_layers) + static_cast<size_t>(layer)) *
@@ -46,10 +57,15 @@ struct BudgetProfile {
   // no longer applies). need_ratio should lie within the measured ratios (the press checks).
   BudgetProfile NestedBelow(double need_ratio) const;
 
+  // A regular file of at most kMaxBudgetProfileBytes (a FIFO or device is refused unread).
   static Result<BudgetProfile> Load(const std::filesystem::path& path);
   // The JSON text of a profile file; `what` names it in errors.
   static Result<BudgetProfile> Parse(std::string_view text, const std::string& what);
+  // Written as WriteFileReplacing does: never through a link, never half a file.
   Status Save(const std::filesystem::path& path) const;
+  // The profile applies to `model`: the same layers and KV heads, and, when it records one, the
+  // same Model::Identity().
+  Status CheckModel(const Model& model) const;
   // Shape and values consistent (every ratio's shares average to about 1 - ratio).
   Status Validate() const;
 };

@@ -69,6 +69,10 @@ class Compressor {
   const Press& press() const { return press_; }
   PressNeeds Needs() const;
   bool enabled() const { return press_.scorer != nullptr; }
+  // Whether the press applies to the model (a budget profile's shape and model identity). Every
+  // compression returns this error too; callers check it first so that a mismatch is refused
+  // before the prefill rather than after it.
+  const Status& CheckModel() const { return fits_; }
 
   // Removes the fraction `ratio` of each head's entries (KVPress semantics).
   Status Compress(KvCache& cache, double ratio, const PressCapture* capture, ThreadPool& pool,
@@ -106,6 +110,7 @@ class Compressor {
 
   const Model& model_;
   Press press_;
+  Status fits_;
   std::vector<float> rope_inv_freq_;
   mutable std::vector<std::vector<float>> grams_;
   mutable std::vector<std::once_flag> gram_once_;

@@ -35,10 +35,10 @@ Result<std::string> ReadFileCapped(const std::string& path, std::string_view wha
 // it would reach whatever it stands for or wait for a reader. A missing path is fine.
 Status CheckReplaceableOutput(const std::string& path, std::string_view what);
 
-// Writes `bytes` to `path` after CheckReplaceableOutput: into a fresh temporary beside it, then
-// renamed over it, so no reader sees half a file and a failed write (a full disk) leaves the old
-// file. Errors name WHAT and the path ("WHAT 'PATH': write failed: why"); the temporary is
-// removed on any failure.
+// Writes `bytes` to `path` after CheckReplaceableOutput: into a fresh temporary beside it,
+// synced to disk, then renamed over it, so no reader sees half a file and a failed write (a full
+// disk) leaves the old file. Errors name WHAT and the path ("WHAT 'PATH': write failed: why"); the
+// temporary is removed on any failure.
 Status WriteFileReplacing(const std::string& path, std::string_view bytes, std::string_view what);
 
 // Flushes and checks a stream that received output (stdout included): a full disk or a closed
