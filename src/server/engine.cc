@@ -23,6 +23,40 @@
 
 namespace primekv::server {
 
+namespace {
+
+// A turn's claim on the KV budget: what MemoryBudget::Reserve asks of the session store.
+class TurnClaim final : public MemoryBudget::Claimant {
+ public:
+  TurnClaim(SessionStore& store, Session& s, size_t bytes, MemoryBudget::GiveWay give_way,
+            bool restored)
+      : store_(store),
+        s_(s),
+        tenant_(s.record().tenant),  // (`s` may be forgotten by Release)
+        bytes_(bytes),
+        give_way_(give_way),
+        restored_(restored) {}
+  bool TenantFits() override { return store_.TenantFits(tenant_, bytes_); }
+  std::optional<size_t> EvictOne(bool own_only) override {
+    return store_.EvictOne(&s_, tenant_, own_only);
+  }
+  size_t Release(bool gave_way) override {
+    return gave_way ? store_.GiveWay(s_, give_way_ == MemoryBudget::GiveWay::kForget)
+                    : store_.Refuse(s_, restored_);
+  }
+  void Taken() override { store_.SetReserved(s_, bytes_); }
+
+ private:
+  SessionStore& store_;
+  Session& s_;
+  const std::string tenant_;
+  const size_t bytes_;
+  const MemoryBudget::GiveWay give_way_;
+  const bool restored_;
+};
+
+}  // namespace
+
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -90,7 +124,8 @@ Engine::~Engine() = default;
 Result<std::unique_ptr<Engine>> Engine::Create(const ServerOptions& options) {
   if (Status s = ValidateServerOptions(options); !s.ok()) return s;
   std::unique_ptr<Engine> e(new Engine(options));
-  auto model = Model::Load(options.model_path, options.weight_memory);
+  // The context size chooses Phi-3's LongRoPE factors, as it does for every other entry point.
+  auto model = Model::Load(options.model_path, options.weight_memory, options.ctx_size);
   if (!model.ok()) return model.status();
   e->model_ = std::make_unique<Model>(std::move(model).value());
   std::string ctx_note;
@@ -120,6 +155,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ServerOptions& options) {
   e->store_ =
       std::make_unique<SessionStore>(*e->model_, e->kv_, options, std::move(backend).value(),
                                      e->metrics_, *e->pool_, e->batcher_->model_mutex());
+  if (const Status& fits = e->store_->CompressorFor(options.press).CheckModel(); !fits.ok())
+    return Status::Error("--press: " + fits.message());
   if (index_dir) e->store_->IndexDir(options.session_dir);
   return e;
 }
@@ -163,6 +200,10 @@ void Engine::Account(const Accounted& a) { budget_.Replace(a.before, a.after); }
 
 std::variant<std::unique_ptr<Turn>, HttpError> Engine::Begin(TurnRequest req) {
   if (auto err = CheckFits(req)) return *err;
+  // A budget profile measured on another model (or of another shape) is refused before any
+  // prefill (the store builds each press's compressor once).
+  if (const Status& fits = store_->CompressorFor(req.press).CheckModel(); !fits.ok())
+    return HttpError{400, "primekv: " + fits.message(), "primekv"};
   // A named session that answers (or waits to answer) another request is refused before this
   // one waits for a slot: queued behind it, it would run next and cut that turn out.
   bool claimed = false;
@@ -243,20 +284,12 @@ std::variant<std::monostate, HttpError, Engine::Retry> Engine::ReserveMemory(
   const Accounted held = store_->Account(s);
   Account(held);
   const size_t need = held.after + reserve;
-  const std::string tenant = s.record().tenant;  // (`s` may be forgotten by `release`)
-  const MemoryBudget::Request r{
-      .bytes = reserve,
-      .held = held.after,
-      .give_way = give_way,
-      .deadline = deadline,
-      .tenant_fits = [&] { return store_->TenantFits(tenant, reserve); },
-      .evict_one = [&](bool own_only) { return store_->EvictOne(&s, tenant, own_only); },
-      .release =
-          [&](bool gave_way) {
-            return gave_way ? store_->GiveWay(s, give_way == MemoryBudget::GiveWay::kForget)
-                            : store_->Refuse(s, restored);
-          },
-      .taken = [&] { store_->SetReserved(s, reserve); }};
+  TurnClaim claim(*store_, s, reserve, give_way, restored);
+  const MemoryBudget::Request r{.bytes = reserve,
+                                .held = held.after,
+                                .give_way = give_way,
+                                .deadline = deadline,
+                                .claimant = &claim};
   const MemoryBudget::Outcome outcome = budget_.Reserve(r);
   using Outcome = MemoryBudget::Outcome;
   if (outcome == Outcome::kTaken) return std::monostate{};

@@ -68,21 +68,21 @@ MemoryBudget::Outcome MemoryBudget::Reserve(const Request& r) {
     // Never fits, whatever is evicted or waited for: refused before anyone loses a session.
     --beginning_;
     cv_.notify_all();
-    used_ -= r.release(false);
+    used_ -= r.claimant->Release(false);
     return Outcome::kRefusedBudget;
   }
   const uint64_t ticket = ++tickets_;
   waiters_.emplace(ticket, r.give_way);
   cv_.notify_all();  // the others may now all be waiting (below)
   // The budget, and the tenant's cap (--tenant-kv-mib), which only its own sessions can free.
-  const auto fits = [&] { return used_ + r.bytes <= budget_ && r.tenant_fits(); };
+  const auto fits = [&] { return used_ + r.bytes <= budget_ && r.claimant->TenantFits(); };
   // Evict idle sessions; while other turns hold the rest (running, or about to run with their
   // session held), wait for them to settle (bounded). Only a request that is alone and still
   // does not fit is refused.
   bool must_give_way = false;
   for (;;) {
     while (!fits()) {
-      const std::optional<size_t> freed = r.evict_one(!r.tenant_fits());
+      const std::optional<size_t> freed = r.claimant->EvictOne(!r.claimant->TenantFits());
       if (!freed) break;
       used_ -= *freed;
     }
@@ -98,7 +98,7 @@ MemoryBudget::Outcome MemoryBudget::Reserve(const Request& r) {
   cv_.notify_all();  // a request waiting on this one's session may go on
   const bool gave_way = must_give_way && r.give_way != GiveWay::kNo;
   if (gave_way) {
-    used_ -= r.release(true);
+    used_ -= r.claimant->Release(true);
     // Begin again once the request that went on (or any other turn) has finished.
     const uint64_t seen = finished_;
     return cv_.wait_until(lock, r.deadline,
@@ -107,12 +107,12 @@ MemoryBudget::Outcome MemoryBudget::Reserve(const Request& r) {
                : Outcome::kTimedOut;
   }
   if (!fits()) {
-    const bool tenant_cap = !r.tenant_fits();
-    used_ -= r.release(false);
+    const bool tenant_cap = !r.claimant->TenantFits();
+    used_ -= r.claimant->Release(false);
     return tenant_cap ? Outcome::kRefusedTenant : Outcome::kRefusedBudget;
   }
   used_ += r.bytes;
-  r.taken();
+  r.claimant->Taken();
   ++running_;
   return Outcome::kTaken;
 }

@@ -1,7 +1,7 @@
 // The KV budget of `primekv serve`: the bytes sessions hold plus what running turns reserved,
 // the requests waiting for room, and how they give way to each other. A turn's memory is
 // reserved before it runs. The sessions themselves are the store's: a reservation asks the
-// store through the hooks of its Request, under this budget's lock, and the store never calls
+// store through its Request's Claimant, under this budget's lock, and the store never calls
 // the budget (the lock order is budget, then store).
 #pragma once
 
@@ -9,7 +9,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -29,6 +28,22 @@ class MemoryBudget {
     kRefusedBudget,  // does not fit the budget even alone (or by the deadline)
     kRefusedTenant,  // does not fit the tenant's cap
   };
+  // What a reservation asks of the session store, under the budget's lock.
+  class Claimant {
+   public:
+    // Whether the tenant's cap (--tenant-kv-mib) holds the request's bytes more.
+    virtual bool TenantFits() = 0;
+    // Evicts one idle session (only the tenant's own when `own_only`): the bytes freed, or
+    // nullopt when there is none to evict.
+    virtual std::optional<size_t> EvictOne(bool own_only) = 0;
+    // Lets the request's session go (refused, or giving way): the bytes freed.
+    virtual size_t Release(bool gave_way) = 0;
+    // The bytes are reserved: the session records them.
+    virtual void Taken() = 0;
+
+   protected:
+    ~Claimant() = default;
+  };
   struct Request {
     size_t bytes = 0;
     // What the request's own session holds already: no eviction frees it for this request, so
@@ -36,14 +51,7 @@ class MemoryBudget {
     size_t held = 0;
     GiveWay give_way = GiveWay::kNo;
     std::chrono::steady_clock::time_point deadline;
-    // Asked of the session store under the budget's lock:
-    std::function<bool()> tenant_fits;  // whether the tenant's cap holds `bytes` more
-    // Evicts one idle session (only the tenant's own when `own_only`): the bytes freed, or
-    // nullopt when there is none to evict.
-    std::function<std::optional<size_t>(bool own_only)> evict_one;
-    // Lets the request's session go (refused, or giving way): the bytes freed.
-    std::function<size_t(bool gave_way)> release;
-    std::function<void()> taken;  // the bytes are reserved: the session records them
+    Claimant* claimant = nullptr;  // the caller's, alive until Reserve returns
   };
 
   explicit MemoryBudget(size_t budget_bytes) : budget_(budget_bytes) {}

@@ -150,18 +150,8 @@ class HttpServer {
   static HttpResponse Error(const HttpError& e) {
     HttpResponse res;
     res.status = e.status;
-    res.body = Dump(ErrorJson(e.status == 404 ? WithoutId(e) : e));
+    res.body = Dump(ErrorJson(e));
     return res;
-  }
-
-  // A 404 names no id the client sent (the store's messages quote it): what a client wrote is
-  // not reflected back to it, and an unknown session reads the same whatever was asked for.
-  static HttpError WithoutId(HttpError e) {
-    if (e.param != "session") return e;
-    e.message = e.message.find("could not be restored") != std::string::npos
-                    ? "session could not be restored from the store"
-                    : "unknown session";
-    return e;
   }
 
   static HttpResponse Content(std::string body, std::string type = "application/json") {

@@ -123,7 +123,7 @@ std::variant<SessionStore::CacheSnapshot, HttpError> SessionStore::Snapshot(
   auto it = sessions_.find(id);
   // Another tenant's session is answered exactly as one that does not exist.
   if (it == sessions_.end() || it->second->record().tenant != tenant)
-    return HttpError{404, "unknown session '" + id + "'", "session", "not_found_error"};
+    return HttpError{404, "unknown session", "session", "not_found_error"};
   Session& s = *it->second;
   if (s.busy) return BusySession(id);
   if (s.load || !s.conv->has_cache())
@@ -335,8 +335,7 @@ std::variant<SessionStore::Found, HttpError> SessionStore::Find(const TurnReques
     }
     // Another tenant's session is answered exactly as one that does not exist.
     if (it == sessions_.end() || it->second->record().tenant != req.tenant) {
-      return HttpError{404, "unknown session '" + req.session_id + "'", "session",
-                       "not_found_error"};
+      return HttpError{404, "unknown session", "session", "not_found_error"};
     }
     Session* s = it->second.get();
     if (s->busy || s->claimed) return BusySession(req.session_id);
@@ -423,9 +422,9 @@ std::optional<HttpError> SessionStore::RestoreIfEvicted(Session& s, bool& restor
       }
       sessions_.erase(id);
       if (loaded->found == SessionBackend::Found::kMissing)
-        return HttpError{404, "unknown session '" + id + "'", "session", "not_found_error"};
+        return HttpError{404, "unknown session", "session", "not_found_error"};
       // The reason is the operator's (logged above), not the client's.
-      return HttpError{404, "session '" + id + "' could not be restored from the store", "session",
+      return HttpError{404, "session could not be restored from the store", "session",
                        "not_found_error"};
     }
     ConversationRecord& snap = loaded->snapshot;

@@ -67,7 +67,9 @@ struct Runner {
     for (int l = 0; l < cache.n_layers(); ++l)
       for (int h = 0; h < cache.n_kv_heads(); ++h)
         report.entries_per_layer_final[static_cast<size_t>(l)] += cache.Length(l, h);
-    if (report.kv_bytes_compressed == 0) report.kv_bytes_compressed = report.kv_bytes_full;
+    // No compression after the context: the cache kept all of it (a compression that left a
+    // windowed cache 0 bytes reports 0).
+    if (st.kept_per_layer.empty()) report.kv_bytes_compressed = report.kv_bytes_full;
   }
 
   // Prefills the question (if any) and decodes an answer.

@@ -384,34 +384,57 @@ def case_close_race(model, work):
         s.close()
         expect(primekv.PrimeKVError, "a session closed after the call", lambda: s.feed([1]))
     check(n_refused >= 1, f"close() during a call was refused ({n_refused} of 3 tries caught a call)")
-    # Two threads feeding one session: each call succeeds whole or is refused as busy.
+    # Two threads feeding one session: each call succeeds whole or is refused as busy. One
+    # thread feeds a long piece (retrying while refused) as the other feeds short ones until the
+    # long one is in, so the two overlap and at least one call must have been refused.
     s = model.session(threads=1, ctx_size=2048)
-    counts = {"ok": 0, "busy": 0, "other": []}
+    long_ids = ids[:600]
+    counts = {"ok": 0, "busy": 0, "other": [], "long_ok": False}
     lock = threading.Lock()
 
-    def hammer():
-        for _ in range(50):
-            try:
-                s.feed([5, 6, 7, 8])
+    def one(feed_ids):
+        try:
+            s.feed(feed_ids)
+            return True
+        except primekv.PrimeKVError as e:
+            with lock:
+                if "in use" in str(e):
+                    counts["busy"] += 1
+                else:
+                    counts["other"].append(str(e))
+            return False
+
+    started = threading.Event()  # the short feeds run: the long one starts among them
+
+    def long_feeder():
+        started.wait(60)
+        for _ in range(10000):
+            if one(long_ids):
+                counts["long_ok"] = True
+                return
+
+    def short_feeder():
+        while not counts["long_ok"] and len(counts["other"]) == 0 and counts["ok"] < 300:
+            if one([5, 6, 7, 8]):
                 with lock:
                     counts["ok"] += 1
-            except primekv.PrimeKVError as e:
-                with lock:
-                    if "in use" in str(e):
-                        counts["busy"] += 1
-                    else:
-                        counts["other"].append(str(e))
-    ts = [threading.Thread(target=hammer) for _ in range(2)]
+            started.set()
+            time.sleep(0.0005)  # room between short feeds for the long one to get in
+    ts = [threading.Thread(target=long_feeder), threading.Thread(target=short_feeder)]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
     n = len(s.tokens)
-    print(f"     two threads on one session: {counts['ok']} feeds succeeded, {counts['busy']} "
-          f"refused as busy, {len(counts['other'])} other errors; {n} tokens cached")
+    print(f"     two threads on one session: the long feed in, {counts['ok']} short feeds succeeded, "
+          f"{counts['busy']} calls refused as busy, {len(counts['other'])} other errors; {n} tokens")
     check(not counts["other"], f"no torn-cache errors ({counts['other'][:2]})")
-    check(n == 4 * counts["ok"] and s.kv_entries() == n * model.info["n_layers"] *
-          model.info["n_kv_heads"], "the cache holds exactly the successful feeds")
+    check(counts["long_ok"], "the long feed went in")
+    check(counts["busy"] > 0, "the two threads overlapped: some call was refused as busy")
+    expected = 4 * counts["ok"] + len(long_ids)
+    check(n == expected and s.kv_entries() == n * model.info["n_layers"] *
+          model.info["n_kv_heads"], "the cache holds exactly the successful feeds (%d of %d)" % (
+              n, expected))
     s.close()
 
 

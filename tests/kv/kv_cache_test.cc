@@ -402,10 +402,17 @@ TEST(KvCache, MoveAssignmentReleasesTheOldPages) {
 }
 
 // Random operations on caches that share one pool, against a model that copies everything:
-// every head's rows and pages read what the model holds after every step.
+// every head's rows and pages read what the model holds after every step. Each append writes
+// rows of its own salt, and keys and values are both read, so a write into a page another
+// cache holds (a missed copy) shows as that cache reading another's rows.
 TEST(KvCache, SharingCachesMatchACopyingModel) {
   const int layers = 2, heads = 2, d = 32, pt = 8;
-  using Model = std::vector<std::vector<int32_t>>;  // positions per (layer, head)
+  struct Row {
+    int32_t pos;
+    float salt;
+  };
+  using Model = std::vector<std::vector<Row>>;  // rows per (layer, head)
+  int appends = 0;
   std::mt19937 rng(7);
   std::vector<KvCache> caches;
   std::vector<Model> models;
@@ -415,10 +422,13 @@ TEST(KvCache, SharingCachesMatchACopyingModel) {
     for (size_t c = 0; c < caches.size(); ++c) {
       for (int i = 0; i < layers * heads; ++i) {
         const int l = i / heads, h = i % heads;
-        std::vector<float> keys;
+        std::vector<float> keys, values;
         std::vector<int32_t> pos;
-        caches[c].ReadHead(l, h, &keys, nullptr, &pos);
-        ASSERT_EQ(pos, models[c][static_cast<size_t>(i)]) << "step " << step << " cache " << c;
+        caches[c].ReadHead(l, h, &keys, &values, &pos);
+        const auto& want = models[c][static_cast<size_t>(i)];
+        std::vector<int32_t> want_pos;
+        for (const Row& r : want) want_pos.push_back(r.pos);
+        ASSERT_EQ(pos, want_pos) << "step " << step << " cache " << c;
         int rows = 0;
         for (int p = 0; p < caches[c].NumPages(l, h); ++p) {
           const KvPage& page = caches[c].Page(l, h, p);
@@ -427,8 +437,12 @@ TEST(KvCache, SharingCachesMatchACopyingModel) {
           rows += page.rows;
         }
         ASSERT_EQ(rows, caches[c].Length(l, h));
-        for (size_t r = 0; r < pos.size(); ++r)  // Rows(): position + 0.001 h (+ 1e-5 c)
-          ASSERT_NEAR(keys[r * d], pos[r] + 0.001f * h, 1e-4) << "step " << step;
+        for (size_t r = 0; r < pos.size(); ++r) {  // Rows(): salt + position + 0.001 h + 1e-5 c
+          const float key = want[r].salt + static_cast<float>(pos[r]) + 0.001f * h;
+          ASSERT_NEAR(keys[r * d], key, 1e-3) << "step " << step << " cache " << c << " row " << r;
+          ASSERT_NEAR(values[r * d + d - 1], key + 0.5f + 1e-5f * (d - 1), 1e-3)
+              << "step " << step << " cache " << c << " row " << r;
+        }
         if (!pos.empty()) {
           ASSERT_EQ(caches[c].PositionAt(l, h, static_cast<int>(pos.size()) / 2),
                     pos[pos.size() / 2]);
@@ -445,26 +459,28 @@ TEST(KvCache, SharingCachesMatchACopyingModel) {
     } else if (op < 5) {
       const int n = 1 + static_cast<int>(rng() % 20);
       const int32_t first = caches[c].NextPosition();
-      ASSERT_TRUE(AppendRange(caches[c], first, n, 0.0f).ok());
+      const float salt = 0.125f * static_cast<float>(++appends % 7);
+      ASSERT_TRUE(AppendRange(caches[c], first, n, salt).ok());
       for (auto& m : models[c])
-        for (int i = 0; i < n; ++i) m.push_back(first + i);
+        for (int i = 0; i < n; ++i) m.push_back({first + i, salt});
     } else if (op < 8) {
       const int i = static_cast<int>(rng() % (layers * heads));
       auto& m = models[c][static_cast<size_t>(i)];
-      std::vector<int32_t> keep, kept_pos;
+      std::vector<int32_t> keep;
+      std::vector<Row> kept_rows;
       const unsigned drop = 2 + rng() % 6;  // drop about one row in `drop`
       for (size_t r = 0; r < m.size(); ++r)
         if (rng() % drop != 0) {
           keep.push_back(static_cast<int32_t>(r));
-          kept_pos.push_back(m[r]);
+          kept_rows.push_back(m[r]);
         }
       caches[c].Retain(i / heads, i % heads, keep);
-      m = kept_pos;
+      m = kept_rows;
     } else if (op < 9) {
       const int32_t cut =
           caches[c].NextPosition() > 0 ? static_cast<int32_t>(rng() % caches[c].NextPosition()) : 0;
       caches[c].TruncateFrom(cut);
-      for (auto& m : models[c]) std::erase_if(m, [&](int32_t p) { return p >= cut; });
+      for (auto& m : models[c]) std::erase_if(m, [&](const Row& r) { return r.pos >= cut; });
     } else if (caches.size() > 1) {
       caches.erase(caches.begin() + static_cast<std::ptrdiff_t>(c));
       models.erase(models.begin() + static_cast<std::ptrdiff_t>(c));

@@ -16,14 +16,28 @@ using Outcome = MemoryBudget::Outcome;
 using GiveWay = MemoryBudget::GiveWay;
 using Clock = std::chrono::steady_clock;
 
-// What the hooks of one request saw and did.
-struct Store {
+// What the store of one request saw and did.
+struct Store final : MemoryBudget::Claimant {
   std::vector<size_t> idle;  // bytes of idle sessions, evicted from the back
   bool tenant_fits = true;
   size_t session_bytes = 0;       // what releasing the request's session frees
   std::atomic<int> released{-1};  // -1: not released; else whether it gave way
   std::atomic<bool> taken{false};
   std::vector<bool> own_only;  // as asked by each eviction
+
+  bool TenantFits() override { return tenant_fits; }
+  std::optional<size_t> EvictOne(bool own) override {
+    own_only.push_back(own);
+    if (idle.empty()) return std::nullopt;
+    const size_t b = idle.back();
+    idle.pop_back();
+    return b;
+  }
+  size_t Release(bool gave_way) override {
+    released = gave_way ? 1 : 0;
+    return session_bytes;
+  }
+  void Taken() override { taken = true; }
 };
 
 MemoryBudget::Request Ask(Store& st, size_t bytes, GiveWay give_way = GiveWay::kNo,
@@ -33,19 +47,7 @@ MemoryBudget::Request Ask(Store& st, size_t bytes, GiveWay give_way = GiveWay::k
   r.give_way = give_way;
   r.deadline = Clock::now() +
                std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
-  r.tenant_fits = [&st] { return st.tenant_fits; };
-  r.evict_one = [&st](bool own_only) -> std::optional<size_t> {
-    st.own_only.push_back(own_only);
-    if (st.idle.empty()) return std::nullopt;
-    const size_t b = st.idle.back();
-    st.idle.pop_back();
-    return b;
-  };
-  r.release = [&st](bool gave_way) {
-    st.released = gave_way ? 1 : 0;
-    return st.session_bytes;
-  };
-  r.taken = [&st] { st.taken = true; };
+  r.claimant = &st;
   return r;
 }
 

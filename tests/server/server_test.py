@@ -620,10 +620,18 @@ def case_kill(work):
                 _, r, _ = ref.post("/v1/completions", {"prompt": prompt_for(c, answers),
                                                        "temperature": 0, "max_tokens": 8})
                 answers.append(r["choices"][0]["text"])
-            same = st == 200 and answers[:-1] == got[c] and j["choices"][0]["text"] == answers[-1]
-            check(same and j["usage"]["prompt_tokens_details"]["cached_tokens"] >= n_tokens - 1,
-                  "conversation %d (%d turns before the kill) continues as if never killed" % (
-                      c, len(got[c])))
+            # Three conditions, each checked on its own so a failure says which: the turns the
+            # killed server answered (batched over 2 slots) are the reference's, the restarted
+            # server read the session file, and its next answer is the reference's.
+            what = "conversation %d (%d turns before the kill)" % (c, len(got[c]))
+            check(answers[:-1] == got[c], "%s: its answers before the kill are the reference's "
+                  "(%r vs %r)" % (what, got[c], answers[:-1]))
+            cached = j["usage"]["prompt_tokens_details"]["cached_tokens"] if st == 200 else -1
+            check(cached >= n_tokens - 1, "%s: continues from its file (status %d, cached %d of "
+                  "%d)" % (what, st, cached, n_tokens))
+            check(st == 200 and j["choices"][0]["text"] == answers[-1],
+                  "%s: continues as if never killed (%r vs %r)" % (
+                      what, j["choices"][0]["text"] if st == 200 else st, answers[-1]))
             compared += 1
     finally:
         s.stop()
