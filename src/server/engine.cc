@@ -275,7 +275,13 @@ std::variant<std::unique_ptr<Turn>, HttpError, Engine::Retry> Engine::BeginOnce(
   auto reserved = ReserveMemory(*s, reserve, restored, give_way, deadline);
   if (std::holds_alternative<Retry>(reserved)) return Retry{};
   if (auto* err = std::get_if<HttpError>(&reserved)) return *err;
-  return std::make_unique<Turn>(this, s, std::move(req), static_cast<int>(keep));
+  TurnParts parts{
+      .tokenizer = model_->tokenizer(),
+      .batcher = *batcher_,
+      .store = *store_,
+      .metrics = metrics_,
+      .finish = [this](Session* done, bool ok, bool modified) { Finish(done, ok, modified); }};
+  return std::make_unique<Turn>(std::move(parts), s, std::move(req), static_cast<int>(keep));
 }
 
 std::variant<std::monostate, HttpError, Engine::Retry> Engine::ReserveMemory(

@@ -22,6 +22,11 @@
 
 namespace primekv::server {
 
+class DecodeBatcher;    // server/decode_batcher.h
+class SessionStore;     // server/session_store.h
+struct Accounted;       // server/session_store.h
+struct RequestContext;  // server/request.h
+
 // A request's way in (a slot, its session, its memory) and out, over the parts below, each of
 // which owns its lock. Lock order: memory budget, then session store; slots, the decode batcher
 // and the metrics never call another part.

@@ -1,6 +1,8 @@
 // One request of `primekv serve` as a turn of the session's Conversation
 // (session/conversation.h): prefill, the decode loop with stop strings and streaming, and what
 // the turn leaves in the store.
+#include "server/turn.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -8,7 +10,7 @@
 
 #include "server/common.h"
 #include "server/decode_batcher.h"
-#include "server/engine.h"
+#include "server/server_metrics.h"
 #include "server/session_store.h"
 
 namespace primekv::server {
@@ -29,10 +31,10 @@ size_t Utf8SafeLength(const std::string& s) {
 
 }  // namespace
 
-Turn::Turn(Engine* engine, Session* session, TurnRequest request, int keep)
-    : engine_(engine), session_(session), req_(std::move(request)), keep_(keep) {}
+Turn::Turn(TurnParts parts, Session* session, TurnRequest request, int keep)
+    : parts_(std::move(parts)), session_(session), req_(std::move(request)), keep_(keep) {}
 
-Turn::~Turn() { engine_->Finish(session_, ran_, modified_); }
+Turn::~Turn() { parts_.finish(session_, ran_, modified_); }
 
 const std::string& Turn::session_id() const { return session_->record().id; }
 
@@ -83,7 +85,7 @@ void Turn::Emit(State& st, const TextSink& sink, bool all) {
 bool Turn::AppendText(State& st, Token next) {
   TurnOutcome& out = st.out;
   out.tokens.push_back(next);
-  out.text = engine_->model().tokenizer().Decode(out.tokens, false);
+  out.text = parts_.tokenizer.Decode(out.tokens, false);
   bool stop_hit = false;
   for (const auto& stop : req_.stop) {
     const size_t at = out.text.find(stop);
@@ -96,7 +98,6 @@ bool Turn::AppendText(State& st, Token next) {
 }
 
 Status Turn::Decode(State& st, const TextSink& sink, const AliveCheck& alive) {
-  Engine& e = *engine_;
   Conversation& conv = *session_->conv;
   const auto t0 = std::chrono::steady_clock::now();
   bool stop_hit = false;
@@ -116,7 +117,7 @@ Status Turn::Decode(State& st, const TextSink& sink, const AliveCheck& alive) {
   };
   // Each token runs in the engine's batched forward pass with the other decoding turns'.
   const auto feed = [&](Token next) {
-    PRIMEKV_RETURN_IF_ERROR(e.batcher().Step(
+    PRIMEKV_RETURN_IF_ERROR(parts_.batcher.Step(
         {.token = next, .cache = &conv.cache(), .tap = &conv.capture(), .drop_expired = true},
         conv.logits()));
     st.out.appended.push_back(next);
@@ -133,7 +134,6 @@ Status Turn::Decode(State& st, const TextSink& sink, const AliveCheck& alive) {
 }
 
 Status Turn::EndTurn(State& st) {
-  Engine& e = *engine_;
   Session& s = *session_;
   Conversation& conv = *s.conv;
   PRIMEKV_RETURN_IF_ERROR(conv.EndTurn());  // (counts the turn)
@@ -148,8 +148,8 @@ Status Turn::EndTurn(State& st) {
   conv.ReleaseBuffers();
   // After every turn. A failed save is logged, counted and said in the answer
   // (`X-PrimeKV-Saved: false`): the turn is answered all the same, and lives in memory only.
-  if (e.store().backend()) {
-    const Status r = e.store().Persist(s);
+  if (parts_.store.backend()) {
+    const Status r = parts_.store.Persist(s);
     if (!r.ok()) std::fprintf(stderr, "primekv serve: %s\n", r.message().c_str());
     st.out.saved = r.ok() && !s.load;  // (load: another replica stored a newer turn first)
   }
@@ -178,7 +178,6 @@ void Turn::Record(const State& st, double compress_ms) {
 }
 
 Result<TurnOutcome> Turn::Run(const TextSink& sink, const AliveCheck& alive) {
-  Engine& e = *engine_;
   Session& s = *session_;
   State st;
   st.compressions = s.conv->stats().compressions;
@@ -188,9 +187,9 @@ Result<TurnOutcome> Turn::Run(const TextSink& sink, const AliveCheck& alive) {
   if (Status r = Prefill(st); !r.ok()) return r;
   st.out.cached_tokens = keep_;  // after the cut, which may have started the session over
   {
-    e.batcher().Enter();
+    parts_.batcher.Enter();
     const Status r = Decode(st, sink, alive);
-    e.batcher().Leave();
+    parts_.batcher.Leave();
     if (!r.ok()) return r;
   }
   st.out.decode_ms = st.decode_s * 1e3;
@@ -199,7 +198,7 @@ Result<TurnOutcome> Turn::Run(const TextSink& sink, const AliveCheck& alive) {
   Record(st, st.out.compress_ms);
   ran_ = true;
   const TurnOutcome& out = st.out;
-  e.metrics().AddTurn(
+  parts_.metrics.AddTurn(
       {.prompt_tokens = static_cast<uint64_t>(out.prompt_tokens),
        .cached_tokens = static_cast<uint64_t>(out.cached_tokens),
        .prefill_tokens = static_cast<uint64_t>(out.prefilled_tokens),

@@ -2,24 +2,35 @@
 // reservation until destroyed (turn.cc).
 #pragma once
 
+#include <functional>
 #include <string>
 
+#include "primekv/tokenizer/tokenizer.h"
 #include "primekv/util/status.h"
 #include "server/stored_session.h"
 #include "server/turn_request.h"
 
 namespace primekv::server {
 
-class Engine;
-class DecodeBatcher;    // server/decode_batcher.h
-class SessionStore;     // server/session_store.h
-struct Accounted;       // server/session_store.h
-struct RequestContext;  // server/request.h
+class DecodeBatcher;  // server/decode_batcher.h
+class SessionStore;   // server/session_store.h
+class Metrics;        // server/server_metrics.h
+
+// What a turn uses, handed to it by the engine: the tokenizer (the answer's text), the decode
+// batcher (its steps), the store (persisting the session), the metrics, and what gives back
+// the slot, the session and the memory when the turn is destroyed (ok, modified).
+struct TurnParts {
+  const Tokenizer& tokenizer;
+  DecodeBatcher& batcher;
+  SessionStore& store;
+  Metrics& metrics;
+  std::function<void(Session*, bool ok, bool modified)> finish;
+};
 
 // A request that holds a slot, its session (busy) and its memory reservation until destroyed.
 class Turn {
  public:
-  Turn(Engine* engine, Session* session, TurnRequest request, int keep);
+  Turn(TurnParts parts, Session* session, TurnRequest request, int keep);
   Turn(const Turn&) = delete;
   Turn& operator=(const Turn&) = delete;
   ~Turn();
@@ -38,7 +49,7 @@ class Turn {
   Status EndTurn(State& st);
   void Record(const State& st, double compress_ms);
 
-  Engine* engine_;
+  TurnParts parts_;
   Session* session_;
   TurnRequest req_;
   int keep_;               // session tokens kept (the rest of the prompt is prefilled)
