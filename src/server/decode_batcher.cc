@@ -14,8 +14,10 @@ struct DecodeBatcher::Job {
   bool done = false;
 };
 
-DecodeBatcher::DecodeBatcher(Forward forward, int vocab_size)
-    : forward_(std::move(forward)), vocab_(static_cast<size_t>(vocab_size)) {}
+DecodeBatcher::DecodeBatcher(Forward forward, int vocab_size, std::mutex& model_mutex)
+    : forward_(std::move(forward)),
+      vocab_(static_cast<size_t>(vocab_size)),
+      model_mu_(model_mutex) {}
 
 void DecodeBatcher::Enter() {
   std::lock_guard lock(mu_);

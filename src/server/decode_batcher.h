@@ -26,16 +26,14 @@ class DecodeBatcher {
     uint64_t rows = 0;     // tokens they ran
   };
 
-  DecodeBatcher(Forward forward, int vocab_size);
+  // `model_mutex`: the model's lock, whose owner (the engine, with the model) outlives this.
+  DecodeBatcher(Forward forward, int vocab_size, std::mutex& model_mutex);
 
   // A turn enters and leaves its decode loop: a batch waits for every turn inside to hand in.
   void Enter();
   void Leave();
   // Runs `slot`'s token in the next batch and writes its logits (vocab floats).
   Status Step(const DecodeSlot& slot, std::span<float> logits);
-  // One forward pass or compression at a time: they share the thread pool (a turn's prefill
-  // and compression take it too).
-  std::mutex& model_mutex() { return model_mu_; }
   Stats stats() const;
   size_t queued() const;  // tokens waiting for a batch
 
@@ -56,7 +54,7 @@ class DecodeBatcher {
 
   const Forward forward_;
   const size_t vocab_;
-  std::mutex model_mu_;
+  std::mutex& model_mu_;
   Buffers buffers_;
   mutable std::mutex mu_;  // the queue below
   std::condition_variable cv_;

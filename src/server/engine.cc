@@ -151,10 +151,10 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ServerOptions& options) {
           std::span<const DecodeSlot> slots, MatView<float> logits, ForwardWorkspace& ws) {
         return model->ForwardDecodeBatch(slots, logits, *pool, ws);
       },
-      e->model_->config().vocab_size);
+      e->model_->config().vocab_size, e->model_mutex_);
   e->store_ =
       std::make_unique<SessionStore>(*e->model_, e->kv_, options, std::move(backend).value(),
-                                     e->metrics_, *e->pool_, e->batcher_->model_mutex());
+                                     e->metrics_, *e->pool_, e->model_mutex_);
   if (const Status& fits = e->store_->CompressorFor(options.press).CheckModel(); !fits.ok())
     return Status::Error("--press: " + fits.message());
   if (index_dir) e->store_->IndexDir(options.session_dir);

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <variant>
@@ -78,7 +79,10 @@ class Engine {
   Metrics metrics_;  // (before the parts that count in it)
   Slots slots_;
   MemoryBudget budget_;
-  // (The store's conversations use the batcher's model mutex: the batcher outlives them.)
+  // The model's lock, with the model: one forward pass or compression at a time (they share the
+  // thread pool). The batcher's passes and the store's conversations (prefills, compressions)
+  // take it; both go before it.
+  std::mutex model_mutex_;
   std::unique_ptr<DecodeBatcher> batcher_;
   std::unique_ptr<SessionStore> store_;
 };

@@ -19,6 +19,7 @@ constexpr int kVocab = 4;
 // and holds its first pass until released.
 struct FakeModel {
   std::mutex mu;
+  std::mutex model_mutex;  // the batcher's model lock (the engine owns it in the server)
   std::condition_variable cv;
   bool release = false;
   std::chrono::milliseconds pass_time{0};  // how long each pass takes
@@ -46,7 +47,7 @@ struct FakeModel {
 DecodeBatcher MakeBatcher(FakeModel& m) {
   return DecodeBatcher([&m](std::span<const DecodeSlot> s, MatView<float> l,
                             ForwardWorkspace&) { return m.Forward(s, l); },
-                       kVocab);
+                       kVocab, m.model_mutex);
 }
 
 template <typename Pred>
