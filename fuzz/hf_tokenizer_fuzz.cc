@@ -1,7 +1,8 @@
 // libFuzzer target for make-model --hf-tokenizer's reader: any bytes as tokenizer.json (and,
 // after a NUL byte, as tokenizer_config.json) must give a spec or a Status, never a crash. A spec
 // it returns must build a tokenizer whose Encode accounts for its input: no token consumes more
-// than MaxTokenBytes() bytes, and a text is never dropped to nothing.
+// than MaxTokenBytes() bytes, and a text is never dropped to nothing (but for the bytes a
+// byte-level vocabulary has no token for, which are dropped as llama.cpp drops them).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -26,8 +27,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (std::string_view text : {std::string_view("Hello world <|eot_id|> aaaZ"),
                                 std::string_view("\xFF\xE2\x96\x81 x\n")}) {
     const std::vector<Token> ids = tok->Encode(text, /*add_bos=*/false, /*parse_special=*/true);
-    Check(!ids.empty(), "a non-empty text encodes to tokens");
-    Check(ids.size() * tok->MaxTokenBytes() >= text.size(), "MaxTokenBytes bounds a token");
+    // A byte-level vocabulary may lack a byte (llama.cpp loads one and drops that byte, and so
+    // do we): the bytes to account for are those that encode on their own.
+    size_t covered = 0;
+    for (size_t i = 0; i < text.size(); ++i)
+      covered += !tok->Encode(text.substr(i, 1), /*add_bos=*/false, /*parse_special=*/false).empty();
+    Check(covered == 0 || !ids.empty(), "a text with an encodable byte encodes to tokens");
+    Check(ids.size() * tok->MaxTokenBytes() >= covered, "MaxTokenBytes bounds a token");
   }
   return 0;
 }
