@@ -688,15 +688,8 @@ def long_api_keys(work):
     key = "k" * 900
     s = Server(work, "--max-header-kib", "1", "--api-key", key)
     try:
-        with socket.create_connection(("127.0.0.1", s.port), timeout=30) as c:
-            c.sendall(("GET /v1/models HTTP/1.0\r\nAuthorization: Bearer %s\r\n\r\n" %
-                       key).encode())
-            data = b""
-            while True:
-                got = c.recv(4096)
-                if not got:
-                    break
-                data += got
+        data = st.raw_exchange(s.port, ("GET /v1/models HTTP/1.0\r\nAuthorization: Bearer %s\r\n\r\n"
+                                        % key).encode())
         check(data.startswith(b"HTTP/1.0 200") or data.startswith(b"HTTP/1.1 200"),
               "a 900-byte key with --max-header-kib 1 starts and authenticates (%r)" % data[:12])
     finally:

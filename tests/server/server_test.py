@@ -44,6 +44,19 @@ def stop_process(proc, kill=False):
         proc.wait()
 
 
+def raw_exchange(port, payload, timeout=30):
+    """Sends `payload` on a fresh loopback connection and returns every byte the server writes
+    until it closes the connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as c:
+        c.sendall(payload)
+        data = b""
+        while True:
+            got = c.recv(4096)
+            if not got:
+                return data
+            data += got
+
+
 def run_checks(prefix, body):
     """Runs body(work) in a fresh temporary folder, kept when a check failed; the exit status."""
     work = tempfile.mkdtemp(prefix=prefix)

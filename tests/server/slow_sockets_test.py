@@ -122,14 +122,8 @@ def one_request(port, timeout):
     """(latency s, None) for a 200 to GET /health, else (latency, what went wrong)."""
     t0 = time.monotonic()
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as c:
-            c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            data = b""
-            while True:
-                got = c.recv(4096)
-                if not got:
-                    break
-                data += got
+        data = server_test.raw_exchange(
+            port, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout)
         status = data.split(b" ", 2)[1] if data.startswith(b"HTTP/") else b"none"
         return time.monotonic() - t0, None if status == b"200" else status.decode()
     except OSError as e:
