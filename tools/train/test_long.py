@@ -105,6 +105,15 @@ class GeneratorTest(unittest.TestCase):
                 for a in d.answers:
                     self.assertEqual(TOK.decode(d.ids[a["start"]:a["end"]]).strip(), a["text"].strip())
 
+    def test_rows_too_short_for_any_long_placement(self):
+        """A curriculum's shortest rows still get a document: below what the long placement can
+        fit (64 tokens fails within a few draws), the short generator takes over."""
+        rng = random.Random(1)
+        for _ in range(20):
+            d = data_long.make_train_doc_long(TOK, rng, 64, 0.9, short_share=0.0)
+            self.assertEqual(len(d.ids), 65)
+            self.assertTrue(d.answers)
+
     def test_split_streams_disjoint(self):
         import make_long_splits as M
         streams = {M.stream_seed(sp, sd, "single", 4096) for sp, sd in M.SPLIT_SEEDS.items()}
@@ -119,8 +128,10 @@ class GeneratorTest(unittest.TestCase):
                                 "--splits", "dev", "fresh", "--fresh-seed", "99", "--lengths", "4096", "--n", "2",
                                 "--families", "single", "vt", "--out", out], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stderr)
-            dev = open(os.path.join(out, "long-dev", "4096", "single.jsonl")).read()
-            fresh = open(os.path.join(out, "long-fresh-99", "4096", "single.jsonl")).read()
+            with open(os.path.join(out, "long-dev", "4096", "single.jsonl")) as f:
+                dev = f.read()
+            with open(os.path.join(out, "long-fresh-99", "4096", "single.jsonl")) as f:
+                fresh = f.read()
             self.assertNotEqual(dev, fresh)
             self.assertEqual(len(dev.splitlines()), 2)
         finally:
