@@ -286,7 +286,7 @@ size_t KvCache::BytesShared() const {
 
 size_t KvCache::BytesAllocated() const { return pool_->AllocatedBytes(); }
 
-size_t KvCache::PagesNeeded(int extra, std::span<const int> layer_rows) const {
+size_t KvCache::PagesNeeded(int extra, std::span<const int> layer_rows, bool alone) const {
   if (extra <= 0) return 0;
   Check(layer_rows.empty() || std::ssize(layer_rows) == n_layers_,
         "KvCache: layer_rows needs one entry per layer");
@@ -304,7 +304,7 @@ size_t KvCache::PagesNeeded(int extra, std::span<const int> layer_rows) const {
       const HeadState& head = Head(l, h);
       // Room in the last page counts only while no other cache holds it.
       int room = 0;
-      if (!head.pages.empty() && pool_->refs[static_cast<size_t>(head.pages.back().id)] == 1)
+      if (!head.pages.empty() && (alone || pool_->refs[static_cast<size_t>(head.pages.back().id)] == 1))
         room = pt - head.pages.back().page.rows;
       const size_t pages = extra > room ? static_cast<size_t>((extra - room + pt - 1) / pt) : 0;
       if (cap <= 0) {
@@ -312,7 +312,8 @@ size_t KvCache::PagesNeeded(int extra, std::span<const int> layer_rows) const {
         continue;
       }
       size_t own = 0;
-      for (const PageSlot& slot : head.pages) own += pool_->refs[static_cast<size_t>(slot.id)] == 1;
+      for (const PageSlot& slot : head.pages)
+        own += alone || pool_->refs[static_cast<size_t>(slot.id)] == 1;
       needed += std::min(pages, std::max<size_t>(bound > own ? bound - own : 0, 1));
     }
   }
@@ -328,6 +329,18 @@ size_t KvCache::BytesAllocatedAfterReserve(int extra, std::span<const int> layer
     const size_t chunk = Pool::kPagesPerChunk;
     pages += (needed - free + chunk - 1) / chunk * chunk;
   }
+  return pages * pool_->page_bytes;
+}
+
+size_t KvCache::BytesAllocatedAlone(int extra, std::span<const int> layer_rows) const {
+  const size_t needed = PagesNeeded(extra, layer_rows, /*alone=*/true);
+  size_t held = 0;
+  for (const auto& head : heads_) held += head.pages.size();
+  std::lock_guard lock(pool_->mu);
+  const size_t chunk = Pool::kPagesPerChunk;
+  size_t pages = pool_->chunks.size() * chunk;
+  const size_t free = pages - held;  // every page but this cache's, once the others are gone
+  if (needed > free) pages += (needed - free + chunk - 1) / chunk * chunk;
   return pages * pool_->page_bytes;
 }
 

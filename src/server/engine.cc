@@ -28,15 +28,25 @@ namespace {
 // A turn's claim on the KV budget: what MemoryBudget::Reserve asks of the session store.
 class TurnClaim final : public MemoryBudget::Claimant {
  public:
-  TurnClaim(SessionStore& store, Session& s, size_t bytes, MemoryBudget::GiveWay give_way,
+  TurnClaim(SessionStore& store, Session& s, int new_tokens, MemoryBudget::GiveWay give_way,
             bool restored)
       : store_(store),
         s_(s),
         tenant_(s.record().tenant),  // (`s` may be forgotten by Release)
-        bytes_(bytes),
+        new_tokens_(new_tokens),
+        window_rows_(s.conv->TurnWindowRows()),
         give_way_(give_way),
         restored_(restored) {}
-  bool TenantFits() override { return store_.TenantFits(tenant_, bytes_); }
+  // The session is this request's (busy): only the pages the caches sharing its pool hold
+  // change meanwhile, under the pool's own lock.
+  size_t Need() override {
+    const KvCache& cache = s_.conv->cache();
+    return cache.BytesAllocatedAfterReserve(new_tokens_, window_rows_) - cache.BytesAllocated();
+  }
+  // What the session holds with this turn once no other session does (a prefix-shared cache
+  // counts its whole pool now).
+  size_t Alone() const { return s_.conv->cache().BytesAllocatedAlone(new_tokens_, window_rows_); }
+  bool TenantFits(size_t bytes) override { return store_.TenantFits(tenant_, bytes); }
   std::optional<size_t> EvictOne(bool own_only) override {
     return store_.EvictOne(&s_, tenant_, own_only);
   }
@@ -44,13 +54,14 @@ class TurnClaim final : public MemoryBudget::Claimant {
     return gave_way ? store_.GiveWay(s_, give_way_ == MemoryBudget::GiveWay::kForget)
                     : store_.Refuse(s_, restored_);
   }
-  void Taken() override { store_.SetReserved(s_, bytes_); }
+  void Taken(size_t bytes) override { store_.SetReserved(s_, bytes); }
 
  private:
   SessionStore& store_;
   Session& s_;
   const std::string tenant_;
-  const size_t bytes_;
+  const int new_tokens_;
+  const std::vector<int> window_rows_;
   const MemoryBudget::GiveWay give_way_;
   const bool restored_;
 };
@@ -262,17 +273,14 @@ std::variant<std::unique_ptr<Turn>, HttpError, Engine::Retry> Engine::BeginOnce(
   // loop's own Reserve stays within it (exact for global layers; a sliding-window layer is
   // counted at what its window can span however long the turn: TurnWindowRows).
   const size_t new_tokens = req.prompt.size() - keep + static_cast<size_t>(req.max_tokens) + 1;
-  const KvCache& cache = s->conv->cache();
-  const size_t reserve =
-      cache.BytesAllocatedAfterReserve(static_cast<int>(new_tokens), s->conv->TurnWindowRows()) -
-      cache.BytesAllocated();
   // How it can give way (MemoryBudget::Reserve): a new session can be made again, a stored
   // one's file holds all its cache does.
   using GiveWay = MemoryBudget::GiveWay;
   const GiveWay give_way = req.session_id.empty() ? GiveWay::kForget
                            : s->persisted         ? GiveWay::kDropCache
                                                   : GiveWay::kNo;
-  auto reserved = ReserveMemory(*s, reserve, restored, give_way, deadline);
+  auto reserved =
+      ReserveMemory(*s, static_cast<int>(new_tokens), restored, give_way, deadline);
   if (std::holds_alternative<Retry>(reserved)) return Retry{};
   if (auto* err = std::get_if<HttpError>(&reserved)) return *err;
   TurnParts parts{
@@ -285,14 +293,12 @@ std::variant<std::unique_ptr<Turn>, HttpError, Engine::Retry> Engine::BeginOnce(
 }
 
 std::variant<std::monostate, HttpError, Engine::Retry> Engine::ReserveMemory(
-    Session& s, size_t reserve, bool restored, MemoryBudget::GiveWay give_way,
+    Session& s, int new_tokens, bool restored, MemoryBudget::GiveWay give_way,
     std::chrono::steady_clock::time_point deadline) {
-  const Accounted held = store_->Account(s);
-  Account(held);
-  const size_t need = held.after + reserve;
-  TurnClaim claim(*store_, s, reserve, give_way, restored);
-  const MemoryBudget::Request r{.bytes = reserve,
-                                .held = held.after,
+  Account(store_->Account(s));
+  TurnClaim claim(*store_, s, new_tokens, give_way, restored);
+  const size_t alone = claim.Alone();
+  const MemoryBudget::Request r{.alone = alone,
                                 .give_way = give_way,
                                 .deadline = deadline,
                                 .claimant = &claim};
@@ -315,7 +321,7 @@ std::variant<std::monostate, HttpError, Engine::Retry> Engine::ReserveMemory(
           ? "the tenant's KV share (--tenant-kv-mib, " + std::to_string(options_.tenant_kv_bytes) +
                 " bytes)"
           : "the KV budget (" + std::to_string(options_.kv_budget_bytes) + " bytes)";
-  return HttpError{503, limit + " cannot hold this request (" + std::to_string(need) + " bytes)",
+  return HttpError{503, limit + " cannot hold this request (" + std::to_string(alone) + " bytes)",
                    "", "server_overloaded"};
 }
 

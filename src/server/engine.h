@@ -64,9 +64,10 @@ class Engine {
   // One try of Begin, with a slot taken and Enter called on the budget.
   std::variant<std::unique_ptr<Turn>, HttpError, Retry> BeginOnce(
       TurnRequest& req, std::chrono::steady_clock::time_point deadline);
-  // Makes room for `reserve` bytes for the turn on `s` and takes them (MemoryBudget::Reserve).
+  // Makes room for what appending `new_tokens` to `s`'s cache may add and takes it
+  // (MemoryBudget::Reserve).
   std::variant<std::monostate, HttpError, Retry> ReserveMemory(
-      Session& s, size_t reserve, bool restored, MemoryBudget::GiveWay give_way,
+      Session& s, int new_tokens, bool restored, MemoryBudget::GiveWay give_way,
       std::chrono::steady_clock::time_point deadline);
   void Account(const Accounted& a);  // hands a store call's accounting to the budget
 

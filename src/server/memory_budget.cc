@@ -64,7 +64,8 @@ bool MemoryBudget::MustGiveWayLocked(uint64_t ticket) const {
 
 MemoryBudget::Outcome MemoryBudget::Reserve(const Request& r) {
   std::unique_lock lock(mu_);
-  if (r.held + r.bytes > budget_) {
+  size_t bytes = r.claimant->Need();
+  if (std::max(r.alone, bytes) > budget_) {
     // Never fits, whatever is evicted or waited for: refused before anyone loses a session.
     --beginning_;
     cv_.notify_all();
@@ -75,14 +76,17 @@ MemoryBudget::Outcome MemoryBudget::Reserve(const Request& r) {
   waiters_.emplace(ticket, r.give_way);
   cv_.notify_all();  // the others may now all be waiting (below)
   // The budget, and the tenant's cap (--tenant-kv-mib), which only its own sessions can free.
-  const auto fits = [&] { return used_ + r.bytes <= budget_ && r.claimant->TenantFits(); };
+  const auto fits = [&] {
+    bytes = r.claimant->Need();
+    return used_ + bytes <= budget_ && r.claimant->TenantFits(bytes);
+  };
   // Evict idle sessions; while other turns hold the rest (running, or about to run with their
   // session held), wait for them to settle (bounded). Only a request that is alone and still
   // does not fit is refused.
   bool must_give_way = false;
   for (;;) {
     while (!fits()) {
-      const std::optional<size_t> freed = r.claimant->EvictOne(!r.claimant->TenantFits());
+      const std::optional<size_t> freed = r.claimant->EvictOne(!r.claimant->TenantFits(bytes));
       if (!freed) break;
       used_ -= *freed;
     }
@@ -107,12 +111,12 @@ MemoryBudget::Outcome MemoryBudget::Reserve(const Request& r) {
                : Outcome::kTimedOut;
   }
   if (!fits()) {
-    const bool tenant_cap = !r.claimant->TenantFits();
+    const bool tenant_cap = !r.claimant->TenantFits(bytes);
     used_ -= r.claimant->Release(false);
     return tenant_cap ? Outcome::kRefusedTenant : Outcome::kRefusedBudget;
   }
-  used_ += r.bytes;
-  r.claimant->Taken();
+  used_ += bytes;
+  r.claimant->Taken(bytes);
   ++running_;
   return Outcome::kTaken;
 }

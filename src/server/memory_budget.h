@@ -31,24 +31,27 @@ class MemoryBudget {
   // What a reservation asks of the session store, under the budget's lock.
   class Claimant {
    public:
-    // Whether the tenant's cap (--tenant-kv-mib) holds the request's bytes more.
-    virtual bool TenantFits() = 0;
+    // The bytes the turn would add now: fewer once the sessions sharing its pool are evicted or
+    // have finished (their pages are then free for it, though the pool keeps them).
+    virtual size_t Need() = 0;
+    // Whether the tenant's cap (--tenant-kv-mib) holds `bytes` more.
+    virtual bool TenantFits(size_t bytes) = 0;
     // Evicts one idle session (only the tenant's own when `own_only`): the bytes freed, or
     // nullopt when there is none to evict.
     virtual std::optional<size_t> EvictOne(bool own_only) = 0;
     // Lets the request's session go (refused, or giving way): the bytes freed.
     virtual size_t Release(bool gave_way) = 0;
-    // The bytes are reserved: the session records them.
-    virtual void Taken() = 0;
+    // `bytes` are reserved: the session records them.
+    virtual void Taken(size_t bytes) = 0;
 
    protected:
     ~Claimant() = default;
   };
   struct Request {
-    size_t bytes = 0;
-    // What the request's own session holds already: no eviction frees it for this request, so
-    // held + bytes over the budget can never fit, and nothing is evicted for it.
-    size_t held = 0;
+    // The fewest bytes its session holds with this request's once every other session is
+    // evicted or finished (those it shares a pool with included): over the budget, the request
+    // can never fit, and nothing is evicted for it.
+    size_t alone = 0;
     GiveWay give_way = GiveWay::kNo;
     std::chrono::steady_clock::time_point deadline;
     Claimant* claimant = nullptr;  // the caller's, alive until Reserve returns
@@ -63,8 +66,8 @@ class MemoryBudget {
   // A session's accounted bytes went from `before` to `after` (wakes the waiting requests: a
   // session may have become idle too).
   void Replace(size_t before, size_t after);
-  // Makes room for r.bytes (evicting, waiting for running turns and for the other beginning
-  // requests) and takes them, by r.deadline. Ends what Enter began.
+  // Makes room for what the claimant needs (evicting, waiting for running turns and for the
+  // other beginning requests) and takes it, by r.deadline. Ends what Enter began.
   Outcome Reserve(const Request& r);
   // A running turn ended; its session held `before` bytes with the reservation, `after` now.
   void TurnEnded(size_t before, size_t after);

@@ -340,6 +340,34 @@ TEST(KvCache, ReservePredictsAnAppendAfterASharedPage) {
   }
 }
 
+// BytesAllocatedAlone is what BytesAllocatedAfterReserve becomes once the other caches of the
+// pool are gone (the server refuses a turn up front by it), and equals it for a cache alone.
+TEST(KvCache, AloneIsWhatAReserveCostsOnceTheSharesAreGone) {
+  for (int extra : {1, 8, 9, 40, 1500}) {
+    KvCache base(2, 2, 32, {KvDType::kF16, 16, 0});
+    ASSERT_TRUE(AppendRange(base, 0, 16 * 40 - 8, 0.0f).ok());  // last page 8 rows short
+    EXPECT_EQ(base.BytesAllocatedAlone(extra), base.BytesAllocatedAfterReserve(extra)) << extra;
+    KvCache s = base.Share();
+    std::vector<KvCache> others;
+    for (int t = 0; t < 3; ++t) {
+      others.push_back(base.Share());
+      ASSERT_TRUE(AppendRange(others.back(), 16 * 40 - 8, 200, 2.0f + static_cast<float>(t)).ok());
+    }
+    base = KvCache(2, 2, 32, {KvDType::kF16, 16, 0});
+    const size_t alone = s.BytesAllocatedAlone(extra);
+    const size_t shared = s.BytesAllocatedAfterReserve(extra);
+    if (extra == 1500) {
+      EXPECT_LT(alone, shared) << "the others' pages would be free for it";
+    } else {
+      EXPECT_LE(alone, shared) << extra;
+    }
+    others.clear();
+    EXPECT_EQ(s.BytesAllocatedAfterReserve(extra), alone) << extra;
+    s.Reserve(extra);
+    EXPECT_EQ(s.BytesAllocated(), alone) << extra;
+  }
+}
+
 // Caches that share a pool change on their own threads (TSan checks the pool's guard).
 TEST(KvCache, SharesChangeOnTheirOwnThreads) {
   KvCache base(2, 2, 32, {KvDType::kF16, 16, 0});

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -24,26 +25,34 @@ struct Store final : MemoryBudget::Claimant {
   std::atomic<int> released{-1};  // -1: not released; else whether it gave way
   std::atomic<bool> taken{false};
   std::vector<bool> own_only;  // as asked by each eviction
+  size_t need = 0;             // what the turn would add now
+  size_t shrink = 0;  // what each eviction takes off `need` (a session sharing its pool)
 
-  bool TenantFits() override { return tenant_fits; }
+  size_t Need() override { return need; }
+  bool TenantFits(size_t) override { return tenant_fits; }
   std::optional<size_t> EvictOne(bool own) override {
     own_only.push_back(own);
     if (idle.empty()) return std::nullopt;
     const size_t b = idle.back();
     idle.pop_back();
+    need -= std::min(need, shrink);
     return b;
   }
   size_t Release(bool gave_way) override {
     released = gave_way ? 1 : 0;
     return session_bytes;
   }
-  void Taken() override { taken = true; }
+  void Taken(size_t bytes) override {
+    taken = true;
+    taken_bytes = bytes;
+  }
+  size_t taken_bytes = 0;
 };
 
 MemoryBudget::Request Ask(Store& st, size_t bytes, GiveWay give_way = GiveWay::kNo,
                           double wait_s = 10) {
   MemoryBudget::Request r;
-  r.bytes = bytes;
+  st.need = bytes;
   r.give_way = give_way;
   r.deadline = Clock::now() +
                std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
@@ -115,7 +124,7 @@ TEST(MemoryBudget, ARequestThatCanNeverFitEvictsNothing) {
   b.Enter();
   b.Replace(0, 10);  // the request's own session
   auto r = Ask(st, 95);
-  r.held = 10;
+  r.alone = 105;  // its session's 10 and the request's 95
   EXPECT_EQ(b.Reserve(r), Outcome::kRefusedBudget);
   EXPECT_EQ(st.idle.size(), 2u) << "evicted sessions for a request that can never fit";
   EXPECT_TRUE(st.own_only.empty());
@@ -129,6 +138,24 @@ TEST(MemoryBudget, ARequestThatCanNeverFitEvictsNothing) {
   auto r2 = Ask(fits, 90);
   EXPECT_EQ(b.Reserve(r2), Outcome::kTaken);
   EXPECT_TRUE(fits.idle.empty());
+}
+
+// A session whose cache shares a pool with others: the pool stays allocated as they are
+// evicted (they free no bytes), but their pages become free for this turn, so it needs less.
+// It is taken once the others are gone; counting the whole pool as its own would refuse it.
+TEST(MemoryBudget, APrefixSharedTurnNeedsLessAsTheOthersGo) {
+  MemoryBudget b(100);
+  b.Replace(0, 90);  // the pool, counted once
+  Store st;
+  st.idle = {0, 0, 0};  // three idle sessions sharing it
+  st.shrink = 8;
+  b.Enter();
+  auto r = Ask(st, 24);
+  r.alone = 90;  // the pool: its free pages hold what the turn appends
+  EXPECT_EQ(b.Reserve(r), Outcome::kTaken);
+  EXPECT_EQ(st.idle.size(), 1u) << "evicts only until the turn fits";
+  EXPECT_EQ(st.taken_bytes, 8u);
+  EXPECT_EQ(b.used(), 98u);
 }
 
 TEST(MemoryBudget, WaitsForARunningTurnToEnd) {

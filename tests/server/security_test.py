@@ -210,6 +210,38 @@ def budget_waits(work):
         check(codes.count(200) == asked and evictions > 0, what)
 
 
+def prefix_budget(work):
+    """A conversation whose cache shares a pool with another (begun from its prompt) under a
+    budget that holds the pool and little more: its next turn needs more pages than the pool
+    has free, but once the other is evicted that one's pages are free for it. It is answered
+    (evicting the other), where counting the whole pool as its own refused it with 503."""
+    s = Server(work, "--slots", "1", "--kv-budget-mib", "4", "--ratio", "0")
+    doc = DOC * 3
+    try:
+        code, a, text = s.post("/v1/completions", {"prompt": doc, "temperature": 0, "max_tokens": 4})
+        check(code == 200, "the first conversation (%d %s)" % (code, text[:200]))
+        held = [s.metrics()["primekv_kv_bytes_held"]]
+        code, _, text = s.post("/v1/completions", {
+            "prompt": doc + a["choices"][0]["text"] + "\nAnother one. " + DOC[:300],
+            "temperature": 0, "max_tokens": 4})
+        check(code == 200, "a second, from the first one's prompt (%d %s)" % (code, text[:200]))
+        m = s.metrics()
+        held.append(m["primekv_kv_bytes_held"])
+        check(m["primekv_kv_pools"] == 1 and m["primekv_sessions_in_memory"] == 2,
+              "the two share one pool (%d pools, %d sessions; bytes held %s)" % (
+                  m["primekv_kv_pools"], m["primekv_sessions_in_memory"], held))
+        code, j, text = s.post("/v1/completions", {
+            "prompt": doc + a["choices"][0]["text"] + "\nAnd then? " + DOC[:200],
+            "session": a["session"], "temperature": 0, "max_tokens": 4})
+        m = s.metrics()
+        check(code == 200 and m["primekv_evictions_total"] == 1,
+              "the first one's next turn is answered by evicting the second (%d, %d evictions, "
+              "pool %d of %d bytes: %s)" % (code, m["primekv_evictions_total"], held[-1],
+                                            m["primekv_kv_budget_bytes"], text[:160]))
+    finally:
+        s.stop()
+
+
 def statuses(s):
     def bad(body, param, what, path="/v1/completions"):
         code, j, text = s.post(path, body, headers={"Authorization": "Bearer alpha"})
@@ -782,7 +814,7 @@ def checks(work):
                     fn(s)
         finally:
             s.stop()
-    for fn in [no_prefix_reuse, session_files, budget_waits, port_file_rows, unworkable_settings,
+    for fn in [no_prefix_reuse, session_files, budget_waits, prefix_budget, port_file_rows, unworkable_settings,
                busy_session_slots1, failed_saves, tenant_share, slow_heads, no_ui,
                long_api_keys]:
         if want(fn):

@@ -147,6 +147,10 @@ class KvCache {
   // Model::WindowRows), so it draws at most ceil(layer_rows[l] / page_tokens) + 2 pages, less
   // those it alone holds now (it frees them as it drops).
   size_t BytesAllocatedAfterReserve(int extra, std::span<const int> layer_rows = {}) const;
+  // The least BytesAllocatedAfterReserve(extra, layer_rows) can become once every other cache
+  // drawing from this pool is gone: the pool keeps its pages (it never shrinks), and this
+  // cache's pages are then its alone (no shared page to copy, the others' pages free).
+  size_t BytesAllocatedAlone(int extra, std::span<const int> layer_rows = {}) const;
   // How many caches draw from this cache's pool, and a handle naming the pool (for accounting
   // a pool once, however many caches share it; it expires with the pool).
   long PoolUsers() const { return pool_.use_count(); }
@@ -183,7 +187,8 @@ class KvCache {
   void ReleaseAll();
   // Pages appending `extra` entries per head needs from the pool (layer_rows: as in
   // BytesAllocatedAfterReserve).
-  size_t PagesNeeded(int extra, std::span<const int> layer_rows) const;
+  // alone: as if no other cache held any of this one's pages.
+  size_t PagesNeeded(int extra, std::span<const int> layer_rows, bool alone = false) const;
   HeadState& Head(int layer, int kv_head) { return heads_[layer * n_kv_heads_ + kv_head]; }
   const HeadState& Head(int layer, int kv_head) const {
     return heads_[layer * n_kv_heads_ + kv_head];
