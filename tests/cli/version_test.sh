@@ -9,5 +9,5 @@ echo "$out"
 head=$(git -C "$src" rev-parse --short=12 HEAD 2>/dev/null) || head=unknown
 case "$out" in
   "primekv $version (commit $head)" | "primekv $version (commit $head-dirty)") echo PASS ;;
-  *) echo "FAIL: want 'primekv $version (commit $head[-dirty])'"; exit 1 ;;
+  *) echo "FAIL: want 'primekv $version (commit ${head}[-dirty])'"; exit 1 ;;
 esac
