@@ -256,7 +256,7 @@ if [ "${1:-}" = --machine ]; then
 fi
 preset="${1:-release}"
 t0=$(date +%s)
-deb=$(bash scripts/package.sh "$preset" | tail -n 1)
+deb=$(bash scripts/package.sh "$preset" | tee /dev/stderr | tail -n 1)
 t1=$(date +%s)
 check_deb "$deb"
 t2=$(date +%s)
