@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages the build, tests and tools need (idempotent).
-# Usage: scripts/setup.sh [--cluster]
+# Usage: scripts/setup.sh [--cluster] [--package]
 #   --cluster: also redis-server and haproxy, which the local cluster (deploy/cluster.sh) and
 #   the `cluster` tests run; CI asks for them (scripts/test.sh under CI=true).
+#   --package: also what scripts/package.sh and scripts/install_check.sh run (dpkg-shlibdeps,
+#   lintian, systemd-analyze, pip, adduser).
 set -euo pipefail
 cluster=0
+package=0
 for arg in "$@"; do
   case "$arg" in
     --cluster) cluster=1 ;;
-    *) echo "setup: unknown option '$arg' (usage: scripts/setup.sh [--cluster])" >&2; exit 2 ;;
+    --package) package=1 ;;
+    *) echo "setup: unknown option '$arg' (usage: scripts/setup.sh [--cluster] [--package])" >&2; exit 2 ;;
   esac
 done
 PACKAGES=(
@@ -22,6 +26,9 @@ PACKAGES=(
   chromium  # headless, for the web page's browser test (ctest server_ui)
 )
 if [ "$cluster" = 1 ]; then PACKAGES+=(redis-server haproxy); fi
+if [ "$package" = 1 ]; then
+  PACKAGES+=(dpkg-dev file lintian systemd man-db adduser python3-pip python3-setuptools python3-wheel)
+fi
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

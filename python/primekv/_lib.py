@@ -1,6 +1,7 @@
 """ctypes declarations of include/primekv.h, and where libprimekv_c.so is found."""
 
 import ctypes
+import ctypes.util
 import os
 from ctypes import (POINTER, Structure, byref, c_char_p, c_double, c_float, c_int, c_int32,
                     c_int64, c_size_t, c_uint64, c_void_p, create_string_buffer)
@@ -117,34 +118,49 @@ _SIGNATURES = {
 
 
 def _candidates():
+    """Where the library may be, first found wins: PRIMEKV_LIB, the path the build or the install
+    wrote into _libpath.py (relative to this folder when installed, so a package unpacked
+    anywhere finds its own library), a build tree beside these sources, then the system's
+    libraries (ld.so.cache: a copy installed by pip beside a library installed elsewhere)."""
     if os.environ.get("PRIMEKV_LIB"):
         yield os.environ["PRIMEKV_LIB"]
+    here = os.path.dirname(os.path.abspath(__file__))
     try:
-        from ._libpath import LIBRARY  # written by CMake into the build tree's copy
-        yield LIBRARY
+        from ._libpath import LIBRARY
+        yield os.path.normpath(os.path.join(here, LIBRARY))
     except ImportError:
         pass
-    here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(os.path.dirname(here))
     for preset in ("release", "ci"):
         yield os.path.join(root, "build", preset, "src", "capi", "libprimekv_c.so")
+    system = ctypes.util.find_library("primekv_c")
+    if system:
+        yield system
 
 
 _loaded = []  # the library, once loaded
+
+
+def _open_library():
+    tried = []
+    for path in _candidates():
+        if os.path.exists(path):
+            return path, ctypes.CDLL(path)  # CDLL, not PyDLL: calls release the GIL
+        if os.sep not in path:
+            try:
+                return path, ctypes.CDLL(path)
+            except OSError:
+                pass
+        tried.append(path)
+    raise ImportError("libprimekv_c.so not found (install PrimeKV, or set PRIMEKV_LIB); tried: " +
+                      ", ".join(tried + ["the system's libraries"]))
 
 
 def raw_lib():
     """The loaded library with its signatures declared (loaded on first use)."""
     if _loaded:
         return _loaded[0]
-    tried = []
-    for path in _candidates():
-        if os.path.exists(path):
-            lib = ctypes.CDLL(path)  # CDLL, not PyDLL: calls release the GIL
-            break
-        tried.append(path)
-    else:
-        raise ImportError("libprimekv_c.so not found (set PRIMEKV_LIB); tried: " + ", ".join(tried))
+    path, lib = _open_library()
     for name, (res, args) in _SIGNATURES.items():
         fn = getattr(lib, name)
         fn.restype = res

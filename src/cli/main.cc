@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/version.h"
 #include "primekv/util/file_io.h"
 
 namespace primekv::cli {
@@ -40,7 +41,7 @@ int ListSubcommands(const CLI::App& app) {
 int main(int argc, char** argv) {
   CLI::App app{"primekv: LLM inference with attention-score-free KV-cache compression"};
   app.require_subcommand(0, 1);
-  app.set_version_flag("--version", "primekv 0.1.0");
+  app.set_version_flag("--version", primekv::cli::kVersionLine);
   namespace cli = primekv::cli;
   cli::Runner run;
   for (cli::AddCommand* add :
