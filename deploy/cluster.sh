@@ -33,6 +33,20 @@ PY
 
 alive() { [ -f "$state/$1.pid" ] && kill -0 "$(cat "$state/$1.pid")" 2> /dev/null; }
 
+stop_one() {  # SIGTERM, then up to 10 s for it to exit, so a next start finds its port free
+  alive "$1" || return 0
+  local pid run_state
+  pid=$(cat "$state/$1.pid")
+  kill "$pid" 2> /dev/null || return 0
+  for _ in $(seq 100); do
+    # Gone, or a zombie that its new parent has yet to reap.
+    run_state=$(awk '{print $3}' "/proc/$pid/stat" 2> /dev/null) || run_state=""
+    if [ -z "$run_state" ] || [ "$run_state" = Z ]; then return 0; fi
+    sleep 0.1
+  done
+  echo "cluster: $1 (pid $pid) still running 10 s after SIGTERM" >&2
+}
+
 start() {
   for tool in redis-server haproxy; do
     command -v "$tool" > /dev/null || { echo "cluster: $tool not found (bash scripts/setup.sh --cluster)" >&2; exit 1; }
@@ -64,14 +78,17 @@ start() {
       haproxy -db -L "lb$lb" -f "$root/deploy/haproxy.cfg" > "$state/$name.log" 2>&1 &
     echo $! > "$state/$name.pid"
   done
+  # Ready when the proxy answers and sees every replica up: a replica still loading its model
+  # when the proxy's first checks ran is DOWN until two checks pass.
   for _ in $(seq 100); do
-    if python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$base/health', timeout=1)" 2> /dev/null; then
+    if python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$base/health', timeout=1)" 2> /dev/null &&
+       [ "$(admin "show stat" 2> /dev/null | awk -F, '$1 == "replicas" && $2 ~ /^r[0-9]/ && $18 == "UP"' | wc -l)" = 3 ]; then
       echo "cluster: http://127.0.0.1:$base and http://127.0.0.1:$((base + 4)) (replicas $((base + 1))-$((base + 3)), redis $redis_port, logs in $state)"
       return 0
     fi
     sleep 0.2
   done
-  echo "cluster: the proxy does not answer /health; logs in $state" >&2
+  echo "cluster: the proxy does not answer /health with its three replicas up; logs in $state" >&2
   exit 1
 }
 
@@ -88,9 +105,9 @@ stop() {
         sleep 0.2
       done
     fi
-    alive "r$i" && kill "$(cat "$state/r$i.pid")" || true
+    stop_one "r$i"
   done
-  for p in haproxy haproxy-lb2 redis; do alive "$p" && kill "$(cat "$state/$p.pid")" || true; done
+  for p in haproxy haproxy-lb2 redis; do stop_one "$p"; done
   rm -f "$state"/*.pid
   echo "cluster: stopped"
 }

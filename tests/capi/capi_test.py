@@ -488,32 +488,6 @@ def case_threads(model, work):
           "both threads produced the tokens of a session on its own")
 
 
-def case_docs(model, work):
-    """The Python examples of docs/python.md and README.md, run as written (in a folder where
-    models/ and examples/ are the repository's): each runs, and the answers they print are the
-    document's answer (4829163 for silver-lantern)."""
-    del model
-    root = os.path.abspath(os.path.join(HERE, "..", ".."))
-    for name in ("models", "examples"):
-        os.symlink(os.path.join(root, name), os.path.join(work, name))
-    import re
-    doc = open(os.path.join(root, "docs", "python.md")).read()
-    blocks = re.findall(r"```python\n(.*?)```", doc, re.S)
-    readme = open(os.path.join(root, "README.md")).read()
-    one_liner = re.search(r"/usr/bin/python3 -c '(import primekv.*?)'\n", readme)
-    check(blocks and one_liner, "docs/python.md has a Python block and README its one-liner")
-    runs = [("docs/python.md", blocks[0], "4829163")] if blocks else []
-    if one_liner:
-        runs.append(("README.md", one_liner.group(1), "4829163"))
-    for where, code, want in runs:
-        r = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True,
-                           timeout=300, env=os.environ)
-        first = r.stdout.splitlines()[0] if r.stdout else ""
-        check(r.returncode == 0 and want in first,
-              "%s's example prints %s (%r; exit %d %s)" % (where, want, first[:80], r.returncode,
-                                                           r.stderr[-300:]))
-
-
 def case_example(model, work):
     import torch
     sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python"))
@@ -628,7 +602,7 @@ def main():
     ap.add_argument("--model", required=True)
     cases = {"generate": case_generate, "score": case_score, "sessions": case_sessions,
              "serve": case_serve, "errors": case_errors, "threads": case_threads,
-             "example": case_example, "docs": case_docs, "close_race": case_close_race,
+             "example": case_example, "close_race": case_close_race,
              "generate_cap": case_generate_cap, "longrope": case_longrope,
              "strings": case_strings}
     ap.add_argument("case", choices=sorted(cases))
