@@ -224,12 +224,15 @@ def flags_exist(preamble, flat, env):
     cwd = "."
     for part in re.split(r"\s*(?:&&|;)\s*", without_comment(flat)):
         flags = set(re.findall(r"(?<![\w-])(--[a-z][\w-]*)", part))
-        sub = re.match(r"((?:\$B|\S*primekv)\s+[a-z-]+)", part)
+        sub = re.match(r"((?:\$B|\S*primekv)(?:\s+[a-z][a-z-]*)?)(?![\w-])", part)
         help_text = None
         if re.fullmatch(r"cd \S+", part):
             cwd = part.split()[1]
         elif sub:
-            help_text = bash(preamble, sub.group(1) + " --help", env, 60).stdout
+            cmd = sub.group(1)
+            if cmd.split()[0] == "primekv":  # the installed program (README's Install): the build's
+                cmd = "build/release/src/cli/primekv" + cmd[len("primekv"):]
+            help_text = bash(preamble, cmd + " --help", env, 60).stdout
         elif re.match(r"python3 \S+\.py", part):
             help_text = bash(preamble, "cd %s && python3 %s --help" % (cwd, part.split()[1]),
                              env, 60).stdout
