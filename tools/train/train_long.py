@@ -255,6 +255,8 @@ def main():
     ap.add_argument("--corpus", default=None, help="corpus cache (default corpus.py's; built when missing)")
     ap.add_argument("--eval-real", action="store_true",
                     help="also evaluate the families with the corpus's dev-split prose as filler")
+    ap.add_argument("--family-weight", action="append", default=[], metavar="FAMILY=W",
+                    help="weight of a long training family (data_long.TRAIN_FAMILIES_LONG; repeatable)")
     ap.add_argument("--resume", default=None, help="a last.pt or carry.pt of this script")
     ap.add_argument("--float-copy", nargs=2, metavar=("SRC", "DST"), default=None,
                     help="only write DST, a float32 weights file ({model, state}, as export.py and "
@@ -303,6 +305,13 @@ def main():
         data_long.REAL_SHARE = args.real_share
         log("real prose: %s documents by split, share %.2f" % (
             {k: len(v) for k, v in docs.items()}, args.real_share))
+    for fw in args.family_weight:
+        name, _, w = fw.partition("=")
+        if name not in data_long.TRAIN_FAMILIES_LONG or not w:
+            raise SystemExit("--family-weight %s: families are %s" % (fw, ", ".join(data_long.TRAIN_FAMILIES_LONG)))
+        data_long.TRAIN_FAMILIES_LONG[name] = float(w)
+    if args.family_weight:
+        log("long training families: %s" % data_long.TRAIN_FAMILIES_LONG)
     feeder = Feeder(tok, args.workers, depth=2 * max(1, args.workers),  # fork before CUDA starts
                     make_batch=make_batch)
     cfg = ModelConfig(vocab_size=tok.vocab_size, d_model=args.d_model, n_layers=args.layers, n_heads=args.heads,
