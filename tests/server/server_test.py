@@ -570,6 +570,53 @@ def session_file_tokens(path):
     return json.loads(data[24:24 + hlen])["n_tokens"]
 
 
+def session_file_cache(path):
+    """A version-3 base record's header, tokens and per-(layer, KV head) positions and raw rows
+    (f16 keys and values), or None for another layout (a delta follows, another kv_dtype)."""
+    import struct
+    data = open(path, "rb").read()
+    if data[:8] != b"PKVSESS1" or int.from_bytes(data[8:12], "little") != 3:
+        return None
+    size = int.from_bytes(data[12:20], "little")
+    hlen = int.from_bytes(data[20:24], "little")
+    h = json.loads(data[24:24 + hlen])
+    if h.get("kv_dtype") != "f16" or 20 + size + 8 != len(data):
+        return None
+    at = 24 + hlen
+    tokens = list(struct.unpack_from("<%di" % h["n_tokens"], data, at))
+    at += 4 * h["n_tokens"]
+    heads = []
+    row = 2 * h["head_dim"]
+    for _ in range(h["n_layers"] * h["n_kv_heads"]):
+        n = int.from_bytes(data[at:at + 4], "little")
+        at += 4
+        pos = list(struct.unpack_from("<%di" % n, data, at))
+        at += 4 * n
+        heads.append((pos, data[at:at + n * row], data[at + n * row:at + 2 * n * row]))
+        at += 2 * n * row
+    return h, tokens, heads
+
+
+def cache_difference(a_path, b_path):
+    """Where two session files' caches first differ, in words."""
+    a, b = session_file_cache(a_path), session_file_cache(b_path)
+    if a is None or b is None:
+        return "(not comparable: not a lone v3 f16 base record)"
+    if a[1] != b[1]:
+        i = next((k for k, (x, y) in enumerate(zip(a[1], b[1])) if x != y), min(len(a[1]), len(b[1])))
+        return "tokens differ from %d (of %d and %d)" % (i, len(a[1]), len(b[1]))
+    row = 2 * a[0]["head_dim"]
+    for i, (ha, hb) in enumerate(zip(a[2], b[2])):
+        if ha[0] != hb[0]:
+            return "layer-head %d keeps other positions (%d and %d rows)" % (i, len(ha[0]), len(hb[0]))
+        for what, x, y in (("keys", ha[1], hb[1]), ("values", ha[2], hb[2])):
+            if x != y:
+                r = next(k for k in range(len(ha[0])) if x[k * row:(k + 1) * row] != y[k * row:(k + 1) * row])
+                return "layer-head %d: %s differ first at position %d (of %d tokens)" % (
+                    i, what, ha[0][r], len(a[1]))
+    return "the caches are equal bit for bit"
+
+
 def case_kill(work):
     """kill -9 in the middle of concurrent conversations; after a restart with the same
     --session-dir, every conversation whose last answer the client received continues with
@@ -616,8 +663,9 @@ def case_kill(work):
     check(received >= 12, "kill -9 after %d answered turns" % received)
 
     s = Server(work, session_dir=sess)
-    ref = Server(work)
-    compared = 0
+    ref_sess = os.path.join(work, "kill-reference")
+    ref = Server(work, session_dir=ref_sess)
+    compared = kills_lost = 0
     try:
         for c in range(6):
             if not got[c]:
@@ -628,28 +676,70 @@ def case_kill(work):
                 continue  # a later turn finished on the server but never reached the client
             st, j, _ = s.post("/v1/completions", {"prompt": prompt_for(c, got[c]),
                                                   "temperature": 0, "max_tokens": 8})
-            answers = []
-            for _ in range(len(got[c]) + 1):
-                _, r, _ = ref.post("/v1/completions", {"prompt": prompt_for(c, answers),
-                                                       "temperature": 0, "max_tokens": 8})
+            cached = j["usage"]["prompt_tokens_details"]["cached_tokens"] if st == 200 else -1
+            # Each unnamed turn is a session of its own. A turn that finished on the killed server
+            # but never reached its client left a longer file, which the restarted server
+            # continues (cached past this file's tokens), as one that never stopped would
+            # continue that turn's session when the client asks again: the reference then
+            # answers that turn, and is asked it again.
+            lost = cached > n_tokens
+            answers, ref_ids = [], []
+            for _ in range(len(got[c]) + 1 + lost):
+                _, r, _ = ref.post("/v1/completions", {
+                    "prompt": prompt_for(c, answers[:len(got[c])]), "temperature": 0,
+                    "max_tokens": 8})
                 answers.append(r["choices"][0]["text"])
+                ref_ids.append(r["session"])
             # Three conditions, each checked on its own so a failure says which: the turns the
             # killed server answered (batched over 2 slots) are the reference's, the restarted
-            # server read the session file, and its next answer is the reference's.
-            what = "conversation %d (%d turns before the kill)" % (c, len(got[c]))
-            check(answers[:-1] == got[c], "%s: its answers before the kill are the reference's "
-                  "(%r vs %r)" % (what, got[c], answers[:-1]))
-            cached = j["usage"]["prompt_tokens_details"]["cached_tokens"] if st == 200 else -1
+            # server read a session file, and its next answer is the reference's.
+            what = "conversation %d (%d turns before the kill%s)" % (
+                c, len(got[c]), ", and one whose answer was lost" if lost else "")
+            check(answers[:len(got[c])] == got[c], "%s: its answers before the kill are the "
+                  "reference's (%r vs %r)" % (what, got[c], answers[:len(got[c])]))
             check(cached >= n_tokens - 1, "%s: continues from its file (status %d, cached %d of "
                   "%d)" % (what, st, cached, n_tokens))
-            check(st == 200 and j["choices"][0]["text"] == answers[-1],
-                  "%s: continues as if never killed (%r vs %r)" % (
-                      what, j["choices"][0]["text"] if st == 200 else st, answers[-1]))
+            same = st == 200 and j["choices"][0]["text"] == answers[-1]
+            check(same, "%s: continues as if never killed (%r vs %r)%s" % (
+                what, j["choices"][0]["text"] if st == 200 else st, answers[-1],
+                "" if same else "; its file against the reference's: " + cache_difference(
+                    path, os.path.join(ref_sess, ref_ids[len(got[c]) - 1] + ".pkvs"))))
+            kills_lost += lost
             compared += 1
     finally:
         s.stop()
         ref.stop()
-    check(compared >= 3, "%d conversations compared after the kill" % compared)
+    check(compared >= 3, "%d conversations compared after the kill (%d with a lost answer)" % (
+        compared, kills_lost))
+    # The lost answer, made to happen: two turns received, a third answered and saved but never
+    # received, kill -9. Asked the third again, the restarted server continues that turn's
+    # session, and answers as a server that never stopped does when asked it again (both cut
+    # that session's compressed cache at the prompt, so the answer may differ from the first).
+    lost_sess = os.path.join(work, "kill-lost")
+    runs = {}
+    for name in ("killed", "never stopped"):
+        s = Server(work, session_dir=lost_sess if name == "killed" else None)
+        answers = []
+        try:
+            for _ in range(3):
+                _, r, _ = s.post("/v1/completions", {"prompt": prompt_for(0, answers[:2]),
+                                                     "temperature": 0, "max_tokens": 8})
+                answers.append(r["choices"][0]["text"])
+            if name == "killed":
+                s.stop(kill=True)
+                s = Server(work, session_dir=lost_sess)
+            _, r, _ = s.post("/v1/completions", {"prompt": prompt_for(0, answers[:2]),
+                                                 "temperature": 0, "max_tokens": 8})
+            runs[name] = (answers, r["choices"][0]["text"],
+                          r["usage"]["prompt_tokens_details"]["cached_tokens"],
+                          r["usage"]["prompt_tokens"])
+        finally:
+            s.stop()
+    (a1, again1, cached1, n1), (a2, again2, cached2, _) = runs["killed"], runs["never stopped"]
+    check(a1 == a2 and again1 == again2 and cached1 == cached2 == n1 - 1,
+          "a lost answer asked again after kill -9 is answered as by a server that never stopped "
+          "(%r, cached %d of %d; never stopped: %r, cached %d)" % (again1, cached1, n1, again2,
+                                                                   cached2))
 
 
 def case_multiturn(work):
