@@ -256,7 +256,8 @@ if [ "${1:-}" = --machine ]; then
 fi
 preset="${1:-release}"
 t0=$(date +%s)
-deb=$(bash scripts/package.sh "$preset" | tee /dev/stderr | tail -n 1)
+# (tee >(cat >&2): tee /dev/stderr would reopen the log file a run is written to, truncating it)
+deb=$(bash scripts/package.sh "$preset" | tee >(cat >&2) | tail -n 1)
 t1=$(date +%s)
 check_deb "$deb"
 t2=$(date +%s)
