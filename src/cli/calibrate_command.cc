@@ -18,7 +18,6 @@
 #include "primekv/tokenizer/tokenizer.h"
 #include "primekv/util/file_io.h"
 #include "primekv/util/progress.h"
-#include "primekv/util/sha256.h"
 
 namespace primekv::cli {
 
@@ -73,17 +72,16 @@ Status Calibrate(const CalibrateArgs& a) {
   // Before the model is read and the contexts run: the profile is written only at the end.
   if (!a.out.empty()) PRIMEKV_RETURN_IF_ERROR(CheckReplaceableOutput(a.out, "-o"));
   const auto t0 = std::chrono::steady_clock::now();
-  PRIMEKV_ASSIGN_OR_RETURN(const Model model, Model::Load(a.model));
   const bool built_in = a.tasks.empty();
-  PRIMEKV_ASSIGN_OR_RETURN(const std::string sha, FileSha256Hex(a.model));
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string sha, ModelFileSha256(a.model, a.recalibrate));
   std::filesystem::path cached;
   if (built_in) {
     PRIMEKV_ASSIGN_OR_RETURN(const std::filesystem::path dir, ProfileCacheDir());
     cached = dir / (sha + ".budget.json");
     std::error_code ec;
     if (!a.recalibrate && std::filesystem::is_regular_file(cached, ec)) {
+      // Keyed by the file's digest: the model need not be read to know the profile is its own.
       PRIMEKV_ASSIGN_OR_RETURN(const BudgetProfile p, BudgetProfile::Load(cached));
-      PRIMEKV_RETURN_IF_ERROR(p.CheckModel(model));
       if (!a.out.empty()) {  // the file as cached (Parse does not keep every field)
         PRIMEKV_ASSIGN_OR_RETURN(const std::string text,
                                  ReadFileCapped(cached.string(), "budget profile",
@@ -99,6 +97,7 @@ Status Calibrate(const CalibrateArgs& a) {
       return Status::Ok();
     }
   }
+  PRIMEKV_ASSIGN_OR_RETURN(const Model model, Model::Load(a.model));
   std::vector<std::vector<Token>> contexts;
   if (built_in) {
     CorpusOptions copt;

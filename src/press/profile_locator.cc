@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "primekv/press/press.h"
+#include "primekv/util/file_io.h"
 #include "primekv/util/sha256.h"
 
 namespace primekv {
@@ -24,9 +25,29 @@ Result<std::filesystem::path> ProfileCacheDir() {
   return Status::Error("budget profile cache: neither XDG_CACHE_HOME nor HOME is set");
 }
 
+Result<std::string> ModelFileSha256(const std::filesystem::path& model_file, bool fresh) {
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(model_file, ec);
+  const auto size = std::filesystem::file_size(model_file, ec);
+  const auto mtime = std::filesystem::last_write_time(model_file, ec);
+  auto dir = ProfileCacheDir();
+  if (ec || !dir.ok()) return FileSha256Hex(model_file);
+  std::ostringstream stat;
+  stat << abs.string() << '\0' << size << '\0' << mtime.time_since_epoch().count();
+  const std::filesystem::path memo = *dir / "files" / (Sha256Hex(stat.str()) + ".sha256");
+  if (!fresh) {
+    auto known = ReadFileCapped(memo.string(), "model hash", FileSource::kRegular, 64);
+    if (known.ok() && known->size() == 64) return *known;
+  }
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string hash, FileSha256Hex(model_file));
+  std::filesystem::create_directories(memo.parent_path(), ec);
+  (void)WriteFileReplacing(memo.string(), hash, "model hash");  // a cache: a failure costs time
+  return hash;
+}
+
 Result<std::filesystem::path> CachedProfilePath(const std::filesystem::path& model_file) {
   PRIMEKV_ASSIGN_OR_RETURN(const std::filesystem::path dir, ProfileCacheDir());
-  PRIMEKV_ASSIGN_OR_RETURN(const std::string hash, FileSha256Hex(model_file));
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string hash, ModelFileSha256(model_file));
   return dir / (hash + ".budget.json");
 }
 

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "primekv/press/press.h"
 
@@ -57,6 +58,33 @@ TEST(ProfileLocator, BesideThenCacheThenTheCommand) {
   auto made = MakePress(*ParsePressSpec("primekv:profile=auto"));
   ASSERT_FALSE(made.ok());
   EXPECT_NE(made.message().find("profile=auto"), std::string::npos) << made.message();
+  unsetenv("XDG_CACHE_HOME");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ProfileLocator, AModelFilesHashIsRememberedUnderItsPathSizeAndTime) {
+  const auto dir = std::filesystem::temp_directory_path() / "primekv_profile_locator_hash";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(setenv("XDG_CACHE_HOME", (dir / "cache").c_str(), 1), 0);
+  const auto model = dir / "m.gguf";
+  std::ofstream(model) << "abc";
+  const std::string abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+  EXPECT_EQ(*ModelFileSha256(model), abc);
+  // The remembered digest is what a second call returns (made wrong here to tell it apart)...
+  std::vector<std::filesystem::path> memos;
+  for (const auto& e :
+       std::filesystem::directory_iterator(dir / "cache" / "primekv" / "profiles" / "files"))
+    memos.push_back(e.path());
+  ASSERT_EQ(memos.size(), 1u);
+  const std::string wrong(64, 'f');
+  std::ofstream(memos[0]) << wrong;
+  EXPECT_EQ(*ModelFileSha256(model), wrong);
+  // ...unless asked to read the file again, or the file's size changed.
+  EXPECT_EQ(*ModelFileSha256(model, /*fresh=*/true), abc);
+  std::ofstream(model) << "abcd";
+  EXPECT_EQ(*ModelFileSha256(model),
+            "88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589");
   unsetenv("XDG_CACHE_HOME");
   std::filesystem::remove_all(dir);
 }

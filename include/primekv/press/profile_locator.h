@@ -18,7 +18,12 @@ inline constexpr double kAutoProfileNest = 0.9;
 std::filesystem::path ProfileBesideModel(const std::filesystem::path& model_file);
 // The cache folder (not created here); an error when neither XDG_CACHE_HOME nor HOME is set.
 Result<std::filesystem::path> ProfileCacheDir();
-// The cache entry of a model file (reads the whole file for its hash).
+// The SHA-256 of a model file, remembered in the cache folder under its path, size and
+// modification time (files/<key>.sha256), so a file is read in full once: hashing 800 MB takes
+// seconds. A file rewritten in place with the same size within the same mtime tick would keep
+// its old hash; calibrate --recalibrate hashes it again.
+Result<std::string> ModelFileSha256(const std::filesystem::path& model_file, bool fresh = false);
+// The cache entry of a model file.
 Result<std::filesystem::path> CachedProfilePath(const std::filesystem::path& model_file);
 // The profile beside the model, else the cached one, else an error naming the command that
 // makes it.
