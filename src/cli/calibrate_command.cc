@@ -128,7 +128,7 @@ Status Calibrate(const CalibrateArgs& a) {
   p.model = model.Identity();
   p.model_sha256 = sha;
   if (p.contexts < std::ssize(contexts))
-    std::fprintf(stderr, "calibrate: --max-minutes %.3g reached after %d of %zu contexts\n",
+    std::fprintf(stderr, "\ncalibrate: --max-minutes %.3g reached after %d of %zu contexts\n",
                  a.max_minutes, p.contexts, contexts.size());
   if (!a.out.empty()) PRIMEKV_RETURN_IF_ERROR(WriteProfile(p, a.out));
   if (built_in) PRIMEKV_RETURN_IF_ERROR(WriteProfile(p, cached));
@@ -168,7 +168,7 @@ void AddCalibrate(CLI::App& app, Runner& run) {
                   "context, at most 2048); the shortest is half of it")
       ->check(CLI::Range(32, 1 << 20));
   cmd->add_option("--max-minutes", a->max_minutes,
-                  "Stop after the context that ends past this (0 = no limit)")
+                  "Time budget: stop before a context expected to end past it (0 = no limit)")
       ->check(CLI::Range(0.0, 1e6));
   cmd->add_flag("--recalibrate", a->recalibrate,
                 "Measure again even when the cache holds this model's profile");

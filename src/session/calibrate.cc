@@ -29,6 +29,7 @@ Result<BudgetProfile> CalibrateBudgetProfile(const Model& model,
   std::vector<double> squares(p.fractions.size(), 0.0);
   const auto start = std::chrono::steady_clock::now();
   size_t done = 0;
+  double tokens = 0;  // in the contexts done
   for (size_t i = 0; i < contexts.size(); ++i) {
     const std::span<const Token> context = contexts[i];
     PRIMEKV_ASSIGN_OR_RETURN(PrefilledContext pre,
@@ -47,9 +48,15 @@ Result<BudgetProfile> CalibrateBudgetProfile(const Model& model,
       }
     }
     done = i + 1;
+    tokens += n;
     if (options.progress) options.progress(static_cast<int>(done), p.contexts);
     const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - start;
-    if (options.max_seconds > 0 && spent.count() >= options.max_seconds) break;
+    // The next context is expected to cost the time per token so far times its tokens: stop
+    // before one that would end past the budget, not after it.
+    const double next = i + 1 < contexts.size()
+                            ? spent.count() / tokens * static_cast<double>(contexts[i + 1].size())
+                            : 0.0;
+    if (options.max_seconds > 0 && spent.count() + next > options.max_seconds) break;
   }
   p.contexts = static_cast<int>(done);
   const double m = static_cast<double>(done);
