@@ -18,6 +18,7 @@
 #include "primekv/tokenizer/tokenizer.h"
 #include "primekv/util/file_io.h"
 #include "primekv/util/progress.h"
+#include "primekv/util/sha256.h"
 
 namespace primekv::cli {
 
@@ -73,7 +74,9 @@ Status Calibrate(const CalibrateArgs& a) {
   if (!a.out.empty()) PRIMEKV_RETURN_IF_ERROR(CheckReplaceableOutput(a.out, "-o"));
   const auto t0 = std::chrono::steady_clock::now();
   const bool built_in = a.tasks.empty();
-  PRIMEKV_ASSIGN_OR_RETURN(const std::string sha, ModelFileSha256(a.model, a.recalibrate));
+  // With --tasks nothing goes to the cache, the remembered digest included.
+  PRIMEKV_ASSIGN_OR_RETURN(const std::string sha, built_in ? ModelFileSha256(a.model, a.recalibrate)
+                                                           : FileSha256Hex(a.model));
   std::filesystem::path cached;
   if (built_in) {
     PRIMEKV_ASSIGN_OR_RETURN(const std::filesystem::path dir, ProfileCacheDir());
