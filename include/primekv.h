@@ -89,7 +89,9 @@ PK_API int pk_press_query_free(size_t i);
 /* ---- sessions: one conversation over one KV cache ---- */
 
 typedef struct pk_session_options {
-  const char* press; /* press spec, e.g. "primekv", "snapkv:window=32"; NULL = "none" */
+  /* press spec, e.g. "primekv", "snapkv:window=32", "primekv:profile=auto" (the budget profile
+   * beside the model file or cached by `primekv calibrate -m MODEL`); NULL = "none" */
+  const char* press;
   double ratio;      /* fraction of the cache a compression removes, [0, 1) */
   /* When the session compresses by itself (besides pk_session_compress): "context" (after
    * pk_session_feed_context), "multiturn" (and after each turn back to that budget),

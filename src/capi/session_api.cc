@@ -5,6 +5,7 @@
 #include <string>
 
 #include "capi/capi_internal.h"
+#include "primekv/press/profile_locator.h"
 #include "primekv/session/pipeline.h"
 #include "primekv/session/session_file.h"
 
@@ -56,6 +57,11 @@ pk_status MakeSession(pk_model* model, const pk_session_options& o,
   PK_REQUIRE(o.n_threads >= 0 && o.n_threads <= 1024, kWhere, "n_threads must be in [0, 1024]");
   PK_REQUIRE(o.ctx_size >= 0, kWhere, "ctx_size must be >= 0");
   PK_REQUIRE(o.kv_q8 == 0 || o.kv_q8 == 1, kWhere, "kv_q8 must be 0 or 1");
+  // profile=auto: the profile beside the model's file, else the cached one (the record keeps
+  // the file's path, so a saved session names the profile it ran with).
+  auto resolved = ResolveAutoProfile(record.press, model->model.path());
+  if (!resolved.ok()) return FromStatus(kWhere, resolved.status());
+  record.press = std::move(resolved).value();
   auto spec = ParsePressSpec(record.press);
   if (!spec.ok()) return FromStatus(kWhere, spec.status());
   auto made = MakePress(*spec);

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "primekv/model/model.h"
+#include "primekv/press/profile_locator.h"
 #include "primekv/session/pipeline.h"
 
 namespace primekv::cli {
@@ -207,12 +208,15 @@ int RunGenerate(const GenerateArgs& a) {
   if (!mode)
     return Fail("unknown --mode '" + a.mode +
                 "' (context, question, multiturn, chunked, decode, first-question)");
-  auto spec = ParsePressSpec(a.press);  // checked at parse time (PressList)
+  auto model = Model::Load(a.model, a.weight_memory, a.ctx_size);
+  if (!model.ok()) return Fail(model.message());
+  auto press_text = ResolveAutoProfile(a.press, a.model);  // profile=auto: the model's profile
+  if (!press_text.ok()) return Fail(press_text.message());
+  if (*press_text != a.press) std::fprintf(stderr, "press %s\n", press_text->c_str());
+  auto spec = ParsePressSpec(*press_text);  // checked at parse time (PressList)
   if (!spec.ok()) return Fail(spec.message());
   auto press = MakePress(*spec);
   if (!press.ok()) return Fail(press.message());
-  auto model = Model::Load(a.model, a.weight_memory, a.ctx_size);
-  if (!model.ok()) return Fail(model.message());
   if (Status s = CheckKvDType(a.kv_type, model->config().head_dim); !s.ok())
     return Fail(s.message());
   const Tokenizer& tok = model->tokenizer();

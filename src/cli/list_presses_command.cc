@@ -2,6 +2,7 @@
 
 #include "cli/commands.h"
 #include "primekv/press/press.h"
+#include "primekv/press/profile_locator.h"
 
 namespace primekv::cli {
 
@@ -23,6 +24,13 @@ void AddListPresses(CLI::App& app, Runner& run) {
         auto press = MakePress(*spec);
         if (press.ok()) std::printf("  %-20s %s\n", p.name.c_str(), press->resolved.c_str());
       }
+      std::printf(
+          "\nCalibrated: primekv:profile=auto keeps in each KV head the share KVzip's allocation\n"
+          "gives it (the model's budget profile, nested below %.1f), in one pass: beside\n"
+          "MODEL.gguf as MODEL.budget.json, else the cached one that `primekv calibrate -m\n"
+          "MODEL.gguf` writes. The default stays plain primekv, the paper's score\n"
+          "(docs/results.md section 8).\n",
+          kAutoProfileNest);
       std::printf(
           "\nParameters: NAME:key=value,key=value, e.g. primekv:key=cosine,value=norm;\n"
           "adakv:<press> gives any scorer head-adaptive budgets, e.g. adakv:snapkv:window=32.\n"

@@ -17,6 +17,7 @@
 #include <system_error>
 #include <thread>
 
+#include "primekv/press/profile_locator.h"
 #include "primekv/press/press.h"
 
 namespace primekv::cli {
@@ -173,6 +174,8 @@ CLI::Validator PressList(bool single) {
         for (const std::string& item : *items) {
           auto spec = ParsePressSpec(item);
           if (!spec.ok()) return spec.status();
+          // profile=auto is found from the model, once it is loaded.
+          if (UsesAutoProfile(item)) continue;
           auto press = MakePress(*spec);
           if (!press.ok()) return press.status();
         }

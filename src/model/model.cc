@@ -592,6 +592,7 @@ Result<Model> Model::Load(const std::filesystem::path& path, WeightMemory memory
   PRIMEKV_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path, memory));
   Model m;
   m.file_ = std::make_unique<GgufFile>(std::move(file));
+  m.path_ = path;
   const GgufFile& f = *m.file_;
   PRIMEKV_ASSIGN_OR_RETURN(m.config_, ReadConfig(f));
   ModelConfig& c = m.config_;

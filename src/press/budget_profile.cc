@@ -155,6 +155,13 @@ Result<BudgetProfile> BudgetProfile::Parse(std::string_view text, const std::str
     PRIMEKV_ASSIGN_OR_RETURN(p.contexts, root.IntegerOr("contexts", 0, 0, INT32_MAX));
     PRIMEKV_ASSIGN_OR_RETURN(p.method, root.StringOr("method", ""));
     PRIMEKV_ASSIGN_OR_RETURN(p.model, root.StringOr("model", ""));
+    PRIMEKV_ASSIGN_OR_RETURN(p.model_sha256, root.StringOr("model_sha256", ""));
+    PRIMEKV_ASSIGN_OR_RETURN(p.version, root.IntegerOr("format_version", 1, 1, INT32_MAX));
+    if (p.version > kBudgetProfileVersion)
+      return Status::Error(what + ": format_version " + std::to_string(p.version) +
+                           " is newer than this build reads (1 to " +
+                           std::to_string(kBudgetProfileVersion) + "); update primekv or run " +
+                           "primekv calibrate again");
     p.ratios = j.at("ratios").get<std::vector<double>>();
     if (p.ratios.size() > kMaxRatios) return Status::Error(what + ": at most 1000 ratios");
     const size_t cells =
@@ -180,8 +187,10 @@ Status BudgetProfile::Save(const std::filesystem::path& path) const {
   PRIMEKV_RETURN_IF_ERROR(Validate());
   nlohmann::json j;
   j["format"] = "primekv-budget-profile";
+  j["format_version"] = kBudgetProfileVersion;
   j["method"] = method;
   if (!model.empty()) j["model"] = model;
+  if (!model_sha256.empty()) j["model_sha256"] = model_sha256;
   j["contexts"] = contexts;
   j["n_layers"] = n_layers;
   j["n_kv_heads"] = n_kv_heads;

@@ -6,6 +6,7 @@
 #include "press/scorer_util.h"
 #include "primekv/press/mean_query.h"
 #include "primekv/press/output_gram.h"
+#include "primekv/press/profile_locator.h"
 #include "primekv/quant/matmul.h"
 
 namespace primekv {
@@ -337,7 +338,8 @@ Result<std::vector<Compressor>> MakeCompressors(const Model& model,
                                                 PressNeeds* needs) {
   std::vector<Compressor> out;
   for (const std::string& name : presses) {
-    PRIMEKV_ASSIGN_OR_RETURN(const PressSpec spec, ParsePressSpec(name));
+    PRIMEKV_ASSIGN_OR_RETURN(const std::string text, ResolveAutoProfile(name, model.path()));
+    PRIMEKV_ASSIGN_OR_RETURN(const PressSpec spec, ParsePressSpec(text));
     PRIMEKV_ASSIGN_OR_RETURN(Press press, MakePress(spec));
     out.emplace_back(model, std::move(press));
     PRIMEKV_RETURN_IF_ERROR(out.back().CheckModel());

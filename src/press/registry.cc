@@ -149,6 +149,10 @@ Result<Press> MakeScored(const PressParams& params, const Entry& e) {
   if (auto f = params.find("profile"); f != params.end()) {
     if (params.contains("budget"))
       return Status::Error("press " + e.info.name + ": profile= is a budget: drop budget=");
+    if (f->second == "auto")
+      return Status::Error("press " + e.info.name +
+                           ": profile=auto names the model's profile, and this caller has no "
+                           "model to find it from; give profile=FILE");
     PRIMEKV_ASSIGN_OR_RETURN(BudgetProfile profile, BudgetProfile::Load(f->second));
     PressParams rest = params;
     rest.erase("profile");

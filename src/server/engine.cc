@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "primekv/press/profile_locator.h"
 #include "primekv/session/pipeline.h"
 #include "server/common.h"
 #include "server/decode_batcher.h"
@@ -151,7 +152,18 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ServerOptions& options) {
   auto chat = ResolveChatFormat(e->model_->tokenizer(), options.chat_template);
   if (!chat.ok()) return Status::Error(options.model_path + ": " + chat.message());
   e->chat_format_ = *chat;
-  if (auto err = e->CheckPress(options.press, options.ratio, "--press")) {
+  // profile=auto is found once here, not per request (the cache lookup hashes the model file).
+  std::error_code ec;
+  if (const auto beside = ProfileBesideModel(options.model_path);
+      std::filesystem::is_regular_file(beside, ec)) {
+    e->options_.auto_profile = beside.string();
+  } else if (UsesAutoProfile(options.press)) {
+    PRIMEKV_ASSIGN_OR_RETURN(const std::filesystem::path found,
+                             FindModelProfile(options.model_path));
+    e->options_.auto_profile = found.string();
+  }
+  PRIMEKV_ASSIGN_OR_RETURN(e->options_.press, ServedPress(e->options_, options.press));
+  if (auto err = e->CheckPress(e->options_.press, options.ratio, "--press")) {
     return Status::Error(err->message);
   }
   auto backend = MakeBackend(options, *e->model_, e->kv_);
@@ -164,9 +176,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(const ServerOptions& options) {
       },
       e->model_->config().vocab_size, e->model_mutex_);
   e->store_ =
-      std::make_unique<SessionStore>(*e->model_, e->kv_, options, std::move(backend).value(),
+      std::make_unique<SessionStore>(*e->model_, e->kv_, e->options_, std::move(backend).value(),
                                      e->metrics_, *e->pool_, e->model_mutex_);
-  if (const Status& fits = e->store_->CompressorFor(options.press).CheckModel(); !fits.ok())
+  if (const Status& fits = e->store_->CompressorFor(e->options_.press).CheckModel(); !fits.ok())
     return Status::Error("--press: " + fits.message());
   if (index_dir) e->store_->IndexDir(options.session_dir);
   return e;

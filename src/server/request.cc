@@ -1,7 +1,10 @@
 #include "server/request.h"
 
 #include <climits>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+
+#include "primekv/press/profile_locator.h"
 
 namespace primekv::server {
 namespace {
@@ -157,6 +160,9 @@ std::optional<HttpError> ParsePress(const json& j, const RequestContext& ctx, Pa
       return Bad("primekv." + key, "unknown field (known: press, ratio)");
     }
   }
+  auto served = ServedPress(ctx.options, p.turn.press);
+  if (!served.ok()) return Bad("primekv.press", served.message());
+  p.turn.press = std::move(served).value();
   if (auto err = CheckServedPress(p.turn.press, p.turn.ratio, "primekv")) {
     err->message = "primekv: " + err->message;
     return err;
@@ -305,6 +311,18 @@ std::optional<std::string> CacheViewSession(std::string_view path) {
       path.size() <= kSessions.size() + kCache.size())
     return std::nullopt;
   return std::string(path.substr(kSessions.size(), path.size() - kSessions.size() - kCache.size()));
+}
+
+Result<std::string> ServedPress(const ServerOptions& options, const std::string& press) {
+  if (!options.auto_profile.empty())
+    return SubstituteAutoProfile(press, std::filesystem::path(options.auto_profile));
+  return SubstituteAutoProfile(
+      press,
+      Status::Error("profile=auto: the server found no profile beside " + options.model_path +
+                    " at start (the cached one is looked up only "
+                    "when --press asks for profile=auto); make one with: primekv "
+                    "calibrate -m " +
+                    options.model_path));
 }
 
 std::optional<HttpError> CheckServedPress(const std::string& press, double ratio,

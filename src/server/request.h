@@ -42,6 +42,8 @@ Parse ParseRequest(const std::string& body, const RequestContext& ctx, bool chat
 std::optional<std::string> CacheViewSession(std::string_view path);
 
 // Whether `press` at `ratio` can be served (an error names the field `param`).
+// `press` with profile=auto resolved to options.auto_profile (ServerOptions).
+Result<std::string> ServedPress(const ServerOptions& options, const std::string& press);
 std::optional<HttpError> CheckServedPress(const std::string& press, double ratio,
                                           const std::string& param);
 

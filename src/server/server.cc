@@ -194,6 +194,7 @@ class HttpServer {
     return Content(Dump({{"object", "list"},
                          {"data", data},
                          {"default", {{"press", o.press}, {"ratio", o.ratio}, {"mode", mode}}},
+                         {"auto_profile", o.auto_profile},
                          {"modes", {mode}}}));
   }
 
@@ -468,7 +469,7 @@ int RunServer(const ServerOptions& options) {
     }
   }
   std::fprintf(stderr, "primekv serve: listening on http://%s:%d (press %s, ratio %.2f, %s)\n",
-               options.host.c_str(), port, options.press.c_str(), options.ratio,
+               options.host.c_str(), port, (*engine)->options().press.c_str(), options.ratio,
                std::string(ScheduleModeName(options.mode)).c_str());
   (*transport)->RunWatchdog();
 }

@@ -1,6 +1,7 @@
 #include "primekv/session/calibrate.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 
@@ -26,7 +27,9 @@ Result<BudgetProfile> CalibrateBudgetProfile(const Model& model,
   const size_t cells = static_cast<size_t>(c.n_layers) * static_cast<size_t>(c.n_kv_heads);
   p.fractions.assign(p.ratios.size() * cells, 0.0);
   std::vector<double> squares(p.fractions.size(), 0.0);
-  const double m = static_cast<double>(contexts.size());
+  const auto start = std::chrono::steady_clock::now();
+  size_t done = 0;
+  double tokens = 0;  // in the contexts done
   for (size_t i = 0; i < contexts.size(); ++i) {
     const std::span<const Token> context = contexts[i];
     PRIMEKV_ASSIGN_OR_RETURN(PrefilledContext pre,
@@ -39,13 +42,26 @@ Result<BudgetProfile> CalibrateBudgetProfile(const Model& model,
         for (int h = 0; h < c.n_kv_heads; ++h) {
           const size_t at = r * cells + static_cast<size_t>(l * c.n_kv_heads + h);
           const double share = copy.Length(l, h) / n;
-          p.fractions[at] += share / m;
-          squares[at] += share * share / m;
+          p.fractions[at] += share;
+          squares[at] += share * share;
         }
       }
     }
-    if (options.progress) options.progress(static_cast<int>(i + 1), p.contexts);
+    done = i + 1;
+    tokens += n;
+    if (options.progress) options.progress(static_cast<int>(done), p.contexts);
+    const std::chrono::duration<double> spent = std::chrono::steady_clock::now() - start;
+    // The next context is expected to cost the time per token so far times its tokens: stop
+    // before one that would end past the budget, not after it.
+    const double next = i + 1 < contexts.size()
+                            ? spent.count() / tokens * static_cast<double>(contexts[i + 1].size())
+                            : 0.0;
+    if (options.max_seconds > 0 && spent.count() + next > options.max_seconds) break;
   }
+  p.contexts = static_cast<int>(done);
+  const double m = static_cast<double>(done);
+  for (double& f : p.fractions) f /= m;
+  for (double& s : squares) s /= m;
   p.spread.resize(p.fractions.size());
   for (size_t i = 0; i < p.fractions.size(); ++i)
     p.spread[i] = std::sqrt(std::max(0.0, squares[i] - p.fractions[i] * p.fractions[i]));

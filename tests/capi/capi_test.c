@@ -362,6 +362,46 @@ static void Threads(pk_model* model) {
   pk_session_free(sh.s);
 }
 
+/* profile=auto: the profile beside the model file (MODEL.budget.json), nested below 0.9. The
+ * session keeps what the same press with that file named keeps, and not the uniform count
+ * (the profile's heads keep unequal shares). */
+static int64_t ContextEntries(pk_model* model, const char* press, const int32_t* ids, size_t n) {
+  pk_session_options so = pk_session_options_default();
+  so.press = press;
+  so.ratio = 0.75;
+  so.mode = "context";
+  so.n_threads = 1;
+  pk_session* s = NULL;
+  int64_t entries = -1;
+  if (pk_session_new(model, &so, &s) != PK_OK) return -1;
+  if (pk_session_feed_context(s, ids, n) == PK_OK) pk_session_kv_entries(s, &entries);
+  pk_session_free(s);
+  return entries;
+}
+
+static void AutoProfile(pk_model* model, const char* model_path) {
+  char text[4096] = "";
+  for (int i = 0; i < 40; ++i) {
+    char line[64];
+    snprintf(line, sizeof(line), "The code of room %d is %d. ", i, 1000 + 37 * i);
+    strcat(text, line);
+  }
+  int32_t ids[2048];
+  size_t n = 0;
+  OK(pk_tokenize(model, text, strlen(text), 1, ids, 2048, &n));
+  char named[600];
+  const size_t stem = strlen(model_path) - strlen(".gguf");
+  CHECK(stem < 500);
+  snprintf(named, sizeof(named), "primekv:profile=%.*s.budget.json,nest=0.9", (int)stem,
+           model_path);
+  pk_model_info info;
+  OK(pk_model_get_info(model, &info));
+  const int64_t got = ContextEntries(model, "primekv:profile=auto", ids, n);
+  const int64_t want = ContextEntries(model, named, ids, n);
+  CHECK(got > 0 && got == want);
+  CHECK(got != (int64_t)info.n_layers * info.n_kv_heads * (int64_t)(n / 4));
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s MODEL.gguf TMPDIR\n", argv[0]);
@@ -379,6 +419,7 @@ int main(int argc, char** argv) {
   Hostile(model, argv[2]);
   Lifetime(argv[1]);
   Threads(model);
+  AutoProfile(model, argv[1]);
   pk_model_free(model);
   if (failures > 0) {
     fprintf(stderr, "%d checks failed\n", failures);

@@ -595,6 +595,47 @@ def case_strings(model, work):
                   f"ctx_size {ctx}: the message names ctx_size, no flag: {e}")
 
 
+def case_auto_profile(model, work):
+    """profile=auto: the profile beside the model file, nested below 0.9, as the same press
+    naming that file keeps; a copy of the model with no profile beside it and an empty cache is
+    refused with the command that makes one, and a profile of another model beside it too."""
+    import shutil
+
+    def refused(fn, needle):
+        try:
+            fn()
+        except primekv.PrimeKVError as e:
+            check(needle in str(e), f"refused, naming {needle!r}: {e}")
+            return
+        check(False, f"not refused ({needle!r})")
+
+    ids = model.tokenize(DOC)
+    beside = os.path.splitext(ARGS.model)[0] + ".budget.json"
+    auto = model.session(press="primekv:profile=auto", ratio=0.75, threads=1)
+    auto.feed_context(ids)
+    named = model.session(press="primekv:profile=" + beside + ",nest=0.9", ratio=0.75, threads=1)
+    named.feed_context(ids)
+    info = model.info
+    uniform = info["n_layers"] * info["n_kv_heads"] * max(1, int(len(ids) * 0.25))
+    check(auto.kv_entries() == named.kv_entries() != uniform,
+          f"auto keeps {auto.kv_entries()}, the named profile {named.kv_entries()}, "
+          f"uniform {uniform}")
+    copy = os.path.join(work, "copy.gguf")
+    shutil.copyfile(ARGS.model, copy)
+    os.environ["XDG_CACHE_HOME"] = os.path.join(work, "cache")
+    other = primekv.Model(copy)
+    try:
+        refused(lambda: other.session(press="primekv:profile=auto", ratio=0.5),
+                "primekv calibrate -m " + copy)
+        # Another model's profile (retrieval-2's: 8 layers x 2 KV heads) beside the copy.
+        shutil.copyfile(os.path.join(os.path.dirname(ARGS.model), "primekv-retrieval-2.budget.json"),
+                        os.path.join(work, "copy.budget.json"))
+        refused(lambda: other.session(press="primekv:profile=auto", ratio=0.5),
+                "it is for 8 layers x 2 KV heads")
+    finally:
+        other.close()
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -604,7 +645,7 @@ def main():
              "serve": case_serve, "errors": case_errors, "threads": case_threads,
              "example": case_example, "close_race": case_close_race,
              "generate_cap": case_generate_cap, "longrope": case_longrope,
-             "strings": case_strings}
+             "strings": case_strings, "auto_profile": case_auto_profile}
     ap.add_argument("case", choices=sorted(cases))
     ARGS = ap.parse_args()
     model = primekv.Model(ARGS.model)

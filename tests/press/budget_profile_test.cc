@@ -74,6 +74,38 @@ TEST(BudgetProfile, ParsesAndRefusesMalformedFiles) {
   EXPECT_FALSE(BudgetProfile::Load("/nonexistent/profile.json").ok());
 }
 
+TEST(BudgetProfile, FormatVersionIsReadWrittenAndANewerOneRefused) {
+  auto v1 = BudgetProfile::Parse(Text("[[[0.8], [0.2]], [[0.15], [0.05]]]"), "t");
+  ASSERT_TRUE(v1.ok()) << v1.message();
+  EXPECT_EQ(v1->version, 1);  // a file without the field
+  const std::string body =
+      R"("n_layers": 1, "n_kv_heads": 1, "ratios": [0.5], "fractions": [[[0.5]]]})";
+  auto v2 = BudgetProfile::Parse(
+      R"({"format": "primekv-budget-profile", "format_version": 2, "model_sha256": "ab", )" + body,
+      "t");
+  ASSERT_TRUE(v2.ok()) << v2.message();
+  EXPECT_EQ(v2->version, 2);
+  EXPECT_EQ(v2->model_sha256, "ab");
+  auto v3 = BudgetProfile::Parse(
+      R"({"format": "primekv-budget-profile", "format_version": 3, )" + body, "t");
+  ASSERT_FALSE(v3.ok());
+  EXPECT_NE(v3.message().find("format_version 3 is newer than this build reads (1 to 2)"),
+            std::string::npos)
+      << v3.message();
+  const auto path = std::filesystem::temp_directory_path() / "primekv_budget_profile_v.json";
+  BudgetProfile p = HandProfile();
+  p.model_sha256 = "0123";
+  ASSERT_TRUE(p.Save(path).ok());
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"format_version\": 2"), std::string::npos) << text;
+  auto back = BudgetProfile::Load(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->version, 2);
+  EXPECT_EQ(back->model_sha256, "0123");
+}
+
 TEST(BudgetProfile, SharesInterpolateAndScaleOutsideTheMeasuredRatios) {
   const BudgetProfile p = HandProfile();
   ASSERT_TRUE(p.Validate().ok()) << p.Validate().message();

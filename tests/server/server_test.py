@@ -901,17 +901,39 @@ def case_eval(work):
             s.stop()
 
 
+def case_auto_profile(work):
+    """--press primekv:profile=auto serves the profile beside the model file, nested below 0.9:
+    /v1/presses shows the resolved press and the file, and a request may ask for profile=auto
+    over another scorer."""
+    beside = os.path.splitext(ARGS.model)[0] + ".budget.json"
+    s = Server(work, "--press", "primekv:profile=auto", "--ratio", "0.75")
+    try:
+        st, j, text = s.request("GET", "/v1/presses")
+        check(st == 200 and j["default"]["press"] == "primekv:nest=0.9,profile=" + beside,
+              "the default press names the profile: %s" % text[:300])
+        check(j.get("auto_profile") == beside, "auto_profile is the file beside the model")
+        prompt = "The key for the north gate is 8812. The key for the east gate is 3307. " * 8
+        st, j, text = s.post("/v1/completions", {
+            "prompt": prompt, "max_tokens": 2, "temperature": 0,
+            "primekv": {"press": "keydiff:profile=auto", "ratio": 0.75}})
+        check(st == 200, "keydiff:profile=auto is served: %d %s" % (st, text[:200]))
+    finally:
+        s.stop()
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument("--primekv", required=True)
     ap.add_argument("--model", required=True)
-    ap.add_argument("case", choices=["api", "bad", "sessions", "multiturn", "kill", "eval"])
+    ap.add_argument("case", choices=["api", "bad", "sessions", "multiturn", "kill", "eval",
+                                     "auto_profile"])
     ap.add_argument("--sanitized", action="store_true",
                     help="a sanitizer build: shorter workloads where a case says so")
     ARGS = ap.parse_args()
     cases = {"api": case_api, "bad": case_bad, "sessions": case_sessions,
-             "multiturn": case_multiturn, "kill": case_kill, "eval": case_eval}[ARGS.case]
+             "multiturn": case_multiturn, "kill": case_kill, "eval": case_eval,
+             "auto_profile": case_auto_profile}[ARGS.case]
     return run_checks("primekv-server-test-", cases)
 
 

@@ -217,6 +217,8 @@ class Model {
   // The mapped file's tensor table and data; its metadata is released after loading (config()
   // and tokenizer() hold what was read from it).
   const GgufFile& file() const { return *file_; }
+  // The path Load read (a press's profile=auto looks for the model's profile beside it).
+  const std::filesystem::path& path() const { return path_; }
   const LayerWeights& layer(int l) const { return layers_[static_cast<size_t>(l)]; }
   // "ARCH:HEX": the architecture and a 64-bit hash of the shape and the RMSNorm weights, which
   // files measured on this model (budget profiles) record to be matched later. Quantizers keep
@@ -269,6 +271,7 @@ class Model {
                     ForwardWorkspace& ws) const;
   ModelConfig config_;
   std::unique_ptr<GgufFile> file_;
+  std::filesystem::path path_;
   std::unique_ptr<Tokenizer> tokenizer_;
   WeightView token_embd_;  // [vocab, d_model]
   WeightView output_;      // [vocab, d_model]

@@ -23,6 +23,11 @@ class Model;
 // refused.
 inline constexpr uint64_t kMaxBudgetProfileBytes = uint64_t{8} << 20;
 
+// The file format's version ("format_version"): 2 adds model_sha256 and the field itself; a
+// file without it is version 1 (same fields otherwise). A newer version is refused: its fields
+// may mean what this build cannot tell.
+inline constexpr int kBudgetProfileVersion = 2;
+
 struct BudgetProfile {
   std::vector<double> ratios;  // ascending, in (0, 1)
   int n_layers = 0;
@@ -36,6 +41,11 @@ struct BudgetProfile {
   // Model::Identity() of the model it was measured on; empty in files written before it was
   // recorded, which are matched on their shape alone.
   std::string model;
+  // SHA-256 of the model file it was measured on (the cache key of `primekv calibrate`); empty
+  // in version 1 files. Recorded, not matched: another quantization of the same weights shares
+  // the profile (`model` is what is matched).
+  std::string model_sha256;
+  int version = kBudgetProfileVersion;  // of the file it was read from
 
   double At(size_t r, int layer, int head) const {
     return fractions[(r * static_cast<size_t>(n_layers) + static_cast<size_t>(layer)) *

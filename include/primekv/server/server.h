@@ -18,6 +18,9 @@ struct ServerOptions {
   int port = 8080;  // 0 = any free port (printed, and written to port_file)
   std::string port_file;
   std::string press = "primekv";
+  // The file a press's profile=auto names: set by Engine::Create (the profile beside the model,
+  // or, when --press asks for profile=auto, the cached one); empty when there is none.
+  std::string auto_profile;
   std::string chat_template;  // a built-in rendering by name; empty = the model's own template
   double ratio = 0.75;
   ScheduleMode mode = ScheduleMode::kMultiTurn;

@@ -17,6 +17,9 @@ struct CalibrationOptions {
   int window = 0;              // positions the second pass may use (0 = trained context)
   // Called after each context with (done, total).
   std::function<void(int, int)> progress;
+  // Stop before a context expected to end past this many seconds (at the time per token so
+  // far), after the first (0 = no limit); the profile then averages the contexts done.
+  double max_seconds = 0;
 };
 
 // Each context (token ids, BOS included) is prefilled, read again by KVzip's reconstruction

@@ -93,6 +93,9 @@
       return false;
     }
     state.presses = reg.data.filter((p) => p.served).map((p) => p.name);
+    // The default as the server resolved it (profile=auto names the profile's file) is offered
+    // as it is, so the page shows which profile a session uses.
+    if (!state.presses.includes(reg.default.press)) state.presses.unshift(reg.default.press);
     fillSelect($('press-a'), state.presses, reg.default.press);
     fillSelect($('press-b'), state.presses, state.presses.includes('keydiff') ? 'keydiff' :
       reg.default.press);

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Issue 68: the budget profile from calibrate's built-in corpus (no task file), nested below 0.9
+# as profile=auto nests it, against the full cache, KeyDiff, KVzip, plain primekv and the
+# committed profile (measured on held-out task contexts). Dev only; docs/results.md §8 has the
+# figures, research/results/calibrated/ the rows. Re-running resumes.
+#   STEP=calib  calibrate retrieval-2 with no task file (-t 2), timed; the cache goes under OUT
+#   STEP=dev    the 960-token dev set of budget_profile_eval.sh (make_eval_splits.py --length 960
+#               --fresh 24680 --test 10), ratios 0.5, 0.75, 0.9, paired comparisons
+# Gap closed and cost: research/scripts/gap_closed.py OUT/dev-b --new "$B" (B below).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+step="${STEP:?STEP=calib|dev}"
+out="${OUT:-/work/r68}"
+bin="${PRIMEKV_BIN:-build/release/src/cli/primekv}"
+m=models/primekv-retrieval-2.gguf
+B="primekv:profile=$out/builtin.budget.json,nest=0.9"
+C="primekv:profile=models/primekv-retrieval-2.budget.json,nest=0.9"
+case "$step" in
+  calib)
+    mkdir -p "$out"
+    XDG_CACHE_HOME="$out/cache" /usr/bin/time -v "$bin" calibrate -m "$m" -t 2 \
+      -o "$out/builtin.budget.json" ;;
+  dev)
+    d="$out/dev960/heldout-fresh-24680"
+    [[ -d "$d" ]] || /usr/bin/python3 research/scripts/make_eval_splits.py --length 960 \
+      --fresh 24680 --test 10 --out "$out/dev960"
+    t=""
+    for f in single single_uuid multikey dense multivalue multiquery vt freq multiturn near_key drift; do
+      t+="${t:+,}jsonl:$d/$f.jsonl"
+    done
+    for c in keydiff kvzip primekv "$C"; do
+      "$bin" eval -m "$m" --threads 2 --seed 42 -q --tasks "$t" --samples 10 \
+        --ratios 0.5,0.75,0.9 --out "$out/dev-b" \
+        --presses "none;keydiff;primekv;kvzip;$B;$C" --compare "$c,$B" > /dev/null
+    done ;;
+esac
