@@ -167,6 +167,9 @@ def block_env(work):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PRIMEKV_LIB")}
     env["BASE_PORT"] = str(STATE["base_port"])
     env["STATE_DIR"] = os.path.join(work, "cluster")
+    # calibrate's profile cache (profile=auto reads it): the test's own, so the README's
+    # calibrate line measures, and nothing lands in the user's cache
+    env["XDG_CACHE_HOME"] = os.path.join(work, "cache")
     return env
 
 
@@ -564,8 +567,11 @@ def check_calibrate(run):
         return
     out = json.load(open(os.path.join(REPO, flag(run.cmd, "-o")[0])))
     layers, heads, _ = kv_shape(os.path.join(REPO, flag(run.cmd, "-m")[0]))
-    files = [t[len("jsonl:"):] for t in flag(run.cmd, "--tasks")[0].split(",")]
-    contexts = sum(1 for f in files for ln in open(os.path.join(REPO, f)) if ln.strip())
+    if flag(run.cmd, "--tasks"):
+        files = [t[len("jsonl:"):] for t in flag(run.cmd, "--tasks")[0].split(",")]
+        contexts = sum(1 for f in files for ln in open(os.path.join(REPO, f)) if ln.strip())
+    else:  # the built-in contexts: --samples of them (32 unless given)
+        contexts = int((flag(run.cmd, "--samples") or ["32"])[0])
     check(out.get("format") == "primekv-budget-profile" and out.get("n_layers") == layers and
           out.get("n_kv_heads") == heads and out.get("contexts") == contexts,
           "a budget profile of %d layers x %d KV heads over the %d contexts" % (
