@@ -69,6 +69,39 @@ Status WriteProfile(const BudgetProfile& p, const std::filesystem::path& path) {
   return p.Save(path);
 }
 
+// Keyed by the file's digest: the model need not be read to know the profile is its own.
+Status UseCached(const CalibrateArgs& a, const std::filesystem::path& cached,
+                 std::chrono::steady_clock::time_point t0) {
+  PRIMEKV_ASSIGN_OR_RETURN(const BudgetProfile p, BudgetProfile::Load(cached));
+  if (!a.out.empty()) {  // the file as cached (Parse does not keep every field)
+    PRIMEKV_ASSIGN_OR_RETURN(const std::string text,
+                             ReadFileCapped(cached.string(), "budget profile",
+                                            FileSource::kRegular, kMaxBudgetProfileBytes));
+    PRIMEKV_RETURN_IF_ERROR(WriteFileReplacing(a.out, text, "budget profile"));
+  }
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
+  std::fprintf(stderr,
+               "calibrate: used the cached profile %s (%d contexts) in %.2f s; "
+               "--recalibrate measures it again\n",
+               cached.string().c_str(), p.contexts, took.count());
+  if (!a.out.empty()) std::printf("wrote %s\n", a.out.c_str());
+  return Status::Ok();
+}
+
+// The shares at 0.5 and 0.9, the ratios a reader compares first.
+void PrintShares(const BudgetProfile& p) {
+  std::printf("%d contexts; share of its entries each KV head keeps (layer x head):\n", p.contexts);
+  for (size_t r = 0; r < p.ratios.size(); ++r) {
+    if (std::abs(p.ratios[r] - 0.5) > 1e-9 && std::abs(p.ratios[r] - 0.9) > 1e-9) continue;
+    std::printf("ratio %.2f:", p.ratios[r]);
+    for (int l = 0; l < p.n_layers; ++l) {
+      std::printf(" L%d", l);
+      for (int h = 0; h < p.n_kv_heads; ++h) std::printf(" %.3f", p.At(r, l, h));
+    }
+    std::printf("\n");
+  }
+}
+
 Status Calibrate(const CalibrateArgs& a) {
   // Before the model is read and the contexts run: the profile is written only at the end.
   if (!a.out.empty()) PRIMEKV_RETURN_IF_ERROR(CheckReplaceableOutput(a.out, "-o"));
@@ -82,23 +115,8 @@ Status Calibrate(const CalibrateArgs& a) {
     PRIMEKV_ASSIGN_OR_RETURN(const std::filesystem::path dir, ProfileCacheDir());
     cached = dir / (sha + ".budget.json");
     std::error_code ec;
-    if (!a.recalibrate && std::filesystem::is_regular_file(cached, ec)) {
-      // Keyed by the file's digest: the model need not be read to know the profile is its own.
-      PRIMEKV_ASSIGN_OR_RETURN(const BudgetProfile p, BudgetProfile::Load(cached));
-      if (!a.out.empty()) {  // the file as cached (Parse does not keep every field)
-        PRIMEKV_ASSIGN_OR_RETURN(const std::string text,
-                                 ReadFileCapped(cached.string(), "budget profile",
-                                                FileSource::kRegular, kMaxBudgetProfileBytes));
-        PRIMEKV_RETURN_IF_ERROR(WriteFileReplacing(a.out, text, "budget profile"));
-      }
-      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
-      std::fprintf(stderr,
-                   "calibrate: used the cached profile %s (%d contexts) in %.2f s; "
-                   "--recalibrate measures it again\n",
-                   cached.string().c_str(), p.contexts, took.count());
-      if (!a.out.empty()) std::printf("wrote %s\n", a.out.c_str());
-      return Status::Ok();
-    }
+    if (!a.recalibrate && std::filesystem::is_regular_file(cached, ec))
+      return UseCached(a, cached, t0);
   }
   PRIMEKV_ASSIGN_OR_RETURN(const Model model, Model::Load(a.model));
   std::vector<std::vector<Token>> contexts;
@@ -135,16 +153,7 @@ Status Calibrate(const CalibrateArgs& a) {
                  a.max_minutes, p.contexts, contexts.size());
   if (!a.out.empty()) PRIMEKV_RETURN_IF_ERROR(WriteProfile(p, a.out));
   if (built_in) PRIMEKV_RETURN_IF_ERROR(WriteProfile(p, cached));
-  std::printf("%d contexts; share of its entries each KV head keeps (layer x head):\n", p.contexts);
-  for (size_t r = 0; r < p.ratios.size(); ++r) {
-    if (std::abs(p.ratios[r] - 0.5) > 1e-9 && std::abs(p.ratios[r] - 0.9) > 1e-9) continue;
-    std::printf("ratio %.2f:", p.ratios[r]);
-    for (int l = 0; l < p.n_layers; ++l) {
-      std::printf(" L%d", l);
-      for (int h = 0; h < p.n_kv_heads; ++h) std::printf(" %.3f", p.At(r, l, h));
-    }
-    std::printf("\n");
-  }
+  PrintShares(p);
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
   if (!a.out.empty()) std::printf("wrote %s\n", a.out.c_str());
   if (built_in) std::printf("wrote %s (profile=auto reads it)\n", cached.string().c_str());
