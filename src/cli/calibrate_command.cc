@@ -75,8 +75,8 @@ Status UseCached(const CalibrateArgs& a, const std::filesystem::path& cached,
   PRIMEKV_ASSIGN_OR_RETURN(const BudgetProfile p, BudgetProfile::Load(cached));
   if (!a.out.empty()) {  // the file as cached (Parse does not keep every field)
     PRIMEKV_ASSIGN_OR_RETURN(const std::string text,
-                             ReadFileCapped(cached.string(), "budget profile",
-                                            FileSource::kRegular, kMaxBudgetProfileBytes));
+                             ReadFileCapped(cached.string(), "budget profile", FileSource::kRegular,
+                                            kMaxBudgetProfileBytes));
     PRIMEKV_RETURN_IF_ERROR(WriteFileReplacing(a.out, text, "budget profile"));
   }
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
