@@ -60,7 +60,9 @@ std::string WriteContext(Writer& w, const Tokenizer& tok, int target) {
     switch (w.Pick(5)) {
       case 0:  // facts: a key and its value
         for (int i = 0, n = 2 + w.Pick(4); i < n; ++i) {
-          Fact f{w.Words(1 + w.Pick(2)), w.Pick(2) ? w.Number() : w.Words(1)};
+          Fact f;
+          f.key = w.Words(1 + w.Pick(2));
+          f.value = w.Pick(2) ? w.Number() : w.Words(1);
           seg += "The " + f.key + " is " + f.value + ". ";
           facts.push_back(std::move(f));
         }
@@ -77,8 +79,15 @@ std::string WriteContext(Writer& w, const Tokenizer& tok, int target) {
         seg = spans[static_cast<size_t>(w.Pick(static_cast<int>(spans.size())))];
         break;
       case 3:  // a list
-        for (int i = 0, n = 3 + w.Pick(5); i < n; ++i)
-          seg += "\n- " + w.Words(1 + w.Pick(3)) + (w.Pick(2) ? ": " + w.Number() : "");
+        // (The draws one a statement, in the order the first measurements had: the operands of
+        // + are evaluated in an order each compiler chooses, and every build must write the
+        // same corpus.)
+        for (int i = 0, n = 3 + w.Pick(5); i < n; ++i) {
+          const bool numbered = w.Pick(2) != 0;
+          const std::string number = numbered ? ": " + w.Number() : "";
+          const std::string words = w.Words(1 + w.Pick(3));
+          seg += "\n- " + words + number;
+        }
         seg += "\n";
         break;
       default:  // prose-like filler
