@@ -304,7 +304,8 @@ size_t KvCache::PagesNeeded(int extra, std::span<const int> layer_rows, bool alo
       const HeadState& head = Head(l, h);
       // Room in the last page counts only while no other cache holds it.
       int room = 0;
-      if (!head.pages.empty() && (alone || pool_->refs[static_cast<size_t>(head.pages.back().id)] == 1))
+      if (!head.pages.empty() &&
+          (alone || pool_->refs[static_cast<size_t>(head.pages.back().id)] == 1))
         room = pt - head.pages.back().page.rows;
       const size_t pages = extra > room ? static_cast<size_t>((extra - room + pt - 1) / pt) : 0;
       if (cap <= 0) {
@@ -320,28 +321,31 @@ size_t KvCache::PagesNeeded(int extra, std::span<const int> layer_rows, bool alo
   return needed;
 }
 
+namespace {
+
+// Pages a pool of `pages` holds once `needed` more are drawn with `free` of them free: it grows
+// by whole chunks.
+size_t PagesAfterDrawing(size_t pages, size_t free, size_t needed, size_t chunk) {
+  return needed > free ? pages + (needed - free + chunk - 1) / chunk * chunk : pages;
+}
+
+}  // namespace
+
 size_t KvCache::BytesAllocatedAfterReserve(int extra, std::span<const int> layer_rows) const {
   const size_t needed = PagesNeeded(extra, layer_rows);
   std::lock_guard lock(pool_->mu);
-  size_t pages = pool_->chunks.size() * Pool::kPagesPerChunk;
-  const size_t free = pool_->free_list.size();
-  if (needed > free) {
-    const size_t chunk = Pool::kPagesPerChunk;
-    pages += (needed - free + chunk - 1) / chunk * chunk;
-  }
-  return pages * pool_->page_bytes;
+  const size_t pages = pool_->chunks.size() * Pool::kPagesPerChunk;
+  return PagesAfterDrawing(pages, pool_->free_list.size(), needed, Pool::kPagesPerChunk) *
+         pool_->page_bytes;
 }
 
 size_t KvCache::BytesAllocatedAlone(int extra, std::span<const int> layer_rows) const {
   const size_t needed = PagesNeeded(extra, layer_rows, /*alone=*/true);
-  size_t held = 0;
-  for (const auto& head : heads_) held += head.pages.size();
+  const size_t held = BytesReserved() / pool_->page_bytes;
   std::lock_guard lock(pool_->mu);
-  const size_t chunk = Pool::kPagesPerChunk;
-  size_t pages = pool_->chunks.size() * chunk;
-  const size_t free = pages - held;  // every page but this cache's, once the others are gone
-  if (needed > free) pages += (needed - free + chunk - 1) / chunk * chunk;
-  return pages * pool_->page_bytes;
+  const size_t pages = pool_->chunks.size() * Pool::kPagesPerChunk;
+  // Every page but this cache's is free once the others are gone.
+  return PagesAfterDrawing(pages, pages - held, needed, Pool::kPagesPerChunk) * pool_->page_bytes;
 }
 
 void KvCache::TrackPeak() { peak_bytes_in_use_ = std::max(peak_bytes_in_use_, BytesInUse()); }
