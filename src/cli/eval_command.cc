@@ -16,6 +16,7 @@
 #include "primekv/eval/eval_runner.h"
 #include "primekv/eval/eval_stats.h"
 #include "primekv/press/press.h"
+#include "primekv/press/profile_locator.h"
 #include "primekv/util/file_io.h"
 
 namespace primekv::cli {
@@ -101,12 +102,18 @@ int CompareAfterRun(const EvalArgs& a) {
   auto two = SplitPressList(a.compare);
   if (!two.ok()) return Fail("eval --compare: " + two.message());
   if (two->size() != 2) return Fail("eval --compare: give two presses, A,B");
-  // Results name a press by its canonical text (parameters sorted).
-  auto canon = [](const std::string& t) {
-    auto spec = ParsePressSpec(t);
-    return spec.ok() ? spec->Text() : t;
+  // Results name a press by its canonical text (parameters sorted), profile=auto by the
+  // profile it found.
+  auto canon = [&](const std::string& t) -> Result<std::string> {
+    PRIMEKV_ASSIGN_OR_RETURN(const std::string resolved, ResolveAutoProfile(t, a.model));
+    auto spec = ParsePressSpec(resolved);
+    return spec.ok() ? spec->Text() : resolved;
   };
-  return Compare(a.out, canon((*two)[0]), canon((*two)[1]));
+  auto first = canon((*two)[0]);
+  if (!first.ok()) return Fail("eval --compare: " + first.message());
+  auto second = canon((*two)[1]);
+  if (!second.ok()) return Fail("eval --compare: " + second.message());
+  return Compare(a.out, *first, *second);
 }
 
 // Flattens the --tasks and --presses lists and refuses a task, press or ratio given twice

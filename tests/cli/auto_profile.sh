@@ -49,6 +49,11 @@ printf '{"id": "a", "context": "%s", "turns": [{"question": "What is the key for
   --ratios 0.75 -t 1 -q --out "$T/e" > /dev/null 2> "$T/err" || fail "eval auto: $(cat "$T/err")"
 grep -q "\"press\":\"primekv:nest=0.9,profile=$cached\"" "$T/e/results.jsonl" ||
   fail "eval rows name the file: $(cat "$T/e/results.jsonl")"
+# --compare takes the press as typed and pairs the rows that name what it resolved to.
+"$bin" eval -m "$T/m.gguf" --tasks "jsonl:$T/t.jsonl" --presses "none;primekv:profile=auto" \
+  --ratios 0.75 -t 1 -q --out "$T/e" --compare none,primekv:profile=auto > "$T/cmp" 2> "$T/err" ||
+  fail "eval --compare with profile=auto: $(cat "$T/err")"
+grep -q "| none | primekv:nest=0.9,profile=$cached |" "$T/cmp" || fail "compare table: $(cat "$T/cmp")"
 
 # Another model's profile beside a model of the same shape: refused by its identity.
 cp "$models/primekv-long.gguf" "$T/other.gguf"
