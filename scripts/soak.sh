@@ -34,9 +34,11 @@ for ((i = 1; i <= runs; i++)); do
   if bash scripts/test.sh > "$log" 2>&1; then result=pass; else result=FAIL; fi
   secs=$(($(date +%s) - t0))
   load=$(cut -d' ' -f1 /proc/loadavg)
-  summary=$(grep -Eo '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1)
+  # (grep finds nothing in a run that passed: not an error here)
+  summary=$(grep -Eo '[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1 ||
+    true)
   failed=$(sed -n '/The following tests FAILED/,$p' "$log" | grep -Eo '^[[:space:]]*[0-9]+ - [^ ]+' |
-    awk '{print $3}' | paste -sd, -)
+    awk '{print $3}' | paste -sd, - || true)
   printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$result" "$secs" "$load" "${summary:-no summary}" \
     "${failed:--}" >> "$out/soak.tsv"
   printf 'run %d/%d: %s in %d s (load average %s): %s\n' "$i" "$runs" "$result" "$secs" "$load" \

@@ -6,15 +6,20 @@
 #   STEP=calib  calibrate retrieval-2 with no task file (-t 2), timed; the cache goes under OUT
 #   STEP=dev    the 960-token dev set of budget_profile_eval.sh (make_eval_splits.py --length 960
 #               --fresh 24680 --test 10), ratios 0.5, 0.75, 0.9, paired comparisons
+#   STEP=longcalib  calibrate the long model with no task file (-t 1), timed
+#   STEP=long   that profile nested below 0.9 on the long model's 16K test split (§7's 80
+#               samples, made by make_long_splits.py --splits test --n 20), beside §7's rows
+#               (research/results/long-tables/test-16384, restored: only the new press runs)
 # Gap closed and cost: research/scripts/gap_closed.py OUT/dev-b --new "$B" (B below).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-step="${STEP:?STEP=calib|dev}"
+step="${STEP:?STEP=calib|dev|longcalib|long}"
 out="${OUT:-/work/r68}"
 bin="${PRIMEKV_BIN:-build/release/src/cli/primekv}"
 m=models/primekv-retrieval-2.gguf
 B="primekv:profile=$out/builtin.budget.json,nest=0.9"
 C="primekv:profile=models/primekv-retrieval-2.budget.json,nest=0.9"
+L="primekv:profile=$out/long-builtin.budget.json,nest=0.9"
 case "$step" in
   calib)
     mkdir -p "$out"
@@ -32,5 +37,24 @@ case "$step" in
       "$bin" eval -m "$m" --threads 2 --seed 42 -q --tasks "$t" --samples 10 \
         --ratios 0.5,0.75,0.9 --out "$out/dev-b" \
         --presses "none;keydiff;primekv;kvzip;$B;$C" --compare "$c,$B" > /dev/null
+    done ;;
+  longcalib)
+    mkdir -p "$out"
+    XDG_CACHE_HOME="$out/cache" /usr/bin/time -v "$bin" calibrate -m models/primekv-long.gguf \
+      -t 1 -o "$out/long-builtin.budget.json" ;;
+  long)
+    S=/work/long-run/splits/long-test/16384
+    [[ -d "$S" ]] || /usr/bin/python3 scripts/make_long_splits.py --lengths 16384 --splits test \
+      --n 20 --families single multikey near_key vt --out /work/long-run/splits
+    d="$out/long16k"
+    mkdir -p "$d"
+    cp research/results/long-tables/test-16384/config.json "$d/"
+    [[ -f "$d/results.jsonl" ]] ||
+      xz -dkc research/results/long-tables/test-16384/results.jsonl.xz > "$d/results.jsonl"
+    t="jsonl:$S/single.jsonl,jsonl:$S/multikey.jsonl,jsonl:$S/near_key.jsonl,jsonl:$S/vt.jsonl"
+    for c in keydiff kvzip primekv; do
+      "$bin" eval -m models/primekv-long.gguf -c 16896 --allow-ctx-overflow --threads "${THREADS:-2}" \
+        --seed 42 -q --samples 20 --ratios "${RATIOS:-0.9}" --out "$d" --tasks "$t" \
+        --presses "none;$L" --compare "$c,$L" > /dev/null
     done ;;
 esac
