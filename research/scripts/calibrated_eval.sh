@@ -6,6 +6,9 @@
 #   STEP=calib  calibrate retrieval-2 with no task file (-t 2), timed; the cache goes under OUT
 #   STEP=dev    the 960-token dev set of budget_profile_eval.sh (make_eval_splits.py --length 960
 #               --fresh 24680 --test 10), ratios 0.5, 0.75, 0.9, paired comparisons
+#   STEP=test   once: the same press on budget_profile_eval.sh's 960-token test set (seed 86420,
+#               20 per family; made where its stored rows name it, /work/r53/test960), beside
+#               those rows (research/results/budget-profile/test960-r2, restored)
 #   STEP=longcalib  calibrate the long model with no task file (-t 1), timed
 #   STEP=long   that profile nested below 0.9 on the long model's 16K test split (§7's 80
 #               samples, made by make_long_splits.py --splits test --n 20), beside §7's rows
@@ -13,7 +16,7 @@
 # Gap closed and cost: research/scripts/gap_closed.py OUT/dev-b --new "$B" (B below).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-step="${STEP:?STEP=calib|dev|longcalib|long}"
+step="${STEP:?STEP=calib|dev|test|longcalib|long}"
 out="${OUT:-/work/r68}"
 bin="${PRIMEKV_BIN:-build/release/src/cli/primekv}"
 m=models/primekv-retrieval-2.gguf
@@ -38,6 +41,24 @@ case "$step" in
         --ratios 0.5,0.75,0.9 --out "$out/dev-b" \
         --presses "none;keydiff;primekv;kvzip;$B;$C" --compare "$c,$B" > /dev/null
     done ;;
+  test)
+    d=/work/r53/test960/heldout-fresh-86420
+    [[ -d "$d" ]] || /usr/bin/python3 research/scripts/make_eval_splits.py --length 960 \
+      --fresh 86420 --test 20 --out /work/r53/test960
+    r="$out/test960"
+    if [[ ! -f "$r/results.jsonl" ]]; then
+      mkdir -p "$r"
+      cp research/results/budget-profile/test960-r2/config.json "$r/"
+      xz -dkc research/results/budget-profile/test960-r2/results.jsonl.xz > "$r/results.jsonl"
+    fi
+    t=""
+    for f in single single_uuid multikey dense multivalue multiquery vt freq multiturn near_key drift; do
+      t+="${t:+,}jsonl:$d/$f.jsonl"
+    done
+    for c in keydiff kvzip primekv "$C"; do
+      "$bin" eval -m "$m" --threads "${THREADS:-2}" --seed 42 -q --tasks "$t" --samples 20 \
+        --ratios 0.5,0.75,0.9 --out "$r" --presses "none;$B" --compare "$c,$B" > /dev/null
+    done ;;
   longcalib)
     mkdir -p "$out"
     XDG_CACHE_HOME="$out/cache" /usr/bin/time -v "$bin" calibrate -m models/primekv-long.gguf \
@@ -48,13 +69,14 @@ case "$step" in
       --n 20 --families single multikey near_key vt --out /work/long-run/splits
     d="$out/long16k"
     mkdir -p "$d"
-    cp research/results/long-tables/test-16384/config.json "$d/"
-    [[ -f "$d/results.jsonl" ]] ||
+    if [[ ! -f "$d/results.jsonl" ]]; then
+      cp research/results/long-tables/test-16384/config.json "$d/"
       xz -dkc research/results/long-tables/test-16384/results.jsonl.xz > "$d/results.jsonl"
+    fi
     t="jsonl:$S/single.jsonl,jsonl:$S/multikey.jsonl,jsonl:$S/near_key.jsonl,jsonl:$S/vt.jsonl"
     for c in keydiff kvzip primekv; do
       "$bin" eval -m models/primekv-long.gguf -c 16896 --allow-ctx-overflow --threads "${THREADS:-2}" \
-        --seed 42 -q --samples 20 --ratios "${RATIOS:-0.9}" --out "$d" --tasks "$t" \
+        --seed 42 -q --samples "${N:-20}" --ratios "${RATIOS:-0.9}" --out "$d" --tasks "$t" \
         --presses "none;$L" --compare "$c,$L" > /dev/null
     done ;;
 esac
