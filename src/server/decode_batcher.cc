@@ -14,10 +14,12 @@ struct DecodeBatcher::Job {
   bool done = false;
 };
 
-DecodeBatcher::DecodeBatcher(Forward forward, int vocab_size, std::mutex& model_mutex)
+DecodeBatcher::DecodeBatcher(Forward forward, int vocab_size, std::mutex& model_mutex,
+                             WaitBounds wait)
     : forward_(std::move(forward)),
       vocab_(static_cast<size_t>(vocab_size)),
-      model_mu_(model_mutex) {}
+      model_mu_(model_mutex),
+      wait_(wait) {}
 
 void DecodeBatcher::Enter() {
   std::lock_guard lock(mu_);
@@ -56,7 +58,8 @@ Status DecodeBatcher::Step(const DecodeSlot& slot, std::span<float> logits) {
     // step), but at most about one step: a turn that is slow to come back (a slow streaming
     // client) costs the others little. The wait starts when the last batch ended at the
     // earliest, so that its turns can come back before a token that came in during it runs.
-    const auto wait = std::chrono::duration<double>(std::clamp(timing_.last_seconds, 5e-5, 5e-3));
+    const auto wait =
+        std::clamp(std::chrono::duration<double>(timing_.last_seconds), wait_.least, wait_.most);
     const auto deadline = std::max(pending_.front()->since, timing_.last_end) +
                           std::chrono::duration_cast<std::chrono::nanoseconds>(wait);
     if (static_cast<int>(pending_.size()) >= decoders_ ||

@@ -15,6 +15,13 @@
 
 namespace primekv::server {
 
+// How long a handed-in token waits for the other decoding turns: the last pass's time, kept
+// within these bounds (a slow client costs the others at most `most`).
+struct DecodeWaitBounds {
+  std::chrono::duration<double> least{5e-5};
+  std::chrono::duration<double> most{5e-3};
+};
+
 class DecodeBatcher {
  public:
   // One batched forward pass (Model::ForwardDecodeBatch): logits is [slots, vocab]; `ws` is the
@@ -26,8 +33,11 @@ class DecodeBatcher {
     uint64_t rows = 0;     // tokens they ran
   };
 
+  using WaitBounds = DecodeWaitBounds;
+
   // `model_mutex`: the model's lock, whose owner (the engine, with the model) outlives this.
-  DecodeBatcher(Forward forward, int vocab_size, std::mutex& model_mutex);
+  DecodeBatcher(Forward forward, int vocab_size, std::mutex& model_mutex,
+                WaitBounds wait = WaitBounds{});
 
   // A turn enters and leaves its decode loop: a batch waits for every turn inside to hand in.
   void Enter();
@@ -55,6 +65,7 @@ class DecodeBatcher {
   const Forward forward_;
   const size_t vocab_;
   std::mutex& model_mu_;
+  const WaitBounds wait_;
   Buffers buffers_;
   mutable std::mutex mu_;  // the queue below
   std::condition_variable cv_;
