@@ -14,23 +14,19 @@ mean over families per length) and, where gnuplot is installed, OUT.png.
 import argparse
 import collections
 import glob
-import json
 import os
 import shutil
 import subprocess
 import sys
 
-from eval_rows import open_rows
+from paired_full_cache import table
 
 
 def family_scores(folder):
     """Mean full-cache score per family (x100) and the sample count."""
     per = collections.defaultdict(list)
-    with open_rows(folder) as f:
-        for line in f:
-            r = json.loads(line)
-            if r["press"] == "none":
-                per[r["task"].rsplit("/", 1)[-1].replace(".jsonl", "")].append(r["score"])
+    for (fam, _), score in table(folder).items():
+        per[fam].append(score)
     return {fam: (100 * sum(v) / len(v), len(v)) for fam, v in per.items()}
 
 
