@@ -181,6 +181,41 @@ class PoseTest(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_TORCH, "torch is not installed (apt-get install -y python3-torch)")
+class GrowDepthTest(unittest.TestCase):
+    def test_slots_keep_order_and_spread_insertions(self):
+        from train_long import grow_slots
+        self.assertEqual(grow_slots(8, 12), [(0, False), (0, True), (1, False), (2, False), (2, True), (3, False),
+                                             (4, False), (4, True), (5, False), (6, False), (6, True), (7, False)])
+        self.assertEqual([i for i, ins in grow_slots(3, 7) if not ins], [0, 1, 2])
+        self.assertEqual(sum(ins for _, ins in grow_slots(3, 7)), 4)
+
+    def test_grown_model_computes_the_same_function_and_then_learns(self):
+        """A deeper model grown from a trained one gives its logits to float precision, and a
+        training step moves the inserted layers off the identity (their gradients are not zero)."""
+        import torch
+        from model import Llama, ModelConfig
+        from train_long import grow_depth
+        torch.manual_seed(1)
+        kw = dict(vocab_size=64, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, ffn_dim=64,
+                  context_length=256, rope_base=1e4)
+        small = Llama(ModelConfig(n_layers=3, **kw))
+        big = Llama(ModelConfig(n_layers=5, **kw))
+        inserted = grow_depth(small.state_dict(), 3, big)
+        self.assertEqual(len(inserted), 2)
+        ids = torch.randint(0, 64, (2, 40))
+        with torch.no_grad():
+            a = small(ids)
+            b = big(ids)
+        self.assertGreater(float(a.abs().max()), 0.1)
+        self.assertLess(float((a - b).abs().max()), 1e-5)
+        loss = big(ids).float().logsumexp(-1).mean()
+        loss.backward()
+        for j in inserted:
+            self.assertGreater(float(big.blocks[j].wo.weight.grad.abs().max()), 0.0)
+            self.assertGreater(float(big.blocks[j].w_down.weight.grad.abs().max()), 0.0)
+
+
+@unittest.skipUnless(HAVE_TORCH, "torch is not installed (apt-get install -y python3-torch)")
 class TrainRoundTripTest(unittest.TestCase):
     def test_toy_train_resume_export(self):
         out = tempfile.mkdtemp(prefix="train_long_")

@@ -157,6 +157,40 @@ def save_carry(path, model, state):
     os.replace(tmp, path)
 
 
+def grow_slots(old_layers, new_layers):
+    """Which old layer each new slot copies, and whether the slot is an inserted one: slot j
+    copies old layer floor(j * old / new); the first slot of each old layer is that layer itself,
+    the others are insertions spread evenly through the stack."""
+    slots, seen = [], set()
+    for j in range(new_layers):
+        i = j * old_layers // new_layers
+        slots.append((i, i in seen))
+        seen.add(i)
+    return slots
+
+
+def grow_depth(old_sd, old_layers, model):
+    """Load a shallower model's weights into `model`, keeping its function exactly: an inserted
+    layer copies the layer before it, with its attention output (wo) and FFN down projection
+    (w_down) zero, so its residual branches add nothing until training moves them.  A copy rather
+    than fresh weights, so the first gradients reach projections that already attend and gate
+    like a trained layer."""
+    new_sd = model.state_dict()
+    slots = grow_slots(old_layers, model.cfg.n_layers)
+    for name in new_sd:
+        if not name.startswith("blocks."):
+            new_sd[name] = old_sd[name].clone()
+            continue
+        _, j, rest = name.split(".", 2)
+        i, inserted = slots[int(j)]
+        w = old_sd["blocks.%d.%s" % (i, rest)].clone()
+        if inserted and rest in ("wo.weight", "w_down.weight"):
+            w.zero_()
+        new_sd[name] = w
+    model.load_state_dict(new_sd)
+    return [j for j, (_, ins) in enumerate(slots) if ins]
+
+
 def load_any(path):
     try:
         ck = torch.load(path, map_location="cpu", weights_only=False)
@@ -258,6 +292,9 @@ def main():
     ap.add_argument("--family-weight", action="append", default=[], metavar="FAMILY=W",
                     help="weight of a long training family (data_long.TRAIN_FAMILIES_LONG; repeatable)")
     ap.add_argument("--resume", default=None, help="a last.pt or carry.pt of this script")
+    ap.add_argument("--grow-from", default=None,
+                    help="a carry.pt or last.pt of a shallower model of this shape: its layers are kept in order "
+                         "and --layers minus theirs are inserted between them as identities (see grow_depth)")
     ap.add_argument("--float-copy", nargs=2, metavar=("SRC", "DST"), default=None,
                     help="only write DST, a float32 weights file ({model, state}, as export.py and "
                          "check_engine.py --ckpt read) from a carry.pt or last.pt SRC, and exit")
@@ -328,6 +365,20 @@ def main():
         state = ck["state"]
         state["config"] = dataclasses.asdict(cfg)
         log("resumed weights from %s at step %d, %.2f min" % (args.resume, state["step"], state["elapsed"] / 60))
+    elif args.grow_from:
+        ck = load_any(args.grow_from)
+        old_layers = ck["state"]["config"]["n_layers"]
+        if old_layers >= args.layers:
+            raise SystemExit("--grow-from %s has %d layers; --layers %d must be more" % (
+                args.grow_from, old_layers, args.layers))
+        inserted = grow_depth(ck["model"], old_layers, model)
+        state = ck["state"]
+        state["config"] = dataclasses.asdict(cfg)
+        state.setdefault("grown", []).append({"step": state["step"], "from_layers": old_layers,
+                                              "to_layers": args.layers, "inserted": inserted})
+        ck = {}  # fresh optimizer: the new layers have no moments
+        log("grown from %s (%d layers, step %d) to %d layers; inserted identity layers at %s" % (
+            args.grow_from, old_layers, state["step"], args.layers, inserted))
     elif args.init_gguf and args.init_gguf != "none":
         load_gguf_weights(model, args.init_gguf)
         state["init"] = os.path.basename(args.init_gguf)
