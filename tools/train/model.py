@@ -100,6 +100,8 @@ class Block(nn.Module):
             vr = v.repeat_interleave(g, dim=1).to(q.dtype)
             out = F.scaled_dot_product_attention(q, kr, vr, is_causal=True, scale=1.0)
             return self.wo(out.transpose(1, 2).reshape(B, T, cfg.n_heads * hd))
+        if isinstance(mask, CausalBlocks):
+            return self.wo(self._attention_blocks(q, k, v, mask))
         # Stack the g query heads of each kv head along the row axis so one bmm serves
         # the whole group without materialising repeated keys/values.
         qg = q.reshape(B * hkv, g * T, hd)
@@ -114,11 +116,57 @@ class Block(nn.Module):
         out = out.view(B, cfg.n_heads, T, hd).transpose(1, 2).reshape(B, T, cfg.n_heads * hd)
         return self.wo(out)
 
+    def _attention_blocks(self, q, k, v, blocks):
+        """Causal attention of a whole sequence, a block of queries at a time: block [a, b)
+        reads keys [0, b), unmasked before a and through the (g*C, C) causal mask on the
+        diagonal, so the masked upper triangle is never computed (about half the work of the
+        dense (T x T) scores at long T) and no (T x T) mask exists."""
+        cfg = self.cfg
+        B, _, T, hd = q.shape
+        hkv, g = cfg.n_kv_heads, cfg.group
+        kf = k.reshape(B * hkv, T, hd)
+        vf = v.reshape(B * hkv, T, hd)
+        outs = []
+        for a in range(0, T, blocks.size):
+            b = min(T, a + blocks.size)
+            C = b - a
+            qg = q[:, :, a:b].reshape(B * hkv, g * C, hd)
+            kt = kf[:, :b].transpose(1, 2).to(qg.dtype)
+            diag = blocks.diagonal(C, q.device).to(qg.dtype)
+            near = torch.baddbmm(diag, qg, kt[:, :, a:])
+            scores = near if a == 0 else torch.cat((torch.bmm(qg, kt[:, :, :a]), near), dim=-1)
+            probs = torch.softmax(scores.float(), dim=-1).to(qg.dtype)
+            outs.append(torch.bmm(probs, vf[:, :b].to(qg.dtype)).view(B, cfg.n_heads, C, hd))
+        out = torch.cat(outs, dim=2)
+        return out.transpose(1, 2).reshape(B, T, cfg.n_heads * hd)
+
     def forward(self, x, cos, sin, mask, cache=None):
         x = x + self.attention(self.attn_norm(x), cos, sin, mask, cache)
         h = self.ffn_norm(x)
         x = x + self.w_down(F.silu(self.w_gate(h)) * self.w_up(h))
         return x
+
+
+class CausalBlocks:
+    """The CPU training path's causal mask for a long sequence: query blocks of `size` and the
+    one (g*C, C) mask their diagonal blocks share."""
+
+    def __init__(self, size: int, group: int):
+        self.size, self.group = size, group
+        self._diag = {}
+
+    @staticmethod
+    def size_for(T: int) -> int:
+        return max(256, T // 16)
+
+    def diagonal(self, C, device):
+        m = self._diag.get(C)
+        if m is None:
+            m = torch.zeros(C, C)
+            m.masked_fill_(torch.ones(C, C, dtype=torch.bool).triu(1), float("-inf"))
+            m = m.repeat(self.group, 1).to(device)
+            self._diag[C] = m
+        return m
 
 
 def checkpointed(blk, x, cos, sin, mask):
@@ -187,8 +235,14 @@ class Llama(nn.Module):
             cos, sin = rope_tables(self.cfg, positions.reshape(-1).cpu())
             cos, sin = cos.view(B, 1, T, -1), sin.view(B, 1, T, -1)
         cos, sin = cos.to(ids.device), sin.to(ids.device)
-        # On a GPU the blocks use the fused causal kernel (mask None); on the CPU an additive mask.
-        mask = None if ids.is_cuda else self.causal_mask(T, T, ids.device)
+        # On a GPU the blocks use the fused causal kernel (mask None); on the CPU an additive
+        # mask, or query blocks that skip the masked triangle once T is long enough to matter.
+        if ids.is_cuda:
+            mask = None
+        elif T > 2 * CausalBlocks.size_for(T):
+            mask = CausalBlocks(CausalBlocks.size_for(T), self.cfg.group)
+        else:
+            mask = self.causal_mask(T, T, ids.device)
         x = self.tok_emb(ids)
         recompute = 0 < recompute_from <= T and torch.is_grad_enabled()
         for blk in self.blocks:

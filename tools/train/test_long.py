@@ -215,6 +215,35 @@ class GrowDepthTest(unittest.TestCase):
             self.assertGreater(float(big.blocks[j].w_down.weight.grad.abs().max()), 0.0)
 
 
+    def test_query_blocks_equal_the_dense_mask(self):
+        """The CPU path's blocked causal attention (long rows) gives the dense masked pass's
+        hidden states and gradients, with PoSE positions too."""
+        import torch
+        import model as M
+        torch.manual_seed(2)
+        m = M.Llama(M.ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16,
+                                  ffn_dim=64, context_length=4096, rope_base=1e4))
+        ids = torch.randint(0, 64, (2, 700))
+        pos = torch.stack([torch.arange(700), torch.arange(700) * 3])
+
+        def run():
+            m.zero_grad()
+            h = m.hidden(ids, pos)
+            (h ** 2).mean().backward()
+            return h.detach(), [p.grad.clone() for p in m.parameters() if p.grad is not None]
+        self.assertGreater(700, 2 * M.CausalBlocks.size_for(700))  # the blocked path runs
+        h1, g1 = run()
+        size_for = M.CausalBlocks.size_for
+        M.CausalBlocks.size_for = staticmethod(lambda T: 10 ** 9)  # the dense path runs
+        try:
+            h2, g2 = run()
+        finally:
+            M.CausalBlocks.size_for = size_for
+        self.assertLess(float((h1 - h2).abs().max()), 1e-5)
+        for a, b in zip(g1, g2):
+            self.assertLess(float((a - b).abs().max()), 1e-5 * max(1.0, float(b.abs().max())))
+
+
 @unittest.skipUnless(HAVE_TORCH, "torch is not installed (apt-get install -y python3-torch)")
 class TrainRoundTripTest(unittest.TestCase):
     def test_toy_train_resume_export(self):

@@ -277,7 +277,8 @@ def main():
     ap.add_argument("--recompute-from", type=int, default=4096,
                     help="CPU: rows of at least this many tokens recompute each block in the backward pass "
                          "(memory of one layer's scores instead of all layers'; about a third more compute)")
-    ap.add_argument("--long-len", type=int, default=4096)
+    ap.add_argument("--long-len", type=int, nargs="+", default=[4096],
+                    help="lengths of the real long rows (with --pose-window), one drawn per long step")
     ap.add_argument("--pose-eval-spans", type=int, nargs="*", default=None,
                     help="spans for the far-question evaluation of --pose-window documents (default ctx/4, ctx/2, ctx)")
     ap.add_argument("--threads", type=int, default=0, help="CPU intra-op threads (0: up to 2)")
@@ -437,7 +438,7 @@ def main():
         _, div, diff = pick_stage(frac, sched_rng)
         length = stage_length(args.ctx, div)
         if args.pose_window:
-            length = args.long_len if sched_rng.random() < args.long_share else args.pose_window
+            length = sched_rng.choice(args.long_len) if sched_rng.random() < args.long_share else args.pose_window
         job_seed[0] += 1
         return (job_seed[0], length, max(1, args.batch_tokens // length), diff[0], diff[1], args.value_first)
 
