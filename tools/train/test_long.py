@@ -252,14 +252,17 @@ class TrainRoundTripTest(unittest.TestCase):
             script = os.path.join(_HERE, "train_long.py")
             base = [sys.executable, script, "--toy", "--workers", "0", "--eval-n", "1", "--eval-families", "single",
                     "--out-dir", out, "--gguf-type", "F32"]
-            r = subprocess.run(base + ["--minutes", "0.3", "--reserve", "0.1"], capture_output=True, text=True)
+            # The loop's own budget (--budget-minutes) is short, the command's (--minutes) long, so a
+            # slow start on a loaded machine (torch's import) cannot leave the loop no time at all.
+            r = subprocess.run(base + ["--minutes", "2", "--reserve", "0.1", "--budget-minutes", "0.15"],
+                               capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-2000:])
             import torch
             st1 = torch.load(os.path.join(out, "last.pt"), map_location="cpu")["state"]
             self.assertGreater(st1["step"], 0)
             carry = torch.load(os.path.join(out, "carry.pt"), map_location="cpu")
             self.assertEqual(carry["state"]["step"], st1["step"])
-            r = subprocess.run(base + ["--minutes", "0.25", "--reserve", "0.1", "--budget-minutes", "0.5",
+            r = subprocess.run(base + ["--minutes", "2", "--reserve", "0.1", "--budget-minutes", "0.3",
                                        "--resume", os.path.join(out, "last.pt")], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-2000:])
             self.assertIn("optimizer state restored", r.stdout)
