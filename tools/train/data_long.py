@@ -117,10 +117,13 @@ class SectionsFiller:
         return self.sources[self.cur].next()
 
 
-def train_filler(rng):
+def train_filler(rng, real_only=False):
     """The filler of one long training document: real prose (80% alone, 20% in sections with
-    the generator's kinds) with probability REAL_SHARE, else LongFiller's random mode."""
+    the generator's kinds) with probability REAL_SHARE (always with real_only), else
+    LongFiller's random mode."""
     docs = REAL_DOCS.get("train")
+    if docs and real_only:
+        return corpus.RealFiller(rng, docs)
     if docs and rng.random() < REAL_SHARE:
         return corpus.RealFiller(rng, docs) if rng.random() < 0.8 else SectionsFiller(rng, docs)
     return LongFiller(rng)
@@ -457,10 +460,18 @@ TRAIN_FAMILIES_LONG = {
 }
 
 
-def make_train_doc_long(tok, rng, length, difficulty, ctx_weight=0.02, value_first=0.35, short_share=0.4):
+def make_train_doc_long(tok, rng, length, difficulty, ctx_weight=0.02, value_first=0.35, short_share=0.4,
+                        skill=None):
     """A training document of length+1 tokens (data.Doc: ids, weights, answers).  Documents up to
     2,048 tokens are data.make_train_doc_v2's with probability short_share (what the second
-    model learned from); the rest come from this module's long placement."""
+    model learned from); the rest come from this module's long placement.  skill: a family
+    name: a document of that family alone, in real prose, at full difficulty (skill rows)."""
+    if skill is not None:
+        for _ in range(20):
+            d = _make_train_doc_long(tok, rng, length, 1.0, ctx_weight, value_first, skill)
+            if d is not None:
+                return d
+        raise RuntimeError("could not fit a %s document into %d tokens" % (skill, length))
     if length <= 2048 and rng.random() < short_share:
         return data.make_train_doc_v2(tok, rng, length, difficulty, ctx_weight, value_first=value_first)
     for _ in range(20):
@@ -475,9 +486,9 @@ def make_train_doc_long(tok, rng, length, difficulty, ctx_weight=0.02, value_fir
     raise RuntimeError("could not fit a long document into %d tokens" % length)
 
 
-def _make_train_doc_long(tok, rng, length, difficulty, ctx_weight, value_first):
+def _make_train_doc_long(tok, rng, length, difficulty, ctx_weight, value_first, skill=None):
     names = list(TRAIN_FAMILIES_LONG)
-    fam = rng.choices(names, weights=[TRAIN_FAMILIES_LONG[n] for n in names])[0]
+    fam = skill or rng.choices(names, weights=[TRAIN_FAMILIES_LONG[n] for n in names])[0]
     scale = max(1.0, length / 2048) ** 0.5  # more facts in longer documents (x4 at 32K)
     nmax = lambda lo, hi: max(lo, int(round(lo + (hi - lo) * difficulty * min(1.0, scale / 4) + (scale - 1))))
     echo = 0.25
@@ -498,7 +509,9 @@ def _make_train_doc_long(tok, rng, length, difficulty, ctx_weight, value_first):
                           value_kind=rng.choice(data.VALUE_KINDS), fact_templates=data.FACT_TEMPLATES_V2,
                           distract_links=rng.randint(0, 2), v2=True)
     elif fam == "vt":
-        t = data.task_vt(rng, rng.randint(1, nmax(2, 8)), rng.choice([1, 1, 2]))
+        # Skill rows are short, so their hops are not scaled by length: 2-6, held-out asks 4.
+        hops = rng.randint(2, 6) if skill else rng.randint(1, nmax(2, 8))
+        t = data.task_vt(rng, hops, rng.choice([1, 1, 2]))
         t.spread = rng.random() < 0.8
     elif fam == "multivalue":
         t = data.task_multivalue(rng, rng.randint(2, 4), rng.randint(0, nmax(0, 10)))
@@ -510,7 +523,7 @@ def _make_train_doc_long(tok, rng, length, difficulty, ctx_weight, value_first):
         t = data.task_kv_v2(rng, n, rng.randint(1, n), "dense", dense=True, echo=echo, value_first=value_first)
     else:
         t = data.task_copy(rng, min(length, 2048))
-    return render_doc(tok, rng, t, length, train_filler(rng), ctx_weight,
+    return render_doc(tok, rng, t, length, train_filler(rng, real_only=skill is not None), ctx_weight,
                       chain_gap=rng.choice([0.0, 0.3, 0.5, 0.7]), sep_newline=0.3)
 
 

@@ -10,6 +10,7 @@ without it; the engine checks (GGUF load, logits) run when build/*/src/cli/prime
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -113,6 +114,33 @@ class GeneratorTest(unittest.TestCase):
             d = data_long.make_train_doc_long(TOK, rng, 64, 0.9, short_share=0.0)
             self.assertEqual(len(d.ids), 65)
             self.assertTrue(d.answers)
+
+    def test_skill_rows_are_the_family_in_real_prose(self):
+        """make_train_doc_long(skill="vt"): every document is variable tracking (2-6 hops) in the
+        real prose it is given, even with REAL_SHARE 0, at 1,024 tokens."""
+        prose = [{"paragraphs": [["The QUICK tool reads FILE from disk.", "It writes to STDOUT when asked."],
+                                 ["Options are parsed left to right.", "The last one wins."]]}]
+        saved = dict(data_long.REAL_DOCS), data_long.REAL_SHARE
+        data_long.REAL_DOCS.clear()
+        data_long.REAL_DOCS["train"] = prose
+        data_long.REAL_SHARE = 0.0
+        try:
+            rng = random.Random(3)
+            for _ in range(12):
+                d = data_long.make_train_doc_long(TOK, rng, 1024, 0.5, skill="vt")
+                self.assertEqual(len(d.ids), 1025)
+                self.assertEqual(len(d.answers), 1)
+                names = d.answers[0]["refs"]
+                self.assertTrue(3 <= len(names) <= 7, names)
+                text = d.context_text
+                self.assertIn("STDOUT", text)
+                self.assertNotIn("Track the variables", text.replace("Track the variables:", ""))
+                pos = [re.search(r"\b%s\b" % n, text).start() for n in names]
+                self.assertEqual(pos, sorted(pos))  # the chain's order
+        finally:
+            data_long.REAL_DOCS.clear()
+            data_long.REAL_DOCS.update(saved[0])
+            data_long.REAL_SHARE = saved[1]
 
     def test_split_streams_disjoint(self):
         import make_long_splits as M

@@ -54,6 +54,7 @@ exports.
 import argparse
 import collections
 import dataclasses
+import functools
 import json
 import os
 import random
@@ -144,7 +145,10 @@ def cpu_has_bf16():
 
 # ---------------------------------------------------------------------------- data workers
 def make_batch(job):
-    """train_ref2's batches, of long documents (runs in train_ref2's worker processes)."""
+    """train_ref2's batches, of long documents (runs in train_ref2's worker processes); a job
+    with a 7th element is a batch of skill rows of that family (--skill-rows)."""
+    if len(job) == 7:
+        return batch_of(functools.partial(data_long.make_train_doc_long, skill=job[6]), job[:6])
     return batch_of(data_long.make_train_doc_long, job)
 
 
@@ -292,6 +296,9 @@ def main():
                     help="also evaluate the families with the corpus's dev-split prose as filler")
     ap.add_argument("--family-weight", action="append", default=[], metavar="FAMILY=W",
                     help="weight of a long training family (data_long.TRAIN_FAMILIES_LONG; repeatable)")
+    ap.add_argument("--skill-rows", default=None, metavar="FAMILY:LENGTH:SHARE",
+                    help="with --pose-window: a SHARE of the steps are rows of LENGTH tokens, each a "
+                         "FAMILY document in real prose (a skill the long rows give too few examples of)")
     ap.add_argument("--resume", default=None, help="a last.pt or carry.pt of this script")
     ap.add_argument("--grow-from", default=None,
                     help="a carry.pt or last.pt of a shallower model of this shape: its layers are kept in order "
@@ -350,6 +357,16 @@ def main():
         data_long.TRAIN_FAMILIES_LONG[name] = float(w)
     if args.family_weight:
         log("long training families: %s" % data_long.TRAIN_FAMILIES_LONG)
+    skill = None
+    if args.skill_rows:
+        fam, L, share = (args.skill_rows.split(":") + ["", ""])[:3]
+        try:
+            skill = (fam, int(L), float(share))
+        except ValueError:
+            raise SystemExit("--skill-rows %s: FAMILY:LENGTH:SHARE" % args.skill_rows)
+        if fam not in data_long.TRAIN_FAMILIES_LONG or not args.pose_window or args.real_share <= 0:
+            raise SystemExit("--skill-rows needs a family of %s, --pose-window and --real-share" %
+                             ", ".join(data_long.TRAIN_FAMILIES_LONG))
     feeder = Feeder(tok, args.workers, depth=2 * max(1, args.workers),  # fork before CUDA starts
                     make_batch=make_batch)
     cfg = ModelConfig(vocab_size=tok.vocab_size, d_model=args.d_model, n_layers=args.layers, n_heads=args.heads,
@@ -439,6 +456,10 @@ def main():
         length = stage_length(args.ctx, div)
         if args.pose_window:
             length = sched_rng.choice(args.long_len) if sched_rng.random() < args.long_share else args.pose_window
+            if skill and length == args.pose_window and sched_rng.random() < skill[2]:
+                job_seed[0] += 1
+                return (job_seed[0], skill[1], max(1, args.batch_tokens // skill[1]), diff[0], diff[1],
+                        args.value_first, skill[0])
         job_seed[0] += 1
         return (job_seed[0], length, max(1, args.batch_tokens // length), diff[0], diff[1], args.value_first)
 
