@@ -306,7 +306,19 @@ def main():
     ap.add_argument("--float-copy", nargs=2, metavar=("SRC", "DST"), default=None,
                     help="only write DST, a float32 weights file ({model, state}, as export.py and "
                          "check_engine.py --ckpt read) from a carry.pt or last.pt SRC, and exit")
+    ap.add_argument("--export", default=None, metavar="SRC",
+                    help="only write --gguf-out (in --gguf-type) from a carry.pt or last.pt SRC, with "
+                         "the shape its state records, and exit")
     args = ap.parse_args()
+    if args.export:
+        if not args.gguf_out:
+            ap.error("--export needs --gguf-out")
+        ck = load_any(args.export)
+        m = Llama(ModelConfig(**ck["state"]["config"]))
+        m.load_state_dict(ck["model"])
+        write_gguf(m, load_tokenizer(args.tokenizer), args.name, args.gguf_out, args.gguf_type)
+        print("wrote %s from %s (step %d)" % (args.gguf_out, args.export, ck["state"]["step"]))
+        return
     if args.float_copy:
         ck = load_any(args.float_copy[0])
         torch.save({"model": ck["model"], "state": ck["state"]}, args.float_copy[1])
