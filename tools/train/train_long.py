@@ -578,7 +578,7 @@ def main():
                "tokens_seen": state["tokens"], "tokens_by_length": state["tokens_by_length"],
                "train_minutes": round(state["elapsed"] / 60, 2), "budget_minutes": round(budget / 60, 2),
                "finished": state["elapsed"] >= budget - 1.0, "final_answer_loss_ema": ema, "evals": state["evals"],
-               "segments": state["segments"],
+               "segments": state["segments"], "grown": state.get("grown", []),
                "device": str(device) + ((" " + torch.cuda.get_device_name()) if device.type == "cuda" else "")}
     with open(os.path.join(args.out_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
