@@ -148,25 +148,16 @@ class Block(nn.Module):
 
 
 class CausalBlocks:
-    """The CPU training path's causal mask for a long sequence: query blocks of `size` and the
-    one (g*C, C) mask their diagonal blocks share."""
+    """The CPU training path's causal mask for a long sequence: query blocks of `size`, whose
+    diagonal blocks all take the model's own (g*C, C) causal mask (Llama.causal_mask(C, C))."""
 
-    def __init__(self, size: int, group: int):
-        self.size, self.group = size, group
-        self._diag = {}
+    def __init__(self, size: int, causal_mask):
+        self.size = size
+        self.diagonal = lambda C, device: causal_mask(C, C, device)
 
     @staticmethod
     def size_for(T: int) -> int:
         return max(256, T // 16)
-
-    def diagonal(self, C, device):
-        m = self._diag.get(C)
-        if m is None:
-            m = torch.zeros(C, C)
-            m.masked_fill_(torch.ones(C, C, dtype=torch.bool).triu(1), float("-inf"))
-            m = m.repeat(self.group, 1).to(device)
-            self._diag[C] = m
-        return m
 
 
 def checkpointed(blk, x, cos, sin, mask):
@@ -240,7 +231,7 @@ class Llama(nn.Module):
         if ids.is_cuda:
             mask = None
         elif T > 2 * CausalBlocks.size_for(T):
-            mask = CausalBlocks(CausalBlocks.size_for(T), self.cfg.group)
+            mask = CausalBlocks(CausalBlocks.size_for(T), self.causal_mask)
         else:
             mask = self.causal_mask(T, T, ids.device)
         x = self.tok_emb(ids)
